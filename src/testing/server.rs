@@ -1,0 +1,461 @@
+//! The server shell: shared state, the accept loop, one thread per connection, authentication,
+//! the request log, scripted faults, and shutdown.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use log::{debug, trace};
+
+use super::api::{self, Route, send, status_response};
+use super::http::{Conn, ReadError, Request, Response, Stream, read_request, write_head};
+use super::store::Store;
+use super::tls::TlsMaterial;
+use super::util::Rng;
+use super::{FakeApiServer, Fault, Match, RecordedRequest, Settings, watch};
+
+/// How many requests the log keeps.
+const MAX_RECORDED: usize = 100_000;
+
+/// What to do with a connection after a response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Flow {
+    /// Read the next request.
+    KeepAlive,
+    /// Close the connection (FIN).
+    Close,
+    /// Reset the connection (RST where possible).
+    Reset,
+}
+
+/// Mutable server state, behind one mutex.
+#[derive(Debug)]
+pub(crate) struct State {
+    /// Objects and history.
+    pub store: Store,
+    /// Scripted faults, first in first out.
+    pub faults: VecDeque<(Match, Fault)>,
+    /// The request log.
+    pub requests: VecDeque<RecordedRequest>,
+    /// Accepted bearer tokens and the user each authenticates as.
+    pub tokens: Vec<(String, String)>,
+    /// Randomness for watch timeouts.
+    pub rng: Rng,
+    /// When the first page of a paginated list at each revision was served (continue expiry).
+    pub token_issued: HashMap<u64, Instant>,
+}
+
+/// Open sockets and connection threads.
+#[derive(Debug, Default)]
+struct Conns {
+    next_id: u64,
+    sockets: HashMap<u64, TcpStream>,
+    handles: Vec<JoinHandle<()>>,
+}
+
+/// State shared by the handle and every server thread.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    /// Settings fixed at start.
+    pub settings: Settings,
+    state: Mutex<State>,
+    changed: Condvar,
+    shutdown: AtomicBool,
+    /// Connected watch streams.
+    pub open_watches: AtomicUsize,
+    /// Accepted connections.
+    pub connections: AtomicUsize,
+    /// TLS material in TLS mode.
+    pub tls: Option<TlsMaterial>,
+    conns: Mutex<Conns>,
+}
+
+impl Shared {
+    /// Locks the state (a panicked holder does not poison it for the rest of the test).
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Wakes every thread waiting for changes.
+    pub(crate) fn notify(&self) {
+        self.changed.notify_all();
+    }
+
+    /// Waits for a change or the timeout.
+    pub(crate) fn wait<'a>(&self, guard: MutexGuard<'a, State>, timeout: Duration) -> MutexGuard<'a, State> {
+        match self.changed.wait_timeout(guard, timeout) {
+            Ok((g, _)) => g,
+            Err(e) => e.into_inner().0,
+        }
+    }
+
+    /// Whether the server is shutting down.
+    pub(crate) fn is_shutdown(&self) -> bool {
+        self.shutdown.load(Ordering::SeqCst)
+    }
+
+    fn conns(&self) -> MutexGuard<'_, Conns> {
+        self.conns.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Starts the server.
+pub(crate) fn start(settings: Settings) -> io::Result<FakeApiServer> {
+    let listener = TcpListener::bind(("127.0.0.1", settings.port))?;
+    let addr = listener.local_addr()?;
+    let tls = if settings.tls {
+        Some(TlsMaterial::generate(settings.client_ca_required).map_err(io::Error::other)?)
+    } else {
+        None
+    };
+    let mut store = Store::new(settings.seed, settings.history);
+    if settings.register_defaults {
+        for rt in api::default_types() {
+            store.register(rt);
+        }
+    }
+    let shared = Arc::new(Shared {
+        state: Mutex::new(State {
+            store,
+            faults: VecDeque::new(),
+            requests: VecDeque::new(),
+            tokens: settings.tokens.clone(),
+            rng: Rng::new(settings.seed.wrapping_add(1)),
+            token_issued: HashMap::new(),
+        }),
+        settings,
+        changed: Condvar::new(),
+        shutdown: AtomicBool::new(false),
+        open_watches: AtomicUsize::new(0),
+        connections: AtomicUsize::new(0),
+        tls,
+        conns: Mutex::new(Conns::default()),
+    });
+    let accept_shared = shared.clone();
+    let accept =
+        thread::Builder::new().name("fake-api-accept".into()).spawn(move || accept_loop(&accept_shared, &listener))?;
+    debug!("fake api server listening on {addr}");
+    Ok(FakeApiServer::from_parts(shared, addr, accept))
+}
+
+fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
+    for stream in listener.incoming() {
+        if shared.is_shutdown() {
+            break;
+        }
+        let stream = match stream {
+            Ok(s) => s,
+            Err(e) => {
+                debug!("fake api server: accept failed: {e}");
+                thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+        };
+        shared.connections.fetch_add(1, Ordering::SeqCst);
+        let mut conns = shared.conns();
+        conns.handles.retain(|h| !h.is_finished());
+        let id = conns.next_id;
+        conns.next_id += 1;
+        match stream.try_clone() {
+            Ok(clone) => {
+                conns.sockets.insert(id, clone);
+            }
+            Err(e) => {
+                debug!("fake api server: clone socket: {e}");
+                continue;
+            }
+        }
+        let conn_shared = shared.clone();
+        let spawned = thread::Builder::new()
+            .name(format!("fake-api-conn-{id}"))
+            .spawn(move || serve_connection(&conn_shared, id, stream));
+        match spawned {
+            Ok(handle) => conns.handles.push(handle),
+            Err(e) => {
+                debug!("fake api server: spawn connection thread: {e}");
+                if let Some(s) = conns.sockets.remove(&id) {
+                    let _ = s.shutdown(Shutdown::Both);
+                }
+            }
+        }
+    }
+}
+
+/// Shuts the server down and joins every thread.
+pub(crate) fn shutdown(shared: &Arc<Shared>, addr: SocketAddr, accept: Option<JoinHandle<()>>) {
+    shared.shutdown.store(true, Ordering::SeqCst);
+    shared.notify();
+    // Wake the accept loop.
+    let _ = TcpStream::connect_timeout(&addr, Duration::from_secs(1));
+    if let Some(h) = accept {
+        let _ = h.join();
+    }
+    let handles = {
+        let mut conns = shared.conns();
+        for s in conns.sockets.values() {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+        std::mem::take(&mut conns.handles)
+    };
+    shared.notify();
+    for h in handles {
+        let _ = h.join();
+    }
+    debug!("fake api server on {addr} stopped");
+}
+
+/// Whether the peer closed or reset the connection (checked without blocking).
+pub(crate) fn peer_gone(conn: &Conn) -> bool {
+    let tcp = conn.stream().tcp();
+    if tcp.set_nonblocking(true).is_err() {
+        return true;
+    }
+    let mut buf = [0u8; 1];
+    let gone = match tcp.peek(&mut buf) {
+        Ok(0) => true,
+        // Bytes on a TLS watch connection can only be a close_notify: treat as gone.
+        Ok(_) => matches!(conn.stream(), Stream::Tls(_)),
+        Err(e) => e.kind() != io::ErrorKind::WouldBlock,
+    };
+    let _ = tcp.set_nonblocking(false);
+    gone
+}
+
+/// Blocks until the peer leaves or the server shuts down.
+pub(crate) fn wait_until_gone(shared: &Shared, conn: &Conn) {
+    while !shared.is_shutdown() && !peer_gone(conn) {
+        let guard = shared.lock();
+        drop(shared.wait(guard, Duration::from_millis(50)));
+    }
+}
+
+/// Sleeps up to `d`, returning early on shutdown.
+fn interruptible_sleep(shared: &Shared, d: Duration) {
+    let deadline = Instant::now() + d;
+    let mut guard = shared.lock();
+    loop {
+        let now = Instant::now();
+        if now >= deadline || shared.is_shutdown() {
+            return;
+        }
+        guard = shared.wait(guard, deadline - now);
+    }
+}
+
+fn serve_connection(shared: &Arc<Shared>, id: u64, tcp: TcpStream) {
+    let _ = tcp.set_nodelay(true);
+    let _ = tcp.set_read_timeout(Some(shared.settings.idle_timeout));
+    let stream = match &shared.tls {
+        Some(tls) => match rustls::ServerConnection::new(tls.config.clone()) {
+            Ok(c) => Stream::Tls(Box::new(rustls::StreamOwned::new(c, tcp))),
+            Err(e) => {
+                debug!("fake api server: tls session: {e}");
+                shared.conns().sockets.remove(&id);
+                return;
+            }
+        },
+        None => Stream::Plain(tcp),
+    };
+    let mut conn = Conn::new(stream);
+    let mut reset = false;
+    loop {
+        if shared.is_shutdown() {
+            break;
+        }
+        let req = match read_request(&mut conn) {
+            Ok(r) => r,
+            Err(ReadError::Closed) => break,
+            Err(ReadError::Io(e)) => {
+                trace!("fake api server: connection {id}: {e}");
+                break;
+            }
+            Err(ReadError::Bad(code, msg)) => {
+                let mut resp = Response::text(code, &msg);
+                resp.close = true;
+                let _ = super::http::write_response(&mut conn, &resp, false);
+                break;
+            }
+        };
+        let close = req.close;
+        match handle_request(shared, &mut conn, req) {
+            Ok(Flow::KeepAlive) if !close => {}
+            Ok(Flow::Reset) => {
+                reset = true;
+                break;
+            }
+            Ok(_) => break,
+            Err(e) => {
+                trace!("fake api server: connection {id}: write failed: {e}");
+                break;
+            }
+        }
+    }
+    // Unregister before the stream drops, so that the drop closes the last descriptor.
+    shared.conns().sockets.remove(&id);
+    if reset {
+        let _ = socket2::SockRef::from(conn.stream().tcp()).set_linger(Some(Duration::ZERO));
+    } else {
+        let _ = conn.stream().tcp().shutdown(Shutdown::Write);
+    }
+    drop(conn);
+}
+
+/// Request classes faults and the log care about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Class {
+    List,
+    Watch,
+    Get,
+    Other,
+}
+
+fn fault_matches(m: &Match, class: Class, path: &str) -> bool {
+    match m {
+        Match::Any => true,
+        Match::List => class == Class::List,
+        Match::Watch => class == Class::Watch,
+        Match::Get => class == Class::Get,
+        Match::Path(p) => p == path,
+    }
+}
+
+fn fault_applies(f: &Fault, class: Class) -> bool {
+    match f {
+        Fault::InStreamError { .. }
+        | Fault::CloseAfter { .. }
+        | Fault::ResetAfter { .. }
+        | Fault::MalformedLine
+        | Fault::OversizedLine { .. } => class == Class::Watch,
+        Fault::TruncateBody => matches!(class, Class::List | Class::Get),
+        Fault::Status { .. }
+        | Fault::PlainText { .. }
+        | Fault::TooLargeResourceVersion
+        | Fault::Stall
+        | Fault::StallBeforeHeaders
+        | Fault::DelayHeaders(_) => true,
+    }
+}
+
+fn redact(headers: &[(String, String)]) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .map(|(k, v)| match k.as_str() {
+            "authorization" | "proxy-authorization" | "cookie" => (k.clone(), "<redacted>".to_string()),
+            _ => (k.clone(), v.clone()),
+        })
+        .collect()
+}
+
+fn handle_request(shared: &Arc<Shared>, conn: &mut Conn, req: Request) -> io::Result<Flow> {
+    let cert_user = conn.stream().peer_cert().and_then(|der| shared.tls.as_ref().and_then(|t| t.user_for_cert(&der)));
+    let (route, class, user, authorized, fault) = {
+        let mut state = shared.lock();
+        let route = api::route(&state, &req.path);
+        let class = match &route {
+            Route::Collection { watch_path, .. } | Route::Object { watch_path, .. }
+                if req.method == "GET" && (*watch_path || req.flag("watch") == Some(true)) =>
+            {
+                Class::Watch
+            }
+            Route::Collection { .. } if req.method == "GET" => Class::List,
+            Route::Object { .. } if req.method == "GET" => Class::Get,
+            _ => Class::Other,
+        };
+        let bearer = req
+            .header("authorization")
+            .and_then(|a| a.strip_prefix("Bearer ").or_else(|| a.strip_prefix("bearer ")))
+            .map(str::trim);
+        let token_user = bearer.and_then(|b| state.tokens.iter().find(|(t, _)| t == b).map(|(_, u)| u.clone()));
+        let user = cert_user.or(token_user);
+        let auth_required = !state.tokens.is_empty() || shared.settings.client_ca_required;
+        let authorized = !auth_required || user.is_some();
+        trace!("fake api server: {} {} ({class:?})", req.method, req.path);
+        state.requests.push_back(RecordedRequest {
+            method: req.method.clone(),
+            path: req.path.clone(),
+            query: req.query.clone(),
+            raw_query: req.raw_query.clone(),
+            headers: redact(&req.headers),
+            watch: class == Class::Watch,
+            user: user.clone(),
+        });
+        while state.requests.len() > MAX_RECORDED {
+            state.requests.pop_front();
+        }
+        let fault = if authorized {
+            let pos =
+                state.faults.iter().position(|(m, f)| fault_matches(m, class, &req.path) && fault_applies(f, class));
+            pos.and_then(|p| state.faults.remove(p)).map(|(_, f)| f)
+        } else {
+            None
+        };
+        (route, class, user, authorized, fault)
+    };
+    let _ = user;
+    if !authorized {
+        let resp = status_response(401, "Unauthorized", "Unauthorized", None);
+        send(conn, &req, resp)?;
+        return Ok(Flow::KeepAlive);
+    }
+    let mut fault = fault;
+    if let Some(Fault::DelayHeaders(d)) = fault {
+        interruptible_sleep(shared, d);
+        fault = None;
+    }
+    match fault {
+        Some(Fault::Status { code, reason, message, retry_after }) => {
+            let details = retry_after.map(|r| serde_json::json!({"retryAfterSeconds": r}));
+            send(conn, &req, status_response(code, &reason, &message, details))?;
+            return Ok(Flow::KeepAlive);
+        }
+        Some(Fault::PlainText { code, body, retry_after }) => {
+            let ct = if body.trim_start().starts_with('<') { "text/html" } else { "text/plain; charset=utf-8" };
+            let mut resp = Response::new(code, ct, body.into_bytes());
+            if let Some(r) = retry_after {
+                resp = resp.header("Retry-After", &r.to_string());
+            }
+            send(conn, &req, resp)?;
+            return Ok(Flow::KeepAlive);
+        }
+        Some(Fault::TooLargeResourceVersion) => {
+            let current = shared.lock().store.revision;
+            let wanted = req.param("resourceVersion").unwrap_or_default().to_string();
+            let body = api::too_large_status(&wanted, current);
+            send(conn, &req, Response::json(504, &body).header("Retry-After", "1"))?;
+            return Ok(Flow::KeepAlive);
+        }
+        Some(Fault::StallBeforeHeaders) => {
+            wait_until_gone(shared, conn);
+            return Ok(Flow::Close);
+        }
+        Some(Fault::Stall) => {
+            let headers = vec![
+                ("Content-Type".to_string(), "application/json".to_string()),
+                ("Transfer-Encoding".to_string(), "chunked".to_string()),
+            ];
+            write_head(conn, 200, &headers)?;
+            conn.flush()?;
+            wait_until_gone(shared, conn);
+            return Ok(Flow::Close);
+        }
+        _ => {}
+    }
+    if class == Class::Watch {
+        return watch::serve(shared, conn, &req, &route, fault);
+    }
+    let resp = api::handle(shared, &req, &route);
+    if let Some(Fault::TruncateBody) = fault {
+        let mut headers = resp.headers.clone();
+        headers.push(("Content-Length".into(), resp.body.len().to_string()));
+        write_head(conn, resp.status, &headers)?;
+        conn.write_all(&resp.body[..resp.body.len() / 2])?;
+        conn.flush()?;
+        return Ok(Flow::Close);
+    }
+    send(conn, &req, resp)?;
+    Ok(Flow::KeepAlive)
+}

@@ -1,0 +1,457 @@
+//! Watch streams: validation, the starting point (legacy, from a revision, streaming list),
+//! selector transitions, bookmarks, deadlines, slow-watcher closes and watch faults.
+
+use std::io::{self, Write};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::api::{
+    self, Filter, Repr, Route, Rv, invalid_list_options, negotiate, parse_rv, partial, send, status, status_response,
+    wait_for_revision,
+};
+use super::http::{Conn, Request, write_chunk, write_head, write_last_chunk};
+use super::server::{Flow, Shared, peer_gone};
+use super::store::{Change, with_rv};
+use super::{Chunking, Fault, ResourceType, StreamingLists, Watch410};
+
+/// How often an idle watch checks whether its client went away.
+const PEER_POLL: Duration = Duration::from_millis(50);
+/// Initial events are written in batches of this many.
+const INITIAL_BATCH: usize = 100;
+
+/// Counts a connected watch for as long as it lives.
+struct OpenWatch<'a>(&'a Shared);
+
+impl<'a> OpenWatch<'a> {
+    fn new(shared: &'a Shared) -> Self {
+        shared.open_watches.fetch_add(1, Ordering::SeqCst);
+        OpenWatch(shared)
+    }
+}
+
+impl Drop for OpenWatch<'_> {
+    fn drop(&mut self) {
+        self.0.open_watches.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Writes events with the configured chunking and enforces `CloseAfter`/`ResetAfter`.
+struct Emitter<'a> {
+    conn: &'a mut Conn,
+    chunking: Chunking,
+    sent: usize,
+    /// `(events, reset?)` from a `CloseAfter`/`ResetAfter` fault.
+    limit: Option<(usize, bool)>,
+}
+
+impl Emitter<'_> {
+    /// If the fault limit is reached, ends the stream as the fault says.
+    fn limit_reached(&mut self) -> io::Result<Option<Flow>> {
+        match self.limit {
+            Some((n, reset)) if self.sent >= n => {
+                if reset {
+                    // A chunk that promises more than it delivers, then a reset.
+                    self.conn.write_all(b"400\r\n{\"type\":\"MODIFIED\",\"object\":{\"kind\":")?;
+                    self.conn.flush()?;
+                    Ok(Some(Flow::Reset))
+                } else {
+                    write_last_chunk(self.conn)?;
+                    Ok(Some(Flow::KeepAlive))
+                }
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Sends a batch of encoded events (each ending in `\n`).
+    fn send(&mut self, events: Vec<Vec<u8>>) -> io::Result<Option<Flow>> {
+        let mut coalesced = Vec::new();
+        for ev in events {
+            if self.limit.is_some_and(|(n, _)| self.sent >= n) {
+                break;
+            }
+            match self.chunking {
+                Chunking::PerEvent => write_chunk(self.conn, &ev)?,
+                Chunking::Coalesce => coalesced.extend_from_slice(&ev),
+                Chunking::Split => {
+                    let a = (ev.len() / 3).max(1);
+                    let b = (2 * ev.len() / 3).max(a);
+                    write_chunk(self.conn, &ev[..a])?;
+                    write_chunk(self.conn, &ev[a..b])?;
+                    write_chunk(self.conn, &ev[b..])?;
+                }
+            }
+            self.sent += 1;
+        }
+        write_chunk(self.conn, &coalesced)?;
+        self.conn.flush()?;
+        self.limit_reached()
+    }
+}
+
+fn encode(kind: &str, object: &Value) -> Vec<u8> {
+    let mut line = serde_json::to_vec(&json!({"type": kind, "object": object})).unwrap_or_default();
+    line.push(b'\n');
+    line
+}
+
+fn bookmark(rt: &ResourceType, repr: Repr, rv: u64, initial_end: bool) -> Vec<u8> {
+    let mut metadata = json!({"resourceVersion": rv.to_string()});
+    if initial_end {
+        metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+    }
+    let object = match repr {
+        Repr::Metadata => {
+            json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": metadata})
+        }
+        Repr::Full => {
+            json!({"kind": rt.kind, "apiVersion": rt.api_version(), "metadata": metadata})
+        }
+    };
+    encode("BOOKMARK", &object)
+}
+
+fn render(obj: &Value, repr: Repr) -> Value {
+    match repr {
+        Repr::Metadata => partial(obj),
+        Repr::Full => obj.clone(),
+    }
+}
+
+/// The event a change produces for a watcher with this filter (§6.6 transition table).
+fn event_for(change: &Change, filter: &Filter, repr: Repr) -> Option<Vec<u8>> {
+    let old_m = change.old.as_ref().is_some_and(|o| filter.matches(o));
+    let new_m = change.new.as_ref().is_some_and(|n| filter.matches(n));
+    match (&change.old, &change.new) {
+        (_, Some(new)) if new_m && !old_m => Some(encode("ADDED", &render(new, repr))),
+        (_, Some(new)) if new_m => Some(encode("MODIFIED", &render(new, repr))),
+        (Some(old), _) if old_m => Some(encode("DELETED", &render(&with_rv(old, change.rv), repr))),
+        _ => None,
+    }
+}
+
+fn error_event(status_obj: &Value) -> Vec<u8> {
+    encode("ERROR", status_obj)
+}
+
+/// Where a watch starts.
+enum Start {
+    /// Synthetic ADDED events for the current state first.
+    Initial {
+        /// Send the `initial-events-end` bookmark after them.
+        marker: bool,
+    },
+    /// Every change after this revision.
+    From(u64),
+}
+
+/// Serves one watch request until its deadline, a fault, the client leaving or shutdown.
+pub(crate) fn serve(
+    shared: &Arc<Shared>,
+    conn: &mut Conn,
+    req: &Request,
+    route: &Route,
+    fault: Option<Fault>,
+) -> io::Result<Flow> {
+    let started = Instant::now();
+    let (idx, ns, name) = match route {
+        Route::Collection { idx, ns, .. } => (*idx, ns.clone(), None),
+        Route::Object { idx, ns, name, sub: None, .. } => (*idx, ns.clone(), Some(name.clone())),
+        _ => {
+            send(
+                conn,
+                req,
+                status_response(404, "NotFound", "the server could not find the requested resource", Some(json!({}))),
+            )?;
+            return Ok(Flow::KeepAlive);
+        }
+    };
+    let rt = shared.lock().store.types[idx].rt.clone();
+    let rv = match parse_rv(req) {
+        Ok(rv) => rv,
+        Err(resp) => {
+            send(conn, req, resp)?;
+            return Ok(Flow::KeepAlive);
+        }
+    };
+    let mode = shared.settings.streaming_lists;
+    let (sie, rvm) = if mode == StreamingLists::Ignored {
+        (None, None)
+    } else {
+        (req.flag("sendInitialEvents"), req.param("resourceVersionMatch").filter(|s| !s.is_empty()))
+    };
+    let mut causes: Vec<(&str, &str, String)> = Vec::new();
+    if sie.is_some() && mode == StreamingLists::Rejected {
+        causes.push((
+            "sendInitialEvents",
+            "FieldValueForbidden",
+            "Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled".into(),
+        ));
+    } else if sie.is_some() && rvm != Some("NotOlderThan") {
+        causes.push((
+            "resourceVersionMatch",
+            "FieldValueForbidden",
+            "Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan".into(),
+        ));
+    }
+    if rvm.is_some() && sie.is_none() {
+        causes.push((
+            "resourceVersionMatch",
+            "FieldValueForbidden",
+            "Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided".into(),
+        ));
+    }
+    if let Some(other) = rvm.filter(|m| *m != "NotOlderThan" && *m != "Exact") {
+        causes.push((
+            "resourceVersionMatch",
+            "FieldValueNotSupported",
+            format!("Unsupported value: {other:?}: supported values: \"Exact\", \"NotOlderThan\""),
+        ));
+    }
+    if !causes.is_empty() {
+        send(conn, req, invalid_list_options(&causes))?;
+        return Ok(Flow::KeepAlive);
+    }
+    let filter = match Filter::parse(req, &rt, ns.as_deref(), name.as_deref()) {
+        Ok(f) => f,
+        Err(resp) => {
+            send(conn, req, resp)?;
+            return Ok(Flow::KeepAlive);
+        }
+    };
+    let Some(repr) = negotiate(req, false) else {
+        send(
+            conn,
+            req,
+            status_response(
+                406,
+                "NotAcceptable",
+                "only the following media types are accepted: application/json",
+                None,
+            ),
+        )?;
+        return Ok(Flow::KeepAlive);
+    };
+    let timeout = {
+        let mut state = shared.lock();
+        match api::watch_duration(shared, req, &mut state) {
+            Ok(t) => t,
+            Err(resp) => {
+                drop(state);
+                send(conn, req, resp)?;
+                return Ok(Flow::KeepAlive);
+            }
+        }
+    };
+    let bookmarks = req.flag("allowWatchBookmarks") == Some(true);
+    let streaming = sie == Some(true);
+    let start = match (sie, rv) {
+        (Some(true), _) => Start::Initial { marker: bookmarks },
+        (Some(false), Rv::At(n)) | (None, Rv::At(n)) => Start::From(n),
+        (Some(false), _) => Start::From(shared.lock().store.revision),
+        (None, _) => Start::Initial { marker: false },
+    };
+    // A too-old revision as an HTTP status, when configured so.
+    if let Start::From(n) = start {
+        let horizon = shared.lock().store.types[idx].horizon;
+        if n < horizon && shared.settings.watch_410 == Watch410::Http {
+            let msg = format!("too old resource version: {n} ({horizon})");
+            send(conn, req, status_response(410, "Expired", &msg, None))?;
+            return Ok(Flow::KeepAlive);
+        }
+    }
+    let headers = vec![
+        ("Content-Type".to_string(), "application/json".to_string()),
+        ("Cache-Control".to_string(), "no-cache, private".to_string()),
+        ("Transfer-Encoding".to_string(), "chunked".to_string()),
+    ];
+    write_head(conn, 200, &headers)?;
+    conn.flush()?;
+    let _open = OpenWatch::new(shared);
+    let limit = match fault {
+        Some(Fault::CloseAfter { events }) => Some((events, false)),
+        Some(Fault::ResetAfter { events }) => Some((events, true)),
+        _ => None,
+    };
+    let mut out = Emitter { conn, chunking: shared.settings.chunking, sent: 0, limit };
+    match fault {
+        Some(Fault::InStreamError { code, reason, message }) => {
+            out.send(vec![error_event(&status(code, &reason, &message, None))])?;
+            write_last_chunk(out.conn)?;
+            return Ok(Flow::KeepAlive);
+        }
+        Some(Fault::MalformedLine) => {
+            write_chunk(out.conn, b"<html>oops</html>\n")?;
+            out.conn.flush()?;
+        }
+        Some(Fault::OversizedLine { bytes }) => {
+            let head = br#"{"type":"ADDED","object":{"data":""#;
+            let mut remaining = bytes;
+            let first = &head[..head.len().min(remaining)];
+            write_chunk(out.conn, first)?;
+            remaining -= first.len();
+            let filler = vec![b'x'; 64 * 1024];
+            while remaining > 0 {
+                let n = remaining.min(filler.len());
+                write_chunk(out.conn, &filler[..n])?;
+                remaining -= n;
+            }
+            write_last_chunk(out.conn)?;
+            return Ok(Flow::KeepAlive);
+        }
+        _ => {}
+    }
+    if let Some(flow) = out.limit_reached()? {
+        return Ok(flow);
+    }
+    if streaming && mode == StreamingLists::InStreamError {
+        let st = status(
+            500,
+            "InternalError",
+            "Internal error occurred: the watch-list feature requires storage support for progress notifications",
+            None,
+        );
+        out.send(vec![error_event(&st)])?;
+        write_last_chunk(out.conn)?;
+        return Ok(Flow::KeepAlive);
+    }
+    // Initial state.
+    let (mut pos, mut sent_rv) = match start {
+        Start::From(n) => {
+            let horizon = shared.lock().store.types[idx].horizon;
+            if n < horizon {
+                let msg = format!("too old resource version: {n} ({horizon})");
+                if let Some(flow) = out.send(vec![error_event(&status(410, "Expired", &msg, None))])? {
+                    return Ok(flow);
+                }
+                write_last_chunk(out.conn)?;
+                return Ok(Flow::KeepAlive);
+            }
+            (n, n)
+        }
+        Start::Initial { marker } => {
+            if let (true, Rv::At(n)) = (streaming, rv)
+                && !wait_for_revision(shared, n)
+            {
+                let current = shared.lock().store.revision;
+                if let Some(flow) = out.send(vec![error_event(&api::too_large_status(&n.to_string(), current))])? {
+                    return Ok(flow);
+                }
+                write_last_chunk(out.conn)?;
+                return Ok(Flow::KeepAlive);
+            }
+            let (snapshot, snap_rv) = {
+                let state = shared.lock();
+                let snap: Vec<Arc<Value>> =
+                    state.store.types[idx].objects.values().filter(|o| filter.matches(o)).cloned().collect();
+                (snap, state.store.revision)
+            };
+            for batch in snapshot.chunks(INITIAL_BATCH) {
+                let events = batch.iter().map(|o| encode("ADDED", &render(o, repr))).collect();
+                if let Some(flow) = out.send(events)? {
+                    return Ok(flow);
+                }
+            }
+            if marker && let Some(flow) = out.send(vec![bookmark(&rt, repr, snap_rv, true)])? {
+                return Ok(flow);
+            }
+            (snap_rv, snap_rv)
+        }
+    };
+    // Live events.
+    let deadline = started + timeout;
+    let interval = shared.settings.bookmark_interval.max(Duration::from_millis(1));
+    let pre_deadline = deadline - (timeout / 4).min(Duration::from_secs(2));
+    let mut pre_deadline_done = false;
+    let mut next_bookmark = started + interval;
+    let buffer = shared.settings.watcher_buffer;
+    loop {
+        let now = Instant::now();
+        if now >= deadline {
+            write_last_chunk(out.conn)?;
+            return Ok(Flow::KeepAlive);
+        }
+        let state = shared.lock();
+        if shared.is_shutdown() {
+            return Ok(Flow::Close);
+        }
+        let changes = match state.store.changes_after(idx, pos) {
+            Ok(c) => c,
+            Err(_) => {
+                // History moved past this watcher: the real cache closes such watchers.
+                drop(state);
+                write_last_chunk(out.conn)?;
+                return Ok(Flow::KeepAlive);
+            }
+        };
+        if changes.len() > buffer {
+            drop(state);
+            log::debug!("fake api server: closing slow watcher of {} ({} events behind)", rt.plural, changes.len());
+            write_last_chunk(out.conn)?;
+            return Ok(Flow::KeepAlive);
+        }
+        let revision = state.store.revision;
+        if !changes.is_empty() {
+            drop(state);
+            let events: Vec<Vec<u8>> = changes.iter().filter_map(|c| event_for(c, &filter, repr)).collect();
+            pos = pos.max(revision);
+            if let Some(last) = changes.last()
+                && !events.is_empty()
+            {
+                sent_rv = sent_rv.max(last.rv);
+            }
+            if let Some(flow) = out.send(events)? {
+                return Ok(flow);
+            }
+            continue;
+        }
+        pos = pos.max(revision);
+        let pre_due = !pre_deadline_done && now >= pre_deadline;
+        if bookmarks && (now >= next_bookmark || pre_due) {
+            if now >= next_bookmark {
+                next_bookmark = now + interval;
+            }
+            if pre_due {
+                pre_deadline_done = true;
+            }
+            if revision > sent_rv {
+                drop(state);
+                sent_rv = revision;
+                if let Some(flow) = out.send(vec![bookmark(&rt, repr, revision, false)])? {
+                    return Ok(flow);
+                }
+            }
+            continue;
+        }
+        let mut wake = deadline.min(now + PEER_POLL);
+        if bookmarks {
+            wake = wake.min(next_bookmark);
+            if !pre_deadline_done {
+                wake = wake.min(pre_deadline);
+            }
+        }
+        drop(shared.wait(state, wake.saturating_duration_since(now)));
+        if peer_gone(out.conn) {
+            return Ok(Flow::Close);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bookmarks_are_minimal_objects_of_the_watched_kind() {
+        let rt = ResourceType::new("example.com", "v1", "widgets", "Widget", true);
+        let line = bookmark(&rt, Repr::Full, 42, true);
+        let v: Value = serde_json::from_slice(&line).unwrap();
+        assert_eq!(v["object"]["kind"], "Widget");
+        assert_eq!(v["object"]["metadata"]["resourceVersion"], "42");
+        assert_eq!(v["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true");
+        assert!(line.ends_with(b"\n"));
+    }
+}
