@@ -1,0 +1,108 @@
+//! Jittered exponential backoff that resets after a healthy period; clock and RNG are injected.
+
+use std::time::{Duration, Instant};
+
+use rand::Rng;
+
+use crate::config::Backoff;
+
+/// The running state of a [`Backoff`] policy.
+///
+/// Invariant: `attempt` counts consecutive failures since the last reset.
+#[derive(Debug, Clone)]
+pub(crate) struct BackoffState {
+    policy: Backoff,
+    attempt: u32,
+    /// When the last failure happened; a failure after `reset_after` of health starts over.
+    last_failure: Option<Instant>,
+}
+
+impl BackoffState {
+    pub(crate) fn new(policy: Backoff) -> Self {
+        BackoffState { policy, attempt: 0, last_failure: None }
+    }
+
+    /// The delay before the next attempt, after a failure at `now`.
+    ///
+    /// Full jitter: uniform in `[0, cap]`, where `cap = min(max, initial × factor^attempt)`.
+    pub(crate) fn next_delay(&mut self, now: Instant, rng: &mut impl Rng) -> Duration {
+        if let Some(last) = self.last_failure
+            && now.saturating_duration_since(last) >= self.policy.reset_after
+        {
+            self.attempt = 0;
+        }
+        self.last_failure = Some(now);
+        let cap = self.cap(self.attempt);
+        self.attempt = self.attempt.saturating_add(1);
+        if cap.is_zero() {
+            return cap;
+        }
+        Duration::from_secs_f64(rng.random_range(0.0..=cap.as_secs_f64()))
+    }
+
+    /// The largest delay the `attempt`-th consecutive failure may wait.
+    fn cap(&self, attempt: u32) -> Duration {
+        let max = self.policy.max.as_secs_f64();
+        // powi saturates to infinity on overflow; min() brings it back to the cap.
+        let grown = self.policy.initial.as_secs_f64() * self.policy.factor.powi(attempt.min(1024) as i32);
+        Duration::from_secs_f64(grown.min(max).max(0.0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use rand::rngs::StdRng;
+
+    fn policy() -> Backoff {
+        Backoff::default()
+    }
+
+    #[test]
+    fn delays_are_jittered_below_a_doubling_cap() {
+        let mut rng = StdRng::seed_from_u64(7);
+        let mut b = BackoffState::new(policy());
+        let now = Instant::now();
+        let caps = [0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 30.0, 30.0];
+        for cap in caps {
+            let d = b.next_delay(now, &mut rng).as_secs_f64();
+            assert!(d <= cap + 1e-9, "delay {d} above cap {cap}");
+        }
+    }
+
+    #[test]
+    fn jitter_spreads_delays_over_the_range() {
+        let mut rng = StdRng::seed_from_u64(1);
+        let now = Instant::now();
+        let delays: Vec<f64> = (0..200)
+            .map(|_| {
+                let mut b = BackoffState::new(policy());
+                b.next_delay(now, &mut rng).as_secs_f64()
+            })
+            .collect();
+        let low = delays.iter().filter(|d| **d < 0.4).count();
+        assert!(low > 50 && low < 150, "{low} of 200 below half the cap");
+    }
+
+    #[test]
+    fn a_healthy_period_resets_the_delay() {
+        let mut rng = StdRng::seed_from_u64(3);
+        let mut b = BackoffState::new(policy());
+        let t0 = Instant::now();
+        for _ in 0..6 {
+            b.next_delay(t0, &mut rng);
+        }
+        assert_eq!(b.attempt, 6);
+        let later = t0 + Duration::from_secs(121);
+        let d = b.next_delay(later, &mut rng);
+        assert!(d <= Duration::from_millis(800));
+        assert_eq!(b.attempt, 1);
+    }
+
+    #[test]
+    fn huge_attempt_counts_stay_at_the_cap() {
+        let b = BackoffState { policy: policy(), attempt: u32::MAX, last_failure: None };
+        assert_eq!(b.cap(u32::MAX), Duration::from_secs(30));
+    }
+}

@@ -1,0 +1,476 @@
+//! `Client`, `Api<K>` and the HTTP layer: the only module that touches ureq.
+//!
+//! Every request goes through [`Http::call`]: credentials are fetched just before it, a stale
+//! pooled connection is retried once, a 401 refreshes credentials once, and any non-2xx answer
+//! becomes an [`Error::Api`] built from its `Status` body.
+
+use std::io::{self, BufReader, Read};
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::NamespaceResourceScope;
+use ureq::http::Response;
+use ureq::{Body, BodyReader};
+
+use crate::auth::{Connection, Credentials, Secret};
+use crate::config::DEFAULT_MAX_LIST_BYTES;
+use crate::decode::{self, Line, ListError, ListMeta};
+use crate::error::{Error, Result};
+use crate::request::{self, ListParams, WatchParams};
+use crate::resource::{ApiResource, Watchable};
+
+/// Bound on an error body we read to explain a non-2xx answer.
+const MAX_ERROR_BODY: u64 = 1 << 20;
+/// Bound on one object from a GET.
+const MAX_OBJECT_BYTES: u64 = 64 << 20;
+/// Idle limit for non-watch requests: the API server answers them within 60 s or gives up.
+const REQUEST_IDLE: Duration = Duration::from_secs(70);
+
+/// A connection to one Kubernetes API server, as one user.
+///
+/// Cheap to clone: it holds resolved settings and credentials. Each watcher builds its own HTTP
+/// agent from them, so stopping one watcher never disturbs another.
+///
+/// ```
+/// # let server = kube_watcher::testing::FakeApiServer::start();
+/// # let url = server.url();
+/// let client = kube_watcher::Client::from_url(&url)?; // e.g. "http://127.0.0.1:8001" for kubectl proxy
+/// assert_eq!(client.default_namespace(), "default");
+/// # Ok::<(), kube_watcher::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) conn: Arc<Connection>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("server", &self.conn.server)
+            .field("default_namespace", &self.conn.default_namespace)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// A client for the API server at `url` (`http://` or `https://`, with an optional path
+    /// prefix), without credentials: for `kubectl proxy`, the fake server, or an open endpoint.
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming `url` when it has no scheme or host.
+    pub fn from_url(url: &str) -> Result<Client> {
+        Ok(Client { conn: Arc::new(Connection::from_url(url)?) })
+    }
+
+    /// The same client, sending `token` as a bearer token on every request.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when the server URL is plain `http://`: credentials are only sent over
+    /// TLS.
+    pub fn with_token(self, token: &str) -> Result<Client> {
+        if !self.conn.is_https() {
+            return Err(Error::config("token", "refusing to send a bearer token over plain http://; use https://"));
+        }
+        let token = token.trim();
+        if token.is_empty() || token.chars().any(|c| c.is_control()) {
+            return Err(Error::config("token", "empty or contains control characters"));
+        }
+        let mut conn = (*self.conn).clone();
+        conn.credentials = Credentials::Token(Secret::new(token));
+        Ok(Client { conn: Arc::new(conn) })
+    }
+
+    /// The namespace that [`Api::default_namespaced`] uses.
+    #[must_use]
+    pub fn default_namespace(&self) -> &str {
+        &self.conn.default_namespace
+    }
+}
+
+/// One resource type on one server, in one namespace or across all of them.
+///
+/// ```
+/// # let server = kube_watcher::testing::FakeApiServer::start();
+/// use kube_watcher::{Api, Client};
+/// use k8s_openapi::api::core::v1::Pod;
+///
+/// let client = Client::from_url(&server.url())?;
+/// let pods: Api<Pod> = Api::namespaced(client.clone(), "apps");
+/// let all_pods: Api<Pod> = Api::all(client);
+/// # let _ = (pods, all_pods);
+/// # Ok::<(), kube_watcher::Error>(())
+/// ```
+pub struct Api<K> {
+    pub(crate) client: Client,
+    pub(crate) resource: ApiResource,
+    pub(crate) namespace: Option<String>,
+    _kind: PhantomData<fn() -> K>,
+}
+
+impl<K> Clone for Api<K> {
+    fn clone(&self) -> Self {
+        Api {
+            client: self.client.clone(),
+            resource: self.resource.clone(),
+            namespace: self.namespace.clone(),
+            _kind: PhantomData,
+        }
+    }
+}
+
+impl<K> std::fmt::Debug for Api<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Api")
+            .field("resource", &self.resource.plural)
+            .field("api_version", &self.resource.api_version)
+            .field("namespace", &self.namespace)
+            .finish()
+    }
+}
+
+impl<K: k8s_openapi::Resource> Api<K> {
+    /// Every object of this type: across all namespaces, or cluster-scoped.
+    #[must_use]
+    pub fn all(client: Client) -> Self {
+        Self::all_with(client, &ApiResource::of::<K>())
+    }
+
+    /// The objects in `namespace`.
+    #[must_use]
+    pub fn namespaced(client: Client, namespace: &str) -> Self
+    where
+        K: k8s_openapi::Resource<Scope = NamespaceResourceScope>,
+    {
+        Self::namespaced_with(client, namespace, &ApiResource::of::<K>())
+    }
+
+    /// The objects in the client's default namespace.
+    #[must_use]
+    pub fn default_namespaced(client: Client) -> Self
+    where
+        K: k8s_openapi::Resource<Scope = NamespaceResourceScope>,
+    {
+        let ns = client.default_namespace().to_owned();
+        Self::namespaced(client, &ns)
+    }
+}
+
+impl<K> Api<K> {
+    /// Every object of the type `resource` describes (for dynamic objects and custom resources).
+    #[must_use]
+    pub fn all_with(client: Client, resource: &ApiResource) -> Self {
+        Api { client, resource: resource.clone(), namespace: None, _kind: PhantomData }
+    }
+
+    /// The objects of type `resource` in `namespace`.
+    #[must_use]
+    pub fn namespaced_with(client: Client, namespace: &str, resource: &ApiResource) -> Self {
+        let namespace = resource.namespaced.then(|| namespace.to_owned());
+        Api { client, resource: resource.clone(), namespace, _kind: PhantomData }
+    }
+
+    /// The resource type's address.
+    #[must_use]
+    pub fn resource(&self) -> &ApiResource {
+        &self.resource
+    }
+
+    /// The namespace, or `None` for all namespaces / cluster-scoped.
+    #[must_use]
+    pub fn namespace(&self) -> Option<&str> {
+        self.namespace.as_deref()
+    }
+
+    pub(crate) fn describe(&self, verb: &str) -> String {
+        request::describe(verb, &self.resource, self.namespace.as_deref())
+    }
+}
+
+/// One page of a list: its items, the list's resourceVersion and the continue token.
+#[derive(Debug, Clone)]
+pub struct ObjectList<K> {
+    /// The objects.
+    pub items: Vec<K>,
+    /// The list's resourceVersion: watch from here to see every later change.
+    pub resource_version: Option<String>,
+    /// The token for the next page, if there is one.
+    pub continue_token: Option<String>,
+}
+
+impl<K: Watchable> Api<K> {
+    /// Lists objects once (one page when `params.limit` is set). Blocks for the request.
+    ///
+    /// # Errors
+    /// [`Error::Api`] when the server refuses (with its status and message), [`Error::Transport`]
+    /// when it cannot be reached, [`Error::Decode`] when an item does not decode as `K`.
+    pub fn list(&self, params: &ListParams) -> Result<ObjectList<K>> {
+        let http = Http::new(Arc::clone(&self.client.conn));
+        let mut items = Vec::new();
+        let context = self.describe("list");
+        let meta = http.list(self, params, |bytes| {
+            let obj = serde_json::from_slice::<K>(bytes)
+                .map_err(|e| Error::Decode(Box::new(decode::decode_error(&context, None, bytes, e.to_string()))))?;
+            items.push(obj);
+            Ok(())
+        })?;
+        Ok(ObjectList { items, resource_version: meta.resource_version, continue_token: meta.continue_token })
+    }
+
+    /// Reads one object by name. Blocks for the request.
+    ///
+    /// # Errors
+    /// A missing object is an [`Error::Api`] with `status() == Some(404)`.
+    pub fn get(&self, name: &str) -> Result<K> {
+        let http = Http::new(Arc::clone(&self.client.conn));
+        let context = format!("get {} {name:?}", self.resource.kind);
+        let url = format!(
+            "{}{}",
+            self.client.conn.server,
+            request::object_path(&self.resource, self.namespace.as_deref(), name)
+        );
+        let res = http.call(&url, &context, REQUEST_IDLE, false)?;
+        let mut bytes = Vec::new();
+        res.into_body()
+            .into_with_config()
+            .limit(MAX_OBJECT_BYTES)
+            .reader()
+            .read_to_end(&mut bytes)
+            .map_err(|e| io_error(&context, e))?;
+        serde_json::from_slice(&bytes)
+            .map_err(|e| Error::Decode(Box::new(decode::decode_error(&context, None, &bytes, e.to_string()))))
+    }
+}
+
+/// The HTTP side of one watcher (or one call): an agent of its own, so `shutdown` stops only it.
+pub(crate) struct Http {
+    agent: ureq::Agent,
+    conn: Arc<Connection>,
+}
+
+/// What reading a watch stream produced.
+pub(crate) enum StreamItem<'a> {
+    /// One complete line (an event), without its newline.
+    Line(&'a [u8], u64),
+    /// The server ended the stream cleanly.
+    End,
+    /// No byte arrived within the idle time; reading may go on.
+    Idle,
+    /// The stream broke.
+    Failed(Error),
+}
+
+/// An open watch response, read line by line with a bounded, reused buffer.
+pub(crate) struct WatchStream {
+    reader: BufReader<BodyReader<'static>>,
+    buf: Vec<u8>,
+    line: u64,
+    max_line: usize,
+    context: String,
+}
+
+impl WatchStream {
+    pub(crate) fn next_line(&mut self) -> StreamItem<'_> {
+        loop {
+            match decode::read_line(&mut self.reader, &mut self.buf, self.max_line) {
+                Ok(Line::Complete) => {
+                    self.line += 1;
+                    // Tolerate CRLF and blank keep-alive lines.
+                    while self.buf.last() == Some(&b'\r') {
+                        self.buf.pop();
+                    }
+                    if !self.buf.iter().all(u8::is_ascii_whitespace) {
+                        return StreamItem::Line(&self.buf, self.line);
+                    }
+                }
+                Ok(Line::End) if self.buf.iter().all(u8::is_ascii_whitespace) => return StreamItem::End,
+                Ok(Line::End) => {
+                    return StreamItem::Failed(Error::transport(
+                        self.context.as_str(),
+                        format!(
+                            "stream ended inside an event after {} bytes of line {}",
+                            self.buf.len(),
+                            self.line + 1
+                        ),
+                    ));
+                }
+                Ok(Line::TooLong) => {
+                    return StreamItem::Failed(Error::Decode(Box::new(decode::decode_error(
+                        &self.context,
+                        Some(self.line + 1),
+                        &self.buf,
+                        format!("line longer than the {} byte limit", self.max_line),
+                    ))));
+                }
+                Err(e) => {
+                    return match ureq::Error::from(e) {
+                        ureq::Error::Timeout(ureq::Timeout::PerRead) => StreamItem::Idle,
+                        other => StreamItem::Failed(ureq_error(&self.context, other)),
+                    };
+                }
+            }
+        }
+    }
+}
+
+impl Http {
+    pub(crate) fn new(conn: Arc<Connection>) -> Http {
+        Http { agent: conn.agent(), conn }
+    }
+
+    /// The agent; `agent().clone().shutdown()` interrupts any blocked call on it, now and
+    /// forever (http-notes.md §3).
+    pub(crate) fn agent(&self) -> &ureq::Agent {
+        &self.agent
+    }
+
+    /// Lists one page of `api`, handing each item's bytes to `on_item` as it streams in.
+    pub(crate) fn list<K>(
+        &self,
+        api: &Api<K>,
+        params: &ListParams,
+        mut on_item: impl FnMut(&[u8]) -> Result<()>,
+    ) -> Result<ListMeta> {
+        let context = api.describe("list");
+        let url = format!(
+            "{}{}{}",
+            self.conn.server,
+            request::collection_path(&api.resource, api.namespace.as_deref()),
+            params.query()
+        );
+        let res = self.call(&url, &context, REQUEST_IDLE, false)?;
+        let reader = Capped { inner: res.into_body().into_reader(), left: DEFAULT_MAX_LIST_BYTES };
+        decode::list(reader, crate::config::DEFAULT_MAX_LINE, &mut on_item).map_err(|e| match e {
+            ListError::Io(e) => io_error(&context, e),
+            ListError::Malformed { message, offset, snippet } => Error::Decode(Box::new(crate::error::DecodeError {
+                context,
+                line: None,
+                len: offset as usize,
+                message: format!("{message} (at byte {offset})"),
+                snippet,
+            })),
+            ListError::Item(e) => e,
+        })
+    }
+
+    /// Opens a watch on `api`; `idle` bounds the silence between two reads.
+    pub(crate) fn watch<K>(
+        &self,
+        api: &Api<K>,
+        params: &WatchParams,
+        idle: Duration,
+        max_line: usize,
+    ) -> Result<WatchStream> {
+        let context = api.describe("watch");
+        let url = format!(
+            "{}{}{}",
+            self.conn.server,
+            request::collection_path(&api.resource, api.namespace.as_deref()),
+            params.query()
+        );
+        let res = self.call(&url, &context, idle, true)?;
+        Ok(WatchStream {
+            reader: BufReader::with_capacity(64 * 1024, res.into_body().into_reader()),
+            buf: Vec::with_capacity(16 * 1024),
+            line: 0,
+            max_line,
+            context,
+        })
+    }
+
+    /// One GET with credentials; non-2xx answers become `Error::Api`.
+    fn call(&self, url: &str, context: &str, idle: Duration, watch: bool) -> Result<Response<Body>> {
+        let mut refreshed = false;
+        let mut retried = false;
+        loop {
+            let auth = self.conn.authorization()?;
+            let mut req = self.agent.get(url).header("Accept", "application/json");
+            if watch {
+                // Watches are not compressed by the server; ask for identity so a future
+                // multi-member gzip stream never meets a single-member decoder.
+                req = req.header("Accept-Encoding", "identity");
+            }
+            if let Some(auth) = &auth {
+                req = req.header("Authorization", auth.expose());
+            }
+            let mut cfg = req.config().timeout_per_read(Some(idle));
+            if !watch {
+                cfg = cfg.timeout_recv_response(Some(REQUEST_IDLE));
+            }
+            log::trace!("GET {context}");
+            let res = match cfg.build().call() {
+                Ok(res) => res,
+                Err(ureq::Error::Io(e)) if !retried && is_stale_connection(&e) => {
+                    // A pooled connection the server had just closed: retry once (ureq does not).
+                    log::debug!("{context}: {e}; retrying once on a fresh connection");
+                    retried = true;
+                    continue;
+                }
+                Err(e) => return Err(ureq_error(context, e)),
+            };
+            let code = res.status().as_u16();
+            if (200..300).contains(&code) {
+                return Ok(res);
+            }
+            let retry_after = res
+                .headers()
+                .get("retry-after")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map(Duration::from_secs);
+            let mut body = Vec::new();
+            // The body only explains the status; a failure to read it leaves the status standing.
+            let _ = res.into_body().into_with_config().limit(MAX_ERROR_BODY).reader().read_to_end(&mut body);
+            if code == 401 && !refreshed && self.conn.refresh_after_unauthorized() {
+                refreshed = true;
+                continue;
+            }
+            let e = decode::http_error(context, code, &body, retry_after);
+            if code == 401 || code == 403 {
+                log::warn!("{e}");
+            }
+            return Err(Error::Api(Box::new(e)));
+        }
+    }
+}
+
+fn is_stale_connection(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionReset
+            | io::ErrorKind::UnexpectedEof
+            | io::ErrorKind::BrokenPipe
+            | io::ErrorKind::ConnectionAborted
+    )
+}
+
+fn ureq_error(context: &str, e: ureq::Error) -> Error {
+    let message = match &e {
+        ureq::Error::Timeout(t) => format!("timed out ({t})"),
+        ureq::Error::Io(io) => io.to_string(),
+        other => other.to_string(),
+    };
+    Error::transport(context, message)
+}
+
+fn io_error(context: &str, e: io::Error) -> Error {
+    ureq_error(context, ureq::Error::from(e))
+}
+
+/// Caps the decoded bytes of a body (gzip limits count compressed bytes; http-notes.md §1).
+struct Capped<R> {
+    inner: R,
+    left: u64,
+}
+
+impl<R: Read> Read for Capped<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.left == 0 {
+            return Err(io::Error::other(format!("body larger than {DEFAULT_MAX_LIST_BYTES} bytes")));
+        }
+        let max = buf.len().min(usize::try_from(self.left).unwrap_or(usize::MAX));
+        let n = self.inner.read(&mut buf[..max])?;
+        self.left -= n as u64;
+        Ok(n)
+    }
+}

@@ -1,0 +1,316 @@
+//! `Config`: what a watcher selects, how it lists and watches, and how it recovers.
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+/// Default page size: client-go's pager uses 500
+/// (`k8s.io/client-go/tools/pager`, `defaultPageSize = 500`).
+pub(crate) const DEFAULT_PAGE_SIZE: u32 = 500;
+
+/// Default server-side watch timeout range, in seconds: a random value in `[60, 90)`.
+///
+/// A healthy quiet watch sends no bytes until the server ends it at this timeout, so the stall
+/// detector cannot fire earlier than the timeout. Keeping it near a minute lets a stalled
+/// connection be found within two minutes (timeout + [`STALL_MARGIN`] < 120 s); a restart resumes
+/// from the last resourceVersion, one cheap request. (client-go picks 5–10 min and relies on
+/// HTTP/2 pings, which HTTP/1.1 does not have.)
+pub(crate) const DEFAULT_TIMEOUT_SECS: (u64, u64) = (60, 90);
+
+/// Extra silence tolerated after the server's watch timeout before the connection is declared dead.
+pub(crate) const STALL_MARGIN: Duration = Duration::from_secs(30);
+
+/// Default bound on one watch line (one event): 16 MiB. kube-apiserver objects are at most about
+/// 1.5 MiB in etcd; their JSON can be larger, so leave ample room.
+pub(crate) const DEFAULT_MAX_LINE: usize = 16 << 20;
+
+/// Default bound on one list page body after decompression: 1 GiB. A watch-cache list ignores
+/// `limit` (RV=0), so a "page" can be the whole collection; items are decoded one at a time, so
+/// this bounds bytes read, not memory held.
+pub(crate) const DEFAULT_MAX_LIST_BYTES: u64 = 1 << 30;
+
+/// How the initial and recovery lists choose their `resourceVersion`.
+///
+/// See the Kubernetes docs on
+/// [resource version semantics](https://kubernetes.io/docs/reference/using-api/api-concepts/#resource-versions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ListSemantic {
+    /// A consistent read of the newest state (`resourceVersion` unset). Costs the server more,
+    /// never goes back in time. The default.
+    #[default]
+    MostRecent,
+    /// Whatever the server has cached (`resourceVersion=0`): cheap, possibly stale, and the
+    /// watch cache ignores `limit` (the whole collection comes in one page).
+    Any,
+}
+
+/// Exponential backoff with full jitter, used between failed attempts.
+///
+/// The delay before attempt `n` (from 0) is a uniformly random duration in
+/// `[0, min(max, initial × factor^n)]`. After `reset_after` without failures it starts over.
+/// The defaults are client-go's reflector values: 0.8 s, ×2, capped at 30 s, reset after 2 min.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Backoff {
+    /// First (largest possible) delay. Defaults to 800 ms.
+    pub initial: Duration,
+    /// Growth factor per consecutive failure. Defaults to 2.0.
+    pub factor: f64,
+    /// Cap on any delay. Defaults to 30 s.
+    pub max: Duration,
+    /// A healthy period this long resets the delay to `initial`. Defaults to 120 s.
+    pub reset_after: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff {
+            initial: Duration::from_millis(800),
+            factor: 2.0,
+            max: Duration::from_secs(30),
+            reset_after: Duration::from_secs(120),
+        }
+    }
+}
+
+/// What a watcher watches and how: selectors, paging, timeouts, recovery.
+///
+/// Plain data with by-value builder methods; every default is documented on its setter.
+/// Values are validated when the watcher starts.
+///
+/// ```
+/// use std::time::Duration;
+/// use kube_watcher::Config;
+///
+/// let config = Config::default()
+///     .labels("app=web,tier in (front,edge)")
+///     .page_size(200)
+///     .timeout(Duration::from_secs(120));
+/// # let _ = config;
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[must_use]
+pub struct Config {
+    pub(crate) label_selector: Option<String>,
+    pub(crate) field_selector: Option<String>,
+    /// `None`: jittered in [`DEFAULT_TIMEOUT_SECS`] for every watch.
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) page_size: u32,
+    pub(crate) list_semantic: ListSemantic,
+    pub(crate) streaming_lists: bool,
+    pub(crate) bookmarks: bool,
+    pub(crate) backoff: Backoff,
+    pub(crate) relist_interval: Option<Duration>,
+    /// `None`: the watch timeout plus [`STALL_MARGIN`].
+    pub(crate) stall_timeout: Option<Duration>,
+    pub(crate) max_retries: Option<u32>,
+    pub(crate) max_line: usize,
+    /// How long a streaming list may go without its end marker before we conclude the server
+    /// ignores `sendInitialEvents` and fall back to list + watch.
+    pub(crate) streaming_marker_timeout: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            label_selector: None,
+            field_selector: None,
+            timeout: None,
+            page_size: DEFAULT_PAGE_SIZE,
+            list_semantic: ListSemantic::MostRecent,
+            streaming_lists: false,
+            bookmarks: true,
+            backoff: Backoff::default(),
+            relist_interval: None,
+            stall_timeout: None,
+            max_retries: None,
+            max_line: DEFAULT_MAX_LINE,
+            streaming_marker_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+impl Config {
+    /// Only watch objects whose labels match this selector (`app=web,tier!=db,env in (a,b)`).
+    ///
+    /// Defaults to none: every object.
+    pub fn labels(mut self, selector: &str) -> Self {
+        self.label_selector = Some(selector.to_owned());
+        self
+    }
+
+    /// Only watch objects whose fields match this selector (`metadata.name=web`,
+    /// `spec.nodeName=node-1` for pods). Defaults to none.
+    pub fn fields(mut self, selector: &str) -> Self {
+        self.field_selector = Some(selector.to_owned());
+        self
+    }
+
+    /// The server-side watch timeout (`timeoutSeconds`, sent in whole seconds, at least 1).
+    ///
+    /// The server ends a healthy watch after this long and the watcher re-watches from the last
+    /// resourceVersion (no relist). Defaults to a random value in [60 s, 90 s) per watch, so that
+    /// a stalled connection is detected within two minutes and many watchers do not reconnect
+    /// in step.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Items per list page (`limit`). Defaults to 500, client-go's page size. `0` disables paging.
+    pub fn page_size(mut self, page_size: u32) -> Self {
+        self.page_size = page_size;
+        self
+    }
+
+    /// How lists choose their resourceVersion. Defaults to [`ListSemantic::MostRecent`].
+    pub fn list_semantic(mut self, semantic: ListSemantic) -> Self {
+        self.list_semantic = semantic;
+        self
+    }
+
+    /// Shorthand for `list_semantic(ListSemantic::Any)`: list from the server's cache.
+    pub fn any_semantic(self) -> Self {
+        self.list_semantic(ListSemantic::Any)
+    }
+
+    /// Fetch the initial state with a streaming list (`sendInitialEvents=true`) instead of paged
+    /// lists. Off by default.
+    ///
+    /// A server that rejects it, fails it, or ignores it (no end marker within 10 s, or events a
+    /// conforming server never sends before the marker) is remembered as not supporting it, and
+    /// the watcher falls back to list + watch without probing again.
+    pub fn streaming_lists(mut self) -> Self {
+        self.streaming_lists = true;
+        self
+    }
+
+    /// Do not ask for bookmarks (`allowWatchBookmarks`). Bookmarks are on by default: they keep
+    /// the resume resourceVersion fresh so a restart rarely needs a relist.
+    ///
+    /// Streaming lists need bookmarks (the end marker is one), so this also turns them off.
+    pub fn disable_bookmarks(mut self) -> Self {
+        self.bookmarks = false;
+        self
+    }
+
+    /// How long to wait between failed attempts. Defaults to [`Backoff::default`].
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// Relist everything this often even when the watch is healthy, reconciling the store with
+    /// the server (objects missing from the new list are reported deleted). Defaults to never.
+    pub fn relist_interval(mut self, interval: Duration) -> Self {
+        self.relist_interval = Some(interval);
+        self
+    }
+
+    /// Declare a connection dead after this long without a byte from the server.
+    ///
+    /// Defaults to the watch timeout plus 30 s. It must exceed the watch timeout: a healthy watch
+    /// may be silent until the server ends it.
+    pub fn stall_timeout(mut self, timeout: Duration) -> Self {
+        self.stall_timeout = Some(timeout);
+        self
+    }
+
+    /// End the watcher with a terminal [`Error::GaveUp`] after this many consecutive failures
+    /// without progress. Defaults to retrying forever.
+    pub fn max_retries(mut self, retries: u32) -> Self {
+        self.max_retries = Some(retries);
+        self
+    }
+
+    /// Checks the values once, when the watcher is built; the error names the field.
+    pub(crate) fn validate(&self) -> Result<()> {
+        let b = &self.backoff;
+        if b.initial.is_zero() {
+            return Err(Error::config("backoff.initial", "must be greater than zero"));
+        }
+        if !(b.factor.is_finite() && b.factor >= 1.0) {
+            return Err(Error::config("backoff.factor", format!("must be at least 1.0, got {}", b.factor)));
+        }
+        if b.max < b.initial {
+            return Err(Error::config("backoff.max", "must be at least backoff.initial"));
+        }
+        if let Some(t) = self.timeout
+            && t < Duration::from_secs(1)
+        {
+            return Err(Error::config("timeout", format!("must be at least 1 s, got {t:?}")));
+        }
+        if let (Some(stall), Some(timeout)) = (self.stall_timeout, self.timeout)
+            && stall <= timeout
+        {
+            return Err(Error::config(
+                "stall_timeout",
+                format!(
+                    "must exceed the watch timeout ({timeout:?}), got {stall:?}: a healthy quiet watch is silent until then"
+                ),
+            ));
+        }
+        if let Some(stall) = self.stall_timeout
+            && self.timeout.is_none()
+            && stall <= Duration::from_secs(DEFAULT_TIMEOUT_SECS.1)
+        {
+            return Err(Error::config(
+                "stall_timeout",
+                format!(
+                    "must exceed the default watch timeout (up to {} s), got {stall:?}; set timeout() too",
+                    DEFAULT_TIMEOUT_SECS.1
+                ),
+            ));
+        }
+        if let Some(r) = self.relist_interval
+            && r < Duration::from_secs(1)
+        {
+            return Err(Error::config("relist_interval", format!("must be at least 1 s, got {r:?}")));
+        }
+        for (field, sel) in [("labels", &self.label_selector), ("fields", &self.field_selector)] {
+            if let Some(s) = sel
+                && s.chars().any(char::is_control)
+            {
+                return Err(Error::config(field, "selector contains a control character"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Streaming lists need bookmarks: the end of the initial state is a bookmark.
+    pub(crate) fn wants_streaming(&self) -> bool {
+        self.streaming_lists && self.bookmarks
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_config_is_valid() {
+        Config::default().validate().unwrap();
+    }
+
+    #[test]
+    fn stall_timeout_must_exceed_watch_timeout() {
+        let err = Config::default()
+            .timeout(Duration::from_secs(60))
+            .stall_timeout(Duration::from_secs(30))
+            .validate()
+            .unwrap_err();
+        assert!(err.to_string().contains("stall_timeout"), "{err}");
+    }
+
+    #[test]
+    fn bad_backoff_names_the_field() {
+        let err = Config::default().backoff(Backoff { factor: 0.5, ..Backoff::default() }).validate().unwrap_err();
+        assert!(err.to_string().contains("backoff.factor"), "{err}");
+    }
+
+    #[test]
+    fn disabling_bookmarks_disables_streaming_lists() {
+        assert!(Config::default().streaming_lists().wants_streaming());
+        assert!(!Config::default().streaming_lists().disable_bookmarks().wants_streaming());
+    }
+}

@@ -1,0 +1,667 @@
+//! Bytes → list items, watch events and `Status` errors; names the bad line and its first bytes.
+//!
+//! Lists are decoded as they stream in: a small scanner walks the top-level object and hands each
+//! element of `items` to the caller as a byte slice, so at most one item (plus one read buffer) is
+//! held, whatever the page size. Watch lines are split on `\n` with a bounded length, the envelope
+//! is parsed with the object kept as a raw slice, and the object is decoded by event type.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::io::{self, BufRead, Read};
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use crate::error::{ApiError, DecodeError, snippet};
+
+/// One decoded watch event.
+#[derive(Debug)]
+pub(crate) enum WatchEvent<K> {
+    Added(K),
+    Modified(K),
+    Deleted(K),
+    Bookmark {
+        resource_version: String,
+        /// `k8s.io/initial-events-end: "true"`: the end of a streaming list's initial state.
+        initial_events_end: bool,
+    },
+    Error(StatusBody),
+}
+
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(borrow)]
+    object: &'a RawValue,
+}
+
+#[derive(Deserialize)]
+struct BookmarkObject {
+    #[serde(default)]
+    metadata: BookmarkMeta,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct BookmarkMeta {
+    resource_version: Option<String>,
+    annotations: Option<BTreeMap<String, String>>,
+}
+
+/// The annotation on the bookmark that ends a streaming list's initial events.
+pub(crate) const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
+
+/// Decodes one watch line (without its `\n`). Errors carry the parser's message; the caller adds
+/// the context, line number and snippet.
+pub(crate) fn watch_event<K: serde::de::DeserializeOwned>(line: &[u8]) -> Result<WatchEvent<K>, String> {
+    let env: Envelope<'_> = serde_json::from_slice(line).map_err(|e| e.to_string())?;
+    let raw = env.object.get().as_bytes();
+    let object = |raw: &[u8]| serde_json::from_slice::<K>(raw).map_err(|e| format!("{} object: {e}", env.kind));
+    Ok(match env.kind.as_ref() {
+        "ADDED" => WatchEvent::Added(object(raw)?),
+        "MODIFIED" => WatchEvent::Modified(object(raw)?),
+        "DELETED" => WatchEvent::Deleted(object(raw)?),
+        "BOOKMARK" => {
+            let b: BookmarkObject = serde_json::from_slice(raw).map_err(|e| format!("BOOKMARK object: {e}"))?;
+            let resource_version = b
+                .metadata
+                .resource_version
+                .filter(|rv| !rv.is_empty())
+                .ok_or_else(|| "BOOKMARK without metadata.resourceVersion".to_owned())?;
+            let initial_events_end =
+                b.metadata.annotations.as_ref().and_then(|a| a.get(INITIAL_EVENTS_END)).is_some_and(|v| v == "true");
+            WatchEvent::Bookmark { resource_version, initial_events_end }
+        }
+        "ERROR" => {
+            WatchEvent::Error(serde_json::from_slice(raw).map_err(|e| format!("ERROR object is not a Status: {e}"))?)
+        }
+        other => return Err(format!("unknown watch event type {:?}", snippet(other.as_bytes()))),
+    })
+}
+
+/// Builds the error for a failed decode at `line` of a stream.
+pub(crate) fn decode_error(context: &str, line: Option<u64>, bytes: &[u8], message: String) -> DecodeError {
+    DecodeError { context: context.to_owned(), line, len: bytes.len(), message, snippet: snippet(bytes) }
+}
+
+/// What reading one bounded line produced.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Line {
+    /// A complete line is in the buffer (without the `\n`).
+    Complete,
+    /// The stream ended cleanly; a partial last line, if any, is in the buffer.
+    End,
+    /// The line exceeded the limit; the buffer holds its first bytes.
+    TooLong,
+}
+
+/// Reads up to and excluding the next `\n` into `out` (cleared first), holding at most `max` bytes.
+pub(crate) fn read_line(r: &mut impl BufRead, out: &mut Vec<u8>, max: usize) -> io::Result<Line> {
+    out.clear();
+    loop {
+        let available = match r.fill_buf() {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if available.is_empty() {
+            return Ok(Line::End);
+        }
+        let (take, done) = match available.iter().position(|b| *b == b'\n') {
+            Some(i) => (i, true),
+            None => (available.len(), false),
+        };
+        if out.len() + take > max {
+            let room = max.saturating_sub(out.len()).min(take);
+            out.extend_from_slice(&available[..room]);
+            return Ok(Line::TooLong);
+        }
+        out.extend_from_slice(&available[..take]);
+        r.consume(if done { take + 1 } else { take });
+        if done {
+            return Ok(Line::Complete);
+        }
+    }
+}
+
+/// A Kubernetes `Status`, read leniently: any field may be missing.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct StatusBody {
+    pub(crate) code: Option<u16>,
+    pub(crate) status: Option<String>,
+    pub(crate) reason: Option<String>,
+    pub(crate) message: Option<String>,
+    pub(crate) details: Option<StatusDetails>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct StatusDetails {
+    #[serde(default)]
+    pub(crate) causes: Vec<StatusCause>,
+    pub(crate) retry_after_seconds: Option<u32>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+pub(crate) struct StatusCause {
+    pub(crate) reason: Option<String>,
+    pub(crate) message: Option<String>,
+}
+
+impl StatusBody {
+    /// "Too large resource version" in any of its three historical forms (protocol.md §3.4).
+    fn too_large(&self) -> bool {
+        const TEXT: &str = "Too large resource version";
+        let causes = self.details.as_ref().map(|d| d.causes.as_slice()).unwrap_or_default();
+        causes.iter().any(|c| {
+            c.reason.as_deref() == Some("ResourceVersionTooLarge")
+                || c.message.as_deref().is_some_and(|m| m.contains(TEXT))
+        }) || self.message.as_deref().is_some_and(|m| m.contains(TEXT))
+    }
+
+    /// The error for an in-stream `ERROR` event.
+    pub(crate) fn into_api_error(self, context: &str) -> ApiError {
+        let code = self.code.unwrap_or(500);
+        to_api_error(context, code, Some(self), None, true)
+    }
+}
+
+/// Classifies an HTTP error answer: by status code first, refined with the body when it is a
+/// `Status` (even without `kind`), else quoting the body's first bytes.
+pub(crate) fn http_error(context: &str, code: u16, body: &[u8], retry_after: Option<Duration>) -> ApiError {
+    let status = serde_json::from_slice::<StatusBody>(body).ok().filter(|s| s.code.is_some() || s.status.is_some());
+    match status {
+        Some(s) => to_api_error(context, code, Some(s), retry_after, false),
+        None => {
+            let mut e = to_api_error(context, code, None, retry_after, false);
+            let text = String::from_utf8_lossy(body);
+            let text = text.trim();
+            if !text.is_empty() {
+                e.message = snippet(text.as_bytes());
+            }
+            e
+        }
+    }
+}
+
+fn to_api_error(
+    context: &str,
+    code: u16,
+    status: Option<StatusBody>,
+    retry_after: Option<Duration>,
+    in_stream: bool,
+) -> ApiError {
+    let status = status.unwrap_or_default();
+    let too_large = status.too_large();
+    let retry_after = retry_after.or_else(|| {
+        let secs = status.details.as_ref()?.retry_after_seconds?;
+        Some(Duration::from_secs(secs.into()))
+    });
+    ApiError {
+        context: context.to_owned(),
+        code,
+        reason: status.reason.filter(|r| !r.is_empty()).unwrap_or_else(|| reason_phrase(code).to_owned()),
+        message: status.message.unwrap_or_default(),
+        retry_after,
+        too_large_resource_version: too_large,
+        in_stream,
+    }
+}
+
+fn reason_phrase(code: u16) -> &'static str {
+    match code {
+        400 => "BadRequest",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "NotFound",
+        405 => "MethodNotAllowed",
+        406 => "NotAcceptable",
+        409 => "Conflict",
+        410 => "Gone",
+        422 => "Invalid",
+        429 => "TooManyRequests",
+        500 => "InternalError",
+        502 => "BadGateway",
+        503 => "ServiceUnavailable",
+        504 => "Timeout",
+        _ => "Unknown",
+    }
+}
+
+/// The list's own metadata.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct ListMeta {
+    pub(crate) resource_version: Option<String>,
+    pub(crate) continue_token: Option<String>,
+    pub(crate) kind: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct ListMetaJson {
+    resource_version: Option<String>,
+    #[serde(rename = "continue")]
+    continue_token: Option<String>,
+}
+
+/// Why a streamed list could not be read.
+#[derive(Debug)]
+pub(crate) enum ListError<E> {
+    /// Reading the body failed (reset, truncation, idle timeout).
+    Io(io::Error),
+    /// The body is not a list (`message`, plus the first bytes at the bad spot).
+    Malformed { message: String, offset: u64, snippet: String },
+    /// The callback rejected an item.
+    Item(E),
+}
+
+/// Streams a list body: calls `on_item` with each element of `items`, in order, and returns the
+/// list metadata. Holds at most one item of up to `max_item` bytes plus a read buffer.
+pub(crate) fn list<R: Read, E>(
+    reader: R,
+    max_item: usize,
+    mut on_item: impl FnMut(&[u8]) -> Result<(), E>,
+) -> Result<ListMeta, ListError<E>> {
+    let mut s = Scanner { reader, buf: Vec::with_capacity(64 * 1024), pos: 0, consumed: 0, eof: false, max_item };
+    let mut meta = ListMeta::default();
+    s.expect(b'{')?;
+    if s.peek()? == b'}' {
+        s.pos += 1;
+        return Ok(meta);
+    }
+    loop {
+        let key = s.string()?;
+        s.expect(b':')?;
+        match key.as_str() {
+            "items" => {
+                if s.peek()? == b'n' {
+                    s.value()?; // null
+                } else {
+                    s.expect(b'[')?;
+                    if s.peek()? == b']' {
+                        s.pos += 1;
+                    } else {
+                        loop {
+                            let (a, b) = s.value()?;
+                            on_item(&s.buf[a..b]).map_err(ListError::Item)?;
+                            match s.next_byte()? {
+                                b',' => continue,
+                                b']' => break,
+                                other => {
+                                    return Err(s.malformed(format!(
+                                        "expected ',' or ']' in items, found {:?}",
+                                        other as char
+                                    )));
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            "metadata" => {
+                let (a, b) = s.value()?;
+                let m: ListMetaJson =
+                    serde_json::from_slice(&s.buf[a..b]).map_err(|e| s.malformed(format!("list metadata: {e}")))?;
+                meta.resource_version = m.resource_version.filter(|v| !v.is_empty());
+                meta.continue_token = m.continue_token.filter(|v| !v.is_empty());
+            }
+            "kind" => {
+                let (a, b) = s.value()?;
+                meta.kind = serde_json::from_slice(&s.buf[a..b]).ok();
+            }
+            _ => {
+                s.value()?;
+            }
+        }
+        match s.next_byte()? {
+            b',' => continue,
+            b'}' => return Ok(meta),
+            other => return Err(s.malformed(format!("expected ',' or '}}' in list, found {:?}", other as char))),
+        }
+    }
+}
+
+/// A forward-only JSON scanner over a reader. Invariant: `buf[pos..]` is unread input; a value
+/// returned by `value()` stays valid in `buf` until the next call that reads input.
+struct Scanner<R> {
+    reader: R,
+    buf: Vec<u8>,
+    pos: usize,
+    /// Bytes dropped from the front of `buf` so far (for error offsets).
+    consumed: u64,
+    eof: bool,
+    max_item: usize,
+}
+
+impl<R: Read> Scanner<R> {
+    /// Reads more input, appending to `buf`. Returns false at end of input.
+    fn fill(&mut self) -> Result<bool, ListError<std::convert::Infallible>> {
+        if self.eof {
+            return Ok(false);
+        }
+        let len = self.buf.len();
+        self.buf.resize(len + 64 * 1024, 0);
+        loop {
+            match self.reader.read(&mut self.buf[len..]) {
+                Ok(0) => {
+                    self.buf.truncate(len);
+                    self.eof = true;
+                    return Ok(false);
+                }
+                Ok(n) => {
+                    self.buf.truncate(len + n);
+                    return Ok(true);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    self.buf.truncate(len);
+                    return Err(ListError::Io(e));
+                }
+            }
+        }
+    }
+
+    /// Drops consumed input so the buffer only grows with the value being scanned.
+    fn compact(&mut self) {
+        if self.pos > 0 {
+            self.buf.drain(..self.pos);
+            self.consumed += self.pos as u64;
+            self.pos = 0;
+        }
+    }
+
+    fn peek<E>(&mut self) -> Result<u8, ListError<E>> {
+        loop {
+            while self.pos < self.buf.len() {
+                let b = self.buf[self.pos];
+                if b.is_ascii_whitespace() {
+                    self.pos += 1;
+                } else {
+                    return Ok(b);
+                }
+            }
+            self.compact();
+            if !self.fill().map_err(cast)? {
+                return Err(self.truncated());
+            }
+        }
+    }
+
+    fn next_byte<E>(&mut self) -> Result<u8, ListError<E>> {
+        let b = self.peek()?;
+        self.pos += 1;
+        Ok(b)
+    }
+
+    fn expect<E>(&mut self, want: u8) -> Result<(), ListError<E>> {
+        let got = self.next_byte()?;
+        if got == want {
+            Ok(())
+        } else {
+            self.pos -= 1;
+            Err(self.malformed(format!("expected {:?}, found {:?}", want as char, got as char)))
+        }
+    }
+
+    fn string<E>(&mut self) -> Result<String, ListError<E>> {
+        if self.peek()? != b'"' {
+            return Err(self.malformed("expected a string key".to_owned()));
+        }
+        let (a, b) = self.value()?;
+        serde_json::from_slice(&self.buf[a..b]).map_err(|e| self.malformed(format!("bad key: {e}")))
+    }
+
+    /// Scans one complete JSON value and returns its span in `buf`.
+    fn value<E>(&mut self) -> Result<(usize, usize), ListError<E>> {
+        self.peek()?;
+        self.compact();
+        let start = self.pos;
+        let mut i = start;
+        let mut depth = 0u32;
+        let mut in_str = false;
+        let mut escaped = false;
+        let first = self.buf[start];
+        let scalar = !matches!(first, b'{' | b'[' | b'"');
+        loop {
+            if i >= self.buf.len() {
+                if i - start > self.max_item {
+                    return Err(self.malformed(format!("list item larger than {} bytes", self.max_item)));
+                }
+                if !self.fill().map_err(cast)? {
+                    if scalar && i > start {
+                        self.pos = i;
+                        return Ok((start, i));
+                    }
+                    return Err(self.truncated());
+                }
+                continue;
+            }
+            let b = self.buf[i];
+            if in_str {
+                if escaped {
+                    escaped = false;
+                } else if b == b'\\' {
+                    escaped = true;
+                } else if b == b'"' {
+                    in_str = false;
+                    if depth == 0 {
+                        self.pos = i + 1;
+                        return Ok((start, i + 1));
+                    }
+                }
+            } else if scalar {
+                if matches!(b, b',' | b'}' | b']') || b.is_ascii_whitespace() {
+                    self.pos = i;
+                    return Ok((start, i));
+                }
+            } else {
+                match b {
+                    b'"' => in_str = true,
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        if depth == 0 {
+                            return Err(self.malformed("unbalanced brackets".to_owned()));
+                        }
+                        depth -= 1;
+                        if depth == 0 {
+                            self.pos = i + 1;
+                            return Ok((start, i + 1));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            i += 1;
+        }
+    }
+
+    fn truncated<E>(&self) -> ListError<E> {
+        ListError::Io(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!("list body ended early, after {} bytes", self.consumed + self.buf.len() as u64),
+        ))
+    }
+
+    fn malformed<E>(&self, message: String) -> ListError<E> {
+        let at = self.pos.min(self.buf.len());
+        ListError::Malformed { message, offset: self.consumed + at as u64, snippet: snippet(&self.buf[at..]) }
+    }
+}
+
+fn cast<E>(e: ListError<std::convert::Infallible>) -> ListError<E> {
+    match e {
+        ListError::Io(e) => ListError::Io(e),
+        ListError::Malformed { message, offset, snippet } => ListError::Malformed { message, offset, snippet },
+        ListError::Item(never) => match never {},
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    fn names(body: &[u8], max_item: usize) -> Result<(Vec<String>, ListMeta), String> {
+        let mut out = Vec::new();
+        let meta = list(body, max_item, |item| -> Result<(), String> {
+            let cm: ConfigMap = serde_json::from_slice(item).map_err(|e| e.to_string())?;
+            out.push(cm.metadata.name.unwrap_or_default());
+            Ok(())
+        })
+        .map_err(|e| format!("{e:?}"))?;
+        Ok((out, meta))
+    }
+
+    #[test]
+    fn list_items_and_metadata_are_read_in_any_order() {
+        let body = br#"{"kind":"ConfigMapList","apiVersion":"v1","items":[
+            {"metadata":{"name":"a","resourceVersion":"3"},"data":{"k":"}]\"{"}},
+            {"metadata":{"name":"b"}}],
+            "metadata":{"resourceVersion":"50","continue":"tok","remainingItemCount":3}}"#;
+        let (n, meta) = names(body, 1 << 20).unwrap();
+        assert_eq!(n, ["a", "b"]);
+        assert_eq!(meta.resource_version.as_deref(), Some("50"));
+        assert_eq!(meta.continue_token.as_deref(), Some("tok"));
+        assert_eq!(meta.kind.as_deref(), Some("ConfigMapList"));
+    }
+
+    #[test]
+    fn empty_and_null_items_are_accepted() {
+        assert!(names(br#"{"metadata":{"resourceVersion":"1","continue":""},"items":[]}"#, 100).unwrap().0.is_empty());
+        let (n, meta) = names(br#"{"items":null,"metadata":{"resourceVersion":"1"}}"#, 100).unwrap();
+        assert!(n.is_empty());
+        assert_eq!(meta.continue_token, None);
+        assert!(names(br#"{"metadata":{"resourceVersion":"1"}}"#, 100).unwrap().0.is_empty());
+    }
+
+    #[test]
+    fn a_truncated_list_is_an_io_error_not_a_partial_list() {
+        let err = names(br#"{"metadata":{"resourceVersion":"1"},"items":[{"metadata":{"name":"a"}},{"meta"#, 100)
+            .unwrap_err();
+        assert!(err.contains("UnexpectedEof"), "{err}");
+    }
+
+    #[test]
+    fn an_oversized_item_is_refused() {
+        let big = format!(r#"{{"items":[{{"metadata":{{"name":"{}"}}}}]}}"#, "x".repeat(200_000));
+        let err = names(big.as_bytes(), 1000).unwrap_err();
+        assert!(err.contains("larger than 1000 bytes"), "{err}");
+    }
+
+    #[test]
+    fn html_is_malformed_with_a_snippet() {
+        let err = names(b"<html>bad gateway</html>", 100).unwrap_err();
+        assert!(err.contains("<html>"), "{err}");
+    }
+
+    #[test]
+    fn items_split_across_reads_are_reassembled() {
+        struct Trickle<'a>(&'a [u8]);
+        impl Read for Trickle<'_> {
+            fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+                let n = self.0.len().min(3).min(out.len());
+                out[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        let body =
+            br#"{"items":[{"metadata":{"name":"a\"b"}},{"metadata":{"name":"c"}}],"metadata":{"resourceVersion":"9"}}"#;
+        let mut got = Vec::new();
+        list(Trickle(body), 1000, |item| -> Result<(), ()> {
+            got.push(serde_json::from_slice::<ConfigMap>(item).unwrap().metadata.name.unwrap());
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(got, ["a\"b", "c"]);
+    }
+
+    #[test]
+    fn watch_lines_decode_by_type() {
+        let e: WatchEvent<ConfigMap> =
+            watch_event(br#"{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","resourceVersion":"5"}}}"#).unwrap();
+        assert!(matches!(e, WatchEvent::Added(cm) if cm.metadata.name.as_deref() == Some("a")));
+        let b: WatchEvent<ConfigMap> = watch_event(
+            br#"{"type":"BOOKMARK","object":{"kind":"Pod","metadata":{"resourceVersion":"77","creationTimestamp":null,"annotations":{"k8s.io/initial-events-end":"true"}},"spec":{"containers":null},"status":{}}}"#,
+        )
+        .unwrap();
+        assert!(
+            matches!(b, WatchEvent::Bookmark { ref resource_version, initial_events_end: true } if resource_version == "77")
+        );
+    }
+
+    #[test]
+    fn error_events_become_api_errors() {
+        let e: WatchEvent<ConfigMap> = watch_event(
+            br#"{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 1 (5)","reason":"Expired","code":410}}"#,
+        )
+        .unwrap();
+        let WatchEvent::Error(status) = e else { panic!("not an error") };
+        let api = status.into_api_error("watch configmaps");
+        assert_eq!(api.code, 410);
+        assert!(api.in_stream);
+        assert_eq!(api.reason, "Expired");
+    }
+
+    #[test]
+    fn unknown_event_types_are_errors() {
+        let err = watch_event::<ConfigMap>(br#"{"type":"WEIRD","object":{}}"#).unwrap_err();
+        assert!(err.contains("unknown watch event type"), "{err}");
+    }
+
+    #[test]
+    fn too_large_resource_version_is_detected_in_all_three_forms() {
+        let modern = br#"{"code":504,"reason":"Timeout","message":"Timeout: Too large resource version: 9, current: 5","details":{"causes":[{"reason":"ResourceVersionTooLarge","message":"Too large resource version"}],"retryAfterSeconds":1}}"#;
+        let middle = br#"{"code":504,"details":{"causes":[{"message":"Too large resource version"}]}}"#;
+        let old = br#"{"code":504,"message":"Too large resource version: 9, current: 5"}"#;
+        for body in [&modern[..], middle, old] {
+            let e = http_error("list pods", 504, body, None);
+            assert!(e.too_large_resource_version, "{}", String::from_utf8_lossy(body));
+        }
+        let modern = http_error("list pods", 504, modern, None);
+        assert_eq!(modern.retry_after, Some(Duration::from_secs(1)));
+    }
+
+    #[test]
+    fn plain_text_errors_keep_status_and_quote_the_body() {
+        let e = http_error(
+            "watch pods",
+            429,
+            b"Too many requests, please try again later.\n",
+            Some(Duration::from_secs(3)),
+        );
+        assert_eq!(e.code, 429);
+        assert_eq!(e.reason, "TooManyRequests");
+        assert_eq!(e.message, "Too many requests, please try again later.");
+        assert_eq!(e.retry_after, Some(Duration::from_secs(3)));
+    }
+
+    #[test]
+    fn status_without_kind_is_still_a_status() {
+        let e = http_error("list pods", 504, br#"{"metadata":{},"status":"Failure","message":"Timeout: request did not complete within 60s","reason":"Timeout","code":504}"#, None);
+        assert_eq!(e.message, "Timeout: request did not complete within 60s");
+    }
+
+    #[test]
+    fn lines_are_bounded() {
+        let data = b"short\nthis line is far too long\nnext\n";
+        let mut r = io::BufReader::with_capacity(4, &data[..]);
+        let mut buf = Vec::new();
+        assert_eq!(read_line(&mut r, &mut buf, 10).unwrap(), Line::Complete);
+        assert_eq!(buf, b"short");
+        assert_eq!(read_line(&mut r, &mut buf, 10).unwrap(), Line::TooLong);
+        assert_eq!(buf.len(), 10);
+    }
+
+    #[test]
+    fn a_last_line_without_newline_is_returned_at_end() {
+        let mut r = io::BufReader::new(&b"a\nb"[..]);
+        let mut buf = Vec::new();
+        assert_eq!(read_line(&mut r, &mut buf, 10).unwrap(), Line::Complete);
+        assert_eq!(read_line(&mut r, &mut buf, 10).unwrap(), Line::End);
+        assert_eq!(buf, b"b");
+    }
+}

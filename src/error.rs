@@ -1,0 +1,304 @@
+//! The crate's one error type, and the only place its messages are worded.
+
+use std::fmt;
+use std::time::Duration;
+
+/// A `Result` whose error defaults to [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in kube-watcher.
+///
+/// Each message stands alone: it says what was being done, to what, and why it failed, so logging
+/// `{err}` is enough. Secrets (tokens, keys, passwords) never appear in it.
+///
+/// A watcher reports most errors on its channel and keeps going (see [`Error::is_terminal`]).
+#[derive(thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The API server answered with a non-success HTTP status, or sent an `ERROR` event in a watch.
+    #[error("{0}")]
+    Api(Box<ApiError>),
+    /// The request never got an answer: connect, TLS, reset connection, idle timeout, truncated body.
+    #[error("{context}: {message}")]
+    Transport {
+        /// What was being done (`list pods in namespace "apps"`).
+        context: Box<str>,
+        /// Why it failed.
+        message: Box<str>,
+    },
+    /// A response body or watch line could not be decoded.
+    #[error("{0}")]
+    Decode(Box<DecodeError>),
+    /// A configuration value was invalid; `field` names it.
+    #[error("invalid configuration: {field}: {message}")]
+    Config {
+        /// The offending field or option (`page_size`, `users[0].user.exec.command`).
+        field: Box<str>,
+        /// What is wrong with it.
+        message: Box<str>,
+    },
+    /// Loading connection settings or credentials failed (kubeconfig, in-cluster files, exec plugins).
+    #[error("{source_name}: {message}")]
+    Auth {
+        /// Where the bad setting came from: a file path, an environment variable or a plugin.
+        source_name: Box<str>,
+        /// What is wrong, naming the field where one is at fault.
+        message: Box<str>,
+    },
+    /// `Store::wait_until_ready` ran out of time; `last_error` says why the store is not ready.
+    #[error("store not ready after {waited:?}{}", match .last_error { Some(e) => format!(": last error: {e}"), None => String::new() })]
+    NotReady {
+        /// How long the caller waited.
+        waited: Duration,
+        /// The last error the watcher met, if any (for instance the 403 of its list).
+        last_error: Option<Box<Error>>,
+    },
+    /// The watcher gave up after `max_retries` consecutive failures without progress (terminal).
+    #[error("gave up after {attempts} consecutive failures: {last}")]
+    GaveUp {
+        /// How many attempts failed in a row.
+        attempts: u32,
+        /// The last failure.
+        last: Box<Error>,
+    },
+    /// The watcher has stopped (`stop()` was called or it ended); nothing more will arrive.
+    #[error("watcher stopped")]
+    Stopped,
+    /// The operating system refused to start the watcher's thread.
+    #[error("cannot start watcher thread: {0}")]
+    Spawn(Box<str>),
+}
+
+impl fmt::Debug for Error {
+    // Debug shows the same text as Display: the variants hold no secrets, and one readable line
+    // is what `unwrap()` and `{:?}` users want to see.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Error({self})")
+    }
+}
+
+/// Details of an error answer from the API server: the HTTP status plus the `Status` body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ApiError {
+    /// What was being done (`list pods in namespace "apps"`, `watch pods`).
+    pub context: String,
+    /// HTTP status code (or the `code` of an in-stream `ERROR` event).
+    pub code: u16,
+    /// The machine-readable `reason` (`Forbidden`, `Expired`), or the HTTP reason phrase.
+    pub reason: String,
+    /// The human-readable message, or the first bytes of a non-JSON body.
+    pub message: String,
+    /// `Retry-After` (header or `details.retryAfterSeconds`), when the server sent one.
+    pub retry_after: Option<Duration>,
+    /// The server said the requested resourceVersion is newer than it has seen ("too large").
+    pub too_large_resource_version: bool,
+    /// The error came inside a 200 watch stream (an `ERROR` event), not as an HTTP status.
+    pub in_stream: bool,
+}
+
+impl fmt::Display for ApiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let how = if self.in_stream { "watch ERROR event" } else { "HTTP" };
+        write!(f, "{}: {how} {} {}", self.context, self.code, self.reason)?;
+        if !self.message.is_empty() {
+            write!(f, ": {}", self.message)?;
+        }
+        Ok(())
+    }
+}
+
+/// Details of a body or watch line that could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DecodeError {
+    /// What was being decoded (`watch pods`, `list pods`).
+    pub context: String,
+    /// The 1-based line of a watch stream, when the error is in one.
+    pub line: Option<u64>,
+    /// Length in bytes of the offending line or body.
+    pub len: usize,
+    /// The parser's message.
+    pub message: String,
+    /// The first bytes of the offending input, escaped and capped at about 64 bytes.
+    pub snippet: String,
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "decode {}", self.context)?;
+        match self.line {
+            Some(line) => write!(f, " (line {line}, {} bytes)", self.len)?,
+            None => write!(f, " ({} bytes)", self.len)?,
+        }
+        write!(f, ": {}", self.message)?;
+        if !self.snippet.is_empty() {
+            write!(f, "; starts with \"{}\"", self.snippet)?;
+        }
+        Ok(())
+    }
+}
+
+impl Error {
+    /// The HTTP status when the server answered (or the code of an in-stream `ERROR` event).
+    #[must_use]
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            Error::Api(e) => Some(e.code),
+            Error::GaveUp { last, .. } => last.status(),
+            Error::NotReady { last_error, .. } => last_error.as_ref().and_then(|e| e.status()),
+            Error::Transport { .. }
+            | Error::Decode(_)
+            | Error::Config { .. }
+            | Error::Auth { .. }
+            | Error::Stopped
+            | Error::Spawn(_) => None,
+        }
+    }
+
+    /// True for 410 Gone: the resourceVersion or continue token is too old.
+    #[must_use]
+    pub fn is_gone(&self) -> bool {
+        self.status() == Some(410)
+    }
+
+    /// True when the server said the requested resourceVersion is newer than it has seen.
+    #[must_use]
+    pub fn is_too_large_resource_version(&self) -> bool {
+        matches!(self, Error::Api(e) if e.too_large_resource_version)
+    }
+
+    /// True when ending the watcher: after this error the event iterator ends.
+    ///
+    /// Non-terminal errors (a 403, a dropped connection, a bad line) are reported and retried.
+    #[must_use]
+    pub fn is_terminal(&self) -> bool {
+        match self {
+            Error::GaveUp { .. } | Error::Stopped | Error::Spawn(_) | Error::Config { .. } => true,
+            Error::Api(_)
+            | Error::Transport { .. }
+            | Error::Decode(_)
+            | Error::Auth { .. }
+            | Error::NotReady { .. } => false,
+        }
+    }
+
+    /// True when trying again later may succeed (transport trouble, 429, 5xx, 410).
+    #[must_use]
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Error::Transport { .. } | Error::Decode(_) => true,
+            Error::Api(e) => matches!(e.code, 408 | 410 | 429 | 500..=599),
+            Error::GaveUp { .. }
+            | Error::Config { .. }
+            | Error::Auth { .. }
+            | Error::NotReady { .. }
+            | Error::Stopped
+            | Error::Spawn(_) => false,
+        }
+    }
+
+    /// How long the server asked us to wait (`Retry-After`), if it did.
+    #[must_use]
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Error::Api(e) => e.retry_after,
+            _ => None,
+        }
+    }
+
+    pub(crate) fn transport(context: impl Into<Box<str>>, message: impl fmt::Display) -> Error {
+        Error::Transport { context: context.into(), message: message.to_string().into() }
+    }
+
+    pub(crate) fn config(field: &str, message: impl fmt::Display) -> Error {
+        Error::Config { field: field.into(), message: message.to_string().into() }
+    }
+}
+
+impl Clone for Error {
+    fn clone(&self) -> Self {
+        match self {
+            Error::Api(e) => Error::Api(e.clone()),
+            Error::Transport { context, message } => {
+                Error::Transport { context: context.clone(), message: message.clone() }
+            }
+            Error::Decode(e) => Error::Decode(e.clone()),
+            Error::Config { field, message } => Error::Config { field: field.clone(), message: message.clone() },
+            Error::Auth { source_name, message } => {
+                Error::Auth { source_name: source_name.clone(), message: message.clone() }
+            }
+            Error::NotReady { waited, last_error } => {
+                Error::NotReady { waited: *waited, last_error: last_error.clone() }
+            }
+            Error::GaveUp { attempts, last } => Error::GaveUp { attempts: *attempts, last: last.clone() },
+            Error::Stopped => Error::Stopped,
+            Error::Spawn(m) => Error::Spawn(m.clone()),
+        }
+    }
+}
+
+/// Escapes and caps input quoted in an error message (about 64 bytes, never splitting a char).
+pub(crate) fn snippet(bytes: &[u8]) -> String {
+    const MAX: usize = 64;
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(MAX * 4)]);
+    let mut out = String::new();
+    for c in text.chars() {
+        if out.len() >= MAX {
+            out.push('…');
+            break;
+        }
+        out.extend(c.escape_debug());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_stays_small() {
+        assert!(std::mem::size_of::<Error>() <= 64, "{}", std::mem::size_of::<Error>());
+    }
+
+    #[test]
+    fn api_error_message_names_request_status_and_reason() {
+        let e = Error::Api(Box::new(ApiError {
+            context: "list pods in namespace \"apps\"".into(),
+            code: 403,
+            reason: "Forbidden".into(),
+            message: "pods is forbidden".into(),
+            retry_after: None,
+            too_large_resource_version: false,
+            in_stream: false,
+        }));
+        assert_eq!(e.to_string(), "list pods in namespace \"apps\": HTTP 403 Forbidden: pods is forbidden");
+        assert_eq!(e.status(), Some(403));
+        assert!(!e.is_terminal());
+        assert!(!e.is_retryable());
+    }
+
+    #[test]
+    fn decode_error_quotes_the_first_bytes_escaped() {
+        let e = Error::Decode(Box::new(DecodeError {
+            context: "watch pods".into(),
+            line: Some(3),
+            len: 812,
+            message: "expected value at line 1 column 1".into(),
+            snippet: snippet(b"<html>\n"),
+        }));
+        assert_eq!(
+            e.to_string(),
+            "decode watch pods (line 3, 812 bytes): expected value at line 1 column 1; starts with \"<html>\\n\""
+        );
+    }
+
+    #[test]
+    fn snippet_is_capped() {
+        let long = vec![b'a'; 1000];
+        let s = snippet(&long);
+        assert!(s.len() <= 64 + '…'.len_utf8());
+        assert!(s.ends_with('…'));
+    }
+}

@@ -1,0 +1,899 @@
+//! The pure list → page → watch → relist state machine: `State`, `Input`, `Action`, `step()`.
+//!
+//! No I/O, no sleeping, no locks: the worker performs the [`Action`]s and feeds back what
+//! happened as [`Input`]s, with the current time. Randomness (backoff jitter, watch timeouts)
+//! comes from a seeded RNG, so every transition is testable with plain values.
+//!
+//! ```text
+//!            ┌──────────────── 410 / too large / error (after backoff) ───────────────┐
+//!            v                                                                         │
+//!   ┌──── Sync ─────┐  streaming list  ┌─ StreamInit ─┐ end marker                     │
+//!   │ (full relist) ├─────────────────>│ accumulating ├────────────┐                   │
+//!   └──────┬────────┘<── fallback ─────┴──────────────┘            v                   │
+//!          │ paged list                                   ┌─── Watching ───┐───────────┘
+//!          v                  last page                   │ stream open at │
+//!   ┌──── List ─────┐─────────────────> Watch ───────────>│ resume RV      │
+//!   │ page n (token)│                  (in sync at RV) <──┴────────────────┘ clean end,
+//!   └───────────────┘                                       transport error (backoff)
+//! ```
+
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use crate::backoff::BackoffState;
+use crate::config::{Config, DEFAULT_TIMEOUT_SECS, ListSemantic, STALL_MARGIN};
+use crate::error::Error;
+use crate::request::{ListParams, WatchParams};
+
+/// A watch that ends cleanly this soon with no event is treated as a failure, so a misbehaving
+/// server cannot cause a hot reconnect loop (client-go's reflector: "very short watch", 1 s).
+const SHORT_WATCH: Duration = Duration::from_secs(1);
+
+/// Why a full sync (relist) happens; logged and counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RelistReason {
+    /// The watcher's first sync.
+    Initial,
+    /// The resume resourceVersion or a continue token expired (410 Gone).
+    Expired,
+    /// The server had not reached the requested resourceVersion ("too large").
+    TooLarge,
+    /// A streaming list was rejected or ignored; a paged list replaces it.
+    StreamingFallback,
+    /// `Config::relist_interval` came due.
+    Periodic,
+    /// An error that the watch cannot resume from (4xx, in-stream error, undecodable event).
+    Error,
+}
+
+/// Where the watcher is. Each variant holds only what is valid in it.
+#[derive(Debug, Clone, PartialEq)]
+enum State {
+    /// Next: a full sync. `resume` is the last synced RV (relist "not older than" it, without
+    /// paging); `None` lists per the configured semantic, paged. Left by the first list or
+    /// streaming request.
+    Sync { resume: Option<String>, reason: RelistReason },
+    /// A paged list is in progress; `next` requests the next page (first page when it has no
+    /// token). Left at the last page (→ `Watch`) or on failure (→ `Sync`).
+    List { next: ListParams },
+    /// A streaming list is open; initial objects accumulate until the end-marker bookmark.
+    /// Left at the marker (→ `Watching` on the same stream) or on failure/fallback (→ `Sync`).
+    StreamInit { resume: Option<String>, opened: Instant, last_seen: Instant },
+    /// In sync at `rv`; next: a watch from there. Left when the watch is requested.
+    Watch { rv: String },
+    /// A watch is open; `rv` advances with every event and bookmark. Left when the stream ends.
+    Watching { rv: String, events: u64, opened: Instant, last_seen: Instant, stall: Duration },
+    /// The watcher has ended; every input is ignored.
+    Ended,
+}
+
+/// What happened, as the worker saw it.
+#[derive(Debug)]
+pub(crate) enum Input<'a> {
+    /// The worker starts (or finished waiting): make the next request.
+    Start,
+    /// A list page arrived and its items were applied (`InitApply`).
+    Page { resource_version: Option<&'a str>, continue_token: Option<&'a str> },
+    /// A list request failed.
+    ListFailed(Error),
+    /// A watch (or streaming list) answered 200.
+    WatchOpened,
+    /// One watch event.
+    Event(WatchInput<'a>),
+    /// The watch stream ended cleanly.
+    WatchEnded,
+    /// No byte arrived within the requested idle time; the stream is still usable.
+    Idle,
+    /// The watch request or stream failed.
+    WatchFailed(Error),
+}
+
+/// A watch event, reduced to what the machine needs; the worker keeps the object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WatchInput<'a> {
+    Added { resource_version: &'a str },
+    Modified { resource_version: &'a str },
+    Deleted { resource_version: &'a str },
+    Bookmark { resource_version: &'a str, initial_events_end: bool },
+}
+
+/// What the worker must do, in order. Each `step` ends with exactly one driver action
+/// (`List`, `Watch`, `ReadOn`, `Wait` or `End`).
+#[derive(Debug, Clone)]
+pub(crate) enum Action {
+    /// A relist starts (emit `Init`).
+    BeginInit,
+    /// Apply the current input's object to the relist in progress.
+    InitApply,
+    /// The relist is complete (emit `InitDone`).
+    InitDone,
+    /// Forget the relist in progress.
+    AbortInit,
+    /// Apply the current input's object (added or modified).
+    Apply,
+    /// Delete the current input's object.
+    Delete,
+    /// Report a non-terminal error to consumers.
+    Report(Error),
+    /// Count a relist and its reason.
+    Relist(RelistReason),
+    /// Driver: request one list page.
+    List(ListParams),
+    /// Driver: open a watch; `idle` is the per-read timeout to use.
+    Watch { params: WatchParams, idle: Duration },
+    /// Driver: keep reading the open stream.
+    ReadOn,
+    /// Driver: wait (interruptibly), then feed `Input::Start`.
+    Wait(Duration),
+    /// Driver: the watcher ends with this error (`Error::Stopped` for a normal end).
+    End(Error),
+}
+
+impl PartialEq for Action {
+    /// Errors compare by message: enough for tests and for spotting a repeated action.
+    fn eq(&self, other: &Action) -> bool {
+        match (self, other) {
+            (Action::Report(a), Action::Report(b)) | (Action::End(a), Action::End(b)) => a.to_string() == b.to_string(),
+            (Action::Relist(a), Action::Relist(b)) => a == b,
+            (Action::List(a), Action::List(b)) => a == b,
+            (Action::Watch { params: a, idle: x }, Action::Watch { params: b, idle: y }) => a == b && x == y,
+            (Action::Wait(a), Action::Wait(b)) => a == b,
+            (a, b) => std::mem::discriminant(a) == std::mem::discriminant(b) && a.is_unit(),
+        }
+    }
+}
+
+impl Action {
+    fn is_unit(&self) -> bool {
+        matches!(
+            self,
+            Action::BeginInit
+                | Action::InitApply
+                | Action::InitDone
+                | Action::AbortInit
+                | Action::Apply
+                | Action::Delete
+                | Action::ReadOn
+        )
+    }
+}
+
+/// The state machine and the settings it needs.
+pub(crate) struct Machine {
+    state: State,
+    config: Config,
+    backoff: BackoffState,
+    rng: StdRng,
+    /// Consecutive failures without progress.
+    failures: u32,
+    /// The server rejected or ignored a streaming list: use paged lists from now on.
+    streaming_unsupported: bool,
+    /// When the store was last fully synced (for `relist_interval`).
+    last_sync: Option<Instant>,
+}
+
+impl Machine {
+    pub(crate) fn new(config: Config, seed: u64) -> Machine {
+        Machine {
+            state: State::Sync { resume: None, reason: RelistReason::Initial },
+            backoff: BackoffState::new(config.backoff),
+            config,
+            rng: StdRng::seed_from_u64(seed),
+            failures: 0,
+            streaming_unsupported: false,
+            last_sync: None,
+        }
+    }
+
+    /// One transition: consume `input` observed at `now`, return the actions to perform.
+    pub(crate) fn step(&mut self, input: Input<'_>, now: Instant) -> Vec<Action> {
+        let mut out = Vec::new();
+        let state = std::mem::replace(&mut self.state, State::Ended);
+        self.state = match (state, input) {
+            (State::Ended, _) => {
+                out.push(Action::End(Error::Stopped));
+                State::Ended
+            }
+            (state, Input::Start) => self.request(state, now, &mut out),
+
+            (State::List { mut next }, Input::Page { resource_version, continue_token }) => {
+                self.progress();
+                match (continue_token, resource_version) {
+                    (Some(token), _) => {
+                        next.continue_token = Some(token.to_owned());
+                        // Follow-up pages carry no resourceVersion (protocol.md §5.1).
+                        next.resource_version = None;
+                        next.version_match = None;
+                        out.push(Action::List(next.clone()));
+                        State::List { next }
+                    }
+                    (None, Some(rv)) => {
+                        out.push(Action::InitDone);
+                        self.last_sync = Some(now);
+                        self.request(State::Watch { rv: rv.to_owned() }, now, &mut out)
+                    }
+                    (None, None) => {
+                        out.push(Action::AbortInit);
+                        let e = Error::transport("list", "the list has no metadata.resourceVersion to watch from");
+                        self.fail(e, true, State::Sync { resume: None, reason: RelistReason::Error }, now, &mut out)
+                    }
+                }
+            }
+            (State::List { next }, Input::ListFailed(e)) => {
+                out.push(Action::AbortInit);
+                let paging = next.continue_token.is_some();
+                if e.is_gone() || e.is_too_large_resource_version() {
+                    // An expired continue token or resume RV: start over, consistent and paged.
+                    let reason = if e.is_gone() { RelistReason::Expired } else { RelistReason::TooLarge };
+                    log::debug!("list failed ({e}); relisting from scratch (paging: {paging})");
+                    self.fail_quietly(State::Sync { resume: None, reason }, now, &mut out)
+                } else {
+                    let resume = next.resource_version.filter(|rv| rv != "0" && !paging);
+                    self.fail(e, true, State::Sync { resume, reason: RelistReason::Error }, now, &mut out)
+                }
+            }
+
+            (State::StreamInit { resume, opened, .. }, Input::WatchOpened) => {
+                out.push(Action::BeginInit);
+                out.push(Action::ReadOn);
+                State::StreamInit { resume, opened, last_seen: now }
+            }
+            (State::StreamInit { resume, opened, .. }, Input::Event(ev)) => match ev {
+                WatchInput::Added { .. } => {
+                    out.push(Action::InitApply);
+                    out.push(Action::ReadOn);
+                    State::StreamInit { resume, opened, last_seen: now }
+                }
+                WatchInput::Bookmark { resource_version, initial_events_end: true } => {
+                    self.progress();
+                    self.last_sync = Some(now);
+                    out.push(Action::InitDone);
+                    out.push(Action::ReadOn);
+                    let stall =
+                        self.stall_for(self.config.timeout.unwrap_or(Duration::from_secs(DEFAULT_TIMEOUT_SECS.1)));
+                    State::Watching { rv: resource_version.to_owned(), events: 1, opened, last_seen: now, stall }
+                }
+                WatchInput::Modified { .. } | WatchInput::Deleted { .. } | WatchInput::Bookmark { .. } => {
+                    // A conforming server sends only ADDED before the marker: this one ignores
+                    // sendInitialEvents (protocol.md §7.4).
+                    self.streaming_fallback("the server sent a non-ADDED event before the end marker", &mut out);
+                    self.request(State::Sync { resume, reason: RelistReason::StreamingFallback }, now, &mut out)
+                }
+            },
+            (State::StreamInit { resume, opened, last_seen }, Input::Idle) => {
+                if now.saturating_duration_since(last_seen) >= self.config.streaming_marker_timeout {
+                    self.streaming_fallback("no end-of-initial-events bookmark arrived in time", &mut out);
+                    self.request(State::Sync { resume, reason: RelistReason::StreamingFallback }, now, &mut out)
+                } else {
+                    out.push(Action::ReadOn);
+                    State::StreamInit { resume, opened, last_seen }
+                }
+            }
+            (State::StreamInit { resume, .. }, Input::WatchEnded) => {
+                self.streaming_fallback("the stream ended before the end-of-initial-events bookmark", &mut out);
+                self.request(State::Sync { resume, reason: RelistReason::StreamingFallback }, now, &mut out)
+            }
+            (State::StreamInit { resume, .. }, Input::WatchFailed(e)) => {
+                if e.is_gone() || e.is_too_large_resource_version() {
+                    out.push(Action::AbortInit);
+                    let reason = if e.is_gone() { RelistReason::Expired } else { RelistReason::TooLarge };
+                    self.fail_quietly(State::Sync { resume: None, reason }, now, &mut out)
+                } else if e.is_retryable() && !matches!(&e, Error::Api(a) if a.in_stream) {
+                    // Throttling or transport trouble says nothing about streaming support.
+                    out.push(Action::AbortInit);
+                    self.fail(e, true, State::Sync { resume, reason: RelistReason::Error }, now, &mut out)
+                } else {
+                    // Rejected (422 and friends) or failed in-stream: fall back to list + watch.
+                    self.streaming_fallback(&format!("{e}"), &mut out);
+                    self.request(State::Sync { resume, reason: RelistReason::StreamingFallback }, now, &mut out)
+                }
+            }
+
+            (s @ State::Watching { .. }, Input::WatchOpened) => {
+                out.push(Action::ReadOn);
+                s
+            }
+            (State::Watching { rv, events, opened, stall, .. }, Input::Event(ev)) => {
+                let (action, new_rv) = match ev {
+                    WatchInput::Added { resource_version } | WatchInput::Modified { resource_version } => {
+                        (Some(Action::Apply), resource_version)
+                    }
+                    WatchInput::Deleted { resource_version } => (Some(Action::Delete), resource_version),
+                    WatchInput::Bookmark { resource_version, .. } => (None, resource_version),
+                };
+                if action.is_some() {
+                    self.progress();
+                }
+                out.extend(action);
+                out.push(Action::ReadOn);
+                // Resume from the newest RV seen (protocol.md §2.3); an empty one keeps the old.
+                let rv = if new_rv.is_empty() { rv } else { new_rv.to_owned() };
+                State::Watching { rv, events: events + 1, opened, last_seen: now, stall }
+            }
+            (State::Watching { rv, events, opened, last_seen, stall }, Input::Idle) => {
+                if now.saturating_duration_since(last_seen) >= stall {
+                    let e =
+                        Error::transport("watch", format!("no data for {stall:?}; the connection is presumed dead"));
+                    self.fail(e, true, State::Watch { rv }, now, &mut out)
+                } else {
+                    out.push(Action::ReadOn);
+                    State::Watching { rv, events, opened, last_seen, stall }
+                }
+            }
+            (State::Watching { rv, events, opened, .. }, Input::WatchEnded) => {
+                if events == 0 && now.saturating_duration_since(opened) < SHORT_WATCH {
+                    let e = Error::transport("watch", "the server ended the watch at once without any event");
+                    self.fail(e, true, State::Watch { rv }, now, &mut out)
+                } else {
+                    log::trace!("watch ended cleanly at resourceVersion {rv}");
+                    self.request(State::Watch { rv }, now, &mut out)
+                }
+            }
+            (State::Watching { rv, .. }, Input::WatchFailed(e)) => self.watch_failed(rv, e, now, &mut out),
+
+            // Inputs that cannot happen in this state are bugs in the worker; recover by resyncing.
+            (state, input) => {
+                log::error!("bug: unexpected {input:?} in state {state:?}; resyncing");
+                out.push(Action::AbortInit);
+                self.request(State::Sync { resume: None, reason: RelistReason::Error }, now, &mut out)
+            }
+        };
+        out
+    }
+
+    /// A watch from `rv` failed: classify (protocol.md §6.9) and choose how to recover.
+    fn watch_failed(&mut self, rv: String, e: Error, now: Instant, out: &mut Vec<Action>) -> State {
+        if e.is_gone() {
+            log::debug!("watch from resourceVersion {rv} expired; relisting");
+            return self.fail_quietly(State::Sync { resume: Some(rv), reason: RelistReason::Expired }, now, out);
+        }
+        if e.is_too_large_resource_version() {
+            return self.fail_quietly(State::Sync { resume: None, reason: RelistReason::TooLarge }, now, out);
+        }
+        let resumable = match &e {
+            Error::Transport { .. } => true,
+            Error::Api(a) => !a.in_stream && matches!(a.code, 429 | 500..=599),
+            _ => false,
+        };
+        if resumable {
+            self.fail(e, true, State::Watch { rv }, now, out)
+        } else {
+            // Undecodable event, in-stream error, 4xx: relist not older than what we have.
+            self.fail(e, true, State::Sync { resume: Some(rv), reason: RelistReason::Error }, now, out)
+        }
+    }
+
+    /// Turns "what to do next" into a request.
+    fn request(&mut self, state: State, now: Instant, out: &mut Vec<Action>) -> State {
+        match state {
+            State::Sync { resume, reason } => {
+                out.push(Action::Relist(reason));
+                if self.config.wants_streaming() && !self.streaming_unsupported {
+                    let rv = resume.clone().or_else(|| self.any_rv());
+                    let timeout = self.watch_timeout(now);
+                    let params =
+                        WatchParams { resource_version: rv, send_initial_events: true, ..self.watch_params(timeout) };
+                    out.push(Action::Watch { params, idle: self.config.streaming_marker_timeout });
+                    State::StreamInit { resume, opened: now, last_seen: now }
+                } else {
+                    let next = self.first_page(resume);
+                    out.push(Action::BeginInit);
+                    out.push(Action::List(next.clone()));
+                    State::List { next }
+                }
+            }
+            State::List { next } => {
+                out.push(Action::BeginInit);
+                out.push(Action::List(next.clone()));
+                State::List { next }
+            }
+            State::Watch { rv } => {
+                if self.relist_due(now) {
+                    return self.request(State::Sync { resume: Some(rv), reason: RelistReason::Periodic }, now, out);
+                }
+                let timeout = self.watch_timeout(now);
+                let stall = self.stall_for(timeout);
+                let params = WatchParams { resource_version: Some(rv.clone()), ..self.watch_params(timeout) };
+                out.push(Action::Watch { params, idle: stall });
+                State::Watching { rv, events: 0, opened: now, last_seen: now, stall }
+            }
+            State::StreamInit { resume, .. } => {
+                self.request(State::Sync { resume, reason: RelistReason::Error }, now, out)
+            }
+            State::Watching { rv, .. } => self.request(State::Watch { rv }, now, out),
+            State::Ended => {
+                out.push(Action::End(Error::Stopped));
+                State::Ended
+            }
+        }
+    }
+
+    /// The first page of a full list.
+    fn first_page(&self, resume: Option<String>) -> ListParams {
+        let base = ListParams {
+            label_selector: self.config.label_selector.clone(),
+            field_selector: self.config.field_selector.clone(),
+            ..ListParams::default()
+        };
+        match resume {
+            // Relist "not older than" what we had, unpaged: a paged list at an RV would be an
+            // exact (etcd) read under the legacy rules (protocol.md §3.4, client-go reflector).
+            Some(rv) => ListParams { resource_version: Some(rv), ..base },
+            None => ListParams {
+                limit: Some(self.config.page_size).filter(|l| *l > 0),
+                resource_version: self.any_rv(),
+                ..base
+            },
+        }
+    }
+
+    fn any_rv(&self) -> Option<String> {
+        match self.config.list_semantic {
+            ListSemantic::Any => Some("0".to_owned()),
+            ListSemantic::MostRecent => None,
+        }
+    }
+
+    fn watch_params(&self, timeout: Duration) -> WatchParams {
+        WatchParams {
+            label_selector: self.config.label_selector.clone(),
+            field_selector: self.config.field_selector.clone(),
+            resource_version: None,
+            timeout,
+            bookmarks: self.config.bookmarks,
+            send_initial_events: false,
+        }
+    }
+
+    /// The server-side timeout of the next watch: configured or jittered, and no later than a
+    /// due periodic relist (so the relist happens without interrupting a read).
+    fn watch_timeout(&mut self, now: Instant) -> Duration {
+        let base = self.config.timeout.unwrap_or_else(|| {
+            let (lo, hi) = DEFAULT_TIMEOUT_SECS;
+            Duration::from_secs(self.rng.random_range(lo..hi))
+        });
+        match (self.config.relist_interval, self.last_sync) {
+            (Some(interval), Some(last)) => {
+                let left = (last + interval).saturating_duration_since(now);
+                base.min(left).max(Duration::from_secs(1))
+            }
+            _ => base,
+        }
+    }
+
+    fn stall_for(&self, timeout: Duration) -> Duration {
+        self.config.stall_timeout.unwrap_or(timeout + STALL_MARGIN)
+    }
+
+    fn relist_due(&self, now: Instant) -> bool {
+        match (self.config.relist_interval, self.last_sync) {
+            (Some(interval), Some(last)) => now.saturating_duration_since(last) >= interval,
+            _ => false,
+        }
+    }
+
+    fn progress(&mut self) {
+        self.failures = 0;
+    }
+
+    fn streaming_fallback(&mut self, why: &str, out: &mut Vec<Action>) {
+        log::debug!("streaming lists unavailable ({why}); using paged lists from now on");
+        self.streaming_unsupported = true;
+        out.push(Action::AbortInit);
+    }
+
+    /// A failure: report it, count it, and either end (retry limit) or wait, then go to `then`.
+    fn fail(&mut self, e: Error, report: bool, then: State, now: Instant, out: &mut Vec<Action>) -> State {
+        self.failures = self.failures.saturating_add(1);
+        if let Some(max) = self.config.max_retries
+            && self.failures > max
+        {
+            out.push(Action::End(Error::GaveUp { attempts: self.failures, last: Box::new(e) }));
+            return State::Ended;
+        }
+        let delay = self.backoff.next_delay(now, &mut self.rng);
+        let delay = e.retry_after().map_or(delay, |ra| ra.max(delay));
+        log::debug!("{e}; retrying in {delay:?}");
+        if report {
+            out.push(Action::Report(e));
+        }
+        out.push(Action::Wait(delay));
+        then
+    }
+
+    /// An expected recovery (410, too large): retry at once the first time, with backoff when it
+    /// keeps happening, so a server that always answers 410 cannot cause a hot loop.
+    fn fail_quietly(&mut self, then: State, now: Instant, out: &mut Vec<Action>) -> State {
+        if self.failures == 0 {
+            self.failures = 1;
+            return self.request(then, now, out);
+        }
+        let e = Error::transport("relist", "the server keeps answering 410 Gone or \"too large resource version\"");
+        self.fail(e, false, then, now, out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ApiError;
+
+    fn t0() -> Instant {
+        Instant::now()
+    }
+
+    fn api(code: u16, reason: &str, in_stream: bool) -> Error {
+        Error::Api(Box::new(ApiError {
+            context: "test".into(),
+            code,
+            reason: reason.into(),
+            message: String::new(),
+            retry_after: None,
+            too_large_resource_version: false,
+            in_stream,
+        }))
+    }
+
+    fn too_large() -> Error {
+        let Error::Api(mut a) = api(504, "Timeout", false) else { unreachable!() };
+        a.too_large_resource_version = true;
+        Error::Api(a)
+    }
+
+    /// The driver action (the last one) and the effects before it.
+    fn driver(actions: &[Action]) -> &Action {
+        actions.last().expect("every step ends with a driver action")
+    }
+
+    fn effects(actions: &[Action]) -> Vec<&Action> {
+        actions[..actions.len() - 1].iter().filter(|a| !matches!(a, Action::Relist(_))).collect()
+    }
+
+    fn list_params(a: &Action) -> &ListParams {
+        match a {
+            Action::List(p) => p,
+            other => panic!("expected List, got {other:?}"),
+        }
+    }
+
+    fn watch_params(a: &Action) -> &WatchParams {
+        match a {
+            Action::Watch { params, .. } => params,
+            other => panic!("expected Watch, got {other:?}"),
+        }
+    }
+
+    /// Drives a machine through a first list and into a watch at `rv`.
+    fn watching(config: Config, rv: &str) -> (Machine, Instant) {
+        let now = t0();
+        let mut m = Machine::new(config, 1);
+        m.step(Input::Start, now);
+        let a = m.step(Input::Page { resource_version: Some(rv), continue_token: None }, now);
+        assert!(matches!(driver(&a), Action::Watch { .. }));
+        let a = m.step(Input::WatchOpened, now);
+        assert_eq!(a, [Action::ReadOn]);
+        (m, now)
+    }
+
+    #[test]
+    fn first_sync_is_a_consistent_paged_list() {
+        let mut m = Machine::new(Config::default().labels("app=web"), 1);
+        let a = m.step(Input::Start, t0());
+        assert_eq!(a[0], Action::Relist(RelistReason::Initial));
+        assert_eq!(a[1], Action::BeginInit);
+        let p = list_params(driver(&a));
+        assert_eq!(p.limit, Some(500));
+        assert_eq!(p.resource_version, None);
+        assert_eq!(p.label_selector.as_deref(), Some("app=web"));
+    }
+
+    #[test]
+    fn any_semantic_lists_at_resource_version_zero() {
+        let mut m = Machine::new(Config::default().any_semantic(), 1);
+        let a = m.step(Input::Start, t0());
+        assert_eq!(list_params(driver(&a)).resource_version.as_deref(), Some("0"));
+    }
+
+    #[test]
+    fn follow_up_pages_carry_the_token_and_no_resource_version() {
+        let mut m = Machine::new(Config::default().any_semantic(), 1);
+        m.step(Input::Start, t0());
+        let a = m.step(Input::Page { resource_version: Some("10"), continue_token: Some("T1") }, t0());
+        let p = list_params(driver(&a));
+        assert_eq!(p.continue_token.as_deref(), Some("T1"));
+        assert_eq!(p.resource_version, None);
+        assert_eq!(p.limit, Some(500));
+        assert!(effects(&a).is_empty(), "no InitDone before the last page: {a:?}");
+    }
+
+    #[test]
+    fn the_last_page_completes_the_init_and_watches_from_the_list_rv() {
+        let mut m = Machine::new(Config::default(), 1);
+        m.step(Input::Start, t0());
+        let a = m.step(Input::Page { resource_version: Some("42"), continue_token: None }, t0());
+        assert_eq!(a[0], Action::InitDone);
+        let w = watch_params(driver(&a));
+        assert_eq!(w.resource_version.as_deref(), Some("42"));
+        assert!(w.bookmarks);
+        assert!(!w.send_initial_events);
+        let secs = w.timeout.as_secs();
+        assert!((60..90).contains(&secs), "default watch timeout {secs}s");
+    }
+
+    #[test]
+    fn watch_events_apply_and_advance_the_resume_rv() {
+        let (mut m, now) = watching(Config::default(), "42");
+        let a = m.step(Input::Event(WatchInput::Added { resource_version: "43" }), now);
+        assert_eq!(a, [Action::Apply, Action::ReadOn]);
+        let a = m.step(Input::Event(WatchInput::Deleted { resource_version: "44" }), now);
+        assert_eq!(a, [Action::Delete, Action::ReadOn]);
+        let a = m.step(Input::Event(WatchInput::Bookmark { resource_version: "50", initial_events_end: false }), now);
+        assert_eq!(a, [Action::ReadOn]);
+        let a = m.step(Input::WatchEnded, now + Duration::from_secs(60));
+        assert_eq!(watch_params(driver(&a)).resource_version.as_deref(), Some("50"));
+        assert!(effects(&a).is_empty(), "a clean end re-watches without relisting: {a:?}");
+    }
+
+    #[test]
+    fn a_clean_end_rewatches_without_relisting() {
+        let (mut m, now) = watching(Config::default(), "7");
+        m.step(Input::Event(WatchInput::Modified { resource_version: "8" }), now);
+        let a = m.step(Input::WatchEnded, now + Duration::from_secs(61));
+        assert_eq!(a.len(), 1);
+        assert_eq!(watch_params(&a[0]).resource_version.as_deref(), Some("8"));
+    }
+
+    #[test]
+    fn a_very_short_empty_watch_backs_off() {
+        let (mut m, now) = watching(Config::default(), "7");
+        let a = m.step(Input::WatchEnded, now + Duration::from_millis(10));
+        assert!(matches!(driver(&a), Action::Wait(_)), "{a:?}");
+        let a = m.step(Input::Start, now + Duration::from_secs(1));
+        assert_eq!(watch_params(driver(&a)).resource_version.as_deref(), Some("7"));
+    }
+
+    #[test]
+    fn gone_during_a_watch_relists_not_older_than_the_resume_rv_unpaged() {
+        for e in [api(410, "Expired", true), api(410, "Gone", false)] {
+            let (mut m, now) = watching(Config::default(), "42");
+            let a = m.step(Input::WatchFailed(e), now);
+            assert_eq!(a[0], Action::Relist(RelistReason::Expired));
+            assert_eq!(a[1], Action::BeginInit);
+            let p = list_params(driver(&a));
+            assert_eq!(p.resource_version.as_deref(), Some("42"));
+            assert_eq!(p.limit, None);
+            assert!(!a.iter().any(|a| matches!(a, Action::Report(_))), "410 is recovery, not an error");
+        }
+    }
+
+    #[test]
+    fn gone_again_on_the_relist_falls_back_to_a_consistent_paged_list() {
+        let (mut m, now) = watching(Config::default(), "42");
+        m.step(Input::WatchFailed(api(410, "Expired", true)), now);
+        let a = m.step(Input::ListFailed(api(410, "Expired", false)), now);
+        assert_eq!(a[0], Action::AbortInit);
+        // The second 410 in a row goes through backoff.
+        assert!(matches!(driver(&a), Action::Wait(_)), "{a:?}");
+        let a = m.step(Input::Start, now);
+        let p = list_params(driver(&a));
+        assert_eq!(p.resource_version, None);
+        assert_eq!(p.limit, Some(500));
+    }
+
+    #[test]
+    fn too_large_resource_version_forgets_the_rv() {
+        let (mut m, now) = watching(Config::default(), "42");
+        let a = m.step(Input::WatchFailed(too_large()), now);
+        assert_eq!(a[0], Action::Relist(RelistReason::TooLarge));
+        assert_eq!(list_params(driver(&a)).resource_version, None);
+    }
+
+    #[test]
+    fn an_expired_continue_token_restarts_the_list() {
+        let mut m = Machine::new(Config::default(), 1);
+        let now = t0();
+        m.step(Input::Start, now);
+        m.step(Input::Page { resource_version: Some("10"), continue_token: Some("T1") }, now);
+        let a = m.step(Input::ListFailed(api(410, "Expired", false)), now);
+        assert_eq!(a[0], Action::AbortInit);
+        assert!(a.contains(&Action::BeginInit));
+        let p = list_params(driver(&a));
+        assert_eq!(p.continue_token, None);
+        assert_eq!(p.limit, Some(500));
+    }
+
+    #[test]
+    fn throttling_waits_at_least_retry_after_and_rewatches_from_the_same_rv() {
+        let (mut m, now) = watching(Config::default(), "42");
+        let Error::Api(mut e) = api(429, "TooManyRequests", false) else { unreachable!() };
+        e.retry_after = Some(Duration::from_secs(7));
+        let a = m.step(Input::WatchFailed(Error::Api(e)), now);
+        assert!(matches!(a[0], Action::Report(_)));
+        match driver(&a) {
+            Action::Wait(d) => assert!(*d >= Duration::from_secs(7), "{d:?}"),
+            other => panic!("{other:?}"),
+        }
+        let a = m.step(Input::Start, now);
+        assert_eq!(watch_params(driver(&a)).resource_version.as_deref(), Some("42"));
+    }
+
+    #[test]
+    fn forbidden_is_reported_and_retried_with_a_full_relist() {
+        let mut m = Machine::new(Config::default(), 1);
+        let now = t0();
+        m.step(Input::Start, now);
+        let a = m.step(Input::ListFailed(api(403, "Forbidden", false)), now);
+        assert!(matches!(&a[1], Action::Report(e) if e.status() == Some(403)), "{a:?}");
+        assert!(matches!(driver(&a), Action::Wait(_)));
+        let a = m.step(Input::Start, now);
+        assert!(matches!(driver(&a), Action::List(_)));
+    }
+
+    #[test]
+    fn a_transport_error_mid_watch_resumes_after_backoff() {
+        let (mut m, now) = watching(Config::default(), "42");
+        let a = m.step(Input::WatchFailed(Error::transport("watch pods", "connection reset")), now);
+        assert!(matches!(driver(&a), Action::Wait(d) if *d <= Duration::from_millis(800)));
+        let a = m.step(Input::Start, now);
+        assert_eq!(watch_params(driver(&a)).resource_version.as_deref(), Some("42"));
+    }
+
+    #[test]
+    fn an_undecodable_event_relists_past_it() {
+        let (mut m, now) = watching(Config::default(), "42");
+        let e = Error::Decode(Box::new(crate::error::DecodeError {
+            context: "watch".into(),
+            line: Some(1),
+            len: 3,
+            message: "bad".into(),
+            snippet: "abc".into(),
+        }));
+        m.step(Input::WatchFailed(e), now);
+        let a = m.step(Input::Start, now);
+        assert_eq!(list_params(driver(&a)).resource_version.as_deref(), Some("42"));
+    }
+
+    #[test]
+    fn idle_beyond_the_stall_timeout_declares_the_connection_dead() {
+        let config = Config::default().timeout(Duration::from_secs(60));
+        let (mut m, now) = watching(config, "42");
+        let a = m.step(Input::Idle, now + Duration::from_secs(10));
+        assert_eq!(a, [Action::ReadOn], "idle before the stall limit keeps reading");
+        let a = m.step(Input::Idle, now + Duration::from_secs(91));
+        assert!(matches!(&a[0], Action::Report(Error::Transport { .. })), "{a:?}");
+        assert!(matches!(driver(&a), Action::Wait(_)));
+    }
+
+    #[test]
+    fn the_default_stall_limit_finds_a_dead_connection_within_two_minutes() {
+        let (mut m, now) = watching(Config::default(), "1");
+        let State::Watching { stall, .. } = m.state.clone() else { panic!() };
+        assert!(stall < Duration::from_secs(120), "{stall:?}");
+        assert!(stall > Duration::from_secs(60), "{stall:?}");
+        let a = m.step(Input::Idle, now + stall);
+        assert!(matches!(driver(&a), Action::Wait(_)));
+    }
+
+    #[test]
+    fn max_retries_ends_the_watcher_with_gave_up() {
+        let mut m = Machine::new(Config::default().max_retries(2), 1);
+        let now = t0();
+        m.step(Input::Start, now);
+        for _ in 0..2 {
+            let a = m.step(Input::ListFailed(api(503, "ServiceUnavailable", false)), now);
+            assert!(matches!(driver(&a), Action::Wait(_)));
+            m.step(Input::Start, now);
+        }
+        let a = m.step(Input::ListFailed(api(503, "ServiceUnavailable", false)), now);
+        assert!(matches!(driver(&a), Action::End(Error::GaveUp { attempts: 3, .. })), "{a:?}");
+        assert!(matches!(driver(&m.step(Input::Start, now)), Action::End(_)));
+    }
+
+    #[test]
+    fn progress_resets_the_retry_count() {
+        let (mut m, now) = watching(Config::default().max_retries(1), "1");
+        m.step(Input::WatchFailed(Error::transport("w", "reset")), now);
+        m.step(Input::Start, now);
+        m.step(Input::WatchOpened, now);
+        m.step(Input::Event(WatchInput::Modified { resource_version: "2" }), now);
+        let a = m.step(Input::WatchFailed(Error::transport("w", "reset")), now);
+        assert!(matches!(driver(&a), Action::Wait(_)), "{a:?}");
+    }
+
+    #[test]
+    fn periodic_relist_caps_the_watch_timeout_and_relists_when_due() {
+        let config = Config::default().relist_interval(Duration::from_secs(30));
+        let (mut m, now) = watching(config, "5");
+        let State::Watching { .. } = m.state else { panic!() };
+        // The watch opened at `now`, right after the sync: its timeout is capped at 30 s.
+        let mut m2 = Machine::new(Config::default().relist_interval(Duration::from_secs(30)), 1);
+        m2.step(Input::Start, now);
+        let a = m2.step(Input::Page { resource_version: Some("5"), continue_token: None }, now);
+        assert_eq!(watch_params(driver(&a)).timeout, Duration::from_secs(30));
+        m.step(Input::Event(WatchInput::Modified { resource_version: "6" }), now);
+        let a = m.step(Input::WatchEnded, now + Duration::from_secs(31));
+        assert!(a.contains(&Action::Relist(RelistReason::Periodic)), "{a:?}");
+        assert_eq!(list_params(driver(&a)).resource_version.as_deref(), Some("6"));
+    }
+
+    mod streaming {
+        use super::*;
+
+        fn start() -> (Machine, Instant, Vec<Action>) {
+            let mut m = Machine::new(Config::default().streaming_lists(), 1);
+            let now = t0();
+            let a = m.step(Input::Start, now);
+            (m, now, a)
+        }
+
+        #[test]
+        fn a_streaming_list_sends_initial_events_and_applies_them_at_the_marker() {
+            let (mut m, now, a) = start();
+            let w = watch_params(driver(&a));
+            assert!(w.send_initial_events && w.bookmarks);
+            assert_eq!(m.step(Input::WatchOpened, now), [Action::BeginInit, Action::ReadOn]);
+            let a = m.step(Input::Event(WatchInput::Added { resource_version: "3" }), now);
+            assert_eq!(a, [Action::InitApply, Action::ReadOn]);
+            let a = m.step(Input::Event(WatchInput::Bookmark { resource_version: "9", initial_events_end: true }), now);
+            assert_eq!(a, [Action::InitDone, Action::ReadOn]);
+            let a = m.step(Input::Event(WatchInput::Modified { resource_version: "10" }), now);
+            assert_eq!(a, [Action::Apply, Action::ReadOn]);
+            let a = m.step(Input::WatchEnded, now + Duration::from_secs(70));
+            assert_eq!(watch_params(driver(&a)).resource_version.as_deref(), Some("10"));
+            assert!(!watch_params(driver(&a)).send_initial_events);
+        }
+
+        #[test]
+        fn a_rejected_streaming_list_falls_back_and_is_remembered() {
+            let (mut m, now, _) = start();
+            let a = m.step(Input::WatchFailed(api(422, "Invalid", false)), now);
+            assert!(a.contains(&Action::Relist(RelistReason::StreamingFallback)), "{a:?}");
+            assert!(matches!(driver(&a), Action::List(_)));
+            // A later relist does not probe again.
+            m.step(Input::Page { resource_version: Some("5"), continue_token: None }, now);
+            m.step(Input::WatchOpened, now);
+            let a = m.step(Input::WatchFailed(api(410, "Expired", true)), now);
+            assert!(matches!(driver(&a), Action::List(_)), "{a:?}");
+        }
+
+        #[test]
+        fn an_ignored_streaming_list_is_detected_by_a_modified_before_the_marker() {
+            let (mut m, now, _) = start();
+            m.step(Input::WatchOpened, now);
+            m.step(Input::Event(WatchInput::Added { resource_version: "3" }), now);
+            let a = m.step(Input::Event(WatchInput::Modified { resource_version: "4" }), now);
+            assert!(a.contains(&Action::AbortInit));
+            assert!(matches!(driver(&a), Action::List(_)), "{a:?}");
+        }
+
+        #[test]
+        fn an_ignored_streaming_list_is_detected_by_a_missing_marker() {
+            let (mut m, now, _) = start();
+            m.step(Input::WatchOpened, now);
+            m.step(Input::Event(WatchInput::Added { resource_version: "3" }), now);
+            assert_eq!(m.step(Input::Idle, now + Duration::from_secs(2)), [Action::ReadOn]);
+            let a = m.step(Input::Idle, now + Duration::from_secs(11));
+            assert!(matches!(driver(&a), Action::List(_)), "{a:?}");
+        }
+
+        #[test]
+        fn throttling_retries_the_streaming_list() {
+            let (mut m, now, _) = start();
+            let a = m.step(Input::WatchFailed(api(429, "TooManyRequests", false)), now);
+            assert!(matches!(driver(&a), Action::Wait(_)));
+            let a = m.step(Input::Start, now);
+            assert!(watch_params(driver(&a)).send_initial_events);
+        }
+
+        #[test]
+        fn an_in_stream_error_before_the_marker_falls_back() {
+            let (mut m, now, _) = start();
+            m.step(Input::WatchOpened, now);
+            let a = m.step(Input::WatchFailed(api(500, "InternalError", true)), now);
+            assert!(matches!(driver(&a), Action::List(_)), "{a:?}");
+        }
+    }
+}

@@ -1,0 +1,266 @@
+//! List and watch paths and query strings, built in one place from an `ApiResource` and params; pure.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use crate::resource::ApiResource;
+
+/// `resourceVersionMatch` for lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum VersionMatch {
+    /// The list is at least as new as `resource_version`.
+    NotOlderThan,
+    /// The list is exactly at `resource_version` (410 if that is too old).
+    Exact,
+}
+
+/// Parameters of a one-shot list request (`Api::list`), named as in kube-rs.
+///
+/// ```
+/// use kube_watcher::ListParams;
+/// let lp = ListParams::default().labels("app=web").limit(50);
+/// # let _ = lp;
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[must_use]
+pub struct ListParams {
+    /// `labelSelector`.
+    pub label_selector: Option<String>,
+    /// `fieldSelector`.
+    pub field_selector: Option<String>,
+    /// `limit`: page size. `None` asks for everything at once.
+    pub limit: Option<u32>,
+    /// `continue`: the token from the previous page.
+    pub continue_token: Option<String>,
+    /// `resourceVersion`: `None` = most recent, `"0"` = any, else see `version_match`.
+    pub resource_version: Option<String>,
+    /// `resourceVersionMatch`.
+    pub version_match: Option<VersionMatch>,
+}
+
+impl ListParams {
+    /// Set the label selector.
+    pub fn labels(mut self, selector: &str) -> Self {
+        self.label_selector = Some(selector.to_owned());
+        self
+    }
+    /// Set the field selector.
+    pub fn fields(mut self, selector: &str) -> Self {
+        self.field_selector = Some(selector.to_owned());
+        self
+    }
+    /// Set the page size.
+    pub fn limit(mut self, limit: u32) -> Self {
+        self.limit = Some(limit);
+        self
+    }
+    /// Continue a paged list from a previous page's token.
+    pub fn continue_token(mut self, token: &str) -> Self {
+        self.continue_token = Some(token.to_owned());
+        self
+    }
+    /// Set `resourceVersion` (and optionally `resourceVersionMatch`).
+    pub fn at(mut self, resource_version: &str, version_match: Option<VersionMatch>) -> Self {
+        self.resource_version = Some(resource_version.to_owned());
+        self.version_match = version_match;
+        self
+    }
+
+    pub(crate) fn query(&self) -> String {
+        let mut q = Query::default();
+        q.opt("labelSelector", self.label_selector.as_deref());
+        q.opt("fieldSelector", self.field_selector.as_deref());
+        if let Some(limit) = self.limit.filter(|l| *l > 0) {
+            q.push("limit", &limit.to_string());
+        }
+        q.opt("continue", self.continue_token.as_deref());
+        q.opt("resourceVersion", self.resource_version.as_deref());
+        q.opt(
+            "resourceVersionMatch",
+            self.version_match.map(|m| match m {
+                VersionMatch::NotOlderThan => "NotOlderThan",
+                VersionMatch::Exact => "Exact",
+            }),
+        );
+        q.0
+    }
+}
+
+/// Parameters of one watch request.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct WatchParams {
+    pub(crate) label_selector: Option<String>,
+    pub(crate) field_selector: Option<String>,
+    /// `None` only for a streaming list from "now".
+    pub(crate) resource_version: Option<String>,
+    pub(crate) timeout: Duration,
+    pub(crate) bookmarks: bool,
+    /// A streaming list: `sendInitialEvents=true&resourceVersionMatch=NotOlderThan`.
+    pub(crate) send_initial_events: bool,
+}
+
+impl WatchParams {
+    pub(crate) fn query(&self) -> String {
+        let mut q = Query::default();
+        q.push("watch", "true");
+        q.opt("labelSelector", self.label_selector.as_deref());
+        q.opt("fieldSelector", self.field_selector.as_deref());
+        q.opt("resourceVersion", self.resource_version.as_deref());
+        if self.bookmarks {
+            q.push("allowWatchBookmarks", "true");
+        }
+        // Whole seconds, at least one: the API only takes integers.
+        q.push("timeoutSeconds", &self.timeout.as_secs().max(1).to_string());
+        if self.send_initial_events {
+            q.push("sendInitialEvents", "true");
+            q.push("resourceVersionMatch", "NotOlderThan");
+        }
+        q.0
+    }
+}
+
+#[derive(Default)]
+struct Query(String);
+
+impl Query {
+    fn push(&mut self, key: &str, value: &str) {
+        self.0.push(if self.0.is_empty() { '?' } else { '&' });
+        self.0.push_str(key);
+        self.0.push('=');
+        encode_into(&mut self.0, value);
+    }
+    fn opt(&mut self, key: &str, value: Option<&str>) {
+        if let Some(v) = value {
+            self.push(key, v);
+        }
+    }
+}
+
+/// Percent-encodes everything but RFC 3986 unreserved characters: safe in a path segment and in
+/// a query value (selectors carry `=`, `!`, `,`, `(`, `)` and spaces).
+pub(crate) fn encode_into(out: &mut String, s: &str) {
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            // Writing to a String cannot fail.
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+}
+
+/// The collection path of `ar`, in `namespace` or across all namespaces / cluster-scoped.
+pub(crate) fn collection_path(ar: &ApiResource, namespace: Option<&str>) -> String {
+    let mut p = String::with_capacity(64);
+    if ar.group.is_empty() {
+        p.push_str("/api/");
+        encode_into(&mut p, &ar.version);
+    } else {
+        p.push_str("/apis/");
+        encode_into(&mut p, &ar.group);
+        p.push('/');
+        encode_into(&mut p, &ar.version);
+    }
+    if let Some(ns) = namespace.filter(|_| ar.namespaced) {
+        p.push_str("/namespaces/");
+        encode_into(&mut p, ns);
+    }
+    p.push('/');
+    encode_into(&mut p, &ar.plural);
+    p
+}
+
+/// The path of one object.
+pub(crate) fn object_path(ar: &ApiResource, namespace: Option<&str>, name: &str) -> String {
+    let mut p = collection_path(ar, namespace);
+    p.push('/');
+    encode_into(&mut p, name);
+    p
+}
+
+/// How errors name a request: `list pods in namespace "apps"`, `watch nodes`.
+pub(crate) fn describe(verb: &str, ar: &ApiResource, namespace: Option<&str>) -> String {
+    match namespace.filter(|_| ar.namespaced) {
+        Some(ns) => format!("{verb} {} in namespace {ns:?}", ar.plural),
+        None => format!("{verb} {}", ar.plural),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::core::v1::{Node, Pod};
+
+    #[test]
+    fn core_namespaced_path_uses_api_prefix() {
+        let ar = ApiResource::of::<Pod>();
+        assert_eq!(collection_path(&ar, Some("shop")), "/api/v1/namespaces/shop/pods");
+        assert_eq!(collection_path(&ar, None), "/api/v1/pods");
+    }
+
+    #[test]
+    fn grouped_paths_use_apis_prefix() {
+        let ar = ApiResource::of::<Deployment>();
+        assert_eq!(object_path(&ar, Some("shop"), "web"), "/apis/apps/v1/namespaces/shop/deployments/web");
+    }
+
+    #[test]
+    fn cluster_scoped_types_ignore_a_namespace() {
+        let ar = ApiResource::of::<Node>();
+        assert_eq!(collection_path(&ar, Some("shop")), "/api/v1/nodes");
+    }
+
+    #[test]
+    fn names_and_selectors_are_percent_encoded() {
+        let ar = ApiResource::new("example.com", "v1", "Widget", "widgets", true);
+        assert_eq!(object_path(&ar, Some("a b"), "x/y"), "/apis/example.com/v1/namespaces/a%20b/widgets/x%2Fy");
+        let q = ListParams::default().labels("app=web,tier in (a,b)").limit(2).query();
+        assert_eq!(q, "?labelSelector=app%3Dweb%2Ctier%20in%20%28a%2Cb%29&limit=2");
+    }
+
+    #[test]
+    fn list_query_carries_version_match() {
+        let q = ListParams::default().at("42", Some(VersionMatch::NotOlderThan)).query();
+        assert_eq!(q, "?resourceVersion=42&resourceVersionMatch=NotOlderThan");
+    }
+
+    #[test]
+    fn zero_limit_means_no_paging() {
+        assert_eq!(ListParams::default().limit(0).query(), "");
+    }
+
+    #[test]
+    fn watch_query_has_bookmarks_and_whole_second_timeout() {
+        let w = WatchParams {
+            resource_version: Some("10".into()),
+            timeout: Duration::from_millis(61_900),
+            bookmarks: true,
+            ..WatchParams::default()
+        };
+        assert_eq!(w.query(), "?watch=true&resourceVersion=10&allowWatchBookmarks=true&timeoutSeconds=61");
+    }
+
+    #[test]
+    fn streaming_list_query_sends_all_three_parameters() {
+        let w = WatchParams {
+            timeout: Duration::from_secs(90),
+            bookmarks: true,
+            send_initial_events: true,
+            ..WatchParams::default()
+        };
+        let q = w.query();
+        assert!(q.contains("sendInitialEvents=true"), "{q}");
+        assert!(q.contains("resourceVersionMatch=NotOlderThan"), "{q}");
+        assert!(q.contains("allowWatchBookmarks=true"), "{q}");
+        assert!(!q.contains("resourceVersion="), "{q}");
+    }
+
+    #[test]
+    fn requests_are_described_for_errors() {
+        let ar = ApiResource::of::<Pod>();
+        assert_eq!(describe("list", &ar, Some("apps")), "list pods in namespace \"apps\"");
+        assert_eq!(describe("watch", &ar, None), "watch pods");
+    }
+}

@@ -1,0 +1,446 @@
+//! The public `Watcher<K>`: starts the thread; recv/try_recv/recv_timeout/iter, receiver(),
+//! store(), stats(), stop() and Drop.
+
+use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError, bounded, select};
+use parking_lot::Mutex;
+
+use crate::client::{Api, Http};
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::event::Event;
+use crate::machine::Machine;
+use crate::resource::Watchable;
+use crate::stats::Stats;
+use crate::store::{Store, Writer};
+use crate::worker::{Sink, Transform, Worker};
+
+/// Default number of events the channel holds before the watcher waits for the consumer.
+const DEFAULT_CHANNEL_CAPACITY: usize = 1024;
+
+/// How long `stop()` waits for the thread. Only DNS and TCP connect cannot be interrupted
+/// (bounded by the 10 s connect timeout); past this the thread finishes on its own.
+const STOP_JOIN_LIMIT: Duration = Duration::from_secs(2);
+
+/// The item type of a watcher's channel.
+type Item<K> = Result<Event<K>>;
+
+/// State shared by the `Watcher` handle, its worker thread and replay helpers.
+pub(crate) struct Shared<K> {
+    /// `kw-<plural>`: the thread name, also used in logs.
+    pub(crate) name: String,
+    pub(crate) stopping: AtomicBool,
+    /// Dropped on stop: every `recv(stop_rx)` in a `select!` wakes at once.
+    stop_tx: Mutex<Option<Sender<()>>>,
+    pub(crate) stop_rx: Receiver<()>,
+    pub(crate) hub: Mutex<Hub<K>>,
+    attached: AtomicBool,
+    pub(crate) stats: Mutex<Stats>,
+    /// A clone of the worker's agent: shutting it down interrupts a blocked read.
+    agent: ureq::Agent,
+}
+
+impl<K> Shared<K> {
+    fn request_stop(&self) {
+        if !self.stopping.swap(true, Ordering::AcqRel) {
+            self.stop_tx.lock().take();
+            self.agent.clone().shutdown();
+        }
+    }
+}
+
+/// Where events go: the consumer's channel, once a consumer has attached.
+///
+/// Before the first `recv`/`iter`/`receiver` call nothing is queued, so a watcher used only
+/// through its store never fills a channel and never blocks. On attaching, the consumer first
+/// gets the current state (`Init`, `InitApply`…, `InitDone`), then live events.
+pub(crate) struct Hub<K> {
+    tx: Option<Sender<Item<K>>>,
+    attached: bool,
+}
+
+impl<K> Hub<K> {
+    /// Delivers `msg` if a consumer is attached, waiting for room (backpressure) unless stopped.
+    /// False when the watcher must stop.
+    pub(crate) fn send(&self, msg: Item<K>, shared: &Shared<K>) -> bool {
+        match (&self.tx, self.attached) {
+            (Some(tx), true) => select! {
+                send(tx, msg) -> res => res.is_ok(),
+                recv(shared.stop_rx) -> _ => false,
+            },
+            _ => true,
+        }
+    }
+
+    /// No more events: consumers see the channel end once they drain it.
+    pub(crate) fn close(&mut self) {
+        self.tx = None;
+    }
+}
+
+/// Watches one resource type in a background thread, keeping a [`Store`] current and
+/// delivering [`Event`]s.
+///
+/// The thread starts in [`Watcher::new`] and lists, watches, resumes and relists on its own,
+/// with backoff on errors. Read events with the crossbeam-style methods ([`recv`](Self::recv),
+/// [`try_recv`](Self::try_recv), [`recv_timeout`](Self::recv_timeout), [`iter`](Self::iter) or
+/// `for event in &watcher`), or [`receiver`](Self::receiver) for `select!`; read the cache with
+/// [`store`](Self::store).
+///
+/// Events are only queued once a consumer has called one of those methods; it then first gets
+/// the current state as `Init`, `InitApply`…, `InitDone`. A watcher used only through its store
+/// buffers nothing. When the consumer is slower than the server, the channel (1024 events by
+/// default) fills and the watcher waits for it: backpressure, never lost events.
+///
+/// Errors arrive on the channel as `Err` items; most are retried (see
+/// [`Error::is_terminal`]). The iterator ends after [`stop`](Self::stop) or a terminal error.
+///
+/// ```
+/// # let server = kube_watcher::testing::FakeApiServer::start();
+/// # server.create(&k8s_openapi::api::core::v1::Pod { metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta { name: Some("web-0".into()), namespace: Some("apps".into()), ..Default::default() }, ..Default::default() }).unwrap();
+/// use std::time::Duration;
+/// use kube_watcher::{Api, Client, Config, Event, ObjectRef, Watcher};
+/// use k8s_openapi::api::core::v1::Pod;
+///
+/// let client = Client::from_url(&server.url())?;
+/// let watcher = Watcher::new(Api::<Pod>::namespaced(client, "apps"), Config::default())?;
+/// let store = watcher.store();
+/// store.wait_until_ready(Duration::from_secs(30))?;
+/// assert!(store.get(&ObjectRef::new("web-0").within("apps")).is_some());
+/// watcher.stop();
+/// # Ok::<(), kube_watcher::Error>(())
+/// ```
+#[must_use = "dropping a Watcher stops its thread"]
+pub struct Watcher<K> {
+    rx: Receiver<Item<K>>,
+    store: Store<K>,
+    shared: Arc<Shared<K>>,
+    worker: Mutex<Option<(JoinHandle<()>, Receiver<()>)>>,
+    helpers: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl<K> fmt::Debug for Watcher<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Watcher")
+            .field("name", &self.shared.name)
+            .field("stopping", &self.shared.stopping.load(Ordering::Relaxed))
+            .field("store", &self.store)
+            .finish()
+    }
+}
+
+impl<K: Watchable> Watcher<K> {
+    /// Starts watching `api` with `config`. The thread starts here.
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming an invalid setting; [`Error::Spawn`] if no thread can start.
+    pub fn new(api: Api<K>, config: Config) -> Result<Watcher<K>> {
+        Watcher::builder(api).config(config).start()
+    }
+
+    /// A builder for the options `new` does not take: transform, channel capacity.
+    pub fn builder(api: Api<K>) -> WatcherBuilder<K> {
+        WatcherBuilder { api, config: Config::default(), transform: None, capacity: DEFAULT_CHANNEL_CAPACITY }
+    }
+}
+
+impl<K: Send + Sync + 'static> Watcher<K> {
+    /// Blocks until the next event; `None` once the watcher has ended and the channel is drained.
+    pub fn recv(&self) -> Option<Result<Event<K>>> {
+        self.attach();
+        self.rx.recv().ok()
+    }
+
+    /// Waits at most `timeout` for the next event.
+    ///
+    /// # Errors
+    /// `Timeout` when nothing arrived in time; `Disconnected` once the watcher has ended.
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<Result<Event<K>>, RecvTimeoutError> {
+        self.attach();
+        self.rx.recv_timeout(timeout)
+    }
+
+    /// Returns the next event if one is queued, without blocking.
+    ///
+    /// # Errors
+    /// `Empty` when nothing is queued; `Disconnected` once the watcher has ended.
+    pub fn try_recv(&self) -> Result<Result<Event<K>>, TryRecvError> {
+        self.attach();
+        self.rx.try_recv()
+    }
+
+    /// A blocking iterator over events; it ends when the watcher ends.
+    pub fn iter(&self) -> crossbeam_channel::Iter<'_, Result<Event<K>>> {
+        self.attach();
+        self.rx.iter()
+    }
+
+    /// The channel itself, for `crossbeam_channel::select!` over several watchers and timers.
+    ///
+    /// Calling this attaches the consumer (see the type docs): receive from it.
+    pub fn receiver(&self) -> &Receiver<Result<Event<K>>> {
+        self.attach();
+        &self.rx
+    }
+
+    /// The watcher's cache. Cheap to clone; stays current for as long as the watcher runs.
+    #[must_use]
+    pub fn store(&self) -> Store<K> {
+        self.store.clone()
+    }
+
+    /// A snapshot of the watcher's counters.
+    #[must_use]
+    pub fn stats(&self) -> Stats {
+        let mut s = self.shared.stats.lock().clone();
+        s.objects = self.store.len();
+        s.queued = self.rx.len();
+        s
+    }
+
+    /// Stops the thread and waits for it (normally well under a millisecond; a connect in
+    /// progress cannot be interrupted, so at most about 2 s). Idempotent; `Drop` calls it too.
+    ///
+    /// Events already queued can still be received; then the iterator ends.
+    pub fn stop(&self) {
+        self.shared.request_stop();
+        for h in self.helpers.lock().drain(..) {
+            let _ = h.join();
+        }
+        let Some((handle, done)) = self.worker.lock().take() else { return };
+        match done.recv_timeout(STOP_JOIN_LIMIT) {
+            Err(RecvTimeoutError::Disconnected) | Ok(()) => {
+                let _ = handle.join();
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                log::debug!("{}: thread still connecting; it exits when the connect times out", self.shared.name);
+            }
+        }
+    }
+
+    /// Attaches the consumer on first use: replays the current state, then live events flow.
+    fn attach(&self) {
+        if self.shared.attached.load(Ordering::Acquire) {
+            return;
+        }
+        let mut hub = self.shared.hub.lock();
+        if hub.attached {
+            return;
+        }
+        let Some(tx) = hub.tx.clone() else {
+            // The watcher has ended; there is nothing to attach to.
+            return;
+        };
+        let replay = self.store.replay();
+        let room = tx.capacity().unwrap_or(usize::MAX).saturating_sub(tx.len());
+        if replay.len() <= room {
+            for ev in replay {
+                // Cannot block: the room was checked under the hub lock, and only the hub sends.
+                let _ = tx.try_send(Ok(ev));
+            }
+            hub.attached = true;
+            self.shared.attached.store(true, Ordering::Release);
+            return;
+        }
+        drop(hub);
+        // Too much to queue without a reader: a helper replays while holding the hub lock (so
+        // the worker waits), and the caller starts reading.
+        let shared = Arc::clone(&self.shared);
+        let store = self.store.clone();
+        self.shared.attached.store(true, Ordering::Release);
+        let spawned = std::thread::Builder::new().name("kw-replay".into()).spawn(move || {
+            let mut hub = shared.hub.lock();
+            if hub.attached {
+                return;
+            }
+            hub.attached = true;
+            for ev in store.replay() {
+                if !hub.send(Ok(ev), &shared) {
+                    return;
+                }
+            }
+        });
+        match spawned {
+            Ok(h) => self.helpers.lock().push(h),
+            Err(e) => {
+                log::error!("{}: cannot start replay thread: {e}", self.shared.name);
+                let mut hub = self.shared.hub.lock();
+                hub.attached = true;
+                if let Some(tx) = &hub.tx {
+                    let _ = tx.try_send(Err(Error::Spawn(e.to_string().into())));
+                }
+            }
+        }
+    }
+}
+
+impl<K> Drop for Watcher<K> {
+    fn drop(&mut self) {
+        self.shared.request_stop();
+        for h in self.helpers.get_mut().drain(..) {
+            let _ = h.join();
+        }
+        if let Some((handle, done)) = self.worker.get_mut().take()
+            && !matches!(done.recv_timeout(STOP_JOIN_LIMIT), Err(RecvTimeoutError::Timeout))
+        {
+            let _ = handle.join();
+        }
+    }
+}
+
+impl<'a, K: Send + Sync + 'static> IntoIterator for &'a Watcher<K> {
+    type Item = Result<Event<K>>;
+    type IntoIter = crossbeam_channel::Iter<'a, Result<Event<K>>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+/// Builds a [`Watcher`] with options beyond [`Config`].
+///
+/// ```
+/// # let server = kube_watcher::testing::FakeApiServer::start();
+/// use kube_watcher::{Api, Client, Config, Watcher};
+/// use k8s_openapi::api::core::v1::Pod;
+///
+/// let pods: Api<Pod> = Api::all(Client::from_url(&server.url())?);
+/// let watcher = Watcher::builder(pods)
+///     .config(Config::default().labels("app=web"))
+///     .transform(|pod: &mut Pod| pod.metadata.managed_fields = None) // save memory
+///     .channel_capacity(256)
+///     .start()?;
+/// # drop(watcher);
+/// # Ok::<(), kube_watcher::Error>(())
+/// ```
+#[must_use]
+pub struct WatcherBuilder<K> {
+    api: Api<K>,
+    config: Config,
+    transform: Option<Transform<K>>,
+    capacity: usize,
+}
+
+impl<K> fmt::Debug for WatcherBuilder<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WatcherBuilder")
+            .field("api", &self.api)
+            .field("config", &self.config)
+            .field("transform", &self.transform.is_some())
+            .field("capacity", &self.capacity)
+            .finish()
+    }
+}
+
+impl<K: Watchable> WatcherBuilder<K> {
+    /// The watch configuration. Defaults to [`Config::default`].
+    pub fn config(mut self, config: Config) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Changes every object before it is stored and delivered, on the watcher thread (for
+    /// example to drop `managedFields` and save memory). Defaults to none.
+    pub fn transform(mut self, f: impl Fn(&mut K) + Send + Sync + 'static) -> Self {
+        self.transform = Some(Box::new(f));
+        self
+    }
+
+    /// How many events the channel holds before the watcher waits for the consumer.
+    /// Defaults to 1024. Must be at least 1.
+    pub fn channel_capacity(mut self, capacity: usize) -> Self {
+        self.capacity = capacity;
+        self
+    }
+
+    /// Starts the watcher thread.
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming an invalid setting; [`Error::Spawn`] if no thread can start.
+    pub fn start(self) -> Result<Watcher<K>> {
+        self.config.validate()?;
+        if self.capacity == 0 {
+            return Err(Error::config("channel_capacity", "must be at least 1"));
+        }
+        let (writer, store) = Writer::new();
+        let (tx, rx) = bounded(self.capacity);
+        let (stop_tx, stop_rx) = bounded(1);
+        let http = Http::new(Arc::clone(&self.api.client.conn));
+        let name = thread_name(&self.api.resource.plural);
+        let shared = Arc::new(Shared {
+            name: name.clone(),
+            stopping: AtomicBool::new(false),
+            stop_tx: Mutex::new(Some(stop_tx)),
+            stop_rx,
+            hub: Mutex::new(Hub { tx: Some(tx), attached: false }),
+            attached: AtomicBool::new(false),
+            stats: Mutex::new(Stats::default()),
+            agent: http.agent().clone(),
+        });
+        let max_line = self.config.max_line;
+        let worker = Worker {
+            api: self.api,
+            http,
+            machine: Machine::new(self.config, rand::random()),
+            sink: Sink::new(writer, Arc::clone(&shared), self.transform),
+            max_line,
+        };
+        let (done_tx, done_rx) = bounded::<()>(0);
+        let thread_shared = Arc::clone(&shared);
+        let handle = std::thread::Builder::new()
+            .name(name)
+            .spawn(move || {
+                let _done = done_tx; // dropped when the thread exits, even by panic
+                if let Err(panic) = catch_unwind(AssertUnwindSafe(|| worker.run())) {
+                    let msg = panic
+                        .downcast_ref::<&str>()
+                        .map(|s| (*s).to_owned())
+                        .or_else(|| panic.downcast_ref::<String>().cloned())
+                        .unwrap_or_default();
+                    log::error!("bug: {} thread panicked: {msg}", thread_shared.name);
+                    let mut hub = thread_shared.hub.lock();
+                    hub.send(Err(Error::Spawn(format!("watcher thread panicked: {msg}").into())), &thread_shared);
+                    hub.close();
+                }
+            })
+            .map_err(|e| Error::Spawn(e.to_string().into()))?;
+        Ok(Watcher { rx, store, shared, worker: Mutex::new(Some((handle, done_rx))), helpers: Mutex::new(Vec::new()) })
+    }
+}
+
+/// `kw-<plural>`, cut to the 15 bytes Linux shows.
+fn thread_name(plural: &str) -> String {
+    let mut name = format!("kw-{plural}");
+    let mut cut = name.len().min(15);
+    while !name.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    name.truncate(cut);
+    name
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thread_names_fit_in_fifteen_bytes() {
+        assert_eq!(thread_name("pods"), "kw-pods");
+        assert_eq!(thread_name("customresourcedefinitions"), "kw-customresour");
+    }
+
+    #[test]
+    fn watchers_and_stores_are_send_and_sync() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<Watcher<k8s_openapi::api::core::v1::Pod>>();
+        assert_send_sync::<Store<k8s_openapi::api::core::v1::Pod>>();
+        assert_send_sync::<crate::Client>();
+        assert_send_sync::<Api<k8s_openapi::api::core::v1::Pod>>();
+    }
+}

@@ -1,0 +1,298 @@
+//! The background thread: runs the machine's actions through the HTTP layer, applies objects to
+//! the store, publishes events, and stops promptly.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{after, select};
+
+use crate::client::{Api, Http, StreamItem};
+use crate::decode::{self, WatchEvent};
+use crate::error::{Error, Result};
+use crate::event::Event;
+use crate::machine::{Action, Input, Machine, RelistReason, WatchInput};
+use crate::request::{ListParams, WatchParams};
+use crate::resource::Watchable;
+use crate::store::Writer;
+use crate::watcher::Shared;
+
+/// A user transform applied to every object before it is stored.
+pub(crate) type Transform<K> = Box<dyn Fn(&mut K) + Send + Sync>;
+
+/// The worker stopped because `stop()` was called or every consumer went away.
+struct Stopped;
+
+/// What the worker writes to: the store, the consumers, the counters.
+pub(crate) struct Sink<K> {
+    pub(crate) writer: Writer<K>,
+    pub(crate) shared: Arc<Shared<K>>,
+    pub(crate) transform: Option<Transform<K>>,
+    out: Vec<Event<K>>,
+}
+
+impl<K: Watchable> Sink<K> {
+    pub(crate) fn new(writer: Writer<K>, shared: Arc<Shared<K>>, transform: Option<Transform<K>>) -> Self {
+        Sink { writer, shared, transform, out: Vec::new() }
+    }
+
+    /// Applies one effect action, with the object of the current input, and publishes its events.
+    fn effect(&mut self, action: &Action, obj: Option<&Arc<K>>) -> Result<(), Stopped> {
+        // Apply and publish under the hub lock, so a consumer attaching now sees either the
+        // state before this change (and then the event) or after it, never both.
+        let hub = self.shared.hub.lock();
+        match (action, obj) {
+            (Action::BeginInit, _) => self.writer.begin_init(&mut self.out),
+            (Action::InitApply, Some(o)) => self.writer.init_apply(Arc::clone(o), &mut self.out),
+            (Action::InitDone, _) => {
+                self.writer.init_done(&mut self.out);
+                let mut stats = self.shared.stats.lock();
+                stats.objects = self.writer.store().len();
+            }
+            (Action::AbortInit, _) => self.writer.abort_init(),
+            (Action::Apply, Some(o)) => {
+                self.writer.apply(Arc::clone(o), &mut self.out);
+                self.shared.stats.lock().events += 1;
+            }
+            (Action::Delete, Some(o)) => {
+                self.writer.delete(Arc::clone(o), &mut self.out);
+                self.shared.stats.lock().events += 1;
+            }
+            (Action::Report(e), _) => {
+                self.writer.set_last_error(e);
+                {
+                    let mut stats = self.shared.stats.lock();
+                    stats.errors += 1;
+                    stats.last_error = Some(e.to_string());
+                }
+                return if hub.send(Err(e.clone()), &self.shared) { Ok(()) } else { Err(Stopped) };
+            }
+            (Action::Relist(reason), _) => {
+                let mut stats = self.shared.stats.lock();
+                stats.relists += 1;
+                if *reason != RelistReason::Initial {
+                    log::debug!("{}: relisting ({reason:?})", self.shared.name);
+                }
+            }
+            (Action::InitApply | Action::Apply | Action::Delete, None) => {
+                log::error!("bug: {action:?} without an object; ignored");
+            }
+            (Action::List(_) | Action::Watch { .. } | Action::ReadOn | Action::Wait(_) | Action::End(_), _) => {
+                log::error!("bug: driver action {action:?} performed as an effect; ignored");
+            }
+        }
+        let mut events = std::mem::take(&mut self.out);
+        let delivered = events.drain(..).all(|ev| hub.send(Ok(ev), &self.shared));
+        self.out = events;
+        if delivered { Ok(()) } else { Err(Stopped) }
+    }
+
+    /// Performs every effect and returns the driver action (the last one).
+    fn perform(&mut self, mut actions: Vec<Action>, obj: Option<&Arc<K>>) -> Result<Action, Stopped> {
+        let driver = actions.pop().unwrap_or(Action::End(Error::Stopped));
+        for a in &actions {
+            self.effect(a, obj)?;
+        }
+        Ok(driver)
+    }
+
+    fn decode(&self, bytes: &[u8]) -> Result<Arc<K>, String> {
+        let mut obj: K = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+        if let Some(t) = &self.transform {
+            t(&mut obj);
+        }
+        Ok(Arc::new(obj))
+    }
+
+    fn prepare(&self, mut obj: K) -> Arc<K> {
+        if let Some(t) = &self.transform {
+            t(&mut obj);
+        }
+        Arc::new(obj)
+    }
+}
+
+/// The watcher thread's state.
+pub(crate) struct Worker<K> {
+    pub(crate) api: Api<K>,
+    pub(crate) http: Http,
+    pub(crate) machine: Machine,
+    pub(crate) sink: Sink<K>,
+    pub(crate) max_line: usize,
+}
+
+impl<K: Watchable> Worker<K> {
+    /// Runs until stopped or a terminal error; then marks the store ended and closes the channel.
+    pub(crate) fn run(mut self) {
+        let end = match self.drive() {
+            Ok(e) => e,
+            Err(Stopped) => Error::Stopped,
+        };
+        let shared = Arc::clone(&self.sink.shared);
+        if !matches!(end, Error::Stopped) {
+            log::debug!("{}: watcher ended: {end}", shared.name);
+            shared.hub.lock().send(Err(end.clone()), &shared);
+        }
+        self.sink.writer.set_ended(end);
+        shared.hub.lock().close();
+        log::debug!("{}: watcher thread exits", shared.name);
+    }
+
+    fn stopping(&self) -> bool {
+        self.sink.shared.stopping.load(Ordering::Acquire)
+    }
+
+    fn drive(&mut self) -> Result<Error, Stopped> {
+        let mut actions = self.machine.step(Input::Start, Instant::now());
+        loop {
+            if self.stopping() {
+                return Err(Stopped);
+            }
+            actions = match self.sink.perform(actions, None)? {
+                Action::List(params) => self.list(&params)?,
+                Action::Watch { params, idle } => self.watch(&params, idle)?,
+                Action::Wait(delay) => {
+                    self.wait(delay)?;
+                    self.machine.step(Input::Start, Instant::now())
+                }
+                Action::End(e) => return Ok(e),
+                other => {
+                    log::error!("bug: {other:?} as a driver outside a watch; restarting");
+                    self.machine.step(Input::Start, Instant::now())
+                }
+            };
+        }
+    }
+
+    /// Sleeps `delay`, waking at once on stop. Never `thread::sleep`.
+    fn wait(&self, delay: Duration) -> Result<(), Stopped> {
+        if delay.is_zero() {
+            return Ok(());
+        }
+        self.sink.shared.stats.lock().backoff_time += delay;
+        select! {
+            recv(self.sink.shared.stop_rx) -> _ => Err(Stopped),
+            recv(after(delay)) -> _ => Ok(()),
+        }
+    }
+
+    fn list(&mut self, params: &ListParams) -> Result<Vec<Action>, Stopped> {
+        self.sink.shared.stats.lock().lists += 1;
+        let context = self.api.describe("list");
+        let sink = &mut self.sink;
+        let mut stopped = false;
+        let result = self.http.list(&self.api, params, |bytes| {
+            match sink.decode(bytes) {
+                Ok(obj) => {
+                    if sink.effect(&Action::InitApply, Some(&obj)).is_err() {
+                        stopped = true;
+                        return Err(Error::Stopped);
+                    }
+                }
+                Err(message) => {
+                    // One undecodable item must not block the whole cache: report it, go on.
+                    let e = Error::Decode(Box::new(decode::decode_error(&context, None, bytes, message)));
+                    if sink.effect(&Action::Report(e), None).is_err() {
+                        stopped = true;
+                        return Err(Error::Stopped);
+                    }
+                }
+            }
+            Ok(())
+        });
+        if stopped || self.stopping() {
+            return Err(Stopped);
+        }
+        let now = Instant::now();
+        Ok(match result {
+            Ok(meta) => {
+                log::debug!(
+                    "{}: list page done at resourceVersion {:?} (more: {})",
+                    self.sink.shared.name,
+                    meta.resource_version,
+                    meta.continue_token.is_some()
+                );
+                self.machine.step(
+                    Input::Page {
+                        resource_version: meta.resource_version.as_deref(),
+                        continue_token: meta.continue_token.as_deref(),
+                    },
+                    now,
+                )
+            }
+            Err(e) => self.machine.step(Input::ListFailed(e), now),
+        })
+    }
+
+    fn watch(&mut self, params: &WatchParams, idle: Duration) -> Result<Vec<Action>, Stopped> {
+        self.sink.shared.stats.lock().watches += 1;
+        log::debug!(
+            "{}: watch from resourceVersion {:?} (timeout {:?})",
+            self.sink.shared.name,
+            params.resource_version,
+            params.timeout
+        );
+        let mut stream = match self.http.watch(&self.api, params, idle, self.max_line) {
+            Ok(s) => s,
+            Err(_) if self.stopping() => return Err(Stopped),
+            Err(e) => return Ok(self.machine.step(Input::WatchFailed(e), Instant::now())),
+        };
+        let mut actions = self.machine.step(Input::WatchOpened, Instant::now());
+        let context = self.api.describe("watch");
+        loop {
+            match self.sink.perform(actions, None)? {
+                Action::ReadOn => {}
+                // Anything else ends this stream (dropping it closes the connection).
+                driver => return Ok(vec![driver]),
+            }
+            let item = stream.next_line();
+            if self.stopping() {
+                return Err(Stopped);
+            }
+            let now = Instant::now();
+            actions = match item {
+                StreamItem::Line(bytes, line) => {
+                    self.sink.shared.stats.lock().bytes += bytes.len() as u64 + 1;
+                    match decode::watch_event::<K>(bytes) {
+                        Ok(ev) => {
+                            let (obj, actions) = self.on_event(ev, &context, now);
+                            let driver = self.sink.perform(actions, obj.as_ref())?;
+                            vec![driver]
+                        }
+                        Err(message) => {
+                            let e = decode::decode_error(&context, Some(line), bytes, message);
+                            self.machine.step(Input::WatchFailed(Error::Decode(Box::new(e))), now)
+                        }
+                    }
+                }
+                StreamItem::End => self.machine.step(Input::WatchEnded, now),
+                StreamItem::Idle => self.machine.step(Input::Idle, now),
+                StreamItem::Failed(e) => self.machine.step(Input::WatchFailed(e), now),
+            };
+        }
+    }
+
+    /// Feeds one decoded event to the machine; returns the object (if any) and the actions.
+    fn on_event(&mut self, ev: WatchEvent<K>, context: &str, now: Instant) -> (Option<Arc<K>>, Vec<Action>) {
+        let object_event = |obj: K, make: fn(&str) -> WatchInput<'_>, this: &mut Self| {
+            let rv = obj.meta().resource_version.clone().unwrap_or_default();
+            let obj = this.sink.prepare(obj);
+            let actions = this.machine.step(Input::Event(make(&rv)), now);
+            (Some(obj), actions)
+        };
+        match ev {
+            WatchEvent::Added(o) => object_event(o, |rv| WatchInput::Added { resource_version: rv }, self),
+            WatchEvent::Modified(o) => object_event(o, |rv| WatchInput::Modified { resource_version: rv }, self),
+            WatchEvent::Deleted(o) => object_event(o, |rv| WatchInput::Deleted { resource_version: rv }, self),
+            WatchEvent::Bookmark { resource_version, initial_events_end } => {
+                self.sink.shared.stats.lock().bookmarks += 1;
+                let input = WatchInput::Bookmark { resource_version: &resource_version, initial_events_end };
+                (None, self.machine.step(Input::Event(input), now))
+            }
+            WatchEvent::Error(status) => {
+                let e = Error::Api(Box::new(status.into_api_error(context)));
+                (None, self.machine.step(Input::WatchFailed(e), now))
+            }
+        }
+    }
+}
