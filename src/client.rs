@@ -383,15 +383,15 @@ impl Http {
         let mut refreshed = false;
         let mut retried = false;
         loop {
-            let auth = self.conn.authorization()?;
+            let headers = self.conn.request_headers()?;
             let mut req = self.agent.get(url).header("Accept", "application/json");
             if watch {
                 // Watches are not compressed by the server; ask for identity so a future
                 // multi-member gzip stream never meets a single-member decoder.
                 req = req.header("Accept-Encoding", "identity");
             }
-            if let Some(auth) = &auth {
-                req = req.header("Authorization", auth.expose());
+            for (name, value) in &headers {
+                req = req.header(name.as_str(), value.expose());
             }
             let mut cfg = req.config().timeout_per_read(Some(idle));
             if !watch {

@@ -87,11 +87,12 @@ impl Connection {
         ureq::Agent::new_with_config(config)
     }
 
-    /// The `Authorization` header value for the next request, if any.
-    pub(crate) fn authorization(&self) -> Result<Option<Secret>> {
+    /// The headers that prove who we are for the next request (`Authorization`, impersonation).
+    /// Called on the watcher thread before every request, so rotated credentials are picked up.
+    pub(crate) fn request_headers(&self) -> Result<Vec<(String, Secret)>> {
         match &self.credentials {
-            Credentials::None => Ok(None),
-            Credentials::Token(t) => Ok(Some(Secret::new(format!("Bearer {}", t.expose())))),
+            Credentials::None => Ok(Vec::new()),
+            Credentials::Token(t) => Ok(vec![("Authorization".to_owned(), Secret::new(format!("Bearer {}", t.expose())))]),
         }
     }
 
