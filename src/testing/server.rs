@@ -371,7 +371,8 @@ fn handle_request(shared: &Arc<Shared>, conn: &mut Conn, req: Request) -> io::Re
             .map(str::trim);
         let token_user = bearer.and_then(|b| state.tokens.iter().find(|(t, _)| t == b).map(|(_, u)| u.clone()));
         let user = cert_user.or(token_user);
-        let auth_required = !state.tokens.is_empty() || shared.settings.client_ca_required;
+        let auth_required =
+            !state.tokens.is_empty() || !shared.settings.tokens.is_empty() || shared.settings.client_ca_required;
         let authorized = !auth_required || user.is_some();
         trace!("fake api server: {} {} ({class:?})", req.method, req.path);
         state.requests.push_back(RecordedRequest {
