@@ -206,6 +206,10 @@ fn error_response(err: &FakeError, rt: &ResourceType) -> Response {
 pub(crate) enum Route {
     /// `/version`.
     Version,
+    /// `/openapi/v3`: the index of group-version documents.
+    OpenApiIndex,
+    /// `/openapi/v3/api/v1` or `/openapi/v3/apis/{group}/{version}`.
+    OpenApiDoc(String, String),
     /// `/api`.
     Api,
     /// `/apis`.
@@ -233,6 +237,9 @@ pub(crate) fn route(state: &State, path: &str) -> Route {
     let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
     let (group, version, rest) = match segs.as_slice() {
         ["version"] => return Route::Version,
+        ["openapi", "v3"] => return Route::OpenApiIndex,
+        ["openapi", "v3", "api", v] => return Route::OpenApiDoc(String::new(), v.to_string()),
+        ["openapi", "v3", "apis", g, v] => return Route::OpenApiDoc(g.to_string(), v.to_string()),
         ["healthz" | "readyz" | "livez", ..] => return Route::Health,
         ["api"] => return Route::Api,
         ["apis"] => return Route::Apis,
@@ -450,6 +457,22 @@ pub(crate) fn send(conn: &mut Conn, req: &Request, mut resp: Response) -> io::Re
 /// Handles discovery, lists, GETs and writes (watches go to `watch::serve`).
 pub(crate) fn handle(shared: &Shared, req: &Request, route: &Route) -> Response {
     match route {
+        Route::OpenApiIndex => {
+            let state = shared.lock();
+            let mut paths = Map::new();
+            for t in &state.store.types {
+                let key = if t.rt.group.is_empty() {
+                    format!("api/{}", t.rt.version)
+                } else {
+                    format!("apis/{}/{}", t.rt.group, t.rt.version)
+                };
+                // The hash only changes when the set of types changes (clients cache by it).
+                let url = format!("/openapi/v3/{key}?hash={}", state.store.types.len());
+                paths.insert(key, json!({"serverRelativeURL": url}));
+            }
+            Response::json(200, &json!({"paths": paths}))
+        }
+        Route::OpenApiDoc(g, v) => openapi_doc(shared, g, v),
         Route::Version => Response::json(
             200,
             &json!({
@@ -548,6 +571,50 @@ pub(crate) fn handle(shared: &Shared, req: &Request, route: &Route) -> Response 
             }
         }
     }
+}
+
+/// A minimal OpenAPI v3 document for one group-version: just enough for kubectl to see that
+/// the server validates fields itself (`fieldValidation` on every PATCH), so it skips
+/// client-side schema validation.
+fn openapi_doc(shared: &Shared, group: &str, version: &str) -> Response {
+    let state = shared.lock();
+    let mut paths = Map::new();
+    let types: Vec<&ResourceType> =
+        state.store.types.iter().map(|t| &t.rt).filter(|rt| rt.group == group && rt.version == version).collect();
+    if types.is_empty() {
+        return Response::text(404, "404 page not found\n");
+    }
+    let params = json!([
+        {"name": "dryRun", "in": "query", "schema": {"type": "string"}},
+        {"name": "fieldManager", "in": "query", "schema": {"type": "string"}},
+        {"name": "fieldValidation", "in": "query", "schema": {"type": "string"}},
+    ]);
+    for rt in types {
+        let base = if group.is_empty() { format!("/api/{version}") } else { format!("/apis/{group}/{version}") };
+        let path = if rt.namespaced {
+            format!("{base}/namespaces/{{namespace}}/{}/{{name}}", rt.plural)
+        } else {
+            format!("{base}/{}/{{name}}", rt.plural)
+        };
+        let gvk = json!({"group": rt.group, "version": rt.version, "kind": rt.kind});
+        let op = |id: &str| {
+            json!({"operationId": format!("{id}{}", rt.kind), "parameters": params,
+                   "responses": {"200": {"description": "OK"}},
+                   "x-kubernetes-action": id, "x-kubernetes-group-version-kind": gvk})
+        };
+        paths.insert(path, json!({"get": op("get"), "put": op("put"), "patch": op("patch"), "delete": op("delete")}));
+        let collection = if rt.namespaced {
+            format!("{base}/namespaces/{{namespace}}/{}", rt.plural)
+        } else {
+            format!("{base}/{}", rt.plural)
+        };
+        paths.insert(collection, json!({"get": op("list"), "post": op("post")}));
+    }
+    Response::json(
+        200,
+        &json!({"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.34.0"},
+                "paths": paths, "components": {"schemas": {}}}),
+    )
 }
 
 fn group_json(group: &str, versions: &[String]) -> Value {
