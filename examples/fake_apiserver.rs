@@ -1,0 +1,230 @@
+//! A standalone fake Kubernetes API server, for trying clients (kubectl, this library) by hand.
+//!
+//! ```text
+//! cargo run --features testing --example fake_apiserver -- --pods 50 --churn 5 --fault-rate 0.2
+//! ```
+//!
+//! Options: `--port N` (default: ephemeral), `--tls`, `--token T`, `--pods N` (seed pods),
+//! `--churn PER_SEC` (random pod creates/updates/deletes per second), `--fault-rate PER_SEC`
+//! (random scripted faults per second), `--seed N`. It prints the URL and the path of a ready
+//! kubeconfig, then runs until standard input reaches end of file (or Ctrl-C).
+
+#[cfg(not(feature = "testing"))]
+fn main() {
+    eprintln!("this example needs the `testing` feature: cargo run --features testing --example fake_apiserver");
+}
+
+#[cfg(feature = "testing")]
+fn main() {
+    if let Err(e) = demo::run() {
+        eprintln!("fake_apiserver: {e}");
+        std::process::exit(2);
+    }
+}
+
+#[cfg(feature = "testing")]
+mod demo {
+    use std::collections::BTreeMap;
+    use std::io::Read;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::thread;
+    use std::time::{Duration, Instant};
+
+    use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
+    use kube_watcher::testing::{FakeApiServer, Fault, Match};
+
+    /// Command-line options.
+    #[derive(Debug)]
+    struct Options {
+        port: u16,
+        tls: bool,
+        token: Option<String>,
+        pods: usize,
+        churn: f64,
+        fault_rate: f64,
+        seed: u64,
+    }
+
+    fn parse_args() -> Result<Options, String> {
+        let mut opts = Options { port: 0, tls: false, token: None, pods: 10, churn: 0.0, fault_rate: 0.0, seed: 1 };
+        let mut args = std::env::args().skip(1);
+        while let Some(arg) = args.next() {
+            let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
+            match arg.as_str() {
+                "--port" => opts.port = value("--port")?.parse().map_err(|e| format!("--port: {e}"))?,
+                "--tls" => opts.tls = true,
+                "--token" => opts.token = Some(value("--token")?),
+                "--pods" => opts.pods = value("--pods")?.parse().map_err(|e| format!("--pods: {e}"))?,
+                "--churn" => opts.churn = value("--churn")?.parse().map_err(|e| format!("--churn: {e}"))?,
+                "--fault-rate" => {
+                    opts.fault_rate = value("--fault-rate")?.parse().map_err(|e| format!("--fault-rate: {e}"))?
+                }
+                "--seed" => opts.seed = value("--seed")?.parse().map_err(|e| format!("--seed: {e}"))?,
+                "-h" | "--help" => {
+                    println!(
+                        "usage: fake_apiserver [--port N] [--tls] [--token T] [--pods N] [--churn PER_SEC] [--fault-rate PER_SEC] [--seed N]"
+                    );
+                    std::process::exit(0);
+                }
+                other => return Err(format!("unknown argument {other:?} (try --help)")),
+            }
+        }
+        Ok(opts)
+    }
+
+    /// A tiny xorshift generator, so the example needs nothing beyond std.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n.max(1)
+        }
+    }
+
+    fn pod(namespace: &str, name: &str, generation: u64) -> Pod {
+        let mut p = Pod::default();
+        p.metadata.name = Some(name.to_string());
+        p.metadata.namespace = Some(namespace.to_string());
+        p.metadata.labels = Some(BTreeMap::from([
+            ("app".to_string(), format!("app-{}", generation % 3)),
+            ("generation".to_string(), generation.to_string()),
+        ]));
+        p.spec = Some(PodSpec {
+            containers: vec![Container { name: "main".into(), image: Some("busybox".into()), ..Container::default() }],
+            ..PodSpec::default()
+        });
+        p
+    }
+
+    const NAMESPACES: [&str; 3] = ["default", "shop", "ops"];
+
+    fn churn_step(server: &FakeApiServer, rng: &mut Rng) {
+        let ns = NAMESPACES[rng.below(3) as usize];
+        let name = format!("pod-{}", rng.below(200));
+        let generation = rng.below(1000);
+        let result = match rng.below(3) {
+            0 => server.apply(&pod(ns, &name, generation)).map(|_| ()),
+            1 => server.delete::<Pod>(Some(ns), &name),
+            _ => server.apply(&pod(ns, &name, generation)).map(|_| ()),
+        };
+        // Deleting a pod that does not exist is part of the noise.
+        let _ = result;
+    }
+
+    fn random_fault(rng: &mut Rng) -> (Match, Fault) {
+        match rng.below(7) {
+            0 => (
+                Match::Any,
+                Fault::PlainText {
+                    code: 429,
+                    body: "Too many requests, please try again later.".into(),
+                    retry_after: Some(1),
+                },
+            ),
+            1 => (
+                Match::Any,
+                Fault::PlainText {
+                    code: 502,
+                    body: "<html><body>502 Bad Gateway</body></html>".into(),
+                    retry_after: None,
+                },
+            ),
+            2 => (
+                Match::Watch,
+                Fault::InStreamError {
+                    code: 410,
+                    reason: "Expired".into(),
+                    message: "too old resource version: 1 (2)".into(),
+                },
+            ),
+            3 => (Match::Watch, Fault::ResetAfter { events: (rng.below(5)) as usize }),
+            4 => (Match::Watch, Fault::CloseAfter { events: (rng.below(5)) as usize }),
+            5 => (Match::List, Fault::TruncateBody),
+            _ => (Match::Any, Fault::TooLargeResourceVersion),
+        }
+    }
+
+    /// Runs `step` `per_sec` times a second until `stop` is set.
+    fn ticker(
+        name: &str,
+        per_sec: f64,
+        stop: Arc<AtomicBool>,
+        mut step: impl FnMut() + Send + 'static,
+    ) -> std::io::Result<Option<thread::JoinHandle<()>>> {
+        if per_sec <= 0.0 {
+            return Ok(None);
+        }
+        let period = Duration::from_secs_f64(1.0 / per_sec);
+        thread::Builder::new()
+            .name(name.to_string())
+            .spawn(move || {
+                let mut next = Instant::now();
+                while !stop.load(Ordering::SeqCst) {
+                    let now = Instant::now();
+                    if now >= next {
+                        step();
+                        next += period;
+                    } else {
+                        thread::sleep((next - now).min(Duration::from_millis(100)));
+                    }
+                }
+            })
+            .map(Some)
+    }
+
+    pub fn run() -> Result<(), String> {
+        let opts = parse_args()?;
+        let mut builder = FakeApiServer::builder().port(opts.port).tls(opts.tls).seed(opts.seed);
+        if let Some(t) = &opts.token {
+            builder = builder.token(t);
+        }
+        let server = Arc::new(builder.try_start().map_err(|e| format!("start: {e}"))?);
+        let mut rng = Rng(opts.seed.max(1).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+        for i in 0..opts.pods {
+            let ns = NAMESPACES[i % NAMESPACES.len()];
+            server.create(&pod(ns, &format!("pod-{i}"), rng.below(1000))).map_err(|e| format!("seed pods: {e}"))?;
+        }
+        let kubeconfig = std::env::temp_dir().join(format!("fake-apiserver-{}.kubeconfig", std::process::id()));
+        std::fs::write(&kubeconfig, server.kubeconfig()).map_err(|e| format!("write {}: {e}", kubeconfig.display()))?;
+        println!("fake api server listening on {}", server.url());
+        println!("kubeconfig written to {}", kubeconfig.display());
+        println!("try: KUBECONFIG={} kubectl get pods -A --watch", kubeconfig.display());
+        println!("stop with Ctrl-C or end of input (Ctrl-D)");
+
+        let stop = Arc::new(AtomicBool::new(false));
+        let churn = {
+            let server = server.clone();
+            let mut rng = Rng(rng.next() | 1);
+            ticker("churn", opts.churn, stop.clone(), move || churn_step(&server, &mut rng))
+                .map_err(|e| format!("spawn churn thread: {e}"))?
+        };
+        let faults = {
+            let server = server.clone();
+            let mut rng = Rng(rng.next() | 1);
+            ticker("faults", opts.fault_rate, stop.clone(), move || {
+                let (when, fault) = random_fault(&mut rng);
+                server.push_fault(when, fault);
+            })
+            .map_err(|e| format!("spawn fault thread: {e}"))?
+        };
+
+        // Run until standard input ends.
+        let mut sink = Vec::new();
+        let _ = std::io::stdin().read_to_end(&mut sink);
+        stop.store(true, Ordering::SeqCst);
+        for handle in [churn, faults].into_iter().flatten() {
+            let _ = handle.join();
+        }
+        let _ = std::fs::remove_file(&kubeconfig);
+        println!("served {} connections; shutting down", server.connections());
+        Ok(())
+    }
+}
