@@ -200,7 +200,8 @@ impl Machine {
             (state, Input::Start) => self.request(state, now, &mut out),
 
             (State::List { mut next }, Input::Page { resource_version, continue_token }) => {
-                self.progress();
+                // Progress counts at the last page only: a list whose later pages keep failing
+                // (say, a continue token that always expires) must still back off.
                 match (continue_token, resource_version) {
                     (Some(token), _) => {
                         next.continue_token = Some(token.to_owned());
@@ -211,6 +212,7 @@ impl Machine {
                         State::List { next }
                     }
                     (None, Some(rv)) => {
+                        self.progress();
                         out.push(Action::InitDone);
                         self.last_sync = Some(now);
                         self.request(State::Watch { rv: rv.to_owned() }, now, &mut out)
@@ -703,6 +705,19 @@ mod tests {
         let p = list_params(driver(&a));
         assert_eq!(p.continue_token, None);
         assert_eq!(p.limit, Some(500));
+    }
+
+    #[test]
+    fn continue_tokens_that_keep_expiring_back_off() {
+        let mut m = Machine::new(Config::default().page_size(1), 1);
+        let now = t0();
+        m.step(Input::Start, now);
+        m.step(Input::Page { resource_version: Some("10"), continue_token: Some("T1") }, now);
+        let a = m.step(Input::ListFailed(api(410, "Expired", false)), now);
+        assert!(matches!(driver(&a), Action::List(_)), "the first expiry restarts at once: {a:?}");
+        m.step(Input::Page { resource_version: Some("10"), continue_token: Some("T2") }, now);
+        let a = m.step(Input::ListFailed(api(410, "Expired", false)), now);
+        assert!(matches!(driver(&a), Action::Wait(_)), "the second one backs off: {a:?}");
     }
 
     #[test]

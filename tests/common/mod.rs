@@ -1,0 +1,104 @@
+//! Helpers shared by the integration tests: objects, bounded waits, event collection.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube_watcher::testing::FakeApiServer;
+use kube_watcher::{Event, Watcher};
+
+/// Milliseconds, to keep durations short to write.
+pub fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// The bound on any single wait in a test: generous for a slow, noisy 2-core CI machine.
+pub const WAIT: Duration = Duration::from_secs(20);
+
+pub fn pod(ns: &str, name: &str) -> Pod {
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some(ns.into()),
+            labels: Some(BTreeMap::from([("app".to_owned(), "web".to_owned())])),
+            ..ObjectMeta::default()
+        },
+        ..Pod::default()
+    }
+}
+
+pub fn labelled(mut p: Pod, key: &str, value: &str) -> Pod {
+    p.metadata.labels.get_or_insert_with(BTreeMap::new).insert(key.into(), value.into());
+    p
+}
+
+/// A fake server with short bookmark intervals, as tests want.
+pub fn server() -> FakeApiServer {
+    FakeApiServer::builder().bookmark_interval(ms(100)).start()
+}
+
+/// A compact description of an event, for assertions.
+pub fn describe(ev: &Event<Pod>) -> String {
+    let name = |p: &Pod| p.metadata.name.clone().unwrap_or_default();
+    match ev {
+        Event::Init => "Init".into(),
+        Event::InitApply(p) => format!("InitApply({})", name(p)),
+        Event::InitDone => "InitDone".into(),
+        Event::Apply(p) => format!("Apply({})", name(p)),
+        Event::Delete(p) => format!("Delete({})", name(p)),
+    }
+}
+
+/// Receives events until `done` says so, returning everything seen (errors as `Err(..)`).
+/// Panics with what was seen if `WAIT` passes first.
+pub fn collect_until(w: &Watcher<Pod>, mut done: impl FnMut(&[String]) -> bool) -> Vec<String> {
+    let deadline = Instant::now() + WAIT;
+    let mut seen = Vec::new();
+    while !done(&seen) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match w.recv_timeout(left) {
+            Ok(Ok(ev)) => seen.push(describe(&ev)),
+            Ok(Err(e)) => seen.push(format!("Err({e})")),
+            Err(e) => panic!("no more events ({e}); seen so far: {seen:?}"),
+        }
+    }
+    seen
+}
+
+/// Waits (bounded) until the store's names equal the server's truth.
+pub fn store_matches_server(w: &Watcher<Pod>, server: &FakeApiServer) {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let mut truth: Vec<String> = server.list::<Pod>().iter().map(key).collect();
+        truth.sort();
+        let mut ours: Vec<String> = w.store().state().iter().map(|p| key(p)).collect();
+        ours.sort();
+        if truth == ours && w.store().is_ready() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "store never matched the server: store {ours:?}, server {truth:?}");
+        // Drain events so a consumer-attached watcher is never blocked by us.
+        let _ = w.try_recv();
+        std::thread::sleep(ms(5));
+    }
+}
+
+pub fn key(p: &Pod) -> String {
+    format!(
+        "{}/{}@{}",
+        p.metadata.namespace.as_deref().unwrap_or(""),
+        p.metadata.name.as_deref().unwrap_or(""),
+        p.metadata.resource_version.as_deref().unwrap_or("")
+    )
+}
+
+/// Polls `cond` (bounded by `WAIT`): for facts of the fake server, which has no events.
+pub fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + WAIT;
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        std::thread::sleep(ms(5));
+    }
+}
