@@ -1063,7 +1063,7 @@ fn tls_with_a_required_client_certificate() {
     let server = FakeApiServer::builder().tls(true).client_ca_required(true).start();
     assert!(server.url().starts_with("https://127.0.0.1:"));
     let ca = server.ca_pem().unwrap();
-    let creds = server.issue_client_cert("jane", &["devs"]).unwrap();
+    let creds = server.issue_client_cert("jane", &["devs"]);
     let agent = tls_agent(&ca, Some(creds));
     let resp = agent.get(format!("{}/api/v1/pods", server.url())).call().unwrap();
     assert_eq!(resp.status(), 200);

@@ -840,12 +840,23 @@ impl FakeApiServer {
         self.shared.tls.as_ref().map(|t| t.ca_pem.clone())
     }
 
-    /// In TLS mode, mints a client certificate and key (both PEM) signed by the CA, with the
-    /// given common name and organizations (Kubernetes groups). `None` without TLS.
+    /// Mints a client certificate and key (both PEM) signed by the server's CA, with the given
+    /// common name (the user) and organizations (Kubernetes groups). Requests presenting it are
+    /// authenticated as `common_name` (see [`RecordedRequest::user`]).
+    ///
+    /// # Panics
+    ///
+    /// If the server was not started with [`FakeApiServerBuilder::tls`], or if certificate
+    /// generation fails (it does not with valid names).
     #[must_use]
-    pub fn issue_client_cert(&self, common_name: &str, groups: &[&str]) -> Option<(String, String)> {
-        let tls = self.shared.tls.as_ref()?;
-        tls.issue_client_cert(common_name, groups).ok()
+    pub fn issue_client_cert(&self, common_name: &str, groups: &[&str]) -> (String, String) {
+        let Some(tls) = self.shared.tls.as_ref() else {
+            panic!("issue_client_cert needs a server started with tls(true)");
+        };
+        match tls.issue_client_cert(common_name, groups) {
+            Ok(pair) => pair,
+            Err(e) => panic!("{e}"),
+        }
     }
 
     /// Accepts another bearer token, authenticating as `user`.

@@ -157,7 +157,13 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
         };
         shared.connections.fetch_add(1, Ordering::SeqCst);
         let mut conns = shared.conns();
-        conns.handles.retain(|h| !h.is_finished());
+        // Join finished connection threads as we go (they have exited, so this does not block).
+        let (done, live): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut conns.handles).into_iter().partition(|h| h.is_finished());
+        conns.handles = live;
+        for h in done {
+            let _ = h.join();
+        }
         let id = conns.next_id;
         conns.next_id += 1;
         match stream.try_clone() {
