@@ -1085,3 +1085,28 @@ fn tls_with_a_token_watches_over_https() {
     assert_eq!(body.lines().count(), 1);
     assert!(server.kubeconfig().contains("certificate-authority-data"));
 }
+
+#[test]
+fn plain_watches_can_end_their_burst_with_the_marker_like_newer_servers() {
+    let server = FakeApiServer::builder().initial_events_end_on_plain_watches(true).start();
+    seed(&server, 1);
+    let mut w = Watch::open(&server, "/api/v1/configmaps?watch=1&allowWatchBookmarks=true&timeoutSeconds=5");
+    assert_eq!(typ(&w.event()), "ADDED");
+    let marker = w.event();
+    assert_eq!(marker["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true");
+    let mut without = Watch::open(&server, "/api/v1/configmaps?watch=1&timeoutSeconds=1");
+    assert_eq!(typ(&without.event()), "ADDED");
+    assert_eq!(without.end(), End::Clean, "no marker without allowWatchBookmarks");
+}
+
+#[test]
+fn plain_text_429s_carry_the_priority_and_fairness_headers() {
+    let server = FakeApiServer::start();
+    server.push_fault(
+        Match::Any,
+        Fault::PlainText { code: 429, body: "Too many requests, please try again later.".into(), retry_after: Some(1) },
+    );
+    let resp = get(&server, "/api/v1/pods");
+    assert!(resp.header("x-kubernetes-pf-flowschema-uid").is_some());
+    assert_eq!(resp.header("retry-after"), Some("1"));
+}

@@ -406,6 +406,7 @@ pub(crate) struct Settings {
     pub too_large_wait: Duration,
     pub port: u16,
     pub register_defaults: bool,
+    pub legacy_watch_marker: bool,
 }
 
 impl Default for Settings {
@@ -428,6 +429,7 @@ impl Default for Settings {
             too_large_wait: Duration::from_millis(300),
             port: 0,
             register_defaults: true,
+            legacy_watch_marker: false,
         }
     }
 }
@@ -544,6 +546,15 @@ impl FakeApiServerBuilder {
     /// Whether the common built-in types are registered at start. Defaults to true.
     pub fn register_defaults(mut self, register: bool) -> Self {
         self.settings.register_defaults = register;
+        self
+    }
+
+    /// Whether a plain watch with `resourceVersion` unset or `"0"` and
+    /// `allowWatchBookmarks=true` ends its synthetic `ADDED` burst with the
+    /// `k8s.io/initial-events-end` bookmark, as 1.32 and 1.34+ servers do (they default such
+    /// watches to streaming lists). Defaults to false.
+    pub fn initial_events_end_on_plain_watches(mut self, enabled: bool) -> Self {
+        self.settings.legacy_watch_marker = enabled;
         self
     }
 

@@ -425,6 +425,12 @@ fn handle_request(shared: &Arc<Shared>, conn: &mut Conn, req: Request) -> io::Re
             if let Some(r) = retry_after {
                 resp = resp.header("Retry-After", &r.to_string());
             }
+            if code == 429 {
+                // What kube-apiserver's priority & fairness adds to its plain-text 429s.
+                resp = resp
+                    .header("X-Kubernetes-Pf-Flowschema-Uid", "fake-flowschema")
+                    .header("X-Kubernetes-Pf-Prioritylevel-Uid", "fake-prioritylevel");
+            }
             send(conn, &req, resp)?;
             return Ok(Flow::KeepAlive);
         }

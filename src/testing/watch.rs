@@ -252,7 +252,7 @@ pub(crate) fn serve(
         (Some(true), _) => Start::Initial { marker: bookmarks },
         (Some(false), Rv::At(n)) | (None, Rv::At(n)) => Start::From(n),
         (Some(false), _) => Start::From(shared.lock().store.revision),
-        (None, _) => Start::Initial { marker: false },
+        (None, _) => Start::Initial { marker: bookmarks && shared.settings.legacy_watch_marker },
     };
     // A too-old revision as an HTTP status, when configured so.
     if let Start::From(n) = start {
