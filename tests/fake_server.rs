@@ -1110,3 +1110,11 @@ fn plain_text_429s_carry_the_priority_and_fairness_headers() {
     assert!(resp.header("x-kubernetes-pf-flowschema-uid").is_some());
     assert_eq!(resp.header("retry-after"), Some("1"));
 }
+
+#[test]
+fn the_server_handle_is_send_and_sync() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<FakeApiServer>();
+    assert_send_sync::<kube_watcher::testing::RecordedRequest>();
+    assert_send_sync::<kube_watcher::testing::FakeError>();
+}

@@ -40,6 +40,32 @@
 //! assert_eq!(server.list::<ConfigMap>().len(), 1);
 //! ```
 //!
+//! # Scripting failures and checking requests
+//!
+//! ```
+//! use kube_watcher::testing::{Fault, FakeApiServer, Match};
+//!
+//! let server = FakeApiServer::builder().history(100).start();
+//! // The next watch gets one event and then a reset connection; the next list a 429.
+//! server.push_fault(Match::Watch, Fault::ResetAfter { events: 1 });
+//! server.push_fault(
+//!     Match::List,
+//!     Fault::PlainText { code: 429, body: "Too many requests, please try again later.".into(), retry_after: Some(1) },
+//! );
+//! // Force the client's next resume to get 410 Gone:
+//! server.compact();
+//! // ... run the code under test against server.url() ...
+//! let watches = server.requests().iter().filter(|r| r.watch).count();
+//! # let _ = watches;
+//! ```
+//!
+//! # Settings
+//!
+//! [`FakeApiServer::builder`] sets the bookmark interval, retained history, how 410s and
+//! streaming lists are reported, continue-token lifetime, TLS, tokens, how watch events are
+//! chunked, and the slow-watcher buffer; each setter documents its default (which mirrors the
+//! real server where there is one).
+//!
 //! # Threads
 //!
 //! The server runs one accept thread and one thread per connection. Dropping the
