@@ -1,14 +1,100 @@
 //! Connection settings and credentials: where the API server is, how to trust it, who we are.
 //!
-//! `Connection` is what a [`Client`](crate::Client) holds; the HTTP layer asks it for an agent
-//! and, before every request, for the headers that prove who we are (so rotating credentials
-//! are picked up by long-running watchers).
+//! A [`Client`](crate::Client) holds a `Connection`; the HTTP layer asks it for an agent and,
+//! before every request, for the headers that prove who we are, so rotating credentials (token
+//! files, service-account tokens, exec plugins) are picked up by long-running watchers.
+//!
+//! # Where the configuration comes from
+//!
+//! [`Client::try_default`](crate::Client::try_default) follows kubectl's order:
+//!
+//! 1. `$KUBECONFIG`, a list of files (`:`-separated, `;` on Windows), merged the way kubectl
+//!    merges them: the first file that defines a cluster, user or context name wins (the whole
+//!    entry), and the first non-empty `current-context` wins. Missing files are skipped.
+//! 2. Otherwise `$HOME/.kube/config`.
+//! 3. The in-cluster configuration (`KUBERNETES_SERVICE_HOST`/`KUBERNETES_SERVICE_PORT` and the
+//!    service-account files), only when no kubeconfig exists or it selects no context.
+//!
+//! When nothing works the error lists every source that was tried. A kubeconfig that exists but
+//! is broken is reported as such: there is no silent fallback. Each step is also available on its
+//! own: [`Client::from_kubeconfig`](crate::Client::from_kubeconfig) (steps 1–2),
+//! [`Client::from_kubeconfig_path`](crate::Client::from_kubeconfig_path) (one file, which must
+//! exist), [`Client::from_kubeconfig_yaml`](crate::Client::from_kubeconfig_yaml) (a kubeconfig
+//! held in memory) and [`Client::in_cluster`](crate::Client::in_cluster).
+//!
+//! # Credentials
+//!
+//! `token`, `tokenFile` (re-read about once a minute and after a 401), client certificates
+//! (PKCS#1, PKCS#8 and SEC1 keys; a key that does not match its certificate is refused when the
+//! kubeconfig is loaded), `username`/`password`, and exec plugins
+//! (`client.authentication.k8s.io/v1` and `v1beta1`, cached until their expiry and re-run once
+//! after a 401). Static credentials win over exec plugins. Impersonation (`as`, `as-groups`,
+//! `as-uid`, `as-user-extra`) is added on top. Legacy `auth-provider` entries are refused with a
+//! message naming the exec plugin to use instead. Credentials are never sent over plain
+//! `http://` unless [`KubeconfigOptions::allow_http_credentials`] is set.
+//!
+//! # Default namespace
+//!
+//! [`Client::default_namespace`](crate::Client::default_namespace) is, in order: the
+//! [`KubeconfigOptions::namespace`] override; the selected context's `namespace`; inside a pod,
+//! `$POD_NAMESPACE` or the service account's `namespace` file (this also applies when a
+//! kubeconfig is used whose context sets no namespace, as client-go does); else `default`.
+//!
+//! # Proxies
+//!
+//! A cluster's `proxy-url` (`http`, `https` or `socks5`) wins. Otherwise `HTTPS_PROXY` is used for
+//! `https://` servers and `HTTP_PROXY` for `http://` ones (upper case first, then lower case),
+//! unless `NO_PROXY` excludes the host (`*`, `domain`, `.domain`, `host:port`, IP addresses and
+//! CIDR ranges) or the server is a loopback address. `ALL_PROXY` is ignored, as in kubectl.
 
+mod exec;
+mod in_cluster;
+mod kubeconfig;
+mod proxy;
+mod tls;
+mod token;
+
+use std::collections::HashMap;
 use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
 
+use crate::client::Client;
 use crate::error::{Error, Result};
 
-/// A secret string (token, password). `Debug` never shows it.
+pub(crate) use self::exec::ExecPlugin;
+pub(crate) use self::proxy::ProxyChoice;
+pub(crate) use self::tls::TlsSettings;
+pub(crate) use self::token::TokenFile;
+
+/// Overrides for choosing what to use from a kubeconfig, like kubectl's `--context`,
+/// `--cluster`, `--user` and `--namespace` flags.
+///
+/// `None` means "as the kubeconfig says".
+///
+/// ```
+/// use kube_watcher::KubeconfigOptions;
+///
+/// let options = KubeconfigOptions { context: Some("prod".into()), ..KubeconfigOptions::default() };
+/// assert_eq!(options.namespace, None);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KubeconfigOptions {
+    /// The context to use instead of `current-context`.
+    pub context: Option<String>,
+    /// The cluster to use instead of the context's cluster.
+    pub cluster: Option<String>,
+    /// The user (credentials) to use instead of the context's user.
+    pub user: Option<String>,
+    /// The default namespace, instead of the context's (see the module docs for the fallbacks).
+    pub namespace: Option<String>,
+    /// Send credentials even when the server URL is plain `http://` (they travel in clear text).
+    /// Defaults to false: such a configuration is refused, naming the cluster and user.
+    pub allow_http_credentials: bool,
+}
+
+/// A secret string (token, password, header value). `Debug` never shows it.
 #[derive(Clone, PartialEq, Eq)]
 pub(crate) struct Secret(String);
 
@@ -27,13 +113,66 @@ impl fmt::Debug for Secret {
     }
 }
 
-/// How requests prove who we are.
+/// How requests prove who we are (on top of a client certificate, which lives in the TLS settings).
 #[derive(Clone, Debug)]
 pub(crate) enum Credentials {
-    /// No credentials (plain `kubectl proxy`, the fake server).
+    /// No credentials (plain `kubectl proxy`, the fake server, client certificate only).
     None,
     /// A static bearer token.
     Token(Secret),
+    /// A bearer token read from a file, re-read as it rotates (also the in-cluster token).
+    TokenFile(Arc<TokenFile>),
+    /// HTTP Basic authentication.
+    Basic {
+        /// The user name (not secret).
+        username: String,
+        /// The password.
+        password: Secret,
+    },
+    /// An exec credential plugin, run on demand and cached until its credential expires.
+    Exec(Arc<ExecPlugin>),
+}
+
+/// Impersonation settings (`as`, `as-uid`, `as-groups`, `as-user-extra`); none of it is secret.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Impersonation {
+    pub(crate) user: String,
+    pub(crate) uid: Option<String>,
+    pub(crate) groups: Vec<String>,
+    pub(crate) extra: Vec<(String, Vec<String>)>,
+}
+
+impl Impersonation {
+    fn headers(&self, out: &mut Vec<(String, Secret)>) {
+        out.push(("Impersonate-User".to_owned(), Secret::new(self.user.clone())));
+        if let Some(uid) = &self.uid {
+            out.push(("Impersonate-Uid".to_owned(), Secret::new(uid.clone())));
+        }
+        for group in &self.groups {
+            out.push(("Impersonate-Group".to_owned(), Secret::new(group.clone())));
+        }
+        for (key, values) in &self.extra {
+            let name = format!("Impersonate-Extra-{}", escape_header_key(key));
+            for value in values {
+                out.push((name.clone(), Secret::new(value.clone())));
+            }
+        }
+    }
+}
+
+/// Percent-encodes every byte of an extra key that is not a header token character, and `%`
+/// (client-go `transport/round_trippers.go`, `headerKeyEscape`).
+fn escape_header_key(key: &str) -> String {
+    let mut out = String::with_capacity(key.len());
+    for b in key.bytes() {
+        let token = b.is_ascii_alphanumeric() || b"!#$&'*+-.^_`|~".contains(&b);
+        if token {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 /// Everything needed to reach one API server as one user.
@@ -43,26 +182,28 @@ pub(crate) struct Connection {
     pub(crate) server: String,
     pub(crate) default_namespace: String,
     pub(crate) credentials: Credentials,
+    /// Impersonation headers added to every request, on top of the credentials.
+    pub(crate) impersonation: Option<Arc<Impersonation>>,
+    /// Trust (CA, insecure), client certificate and tls-server-name; only used for https.
+    pub(crate) tls: TlsSettings,
+    /// The proxy for this server, already decided (`proxy-url` or the environment's policy).
+    pub(crate) proxy: Option<ProxyChoice>,
+    /// Do not ask for gzip-compressed responses (`disable-compression`).
+    pub(crate) disable_compression: bool,
 }
 
 impl Connection {
-    /// A connection to `url` (http or https) with no credentials.
+    /// A connection to `url` (http or https) with no credentials and no proxy.
     pub(crate) fn from_url(url: &str) -> Result<Connection> {
-        let trimmed = url.trim();
-        let rest = trimmed
-            .strip_prefix("https://")
-            .or_else(|| trimmed.strip_prefix("http://"))
-            .ok_or_else(|| Error::config("url", format!("{trimmed:?} must start with http:// or https://")))?;
-        if rest.is_empty() || rest.starts_with('/') {
-            return Err(Error::config("url", format!("{trimmed:?} has no host")));
-        }
-        if trimmed.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err(Error::config("url", format!("{trimmed:?} contains whitespace")));
-        }
+        let server = normalize_server(url).map_err(|message| Error::config("url", message))?;
         Ok(Connection {
-            server: trimmed.trim_end_matches('/').to_owned(),
+            server,
             default_namespace: "default".to_owned(),
             credentials: Credentials::None,
+            impersonation: None,
+            tls: TlsSettings::default(),
+            proxy: None,
+            disable_compression: false,
         })
     }
 
@@ -75,30 +216,303 @@ impl Connection {
     /// Never sets `timeout_global`, `timeout_per_call` or `timeout_recv_body`: they would kill
     /// healthy watches (http-notes.md §2).
     pub(crate) fn agent(&self) -> ureq::Agent {
-        let config = ureq::Agent::config_builder()
+        let mut builder = ureq::Agent::config_builder()
             .http_status_as_error(false)
-            // Never pick up proxy variables implicitly (ureq would, for every scheme).
-            .proxy(None)
+            // Always explicit: ureq would otherwise pick up proxy variables for every scheme
+            // (http-notes.md §6); `self.proxy` already applies kubectl's policy.
+            .proxy(self.proxy.as_ref().map(|p| p.proxy.clone()))
             .user_agent(concat!("kube-watcher/", env!("CARGO_PKG_VERSION")))
-            .timeout_connect(Some(std::time::Duration::from_secs(10)))
-            .timeout_resolve(Some(std::time::Duration::from_secs(10)))
-            .max_redirects(0)
-            .build();
-        ureq::Agent::new_with_config(config)
+            .timeout_connect(Some(Duration::from_secs(10)))
+            .timeout_resolve(Some(Duration::from_secs(10)))
+            .max_redirects(0);
+        if self.disable_compression {
+            builder = builder.accept_encoding("");
+        }
+        if self.is_https() {
+            builder = builder.tls_config(self.tls.to_ureq());
+        }
+        let config = builder.build();
+        match (&self.tls.server_name, self.is_https()) {
+            (Some(name), true) => tls::agent_with_server_name(config, &self.server, name),
+            _ => ureq::Agent::new_with_config(config),
+        }
     }
 
     /// The headers that prove who we are for the next request (`Authorization`, impersonation).
     /// Called on the watcher thread before every request, so rotated credentials are picked up.
     pub(crate) fn request_headers(&self) -> Result<Vec<(String, Secret)>> {
+        let mut headers = Vec::new();
+        let bearer = |token: &str| ("Authorization".to_owned(), Secret::new(format!("Bearer {token}")));
         match &self.credentials {
-            Credentials::None => Ok(Vec::new()),
-            Credentials::Token(t) => Ok(vec![("Authorization".to_owned(), Secret::new(format!("Bearer {}", t.expose())))]),
+            Credentials::None => {}
+            Credentials::Token(t) => headers.push(bearer(t.expose())),
+            Credentials::TokenFile(file) => headers.push(bearer(file.token()?.expose())),
+            Credentials::Basic { username, password } => {
+                use base64::Engine as _;
+                let raw = format!("{username}:{}", password.expose());
+                let encoded = base64::engine::general_purpose::STANDARD.encode(raw.as_bytes());
+                headers.push(("Authorization".to_owned(), Secret::new(format!("Basic {encoded}"))));
+            }
+            Credentials::Exec(plugin) => {
+                if let Some(token) = plugin.token()? {
+                    headers.push(bearer(token.expose()));
+                }
+            }
         }
+        if let Some(imp) = &self.impersonation {
+            imp.headers(&mut headers);
+        }
+        Ok(headers)
     }
 
     /// The server answered 401: drop cached credentials. True if a retry may now succeed.
     pub(crate) fn refresh_after_unauthorized(&self) -> bool {
-        false
+        match &self.credentials {
+            Credentials::None | Credentials::Token(_) | Credentials::Basic { .. } => false,
+            Credentials::TokenFile(file) => file.refresh_after_unauthorized(),
+            Credentials::Exec(plugin) => plugin.refresh_after_unauthorized(),
+        }
+    }
+}
+
+/// Checks a server URL (explicit `http://` or `https://` scheme, a host, no whitespace), drops
+/// its query and fragment and any trailing `/`. Errors are messages without a field name.
+pub(crate) fn normalize_server(url: &str) -> std::result::Result<String, String> {
+    let trimmed = url.trim();
+    let rest = trimmed
+        .strip_prefix("https://")
+        .or_else(|| trimmed.strip_prefix("http://"))
+        .ok_or_else(|| format!("{trimmed:?} must start with http:// or https://"))?;
+    if rest.is_empty() || rest.starts_with('/') {
+        return Err(format!("{trimmed:?} has no host"));
+    }
+    if trimmed.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!("{trimmed:?} contains whitespace"));
+    }
+    let without = trimmed.split(['?', '#']).next().unwrap_or(trimmed);
+    let server = without.trim_end_matches('/').to_owned();
+    server.parse::<ureq::http::Uri>().map_err(|e| format!("{trimmed:?} is not a valid URL: {e}"))?;
+    Ok(server)
+}
+
+/// Where environment variables and the service-account directory come from: the process, or a
+/// fixed set that tests build (no global state is touched).
+#[derive(Clone)]
+pub(crate) struct Env {
+    /// `None`: the process environment.
+    vars: Option<HashMap<String, String>>,
+    /// `/var/run/secrets/kubernetes.io/serviceaccount` outside tests.
+    pub(crate) service_account_dir: PathBuf,
+}
+
+impl fmt::Debug for Env {
+    // Variables may hold proxy passwords: only say where they come from.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Env")
+            .field("vars", &if self.vars.is_some() { "fixed" } else { "process" })
+            .field("service_account_dir", &self.service_account_dir)
+            .finish()
+    }
+}
+
+impl Env {
+    /// The process environment and the standard service-account directory.
+    pub(crate) fn process() -> Env {
+        Env { vars: None, service_account_dir: PathBuf::from(in_cluster::SERVICE_ACCOUNT_DIR) }
+    }
+
+    /// A fixed set of variables and a service-account directory (for tests).
+    #[cfg(test)]
+    pub(crate) fn fixed(vars: &[(&str, &str)], service_account_dir: &Path) -> Env {
+        Env {
+            vars: Some(vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()),
+            service_account_dir: service_account_dir.to_owned(),
+        }
+    }
+
+    /// A variable's value, `None` when unset, empty or not valid UTF-8.
+    pub(crate) fn var(&self, name: &str) -> Option<String> {
+        let value = match &self.vars {
+            Some(vars) => vars.get(name).cloned(),
+            None => std::env::var(name).ok(),
+        };
+        value.filter(|v| !v.is_empty())
+    }
+
+    /// The user's home directory: `$HOME`, else (Windows) `%USERPROFILE%` or `%HOMEDRIVE%%HOMEPATH%`.
+    fn home(&self) -> Option<PathBuf> {
+        if let Some(home) = self.var("HOME") {
+            return Some(PathBuf::from(home));
+        }
+        if cfg!(windows) {
+            if let Some(profile) = self.var("USERPROFILE") {
+                return Some(PathBuf::from(profile));
+            }
+            if let (Some(drive), Some(path)) = (self.var("HOMEDRIVE"), self.var("HOMEPATH")) {
+                return Some(PathBuf::from(format!("{drive}{path}")));
+            }
+        }
+        None
+    }
+}
+
+/// Resolves the connection the way `try_default` does, with an injectable environment.
+fn infer(env: &Env) -> Result<Connection> {
+    let mut tried = Vec::new();
+    let options = KubeconfigOptions::default();
+    if let Some(config) = kubeconfig::load_default(env, &mut tried)? {
+        if let Some(conn) = kubeconfig::connection(&config, &options, env)? {
+            return Ok(conn);
+        }
+        tried.push(format!("{} (no current-context)", config.describe()));
+    }
+    match in_cluster::connection(env) {
+        Ok(conn) => Ok(conn),
+        Err(in_cluster::InClusterError::NotInCluster(why)) => {
+            tried.push(format!("in-cluster ({why})"));
+            Err(Error::Auth {
+                source_name: "client configuration".into(),
+                message: format!("no kubeconfig or in-cluster configuration found; tried: {}", tried.join(", ")).into(),
+            })
+        }
+        Err(in_cluster::InClusterError::Broken(e)) => Err(e),
+    }
+}
+
+impl Client {
+    /// A client configured the way kubectl finds its configuration: `$KUBECONFIG` (merged),
+    /// else `~/.kube/config`, else the in-cluster service account.
+    ///
+    /// Only reads files and environment variables: exec plugins run before the first request.
+    /// The first file that defines a cluster, user or context name wins, and so does the first
+    /// non-empty `current-context`; missing files in `$KUBECONFIG` are skipped. The in-cluster
+    /// configuration is used only when no kubeconfig exists or none selects a context.
+    ///
+    /// The default namespace is the context's `namespace`; else, inside a pod, `$POD_NAMESPACE`
+    /// or the service account's namespace; else `default`.
+    ///
+    /// # Errors
+    /// [`Error::Auth`] naming the file and field when a kubeconfig is broken, or listing every
+    /// source tried when there is no configuration at all.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// let client = kube_watcher::Client::try_default()?;
+    /// println!("default namespace: {}", client.default_namespace());
+    /// # Ok::<(), kube_watcher::Error>(())
+    /// ```
+    pub fn try_default() -> Result<Client> {
+        Ok(Client { conn: Arc::new(infer(&Env::process())?) })
+    }
+
+    /// A client for the API server of the cluster this process runs in, authenticated as the
+    /// pod's service account (token re-read as the kubelet rotates it).
+    ///
+    /// # Errors
+    /// [`Error::Auth`] when `KUBERNETES_SERVICE_HOST`/`KUBERNETES_SERVICE_PORT` are unset, or the
+    /// service-account token or `ca.crt` cannot be read.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// let client = kube_watcher::Client::in_cluster()?;
+    /// # Ok::<(), kube_watcher::Error>(())
+    /// ```
+    pub fn in_cluster() -> Result<Client> {
+        let env = Env::process();
+        match in_cluster::connection(&env) {
+            Ok(conn) => Ok(Client { conn: Arc::new(conn) }),
+            Err(in_cluster::InClusterError::Broken(e)) => Err(e),
+            Err(in_cluster::InClusterError::NotInCluster(why)) => Err(Error::Auth {
+                source_name: "in-cluster configuration".into(),
+                message: format!("not running in a cluster: {why}").into(),
+            }),
+        }
+    }
+
+    /// A client from `$KUBECONFIG` (merged) or `~/.kube/config`, with `options` overriding the
+    /// context, cluster, user or namespace. Never falls back to the in-cluster configuration.
+    ///
+    /// # Errors
+    /// [`Error::Auth`] naming the file and field at fault, or when no file exists or none
+    /// selects a context.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use kube_watcher::{Client, KubeconfigOptions};
+    ///
+    /// let options = KubeconfigOptions { context: Some("kind-kind".into()), ..Default::default() };
+    /// let client = Client::from_kubeconfig(&options)?;
+    /// # Ok::<(), kube_watcher::Error>(())
+    /// ```
+    pub fn from_kubeconfig(options: &KubeconfigOptions) -> Result<Client> {
+        let env = Env::process();
+        let mut tried = Vec::new();
+        let config = kubeconfig::load_default(&env, &mut tried)?.ok_or_else(|| Error::Auth {
+            source_name: "kubeconfig".into(),
+            message: format!("no kubeconfig file found; tried: {}", tried.join(", ")).into(),
+        })?;
+        Self::from_loaded(&config, options, &env)
+    }
+
+    /// A client from the kubeconfig file at `path` only (like `kubectl --kubeconfig`): the file
+    /// must exist, and no other file is merged. Relative paths inside it are resolved against its
+    /// directory.
+    ///
+    /// # Errors
+    /// [`Error::Auth`] naming the file (and the field) when it is missing, unreadable, invalid,
+    /// selects no context, or its credentials cannot be loaded.
+    ///
+    /// # Examples
+    /// ```
+    /// # let server = kube_watcher::testing::FakeApiServer::start();
+    /// # let dir = std::env::temp_dir().join(format!("kw-doc-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// # let path = dir.join("config");
+    /// # std::fs::write(&path, server.kubeconfig()).unwrap();
+    /// use kube_watcher::{Client, KubeconfigOptions};
+    ///
+    /// let client = Client::from_kubeconfig_path(&path, &KubeconfigOptions::default())?;
+    /// assert_eq!(client.default_namespace(), "default");
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// # Ok::<(), kube_watcher::Error>(())
+    /// ```
+    pub fn from_kubeconfig_path(path: impl AsRef<Path>, options: &KubeconfigOptions) -> Result<Client> {
+        let env = Env::process();
+        let config = kubeconfig::load_path(path.as_ref())?;
+        Self::from_loaded(&config, options, &env)
+    }
+
+    /// A client from kubeconfig text held in memory (YAML or JSON). Relative paths in it are
+    /// relative to the working directory.
+    ///
+    /// # Errors
+    /// [`Error::Auth`] naming the field at fault, as for a file.
+    ///
+    /// # Examples
+    /// ```
+    /// # let server = kube_watcher::testing::FakeApiServer::start();
+    /// use kube_watcher::{Client, KubeconfigOptions};
+    ///
+    /// let yaml = server.kubeconfig(); // a kubeconfig with one cluster, user and context
+    /// let options = KubeconfigOptions { namespace: Some("shop".into()), ..Default::default() };
+    /// let client = Client::from_kubeconfig_yaml(&yaml, &options)?;
+    /// assert_eq!(client.default_namespace(), "shop");
+    /// # Ok::<(), kube_watcher::Error>(())
+    /// ```
+    pub fn from_kubeconfig_yaml(yaml: &str, options: &KubeconfigOptions) -> Result<Client> {
+        let env = Env::process();
+        let config = kubeconfig::load_str(yaml)?;
+        Self::from_loaded(&config, options, &env)
+    }
+
+    fn from_loaded(config: &kubeconfig::Kubeconfig, options: &KubeconfigOptions, env: &Env) -> Result<Client> {
+        match kubeconfig::connection(config, options, env)? {
+            Some(conn) => Ok(Client { conn: Arc::new(conn) }),
+            None => Err(Error::Auth {
+                source_name: config.describe().into(),
+                message: "current-context: not set, and no context was chosen".into(),
+            }),
+        }
     }
 }
 
@@ -112,6 +526,8 @@ mod tests {
         assert!(Connection::from_url("http://").is_err());
         let c = Connection::from_url("https://proxy.example/k8s/clusters/c-42/").unwrap();
         assert_eq!(c.server, "https://proxy.example/k8s/clusters/c-42");
+        let c = Connection::from_url("https://proxy.example:6443/k8s?x=1#frag").unwrap();
+        assert_eq!(c.server, "https://proxy.example:6443/k8s");
     }
 
     #[test]
@@ -121,5 +537,33 @@ mod tests {
             ..Connection::from_url("https://k").unwrap()
         };
         assert!(!format!("{c:?}").contains("s3cr3t"));
+        let basic = Credentials::Basic { username: "bob".into(), password: Secret::new("hunter2-pw") };
+        assert!(!format!("{basic:?}").contains("hunter2"));
+    }
+
+    #[test]
+    fn impersonation_extra_keys_are_percent_encoded() {
+        assert_eq!(escape_header_key("example.org/scopes"), "example.org%2Fscopes");
+        assert_eq!(escape_header_key("100%"), "100%25");
+        let imp = Impersonation {
+            user: "jane".into(),
+            uid: Some("42".into()),
+            groups: vec!["a".into(), "b".into()],
+            extra: vec![("reason".into(), vec!["x".into(), "y".into()])],
+        };
+        let mut headers = Vec::new();
+        imp.headers(&mut headers);
+        let names: Vec<&str> = headers.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "Impersonate-User",
+                "Impersonate-Uid",
+                "Impersonate-Group",
+                "Impersonate-Group",
+                "Impersonate-Extra-reason",
+                "Impersonate-Extra-reason"
+            ]
+        );
     }
 }

@@ -1,0 +1,417 @@
+//! Exec credential plugins (`client.authentication.k8s.io/v1` and `v1beta1`): run with a
+//! timeout, parse and validate the `ExecCredential`, cache it until shortly before it expires.
+
+use std::fmt;
+use std::io::{self, Read};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime};
+
+use parking_lot::Mutex;
+use serde::Deserialize;
+
+use super::Secret;
+use crate::error::{Error, Result};
+
+/// How long a plugin may run before it is killed. client-go sets none; 60 s leaves room for a
+/// slow cloud CLI (auth.md §6.2 suggests a generous, non-interactive bound).
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+/// Cap on a plugin's stdout: an `ExecCredential` is a few KiB.
+const MAX_STDOUT: u64 = 1 << 20;
+/// How much of stderr is kept to explain a failure.
+const MAX_STDERR: u64 = 4096;
+/// How many bytes of stderr an error message quotes.
+const STDERR_QUOTE: usize = 512;
+/// Refresh this long before `expirationTimestamp`, so a credential never expires in flight
+/// (client-go uses no margin; auth.md §6.5 recommends about 30 s).
+const EXPIRY_MARGIN: Duration = Duration::from_secs(30);
+/// A failed run is reported again for this long instead of re-running the plugin on every
+/// request (client-go re-runs it each time; auth.md §6.5).
+const FAILURE_CACHE: Duration = Duration::from_secs(5);
+
+/// The `ExecCredential` API version the plugin speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ApiVersion {
+    V1,
+    V1Beta1,
+}
+
+impl ApiVersion {
+    fn as_str(self) -> &'static str {
+        match self {
+            ApiVersion::V1 => "client.authentication.k8s.io/v1",
+            ApiVersion::V1Beta1 => "client.authentication.k8s.io/v1beta1",
+        }
+    }
+}
+
+/// `interactiveMode`. A library has no terminal: `IfAvailable` runs without stdin and
+/// `spec.interactive=false`; `Always` cannot run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum InteractiveMode {
+    Never,
+    IfAvailable,
+    Always,
+}
+
+/// A plugin's resolved configuration.
+pub(crate) struct ExecConfig {
+    /// `exec plugin aws (kubeconfig /p: users[0].user.exec)`: the source of its errors.
+    pub(crate) source_name: String,
+    /// Absolute or kubeconfig-relative path, or a bare name looked up on PATH.
+    pub(crate) command: PathBuf,
+    pub(crate) args: Vec<String>,
+    /// Added to the inherited environment; values may be secret.
+    pub(crate) env: Vec<(String, Secret)>,
+    pub(crate) api_version: ApiVersion,
+    pub(crate) interactive: InteractiveMode,
+    pub(crate) install_hint: Option<String>,
+    /// `spec.cluster` when `provideClusterInfo` is true.
+    pub(crate) cluster: Option<serde_json::Value>,
+    pub(crate) timeout: Duration,
+}
+
+impl fmt::Debug for ExecConfig {
+    // Env values and cluster info stay out; names and the command are not secret.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ExecConfig")
+            .field("command", &self.command)
+            .field("args", &self.args.len())
+            .field("env", &self.env.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>())
+            .field("api_version", &self.api_version)
+            .field("interactive", &self.interactive)
+            .field("provide_cluster_info", &self.cluster.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A plugin and its cached credential, shared by every clone of a client.
+#[derive(Debug)]
+pub(crate) struct ExecPlugin {
+    config: ExecConfig,
+    /// Held while the plugin runs: one execution at a time, and requests that arrive meanwhile
+    /// wait for it and use its result (auth.md §6.2). Only this lock is held across the run.
+    running: Mutex<()>,
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    credential: Option<Credential>,
+    failure: Option<(Instant, Error)>,
+}
+
+#[derive(Debug)]
+struct Credential {
+    token: Option<Secret>,
+    expires: Option<SystemTime>,
+}
+
+impl Credential {
+    fn is_fresh(&self) -> bool {
+        self.expires.is_none_or(|t| SystemTime::now() + EXPIRY_MARGIN < t)
+    }
+}
+
+impl ExecPlugin {
+    pub(crate) fn new(config: ExecConfig) -> ExecPlugin {
+        ExecPlugin { config, running: Mutex::new(()), state: Mutex::new(State::default()) }
+    }
+
+    /// The bearer token to send: cached, or from a new run of the plugin.
+    pub(crate) fn token(&self) -> Result<Option<Secret>> {
+        if let Some(token) = self.cached()? {
+            return Ok(token);
+        }
+        let _running = self.running.lock();
+        // Another thread may have run the plugin while we waited.
+        if let Some(token) = self.cached()? {
+            return Ok(token);
+        }
+        match self.run() {
+            Ok(credential) => {
+                let token = credential.token.clone();
+                let mut state = self.state.lock();
+                state.credential = Some(credential);
+                state.failure = None;
+                Ok(token)
+            }
+            Err(e) => {
+                log::warn!("{e}");
+                self.state.lock().failure = Some((Instant::now(), e.clone()));
+                Err(e)
+            }
+        }
+    }
+
+    fn cached(&self) -> Result<Option<Option<Secret>>> {
+        let state = self.state.lock();
+        if let Some(c) = state.credential.as_ref().filter(|c| c.is_fresh()) {
+            return Ok(Some(c.token.clone()));
+        }
+        if let Some((at, e)) = &state.failure {
+            if at.elapsed() < FAILURE_CACHE {
+                return Err(e.clone());
+            }
+        }
+        Ok(None)
+    }
+
+    /// After a 401: forget the credential so the next request runs the plugin again.
+    pub(crate) fn refresh_after_unauthorized(&self) -> bool {
+        let mut state = self.state.lock();
+        state.credential = None;
+        state.failure = None;
+        true
+    }
+
+    fn error(&self, message: impl Into<String>) -> Error {
+        Error::Auth { source_name: self.config.source_name.clone().into(), message: message.into().into() }
+    }
+
+    fn exec_info(&self) -> String {
+        let mut spec = serde_json::json!({ "interactive": false });
+        if let Some(cluster) = &self.config.cluster {
+            spec["cluster"] = cluster.clone();
+        }
+        serde_json::json!({ "kind": "ExecCredential", "apiVersion": self.config.api_version.as_str(), "spec": spec })
+            .to_string()
+    }
+
+    fn run(&self) -> Result<Credential> {
+        let c = &self.config;
+        if c.interactive == InteractiveMode::Always {
+            return Err(self.error(
+                "interactiveMode is Always, but standard input is not available to a library; \
+                 use IfAvailable or Never, or log in with the plugin beforehand",
+            ));
+        }
+        let mut cmd = Command::new(&c.command);
+        cmd.args(&c.args)
+            .envs(c.env.iter().map(|(n, v)| (n.as_str(), v.expose())))
+            .env("KUBERNETES_EXEC_INFO", self.exec_info())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        log::debug!("{}: running", c.source_name);
+        let mut child = cmd.spawn().map_err(|e| {
+            let mut message = format!("cannot run {}: {e}", c.command.display());
+            if let Some(hint) = &c.install_hint {
+                let clean: String = hint.chars().filter(|ch| !ch.is_control() || *ch == '\n').collect();
+                message.push_str(&format!("; install hint: {clean}"));
+            }
+            self.error(message)
+        })?;
+        let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(2);
+        let stdout = child.stdout.take();
+        let stderr = child.stderr.take();
+        let tx = done_tx.clone();
+        let out_reader = thread::Builder::new()
+            .name("kw-exec-stdout".into())
+            .spawn(move || {
+                let r = stdout.map(|s| read_capped(s, MAX_STDOUT));
+                let _ = tx.send(());
+                r
+            })
+            .map_err(|e| self.error(format!("cannot start a thread: {e}")))?;
+        let err_reader = thread::Builder::new()
+            .name("kw-exec-stderr".into())
+            .spawn(move || {
+                let r = stderr.map(|s| read_capped(s, MAX_STDERR));
+                let _ = done_tx.send(());
+                r
+            })
+            .map_err(|e| self.error(format!("cannot start a thread: {e}")))?;
+
+        let deadline = Instant::now() + c.timeout;
+        let mut timed_out = false;
+        for _ in 0..2 {
+            if done_rx.recv_deadline(deadline).is_err() {
+                timed_out = true;
+                // Killing the child closes its pipes, which ends both readers.
+                let _ = child.kill();
+                break;
+            }
+        }
+        let status = child.wait();
+        let stdout = out_reader.join().ok().flatten();
+        let stderr = err_reader.join().ok().flatten();
+        let stderr_text = match &stderr {
+            Some(Ok((bytes, _))) => quote(bytes),
+            _ => String::new(),
+        };
+        if !stderr_text.is_empty() {
+            log::debug!("{}: stderr: {stderr_text}", c.source_name);
+        }
+        let with_stderr = |m: String| {
+            if stderr_text.is_empty() { m } else { format!("{m}; stderr: \"{stderr_text}\"") }
+        };
+        if timed_out {
+            return Err(self.error(with_stderr(format!("did not finish within {:?}; killed", c.timeout))));
+        }
+        let status = status.map_err(|e| self.error(format!("cannot wait for the plugin: {e}")))?;
+        if !status.success() {
+            return Err(self.error(with_stderr(format!("failed: {status}"))));
+        }
+        let (bytes, truncated) = match stdout {
+            Some(Ok(out)) => out,
+            Some(Err(e)) => return Err(self.error(format!("cannot read its output: {e}"))),
+            None => return Err(self.error("no output")),
+        };
+        if truncated {
+            return Err(self.error(format!("output larger than {MAX_STDOUT} bytes")));
+        }
+        self.parse(&bytes).map_err(|m| self.error(with_stderr(m)))
+    }
+
+    /// Validates the plugin's `ExecCredential` (auth.md §6.3). Messages never quote the output,
+    /// which holds the token.
+    fn parse(&self, bytes: &[u8]) -> std::result::Result<Credential, String> {
+        let out: ExecCredentialOut = serde_json::from_slice(bytes).map_err(|e| {
+            format!(
+                "output is not an ExecCredential JSON object ({:?} error at line {} column {})",
+                e.classify(),
+                e.line(),
+                e.column()
+            )
+        })?;
+        let expected = self.config.api_version.as_str();
+        if out.api_version.as_deref() != Some(expected) {
+            return Err(format!(
+                "output apiVersion is {:?}, expected {expected:?}",
+                out.api_version.unwrap_or_default()
+            ));
+        }
+        let status = out.status.ok_or("output has no status")?;
+        let token = status.token.filter(|t| !t.is_empty());
+        if token.as_deref().is_some_and(|t| t.chars().any(char::is_control)) {
+            return Err("status.token contains control characters".to_owned());
+        }
+        let cert = status.client_certificate_data.filter(|c| !c.is_empty());
+        let key = status.client_key_data.filter(|k| !k.is_empty());
+        match (&cert, &key) {
+            (Some(_), None) => return Err("status.clientCertificateData is set without status.clientKeyData".into()),
+            (None, Some(_)) => return Err("status.clientKeyData is set without status.clientCertificateData".into()),
+            _ => {}
+        }
+        if token.is_none() {
+            return Err(if cert.is_some() {
+                "returned a client certificate; kube-watcher supports only tokens from exec plugins so far".into()
+            } else {
+                "status has neither a token nor a client certificate".into()
+            });
+        }
+        if cert.is_some() {
+            log::warn!("{}: client certificate from the plugin ignored; using its token", self.config.source_name);
+        }
+        let expires = match status.expiration_timestamp.filter(|t| !t.is_empty()) {
+            Some(ts) => {
+                Some(parse_timestamp(&ts).ok_or_else(|| format!("status.expirationTimestamp {ts:?} is not RFC 3339"))?)
+            }
+            None => None,
+        };
+        Ok(Credential { token: token.map(Secret::new), expires })
+    }
+}
+
+#[derive(Deserialize)]
+struct ExecCredentialOut {
+    #[serde(rename = "apiVersion")]
+    api_version: Option<String>,
+    status: Option<StatusOut>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StatusOut {
+    token: Option<String>,
+    client_certificate_data: Option<String>,
+    client_key_data: Option<String>,
+    expiration_timestamp: Option<String>,
+}
+
+fn parse_timestamp(ts: &str) -> Option<SystemTime> {
+    let t: k8s_openapi::jiff::Timestamp = ts.parse().ok()?;
+    let secs = u64::try_from(t.as_second()).ok()?;
+    Some(SystemTime::UNIX_EPOCH + Duration::from_secs(secs))
+}
+
+/// Reads up to `cap` bytes, then drains the rest so the child never blocks on a full pipe.
+/// Returns the bytes and whether there was more.
+fn read_capped(mut r: impl Read, cap: u64) -> io::Result<(Vec<u8>, bool)> {
+    let mut buf = Vec::new();
+    (&mut r).take(cap).read_to_end(&mut buf)?;
+    let more = io::copy(&mut r, &mut io::sink())?;
+    Ok((buf, more > 0))
+}
+
+/// The first bytes of stderr, escaped, for an error message.
+fn quote(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(STDERR_QUOTE)]);
+    let mut out: String = text.trim().chars().flat_map(char::escape_debug).collect();
+    if bytes.len() > STDERR_QUOTE {
+        out.push('…');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plugin(api_version: ApiVersion) -> ExecPlugin {
+        ExecPlugin::new(ExecConfig {
+            source_name: "exec plugin test".into(),
+            command: "true".into(),
+            args: vec![],
+            env: vec![("SECRET_ENV".into(), Secret::new("env-s3cret"))],
+            api_version,
+            interactive: InteractiveMode::IfAvailable,
+            install_hint: None,
+            cluster: Some(serde_json::json!({"server": "https://k", "config": {"audience": "a"}})),
+            timeout: Duration::from_secs(5),
+        })
+    }
+
+    #[test]
+    fn exec_info_carries_the_api_version_and_cluster() {
+        let info: serde_json::Value = serde_json::from_str(&plugin(ApiVersion::V1Beta1).exec_info()).unwrap();
+        assert_eq!(info["apiVersion"], "client.authentication.k8s.io/v1beta1");
+        assert_eq!(info["spec"]["interactive"], false);
+        assert_eq!(info["spec"]["cluster"]["config"]["audience"], "a");
+    }
+
+    #[test]
+    fn output_is_validated_without_quoting_the_token() {
+        let p = plugin(ApiVersion::V1);
+        let ok = br#"{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"tok-123","expirationTimestamp":"2099-03-04T10:15:00Z"}}"#;
+        let c = p.parse(ok).unwrap();
+        assert_eq!(c.token.unwrap().expose(), "tok-123");
+        assert!(c.expires.is_some());
+        let wrong = br#"{"apiVersion":"client.authentication.k8s.io/v1beta1","status":{"token":"tok-123"}}"#;
+        let e = p.parse(wrong).unwrap_err();
+        assert!(e.contains("expected \"client.authentication.k8s.io/v1\"") && !e.contains("tok-123"), "{e}");
+        let bad = br#"{"apiVersion":"client.authentication.k8s.io/v1","status":{"token":tok-123}}"#;
+        assert!(!p.parse(bad).unwrap_err().contains("tok-123"));
+        let half = br#"{"apiVersion":"client.authentication.k8s.io/v1","status":{"token":"t","clientKeyData":"k"}}"#;
+        assert!(p.parse(half).unwrap_err().contains("clientKeyData"));
+        let none = br#"{"apiVersion":"client.authentication.k8s.io/v1","status":{}}"#;
+        assert!(p.parse(none).unwrap_err().contains("neither"));
+    }
+
+    #[test]
+    fn expired_credentials_are_not_fresh() {
+        let soon = Credential { token: None, expires: Some(SystemTime::now() + Duration::from_secs(10)) };
+        assert!(!soon.is_fresh(), "inside the 30 s margin");
+        let later = Credential { token: None, expires: Some(SystemTime::now() + Duration::from_secs(600)) };
+        assert!(later.is_fresh());
+        assert!(Credential { token: None, expires: None }.is_fresh());
+    }
+
+    #[test]
+    fn plugin_debug_hides_env_values() {
+        let p = plugin(ApiVersion::V1);
+        assert!(!format!("{p:?}").contains("env-s3cret"));
+    }
+}
