@@ -48,7 +48,6 @@ mod worker;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use crate::auth::KubeconfigOptions;
 pub use crate::client::{Api, Client, ObjectList};
 pub use crate::config::{Backoff, Config, ListSemantic};
 pub use crate::error::{ApiError, DecodeError, Error, Result};
@@ -62,3 +61,8 @@ pub use crate::store::Store;
 pub use crate::watcher::{Watcher, WatcherBuilder};
 pub use crossbeam_channel::{RecvTimeoutError, TryRecvError};
 pub use k8s_openapi;
+
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -1,0 +1,138 @@
+//! `stop()` and `Drop` end the watcher thread promptly in every state, leaking nothing.
+#![cfg(feature = "testing")]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use k8s_openapi::api::core::v1::Pod;
+use kube_watcher::testing::{FakeApiServer, Fault, Match};
+use kube_watcher::{Api, Client, Config, Watcher};
+
+/// Generous: stop normally takes well under a millisecond, but CI machines are slow and noisy.
+/// Speed is measured in `examples/bench.rs`, not asserted here.
+const PROMPT: Duration = Duration::from_millis(1900);
+
+fn pods(server: &FakeApiServer) -> Api<Pod> {
+    Api::all(Client::from_url(&server.url()).unwrap())
+}
+
+fn assert_stops_promptly(w: &Watcher<Pod>, server: &FakeApiServer, state: &str) {
+    let started = Instant::now();
+    w.stop();
+    let took = started.elapsed();
+    // Under the 2 s join limit means stop() joined the thread: nothing is left running.
+    assert!(took < PROMPT, "{state}: stop took {took:?}");
+    assert!(w.store().wait_until_ready(ms(1)).is_err() || w.store().is_ready(), "{state}");
+    eventually(&format!("{state}: the server sees the watch closed"), || server.open_watches() == 0);
+    // After stop, the iterator drains what was queued and ends.
+    let rest = w.iter().count();
+    assert!(rest <= 2048, "{state}");
+    assert!(w.recv().is_none(), "{state}: the channel is closed");
+}
+
+#[test]
+fn stop_interrupts_an_idle_watch() {
+    let server = server();
+    server.create(&pod("apps", "a")).unwrap();
+    let w = Watcher::new(pods(&server), Config::default()).unwrap();
+    w.store().wait_until_ready(WAIT).unwrap();
+    eventually("the watch is open", || server.open_watches() == 1);
+    assert_stops_promptly(&w, &server, "idle watch");
+}
+
+#[test]
+fn stop_interrupts_a_stalled_list_download() {
+    let server = server();
+    server.push_fault(Match::List, Fault::Stall);
+    let w = Watcher::new(pods(&server), Config::default()).unwrap();
+    eventually("the list is requested", || !server.requests().is_empty());
+    assert_stops_promptly(&w, &server, "list download");
+}
+
+#[test]
+fn stop_interrupts_a_request_waiting_for_headers() {
+    let server = server();
+    server.push_fault(Match::List, Fault::StallBeforeHeaders);
+    let w = Watcher::new(pods(&server), Config::default()).unwrap();
+    eventually("the list is requested", || !server.requests().is_empty());
+    assert_stops_promptly(&w, &server, "waiting for headers");
+}
+
+#[test]
+fn stop_interrupts_a_backoff_wait() {
+    let server = server();
+    server.push_fault(
+        Match::List,
+        Fault::Status {
+            code: 429,
+            reason: "TooManyRequests".into(),
+            message: "slow down".into(),
+            retry_after: Some(600),
+        },
+    );
+    let w = Watcher::new(pods(&server), Config::default()).unwrap();
+    let err = w.iter().find_map(Result::err).unwrap();
+    assert_eq!(err.status(), Some(429));
+    assert_stops_promptly(&w, &server, "backoff");
+}
+
+#[test]
+fn stop_interrupts_a_watcher_blocked_on_a_full_channel() {
+    let server = server();
+    let w = Watcher::builder(pods(&server)).channel_capacity(1).start().unwrap();
+    // Attach as a consumer, then stop reading.
+    assert!(w.recv_timeout(WAIT).is_ok());
+    for i in 0..20 {
+        server.create(&pod("apps", &format!("p{i}"))).unwrap();
+    }
+    eventually("the channel is full", || w.stats().queued == 1);
+    assert_stops_promptly(&w, &server, "blocked on the channel");
+}
+
+#[test]
+fn stop_interrupts_a_replay_to_a_slow_consumer() {
+    let server = server();
+    for i in 0..20 {
+        server.create(&pod("apps", &format!("p{i}"))).unwrap();
+    }
+    let w = Watcher::builder(pods(&server)).channel_capacity(1).start().unwrap();
+    w.store().wait_until_ready(WAIT).unwrap();
+    let _ = w.receiver(); // attach: a helper starts replaying 22 events into a channel of 1
+    assert_stops_promptly(&w, &server, "replaying");
+}
+
+#[test]
+fn stop_is_idempotent_and_drop_after_stop_is_fine() {
+    let server = server();
+    let w = Watcher::new(pods(&server), Config::default()).unwrap();
+    w.stop();
+    w.stop();
+    drop(w);
+}
+
+#[test]
+fn dropping_a_watcher_closes_its_watch() {
+    let server = server();
+    let w = Watcher::new(pods(&server), Config::default()).unwrap();
+    w.store().wait_until_ready(WAIT).unwrap();
+    eventually("the watch is open", || server.open_watches() == 1);
+    let store = w.store();
+    drop(w);
+    eventually("the server sees the watch closed", || server.open_watches() == 0);
+    assert!(store.is_ready(), "a store outlives its watcher");
+}
+
+#[test]
+fn a_stopped_watcher_tells_waiters_it_stopped() {
+    let server = server();
+    server.push_fault(Match::List, Fault::Stall);
+    let w = Watcher::new(pods(&server), Config::default()).unwrap();
+    let store = w.store();
+    let waiter = std::thread::spawn(move || store.wait_until_ready(Duration::from_secs(600)));
+    eventually("the list is requested", || !server.requests().is_empty());
+    w.stop();
+    let result = waiter.join().unwrap();
+    assert!(matches!(result, Err(kube_watcher::Error::Stopped)), "{result:?}");
+}
