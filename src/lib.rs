@@ -48,6 +48,7 @@ mod worker;
 #[cfg(feature = "testing")]
 pub mod testing;
 
+pub use crate::auth::KubeconfigOptions;
 pub use crate::client::{Api, Client, ObjectList};
 pub use crate::config::{Backoff, Config, ListSemantic};
 pub use crate::error::{ApiError, DecodeError, Error, Result};
