@@ -682,3 +682,136 @@ fn exec_config(origin: &Origin, prefix: &str, e: &RawExec, cluster_info: serde_j
         timeout: super::exec::DEFAULT_TIMEOUT,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Dir(PathBuf);
+
+    impl Dir {
+        fn new(name: &str) -> Dir {
+            let dir = std::env::temp_dir().join(format!("kw-kc-{}-{name}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            Dir(dir)
+        }
+        fn write(&self, name: &str, text: &str) -> PathBuf {
+            let p = self.0.join(name);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, text).unwrap();
+            p
+        }
+    }
+
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn token_of(conn: &Connection) -> String {
+        match &conn.credentials {
+            Credentials::Token(t) => t.expose().to_owned(),
+            other => panic!("not a token: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn kubeconfig_list_merges_first_file_wins_per_entry() {
+        let dir = Dir::new("merge");
+        let a = dir.write(
+            "a",
+            "current-context: x\nusers:\n- name: u1\n  user: {token: a}\nclusters:\n- name: c\n  cluster: {server: 'https://a'}\n\
+             contexts:\n- name: x\n  context: {cluster: c, user: u1}\n",
+        );
+        let b = dir.write(
+            "b",
+            "current-context: y\nusers:\n- name: u1\n  user: {username: b, password: p}\n- name: u2\n  user: {token: b2}\n\
+             contexts:\n- name: y\n  context: {cluster: c, user: u2}\n",
+        );
+        let missing = dir.0.join("missing");
+        let list = format!("{}::{}:{}:{}", a.display(), missing.display(), b.display(), a.display());
+        let env = Env::fixed(&[("KUBECONFIG", &list)], Path::new("/nonexistent"));
+        let mut tried = Vec::new();
+        let kc = load_default(&env, &mut tried).unwrap().unwrap();
+        assert_eq!(kc.sources.len(), 2, "duplicates loaded once, missing skipped");
+        assert!(tried[0].contains("missing"), "{tried:?}");
+        let conn = connection(&kc, &KubeconfigOptions::default(), &env).unwrap().unwrap();
+        assert_eq!(conn.server, "https://a");
+        assert_eq!(token_of(&conn), "a", "u1 comes whole from the first file");
+        let y = KubeconfigOptions { context: Some("y".into()), ..KubeconfigOptions::default() };
+        let conn = connection(&kc, &y, &env).unwrap().unwrap();
+        assert_eq!(token_of(&conn), "b2", "new names from later files are added");
+    }
+
+    #[test]
+    fn home_kubeconfig_is_used_when_kubeconfig_is_unset() {
+        let dir = Dir::new("home");
+        dir.write(".kube/config", "current-context: x\n");
+        let env = Env::fixed(&[("HOME", dir.0.to_str().unwrap())], Path::new("/nonexistent"));
+        let kc = load_default(&env, &mut Vec::new()).unwrap().unwrap();
+        assert_eq!(kc.current_context.as_ref().unwrap().0, "x");
+        let env = Env::fixed(&[("HOME", "/nonexistent-home")], Path::new("/nonexistent"));
+        let mut tried = Vec::new();
+        assert!(load_default(&env, &mut tried).unwrap().is_none());
+        assert_eq!(tried, ["/nonexistent-home/.kube/config (missing)"]);
+    }
+
+    #[test]
+    fn an_unparsable_file_in_the_list_is_an_error_naming_it() {
+        let dir = Dir::new("bad");
+        let bad = dir.write("bad", "clusters: [\n");
+        let env = Env::fixed(&[("KUBECONFIG", bad.to_str().unwrap())], Path::new("/nonexistent"));
+        let e = load_default(&env, &mut Vec::new()).err().unwrap().to_string();
+        assert!(e.starts_with(&format!("kubeconfig {}: invalid YAML", bad.display())), "{e}");
+    }
+
+    #[test]
+    fn empty_files_and_json_are_accepted() {
+        assert!(load_str("").unwrap().current_context.is_none());
+        let kc = load_str(r#"{"current-context":"x","contexts":[{"name":"x","context":{"cluster":"c"}}],"clusters":[{"name":"c","cluster":{"server":"http://k:8001"}}]}"#).unwrap();
+        let env = Env::fixed(&[], Path::new("/nonexistent"));
+        let conn = connection(&kc, &KubeconfigOptions::default(), &env).unwrap().unwrap();
+        assert_eq!(conn.server, "http://k:8001");
+        assert_eq!(conn.default_namespace, "default");
+        assert!(connection(&load_str("clusters: []").unwrap(), &KubeconfigOptions::default(), &env).unwrap().is_none());
+    }
+
+    #[test]
+    fn exec_commands_with_a_slash_resolve_against_the_kubeconfig_directory() {
+        let dir = Dir::new("execpath");
+        let path = dir.write(
+            "sub/config",
+            "current-context: x\nclusters: [{name: c, cluster: {server: 'https://k'}}]\n\
+             contexts: [{name: x, context: {cluster: c, user: u}}]\nusers:\n- name: u\n  user:\n    exec:\n      \
+             apiVersion: client.authentication.k8s.io/v1beta1\n      command: bin/helper\n",
+        );
+        let kc = load_path(&path).unwrap();
+        let u = find(&kc.users, "u").unwrap();
+        let cfg = exec_config(&u.origin, "users[0].user.exec", u.value.exec.as_ref().unwrap(), serde_json::Value::Null)
+            .unwrap();
+        assert_eq!(cfg.command, dir.0.join("sub/bin/helper"));
+        assert_eq!(cfg.interactive, InteractiveMode::IfAvailable, "v1beta1 defaults to IfAvailable");
+        let bare = RawExec { command: Some("aws".into()), ..u.value.exec.clone().unwrap() };
+        let cfg = exec_config(&u.origin, "p", &bare, serde_json::Value::Null).unwrap();
+        assert_eq!(cfg.command, PathBuf::from("aws"), "bare names are looked up on PATH");
+    }
+
+    #[test]
+    fn the_pod_namespace_applies_to_a_kubeconfig_context_without_one_inside_a_pod() {
+        let dir = Dir::new("podns");
+        dir.write("sa/token", "t");
+        dir.write("sa/namespace", "pod-ns\n");
+        let env = Env::fixed(
+            &[("KUBERNETES_SERVICE_HOST", "10.0.0.1"), ("KUBERNETES_SERVICE_PORT", "443")],
+            &dir.0.join("sa"),
+        );
+        let kc = load_str(
+            "current-context: x\nclusters: [{name: c, cluster: {server: 'https://k'}}]\ncontexts: [{name: x, context: {cluster: c}}]\n",
+        )
+        .unwrap();
+        let conn = connection(&kc, &KubeconfigOptions::default(), &env).unwrap().unwrap();
+        assert_eq!(conn.default_namespace, "pod-ns");
+    }
+}

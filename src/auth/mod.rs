@@ -567,3 +567,89 @@ mod tests {
         );
     }
 }
+
+#[cfg(all(test, feature = "testing"))]
+mod chain_tests {
+    use k8s_openapi::api::core::v1::Pod;
+
+    use super::*;
+    use crate::testing::FakeApiServer;
+    use crate::{Api, ListParams};
+
+    struct Dir(PathBuf);
+
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn dir(name: &str) -> Dir {
+        let dir = std::env::temp_dir().join(format!("kw-chain-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Dir(dir)
+    }
+
+    #[test]
+    fn with_nothing_configured_the_error_lists_every_source_tried() {
+        let d = dir("nothing");
+        let home = d.0.display().to_string();
+        let env = Env::fixed(&[("HOME", &home)], &d.0.join("sa"));
+        let e = infer(&env).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!(
+                "client configuration: no kubeconfig or in-cluster configuration found; tried: \
+                 {home}/.kube/config (missing), in-cluster (KUBERNETES_SERVICE_HOST unset)"
+            )
+        );
+    }
+
+    #[test]
+    fn in_cluster_is_used_when_no_kubeconfig_exists_and_lists_pods() {
+        let server = FakeApiServer::builder().tls(true).token("sa-token").start();
+        let d = dir("incluster");
+        let sa = d.0.join("sa");
+        std::fs::create_dir_all(&sa).unwrap();
+        std::fs::write(sa.join("token"), "sa-token\n").unwrap();
+        std::fs::write(sa.join("ca.crt"), server.ca_pem().unwrap()).unwrap();
+        std::fs::write(sa.join("namespace"), "shop").unwrap();
+        let port = server.addr().port().to_string();
+        let home = d.0.display().to_string();
+        let env = Env::fixed(
+            &[("HOME", &home), ("KUBERNETES_SERVICE_HOST", "127.0.0.1"), ("KUBERNETES_SERVICE_PORT", &port)],
+            &sa,
+        );
+        let conn = infer(&env).unwrap();
+        assert_eq!(conn.server, format!("https://127.0.0.1:{port}"));
+        assert_eq!(conn.default_namespace, "shop");
+        let client = Client { conn: Arc::new(conn) };
+        assert!(Api::<Pod>::all(client).list(&ListParams::default()).is_ok());
+    }
+
+    #[test]
+    fn a_kubeconfig_without_current_context_falls_back_to_in_cluster() {
+        let d = dir("empty");
+        std::fs::create_dir_all(d.0.join(".kube")).unwrap();
+        std::fs::write(d.0.join(".kube/config"), "apiVersion: v1\nkind: Config\n").unwrap();
+        let home = d.0.display().to_string();
+        let env = Env::fixed(&[("HOME", &home)], &d.0.join("sa"));
+        let e = infer(&env).unwrap_err().to_string();
+        assert!(
+            e.contains("config (no current-context)") && e.contains("in-cluster (KUBERNETES_SERVICE_HOST unset)"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn in_cluster_hosts_in_ipv6_get_brackets() {
+        let d = dir("ipv6");
+        std::fs::write(d.0.join("token"), "t").unwrap();
+        let server = FakeApiServer::builder().tls(true).start();
+        std::fs::write(d.0.join("ca.crt"), server.ca_pem().unwrap()).unwrap();
+        let env = Env::fixed(&[("KUBERNETES_SERVICE_HOST", "fd00:10:96::1"), ("KUBERNETES_SERVICE_PORT", "443")], &d.0);
+        let conn = infer(&env).unwrap();
+        assert_eq!(conn.server, "https://[fd00:10:96::1]:443");
+    }
+}
