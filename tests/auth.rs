@@ -576,3 +576,14 @@ fn try_default_connects_to_a_real_cluster_when_asked() {
     let client = Client::try_default().unwrap();
     list_pods(client).unwrap();
 }
+
+#[test]
+fn disable_compression_drops_the_gzip_accept_encoding() {
+    let server = tls_server();
+    let plain = yaml_client(&kubeconfig(&ca_data_cluster(&server), "    {}")).unwrap();
+    list_pods(plain).unwrap();
+    assert_eq!(server.requests().pop().unwrap().header("accept-encoding"), Some("gzip"));
+    let cluster = format!("{}\n    disable-compression: true", ca_data_cluster(&server));
+    list_pods(yaml_client(&kubeconfig(&cluster, "    {}")).unwrap()).unwrap();
+    assert_eq!(server.requests().pop().unwrap().header("accept-encoding"), None);
+}
