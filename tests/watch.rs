@@ -14,29 +14,6 @@ fn pods(server: &FakeApiServer) -> Api<Pod> {
     Api::all(Client::from_url(&server.url()).unwrap())
 }
 
-/// One scenario, many configurations (style rule 25): page sizes 1, 2 and 500, bookmarks on and
-/// off, list-then-watch and streaming lists. Each run is labelled.
-fn for_each_config(mut scenario: impl FnMut(&str, Config)) {
-    for page in [1u32, 2, 500] {
-        for bookmarks in [true, false] {
-            for streaming in [false, true] {
-                if streaming && !bookmarks {
-                    continue; // streaming lists need bookmarks
-                }
-                let mut c = Config::default().page_size(page);
-                if !bookmarks {
-                    c = c.disable_bookmarks();
-                }
-                if streaming {
-                    c = c.streaming_lists();
-                }
-                let label = format!("page_size={page} bookmarks={bookmarks} streaming={streaming}");
-                scenario(&label, c);
-            }
-        }
-    }
-}
-
 #[test]
 fn initial_state_then_changes_reach_store_and_events_in_every_configuration() {
     for_each_config(|label, config| {

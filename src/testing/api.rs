@@ -794,17 +794,21 @@ fn list(shared: &Shared, req: &Request, idx: usize, ns: Option<&str>) -> Respons
         let current = shared.lock().store.revision;
         return too_large(&n.to_string(), current);
     }
-    let mut state = shared.lock();
+    let state = shared.lock();
     let (snap_rv, start, consistent) = match at {
         At::Current => (state.store.revision, None, true),
         At::Exact(n) => (n, None, true),
         At::Continue(token) if token.rv == -1 => (state.store.revision, Some(token.start), false),
         At::Continue(token) => {
             let rv = token.rv as u64;
+            // A token expires when etcd would have compacted its revision: once history is
+            // trimmed or compacted past it, or `continue_ttl` after a newer write superseded it
+            // (etcd's compactor runs every 5 minutes and always keeps the latest revision, so a
+            // token at the current revision never expires).
             let ttl = shared.settings.continue_ttl;
-            let expired = state.token_issued.get(&rv).is_some_and(|t| t.elapsed() > ttl)
-                || rv < state.store.types[idx].horizon
-                || rv > state.store.revision;
+            let expired = rv < state.store.types[idx].horizon
+                || rv > state.store.revision
+                || state.store.superseded_at(rv).is_some_and(|t| t.elapsed() >= ttl);
             if expired {
                 let inconsistent = encode_continue(-1, &token.start);
                 let mut body = status(
@@ -826,13 +830,6 @@ fn list(shared: &Shared, req: &Request, idx: usize, ns: Option<&str>) -> Respons
         }
     };
     let page = paginate(&snapshot, start.as_deref(), limit, &filter);
-    if page.next.is_some() && consistent {
-        state.token_issued.entry(snap_rv).or_insert_with(Instant::now);
-        if state.token_issued.len() > 10_000 {
-            let ttl = shared.settings.continue_ttl;
-            state.token_issued.retain(|_, t| t.elapsed() <= ttl);
-        }
-    }
     drop(state);
     let mut metadata = Map::new();
     metadata.insert("resourceVersion".into(), json!(snap_rv.to_string()));

@@ -72,6 +72,7 @@
 //! [`FakeApiServer`] shuts every socket down (also stalled watches) and joins every thread.
 
 mod api;
+mod hostile;
 mod http;
 mod selectors;
 mod server;
@@ -91,7 +92,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use self::server::Shared;
+use self::server::{Shared, State};
 use self::store::Deleted;
 
 /// Which requests a scripted [`Fault`] applies to.
@@ -114,8 +115,9 @@ pub enum Match {
 /// [`FakeApiServer::push_fault`]).
 ///
 /// Faults that only make sense on a watch (`InStreamError`, `CloseAfter`, `ResetAfter`,
-/// `MalformedLine`, `OversizedLine`) are only taken by watch requests; `TruncateBody` is only
-/// taken by non-watch GETs. All others apply to any request.
+/// `MalformedLine`, `OversizedLine`, `EndlessLine`) are only taken by watch requests;
+/// `TruncateBody` is only taken by non-watch GETs, `EndlessList` and `GzipBomb` only by lists.
+/// All others apply to any request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Fault {
@@ -177,6 +179,17 @@ pub enum Fault {
     },
     /// Wait this long before handling the request normally.
     DelayHeaders(Duration),
+    /// Watch: 200, then one line that never ends (no newline), until the client leaves.
+    EndlessLine,
+    /// List: 200, then an `items` array that never ends (the same small object over and over),
+    /// until the client leaves.
+    EndlessList,
+    /// List: a gzip body (sent even if the client did not offer gzip) that inflates about
+    /// 1000:1 to `bytes`: a list whose first item's name never ends.
+    GzipBomb {
+        /// Size once inflated.
+        bytes: u64,
+    },
 }
 
 /// How a `410 Gone` for a too-old watch `resourceVersion` is reported.
@@ -487,9 +500,11 @@ impl FakeApiServerBuilder {
         self
     }
 
-    /// How long continue tokens stay valid (then 410 with an inconsistent-continue token).
-    /// Defaults to 5 minutes, etcd's compaction interval. [`FakeApiServer::compact`] also
-    /// expires them.
+    /// How long a continue token stays valid once a newer write has superseded its revision
+    /// (then 410 with an inconsistent-continue token). A token at the current revision never
+    /// expires, as etcd's compaction always keeps the latest revision; `Duration::ZERO` expires
+    /// tokens at the first write after their list started. Defaults to 5 minutes, etcd's
+    /// compaction interval. [`FakeApiServer::compact`] and trimmed history also expire them.
     pub fn continue_ttl(mut self, ttl: Duration) -> Self {
         self.settings.continue_ttl = ttl;
         self
@@ -842,7 +857,8 @@ impl FakeApiServer {
     }
 
     /// Forgets all change history: watches and lists from older revisions get 410, and
-    /// outstanding continue tokens expire.
+    /// outstanding continue tokens of older revisions expire (those at the current revision
+    /// stay valid, as etcd keeps the latest revision).
     pub fn compact(&self) {
         self.shared.lock().store.compact();
         self.shared.notify();
@@ -852,6 +868,48 @@ impl FakeApiServer {
     /// is used once).
     pub fn push_fault(&self, when: Match, fault: Fault) {
         self.shared.lock().faults.push_back((when, fault));
+    }
+
+    /// Holds the next request matching `when` (after it is recorded in the request log, before
+    /// it is handled) until the returned [`Hold`] is released or dropped, so a test can change
+    /// the server while a client is between two requests. Gates are taken first in, first out.
+    ///
+    /// ```
+    /// # use kube_watcher::testing::{FakeApiServer, Match};
+    /// # use std::time::Duration;
+    /// let server = FakeApiServer::start();
+    /// let hold = server.hold(Match::Watch);
+    /// // ... a client sends a watch; it waits at the gate ...
+    /// assert!(!hold.wait_until_held(Duration::from_millis(10)));
+    /// hold.release();
+    /// ```
+    pub fn hold(&self, when: Match) -> Hold {
+        let mut state = self.shared.lock();
+        let id = state.next_hold;
+        state.next_hold += 1;
+        state.holds.push(server::HoldSlot { id, when, holding: false });
+        Hold { shared: Arc::clone(&self.shared), id }
+    }
+
+    /// Ends every open watch cleanly (the terminating chunk), as the real server does when its
+    /// watch cache is re-initialised or it shuts down gracefully. Clients see a normal end of
+    /// stream; watches opened afterwards are not affected.
+    pub fn end_watches(&self) {
+        self.shared.lock().watch_epoch += 1;
+        self.shared.notify();
+    }
+
+    /// Runs several writes as one burst: watches see none of them until `f` returns, and then
+    /// all at once (a burst larger than [`FakeApiServerBuilder::watcher_buffer`] closes the
+    /// watchers as too slow). Do not call other methods of the server inside `f`: it would
+    /// deadlock.
+    pub fn batch<R>(&self, f: impl FnOnce(&mut Batch<'_>) -> R) -> R {
+        let result = {
+            let mut batch = Batch { state: self.shared.lock() };
+            f(&mut batch)
+        };
+        self.shared.notify();
+        result
     }
 
     /// Faults pushed but not used yet.
@@ -931,5 +989,117 @@ impl FakeApiServer {
 impl Drop for FakeApiServer {
     fn drop(&mut self) {
         server::shutdown(&self.shared, self.addr, self.accept.take());
+    }
+}
+
+/// A request gate from [`FakeApiServer::hold`]; releasing or dropping it lets the held request
+/// (or, if none arrived yet, the gate itself) go.
+#[must_use = "dropping a Hold releases it at once"]
+pub struct Hold {
+    shared: Arc<Shared>,
+    id: u64,
+}
+
+impl fmt::Debug for Hold {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Hold").field("id", &self.id).field("held", &self.is_held()).finish()
+    }
+}
+
+impl Hold {
+    /// Whether a request is waiting at the gate right now.
+    #[must_use]
+    pub fn is_held(&self) -> bool {
+        self.shared.lock().holds.iter().any(|h| h.id == self.id && h.holding)
+    }
+
+    /// Waits up to `timeout` for a matching request to arrive at the gate; `true` if one did.
+    #[must_use]
+    pub fn wait_until_held(&self, timeout: Duration) -> bool {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut state = self.shared.lock();
+        loop {
+            if state.holds.iter().any(|h| h.id == self.id && h.holding) {
+                return true;
+            }
+            let now = std::time::Instant::now();
+            if now >= deadline || self.shared.is_shutdown() {
+                return false;
+            }
+            state = self.shared.wait(state, (deadline - now).min(Duration::from_millis(50)));
+        }
+    }
+
+    /// Lets the held request go (the same as dropping the `Hold`).
+    pub fn release(self) {}
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        self.shared.lock().holds.retain(|h| h.id != self.id);
+        self.shared.notify();
+    }
+}
+
+/// Writes made inside [`FakeApiServer::batch`]; watches see them all at once.
+pub struct Batch<'a> {
+    state: std::sync::MutexGuard<'a, State>,
+}
+
+impl fmt::Debug for Batch<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Batch").field("revision", &self.state.store.revision).finish()
+    }
+}
+
+impl Batch<'_> {
+    fn type_index(&mut self, rt: &ResourceType) -> usize {
+        match self.state.store.find(&rt.group, &rt.version, &rt.plural) {
+            Some(i) => i,
+            None => self.state.store.register(rt.clone()),
+        }
+    }
+
+    /// As [`FakeApiServer::create`].
+    ///
+    /// # Errors
+    ///
+    /// As [`FakeApiServer::create`].
+    pub fn create<K>(&mut self, obj: &K) -> Result<K, FakeError>
+    where
+        K: k8s_openapi::Resource + Serialize + DeserializeOwned,
+    {
+        let idx = self.type_index(&ResourceType::of::<K>());
+        let created = self.state.store.create(idx, to_value(obj)?, None)?;
+        from_value(&created)
+    }
+
+    /// As [`FakeApiServer::replace`].
+    ///
+    /// # Errors
+    ///
+    /// As [`FakeApiServer::replace`].
+    pub fn replace<K>(&mut self, obj: &K) -> Result<K, FakeError>
+    where
+        K: k8s_openapi::Resource + Serialize + DeserializeOwned,
+    {
+        let idx = self.type_index(&ResourceType::of::<K>());
+        let replaced = self.state.store.replace(idx, to_value(obj)?, None)?;
+        from_value(&replaced)
+    }
+
+    /// As [`FakeApiServer::delete`].
+    ///
+    /// # Errors
+    ///
+    /// As [`FakeApiServer::delete`].
+    pub fn delete<K>(&mut self, namespace: Option<&str>, name: &str) -> Result<(), FakeError>
+    where
+        K: k8s_openapi::Resource,
+    {
+        let rt = ResourceType::of::<K>();
+        let idx = self.type_index(&rt);
+        let key = store::make_key(if rt.namespaced { namespace.unwrap_or("default") } else { "" }, name);
+        self.state.store.delete(idx, &key).map(|_| ())
     }
 }

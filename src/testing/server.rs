@@ -16,7 +16,7 @@ use super::http::{Conn, ReadError, Request, Response, Stream, read_request, writ
 use super::store::Store;
 use super::tls::TlsMaterial;
 use super::util::Rng;
-use super::{FakeApiServer, Fault, Match, RecordedRequest, Settings, watch};
+use super::{FakeApiServer, Fault, Match, RecordedRequest, Settings, hostile, watch};
 
 /// How many requests the log keeps.
 const MAX_RECORDED: usize = 100_000;
@@ -45,8 +45,21 @@ pub(crate) struct State {
     pub tokens: Vec<(String, String)>,
     /// Randomness for watch timeouts.
     pub rng: Rng,
-    /// When the first page of a paginated list at each revision was served (continue expiry).
-    pub token_issued: HashMap<u64, Instant>,
+    /// Armed and holding request gates ([`FakeApiServer::hold`]).
+    pub holds: Vec<HoldSlot>,
+    /// Bumped by [`FakeApiServer::end_watches`]: watches started under an older value end.
+    pub watch_epoch: u64,
+    /// Source of hold ids.
+    pub next_hold: u64,
+}
+
+/// One gate of [`FakeApiServer::hold`].
+#[derive(Debug)]
+pub(crate) struct HoldSlot {
+    pub id: u64,
+    pub when: Match,
+    /// Whether a request is waiting at this gate (it was armed before).
+    pub holding: bool,
 }
 
 /// Open sockets and connection threads.
@@ -125,7 +138,9 @@ pub(crate) fn start(settings: Settings) -> io::Result<FakeApiServer> {
             requests: VecDeque::new(),
             tokens: settings.tokens.clone(),
             rng: Rng::new(settings.seed.wrapping_add(1)),
-            token_issued: HashMap::new(),
+            holds: Vec::new(),
+            watch_epoch: 0,
+            next_hold: 0,
         }),
         settings,
         changed: Condvar::new(),
@@ -335,8 +350,10 @@ fn fault_applies(f: &Fault, class: Class) -> bool {
         | Fault::CloseAfter { .. }
         | Fault::ResetAfter { .. }
         | Fault::MalformedLine
-        | Fault::OversizedLine { .. } => class == Class::Watch,
+        | Fault::OversizedLine { .. }
+        | Fault::EndlessLine => class == Class::Watch,
         Fault::TruncateBody => matches!(class, Class::List | Class::Get),
+        Fault::EndlessList | Fault::GzipBomb { .. } => class == Class::List,
         Fault::Status { .. }
         | Fault::PlainText { .. }
         | Fault::TooLargeResourceVersion
@@ -358,7 +375,7 @@ fn redact(headers: &[(String, String)]) -> Vec<(String, String)> {
 
 fn handle_request(shared: &Arc<Shared>, conn: &mut Conn, req: Request) -> io::Result<Flow> {
     let cert_user = conn.stream().peer_cert().and_then(|der| shared.tls.as_ref().and_then(|t| t.user_for_cert(&der)));
-    let (route, class, user, authorized, fault) = {
+    let (route, class, user, authorized, fault, gate) = {
         let mut state = shared.lock();
         let route = api::route(&state, &req.path);
         let class = match &route {
@@ -400,9 +417,28 @@ fn handle_request(shared: &Arc<Shared>, conn: &mut Conn, req: Request) -> io::Re
         } else {
             None
         };
-        (route, class, user, authorized, fault)
+        let gate = state.holds.iter_mut().find(|h| !h.holding && fault_matches(&h.when, class, &req.path));
+        let gate = gate.map(|h| {
+            h.holding = true;
+            h.id
+        });
+        if gate.is_some() {
+            shared.notify();
+        }
+        (route, class, user, authorized, fault, gate)
     };
     let _ = user;
+    if let Some(id) = gate {
+        // Held until the test releases the gate, the client leaves or the server shuts down.
+        let mut state = shared.lock();
+        while state.holds.iter().any(|h| h.id == id) && !shared.is_shutdown() {
+            state = shared.wait(state, Duration::from_millis(50));
+            if peer_gone(conn) {
+                state.holds.retain(|h| h.id != id);
+                return Ok(Flow::Close);
+            }
+        }
+    }
     if !authorized {
         let resp = status_response(401, "Unauthorized", "Unauthorized", None);
         send(conn, &req, resp)?;
@@ -454,6 +490,17 @@ fn handle_request(shared: &Arc<Shared>, conn: &mut Conn, req: Request) -> io::Re
             conn.flush()?;
             wait_until_gone(shared, conn);
             return Ok(Flow::Close);
+        }
+        Some(Fault::EndlessLine) => return hostile::endless_line(shared, conn),
+        Some(f @ (Fault::EndlessList | Fault::GzipBomb { .. })) => {
+            let rt = match route {
+                Route::Collection { idx, .. } => shared.lock().store.types[idx].rt.clone(),
+                _ => return Ok(Flow::Close),
+            };
+            return match f {
+                Fault::GzipBomb { bytes } => hostile::gzip_bomb(shared, conn, &rt.kind, bytes),
+                _ => hostile::endless_list(shared, conn, &rt.kind, &rt.api_version()),
+            };
         }
         _ => {}
     }

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 
 use serde_json::{Map, Value, json};
 
@@ -70,7 +70,13 @@ pub(crate) struct Store {
     history: usize,
     /// Source of uids and generated names.
     rng: Rng,
+    /// `(revision, when the next write superseded it)`, oldest first, at most
+    /// [`MAX_SUPERSEDED`] entries: how long a revision has been history (continue-token expiry).
+    superseded: VecDeque<(u64, Instant)>,
 }
+
+/// How many supersede times the store remembers; older revisions count as long superseded.
+const MAX_SUPERSEDED: usize = 100_000;
 
 /// Returned when a revision is older than what the store retains.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,7 +141,13 @@ fn spec_part(obj: &Value) -> Value {
 impl Store {
     /// Creates an empty store at revision 1.
     pub(crate) fn new(seed: u64, history: usize) -> Store {
-        Store { revision: 1, types: Vec::new(), history: history.max(1), rng: Rng::new(seed) }
+        Store {
+            revision: 1,
+            types: Vec::new(),
+            history: history.max(1),
+            rng: Rng::new(seed),
+            superseded: VecDeque::new(),
+        }
     }
 
     /// Registers (or updates) a type and returns its index.
@@ -162,8 +174,22 @@ impl Store {
     }
 
     fn bump(&mut self) -> u64 {
+        self.superseded.push_back((self.revision, Instant::now()));
+        if self.superseded.len() > MAX_SUPERSEDED {
+            self.superseded.pop_front();
+        }
         self.revision += 1;
         self.revision
+    }
+
+    /// When a later write superseded revision `rv`: `None` while `rv` is the current revision
+    /// (or ahead of it). Revisions older than the remembered window report the oldest time known.
+    pub(crate) fn superseded_at(&self, rv: u64) -> Option<Instant> {
+        if rv >= self.revision {
+            return None;
+        }
+        let i = self.superseded.partition_point(|(r, _)| *r < rv);
+        self.superseded.get(i).or(self.superseded.front()).map(|(_, t)| *t)
     }
 
     fn record(&mut self, idx: usize, change: Change) {

@@ -157,6 +157,7 @@ pub(crate) fn serve(
     fault: Option<Fault>,
 ) -> io::Result<Flow> {
     let started = Instant::now();
+    let epoch = shared.lock().watch_epoch;
     let (idx, ns, name) = match route {
         Route::Collection { idx, ns, .. } => (*idx, ns.clone(), None),
         Route::Object { idx, ns, name, sub: None, .. } => (*idx, ns.clone(), Some(name.clone())),
@@ -368,6 +369,9 @@ pub(crate) fn serve(
     let mut pre_deadline_done = false;
     let mut next_bookmark = started + interval;
     let buffer = shared.settings.watcher_buffer;
+    // The first catch-up from a resource version is served from history, like the real watch
+    // cache's initial events; only a watcher that falls behind afterwards is closed as slow.
+    let mut catching_up = matches!(start, Start::From(_));
     loop {
         let now = Instant::now();
         if now >= deadline {
@@ -378,6 +382,11 @@ pub(crate) fn serve(
         if shared.is_shutdown() {
             return Ok(Flow::Close);
         }
+        if state.watch_epoch != epoch {
+            drop(state);
+            write_last_chunk(out.conn)?;
+            return Ok(Flow::KeepAlive);
+        }
         let changes = match state.store.changes_after(idx, pos) {
             Ok(c) => c,
             Err(_) => {
@@ -387,7 +396,9 @@ pub(crate) fn serve(
                 return Ok(Flow::KeepAlive);
             }
         };
-        if changes.len() > buffer {
+        let slow = changes.len() > buffer && !catching_up;
+        catching_up = false;
+        if slow {
             drop(state);
             log::debug!("fake api server: closing slow watcher of {} ({} events behind)", rt.plural, changes.len());
             write_last_chunk(out.conn)?;

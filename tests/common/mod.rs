@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube_watcher::testing::FakeApiServer;
-use kube_watcher::{Event, Watcher};
+use kube_watcher::{Config, Event, Watcher};
 
 /// Milliseconds, to keep durations short to write.
 pub fn ms(n: u64) -> Duration {
@@ -100,5 +100,28 @@ pub fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
     while !cond() {
         assert!(Instant::now() < deadline, "timed out waiting for: {what}");
         std::thread::sleep(ms(5));
+    }
+}
+
+/// One scenario, many configurations (style rule 25): page sizes 1, 2 and 500, bookmarks on and
+/// off, list-then-watch and streaming lists. Each run is labelled.
+pub fn for_each_config(mut scenario: impl FnMut(&str, Config)) {
+    for page in [1u32, 2, 500] {
+        for bookmarks in [true, false] {
+            for streaming in [false, true] {
+                if streaming && !bookmarks {
+                    continue; // streaming lists need bookmarks
+                }
+                let mut c = Config::default().page_size(page);
+                if !bookmarks {
+                    c = c.disable_bookmarks();
+                }
+                if streaming {
+                    c = c.streaming_lists();
+                }
+                let label = format!("page_size={page} bookmarks={bookmarks} streaming={streaming}");
+                scenario(&label, c);
+            }
+        }
     }
 }
