@@ -1,0 +1,237 @@
+//! Measures kube-watcher against an API server: initial sync, watch throughput, memory.
+//!
+//! ```text
+//! # terminal 1: a server with 10k realistic pods that sends 100k MODIFIED events on the first watch
+//! cargo run --release --example bench -- --serve --pods 10000 --events 100000 --port 18080
+//! # terminal 2: the client; prints one JSON line
+//! cargo run --release --example bench -- --url http://127.0.0.1:18080 --pods 10000 --events 100000
+//! ```
+//!
+//! Client: watches pods in all namespaces, waits until the store is ready and holds `--pods`
+//! objects (`initial_sync_ms`, from start), then until `--events` watch events were applied
+//! (`watch_ms`, from the first applied event to the last), and prints
+//! `{"peer":"kube-watcher","n":…,"m":…,"initial_sync_ms":…,"watch_ms":…,"events_per_s":…,"cache_len":…,"max_rss_kb":…}`
+//! with the peak RSS from `/proc/self/status` (VmHWM).
+//!
+//! Server (`--serve`): a minimal HTTP/1.1 server with `--pods` pre-rendered pods of about
+//! 6.4 KB of JSON each (labels, annotations, managedFields, two containers with env and
+//! resources, status with conditions), served in pages of `limit` with continue tokens, and
+//! `--events` MODIFIED events (rendered as they are sent, in chunks like a busy apiserver) on
+//! the first watch; later watches stay open and quiet. It prints its URL and runs until killed.
+//! It is deliberately not the general fake server (`kube_watcher::testing`): it must not be the
+//! bottleneck.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube_watcher::{Api, Client, Config, Watcher};
+
+struct Args {
+    serve: bool,
+    url: Option<String>,
+    pods: usize,
+    events: usize,
+    port: u16,
+    mode: String,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut a = Args { serve: false, url: None, pods: 10_000, events: 100_000, port: 0, mode: "typed".into() };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let mut value = || it.next().ok_or_else(|| format!("{arg} needs a value"));
+        match arg.as_str() {
+            "--serve" => a.serve = true,
+            "--url" => a.url = Some(value()?),
+            "--pods" => a.pods = value()?.parse().map_err(|e| format!("--pods: {e}"))?,
+            "--events" => a.events = value()?.parse().map_err(|e| format!("--events: {e}"))?,
+            "--port" => a.port = value()?.parse().map_err(|e| format!("--port: {e}"))?,
+            "--mode" => a.mode = value()?,
+            "-h" | "--help" => {
+                return Err("usage: bench --serve [--pods N] [--events M] [--port P]\n       bench --url URL [--pods N] [--events M] [--mode typed]".into());
+            }
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    Ok(a)
+}
+
+fn main() {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(2);
+        }
+    };
+    if args.serve {
+        serve(&args);
+    } else if let Err(e) = client(&args) {
+        eprintln!("bench: {e}");
+        std::process::exit(1);
+    }
+}
+
+// ---------------------------------------------------------------- client
+
+fn client(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    let url = args.url.as_deref().ok_or("--url is required (or --serve)")?;
+    if args.mode != "typed" {
+        return Err(format!("--mode {}: only typed is implemented", args.mode).into());
+    }
+    let start = Instant::now();
+    let api: Api<Pod> = Api::all(Client::from_url(url)?);
+    let watcher = Watcher::new(api, Config::default())?;
+    let store = watcher.store();
+    store.wait_until_ready(Duration::from_secs(600))?;
+    while store.len() < args.pods {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let initial_sync = start.elapsed();
+    // Count watch events applied (store-only: no consumer attached, nothing queued).
+    let mut first = None;
+    let deadline = Instant::now() + Duration::from_secs(600);
+    loop {
+        let n = watcher.stats().events as usize;
+        if n >= 1 && first.is_none() {
+            first = Some(Instant::now());
+        }
+        if n >= args.events {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(format!("only {n} of {} events arrived", args.events).into());
+        }
+        std::thread::sleep(Duration::from_micros(500));
+    }
+    let watch = first.map(|t| t.elapsed()).unwrap_or_default();
+    let events_per_s = if watch.is_zero() { 0.0 } else { args.events as f64 / watch.as_secs_f64() };
+    println!(
+        r#"{{"peer":"kube-watcher","n":{},"m":{},"initial_sync_ms":{},"watch_ms":{},"events_per_s":{:.0},"cache_len":{},"max_rss_kb":{}}}"#,
+        args.pods,
+        args.events,
+        initial_sync.as_millis(),
+        watch.as_millis(),
+        events_per_s,
+        store.len(),
+        max_rss_kb()
+    );
+    watcher.stop();
+    Ok(())
+}
+
+fn max_rss_kb() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).map(str::to_owned))
+        .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+        .unwrap_or(0)
+}
+
+// ---------------------------------------------------------------- server
+
+/// The list RV; watch events continue from here.
+const LIST_RV: u64 = 1_000_000;
+
+fn serve(args: &Args) {
+    let listener = TcpListener::bind(("127.0.0.1", args.port)).expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let pods: Arc<Vec<String>> = Arc::new((0..args.pods).map(|i| render_pod(i, LIST_RV - 1 - i as u64)).collect());
+    let avg = pods.iter().map(String::len).sum::<usize>() / pods.len().max(1);
+    println!("http://{addr}");
+    eprintln!(
+        "serving {} pods (about {avg} bytes of JSON each), {} events on the first watch",
+        pods.len(),
+        args.events
+    );
+    let first_watch = Arc::new(AtomicBool::new(true));
+    for conn in listener.incoming().flatten() {
+        let pods = Arc::clone(&pods);
+        let first_watch = Arc::clone(&first_watch);
+        let events = args.events;
+        std::thread::spawn(move || {
+            let _ = handle(conn, &pods, events, &first_watch);
+        });
+    }
+}
+
+fn handle(conn: TcpStream, pods: &[String], events: usize, first_watch: &AtomicBool) -> std::io::Result<()> {
+    conn.set_nodelay(true)?;
+    let mut reader = BufReader::new(conn.try_clone()?);
+    let mut out = std::io::BufWriter::with_capacity(256 * 1024, conn);
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line)? == 0 {
+            return Ok(());
+        }
+        let target = line.split_whitespace().nth(1).unwrap_or("/").to_owned();
+        loop {
+            let mut h = String::new();
+            if reader.read_line(&mut h)? == 0 || h == "\r\n" || h == "\n" {
+                break;
+            }
+        }
+        let (path, query) = target.split_once('?').unwrap_or((&target, ""));
+        let param = |k: &str| query.split('&').find_map(|kv| kv.strip_prefix(k)?.strip_prefix('='));
+        if path != "/api/v1/pods" {
+            let body = br#"{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}"#;
+            write!(
+                out,
+                "HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+                body.len()
+            )?;
+            out.write_all(body)?;
+            out.flush()?;
+            continue;
+        }
+        if param("watch").is_some() {
+            write!(out, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")?;
+            out.flush()?;
+            if first_watch.swap(false, Ordering::SeqCst) {
+                let mut chunk = String::with_capacity(128 * 1024);
+                for e in 0..events {
+                    let i = e % pods.len().max(1);
+                    let rv = LIST_RV + 1 + e as u64;
+                    chunk.push_str(r#"{"type":"MODIFIED","object":"#);
+                    chunk.push_str(&render_pod(i, rv));
+                    chunk.push_str("}\n");
+                    if chunk.len() >= 64 * 1024 {
+                        write!(out, "{:x}\r\n{chunk}\r\n", chunk.len())?;
+                        chunk.clear();
+                    }
+                }
+                if !chunk.is_empty() {
+                    write!(out, "{:x}\r\n{chunk}\r\n", chunk.len())?;
+                }
+                out.flush()?;
+            }
+            // Stay open and quiet, as a healthy watch does, until the client leaves.
+            let mut sink = [0u8; 1];
+            let _ = reader.read(&mut sink);
+            return Ok(());
+        }
+        let limit: usize = param("limit").and_then(|v| v.parse().ok()).filter(|l| *l > 0).unwrap_or(pods.len());
+        let start: usize = param("continue").and_then(|v| v.parse().ok()).unwrap_or(0);
+        let end = (start + limit).min(pods.len());
+        let cont = if end < pods.len() { format!(r#","continue":"{end}""#) } else { String::new() };
+        write!(out, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")?;
+        let head = format!(
+            r#"{{"kind":"PodList","apiVersion":"v1","metadata":{{"resourceVersion":"{LIST_RV}"{cont}}},"items":["#
+        );
+        write!(out, "{:x}\r\n{head}\r\n", head.len())?;
+        for (n, pod) in pods[start.min(end)..end].iter().enumerate() {
+            let sep = if n == 0 { "" } else { "," };
+            write!(out, "{:x}\r\n{sep}{pod}\r\n", pod.len() + sep.len())?;
+        }
+        write!(out, "2\r\n]}}\r\n0\r\n\r\n")?;
+        out.flush()?;
+    }
+}
+
+#[path = "../benches/support/realistic_pod.rs"]
+mod realistic_pod;
+use realistic_pod::render_pod;
