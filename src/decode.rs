@@ -10,7 +10,10 @@ use std::collections::BTreeMap;
 use std::io::{self, BufRead, Read};
 use std::time::Duration;
 
+use std::marker::PhantomData;
+
 use serde::Deserialize;
+use serde::de::{DeserializeOwned, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
 use crate::error::{ApiError, DecodeError, snippet};
@@ -30,14 +33,6 @@ pub(crate) enum WatchEvent<K> {
 }
 
 #[derive(Deserialize)]
-struct Envelope<'a> {
-    #[serde(rename = "type", borrow)]
-    kind: Cow<'a, str>,
-    #[serde(borrow)]
-    object: &'a RawValue,
-}
-
-#[derive(Deserialize)]
 struct BookmarkObject {
     #[serde(default)]
     metadata: BookmarkMeta,
@@ -53,32 +48,118 @@ struct BookmarkMeta {
 /// The annotation on the bookmark that ends a streaming list's initial events.
 pub(crate) const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
 
+/// The event types of a watch line.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kind {
+    Added,
+    Modified,
+    Deleted,
+    Bookmark,
+    Error,
+}
+
+impl Kind {
+    fn parse(s: &str) -> Result<Kind, String> {
+        Ok(match s {
+            "ADDED" => Kind::Added,
+            "MODIFIED" => Kind::Modified,
+            "DELETED" => Kind::Deleted,
+            "BOOKMARK" => Kind::Bookmark,
+            "ERROR" => Kind::Error,
+            other => return Err(format!("unknown watch event type \"{}\"", snippet(other.as_bytes()))),
+        })
+    }
+}
+
 /// Decodes one watch line (without its `\n`). Errors carry the parser's message; the caller adds
 /// the context, line number and snippet.
-pub(crate) fn watch_event<K: serde::de::DeserializeOwned>(line: &[u8]) -> Result<WatchEvent<K>, String> {
-    let env: Envelope<'_> = serde_json::from_slice(line).map_err(|e| e.to_string())?;
-    let raw = env.object.get().as_bytes();
-    let object = |raw: &[u8]| serde_json::from_slice::<K>(raw).map_err(|e| format!("{} object: {e}", env.kind));
-    Ok(match env.kind.as_ref() {
-        "ADDED" => WatchEvent::Added(object(raw)?),
-        "MODIFIED" => WatchEvent::Modified(object(raw)?),
-        "DELETED" => WatchEvent::Deleted(object(raw)?),
-        "BOOKMARK" => {
-            let b: BookmarkObject = serde_json::from_slice(raw).map_err(|e| format!("BOOKMARK object: {e}"))?;
-            let resource_version = b
-                .metadata
-                .resource_version
-                .filter(|rv| !rv.is_empty())
-                .ok_or_else(|| "BOOKMARK without metadata.resourceVersion".to_owned())?;
-            let initial_events_end =
-                b.metadata.annotations.as_ref().and_then(|a| a.get(INITIAL_EVENTS_END)).is_some_and(|v| v == "true");
-            WatchEvent::Bookmark { resource_version, initial_events_end }
+///
+/// One pass: the API server writes `type` before `object`, so the object is decoded straight into
+/// its final type. If `object` comes first, it is kept as a raw slice and decoded after.
+pub(crate) fn watch_event<K: DeserializeOwned>(line: &[u8]) -> Result<WatchEvent<K>, String> {
+    let mut de = serde_json::Deserializer::from_slice(line);
+    let event = de.deserialize_map(EnvelopeVisitor(PhantomData)).map_err(|e| e.to_string())?;
+    de.end().map_err(|e| e.to_string())?;
+    event
+}
+
+struct EnvelopeVisitor<K>(PhantomData<K>);
+
+impl<'de, K: DeserializeOwned> Visitor<'de> for EnvelopeVisitor<K> {
+    /// The outer error is a syntax error of the line; the inner one is about the event.
+    type Value = Result<WatchEvent<K>, String>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a watch event object {\"type\": …, \"object\": …}")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut kind: Option<Result<Kind, String>> = None;
+        let mut event: Option<Result<WatchEvent<K>, String>> = None;
+        let mut raw: Option<&'de RawValue> = None;
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            match key.as_ref() {
+                "type" => kind = Some(Kind::parse(&map.next_value::<Cow<'de, str>>()?)),
+                "object" => match kind {
+                    Some(Ok(k)) => event = Some(map.next_value_seed(ObjectSeed::<K>(k, PhantomData))?),
+                    _ => raw = Some(map.next_value()?),
+                },
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
         }
-        "ERROR" => {
-            WatchEvent::Error(serde_json::from_slice(raw).map_err(|e| format!("ERROR object is not a Status: {e}"))?)
-        }
-        other => return Err(format!("unknown watch event type {:?}", snippet(other.as_bytes()))),
-    })
+        let kind = match kind {
+            Some(Ok(k)) => k,
+            Some(Err(e)) => return Ok(Err(e)),
+            None => return Ok(Err("watch event without \"type\"".to_owned())),
+        };
+        Ok(match (event, raw) {
+            (Some(ev), _) => ev,
+            (None, Some(raw)) => {
+                let mut de = serde_json::Deserializer::from_str(raw.get());
+                match ObjectSeed::<K>(kind, PhantomData).deserialize(&mut de) {
+                    Ok(ev) => ev,
+                    Err(e) => Err(e.to_string()),
+                }
+            }
+            (None, None) => Err("watch event without \"object\"".to_owned()),
+        })
+    }
+}
+
+/// Decodes an event's object by its type: `K` for changes, a bookmark's metadata, or a Status.
+struct ObjectSeed<K>(Kind, PhantomData<K>);
+
+impl<'de, K: DeserializeOwned> DeserializeSeed<'de> for ObjectSeed<K> {
+    type Value = Result<WatchEvent<K>, String>;
+
+    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<Self::Value, D::Error> {
+        let label = |e: D::Error, what: &str| format!("{what} object: {e}");
+        Ok(match self.0 {
+            Kind::Added => K::deserialize(de).map(WatchEvent::Added).map_err(|e| label(e, "ADDED")),
+            Kind::Modified => K::deserialize(de).map(WatchEvent::Modified).map_err(|e| label(e, "MODIFIED")),
+            Kind::Deleted => K::deserialize(de).map(WatchEvent::Deleted).map_err(|e| label(e, "DELETED")),
+            Kind::Bookmark => match BookmarkObject::deserialize(de) {
+                Err(e) => Err(label(e, "BOOKMARK")),
+                Ok(b) => match b.metadata.resource_version.filter(|rv| !rv.is_empty()) {
+                    None => Err("BOOKMARK without metadata.resourceVersion".to_owned()),
+                    Some(resource_version) => {
+                        let initial_events_end = b
+                            .metadata
+                            .annotations
+                            .as_ref()
+                            .and_then(|a| a.get(INITIAL_EVENTS_END))
+                            .is_some_and(|v| v == "true");
+                        Ok(WatchEvent::Bookmark { resource_version, initial_events_end })
+                    }
+                },
+            },
+            Kind::Error => StatusBody::deserialize(de)
+                .map(WatchEvent::Error)
+                .map_err(|e| format!("ERROR object is not a Status: {e}")),
+        })
+    }
 }
 
 /// Builds the error for a failed decode at `line` of a stream.
@@ -604,6 +685,27 @@ mod tests {
         assert_eq!(api.code, 410);
         assert!(api.in_stream);
         assert_eq!(api.reason, "Expired");
+    }
+
+    #[test]
+    fn an_object_before_its_type_is_still_decoded() {
+        let e: WatchEvent<ConfigMap> =
+            watch_event(br#"{"object":{"metadata":{"name":"a","resourceVersion":"5"}},"type":"DELETED"}"#).unwrap();
+        assert!(matches!(e, WatchEvent::Deleted(cm) if cm.metadata.name.as_deref() == Some("a")));
+    }
+
+    #[test]
+    fn a_bad_object_names_its_event_type() {
+        let err = watch_event::<ConfigMap>(br#"{"type":"MODIFIED","object":{"metadata":{"name":7}}}"#).unwrap_err();
+        assert!(err.starts_with("MODIFIED object: invalid type"), "{err}");
+    }
+
+    #[test]
+    fn trailing_garbage_and_missing_fields_are_errors() {
+        assert!(watch_event::<ConfigMap>(br#"{"type":"ADDED","object":{}} x"#).is_err());
+        assert!(watch_event::<ConfigMap>(br#"{"type":"ADDED"}"#).unwrap_err().contains("without \"object\""));
+        assert!(watch_event::<ConfigMap>(br#"{"object":{}}"#).unwrap_err().contains("without \"type\""));
+        assert!(watch_event::<ConfigMap>(b"<html>").is_err());
     }
 
     #[test]
