@@ -11,7 +11,14 @@
 //! objects (`initial_sync_ms`, from start), then until `--events` watch events were applied
 //! (`watch_ms`, from the first applied event to the last), and prints
 //! `{"peer":"kube-watcher","n":…,"m":…,"initial_sync_ms":…,"watch_ms":…,"events_per_s":…,"cache_len":…,"max_rss_kb":…}`
-//! with the peak RSS from `/proc/self/status` (VmHWM).
+//! with the peak RSS from `/proc/self/status` (VmHWM), then `"stop_us":…` at the end: how long
+//! `stop()` took, called while idle in the watch (after the last event, and a 50 ms pause).
+//!
+//! `--idle-check SECONDS` (with `--url`): after the same sync and events, reads the worker
+//! thread's (`kw-pods`) context switches from `/proc/self/task/*/status` before and after
+//! SECONDS of idle watching, then stops, and prints instead
+//! `{"peer":"kube-watcher","mode":"idle-check","idle_s":…,"worker_voluntary_switches":…,"worker_nonvoluntary_switches":…,"worker_wakeups_per_s":…,"process_wakeups_per_s":…,"stop_us":…}`
+//! (process: all threads, the sleeping main thread's one switch included).
 //!
 //! Server (`--serve`): a minimal HTTP/1.1 server with `--pods` pre-rendered pods of about
 //! 6.4 KB of JSON each (labels, annotations, managedFields, two containers with env and
@@ -37,10 +44,19 @@ struct Args {
     events: usize,
     port: u16,
     mode: String,
+    idle_check: Option<f64>,
 }
 
 fn parse_args() -> Result<Args, String> {
-    let mut a = Args { serve: false, url: None, pods: 10_000, events: 100_000, port: 0, mode: "typed".into() };
+    let mut a = Args {
+        serve: false,
+        url: None,
+        pods: 10_000,
+        events: 100_000,
+        port: 0,
+        mode: "typed".into(),
+        idle_check: None,
+    };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         let mut value = || it.next().ok_or_else(|| format!("{arg} needs a value"));
@@ -51,8 +67,11 @@ fn parse_args() -> Result<Args, String> {
             "--events" => a.events = value()?.parse().map_err(|e| format!("--events: {e}"))?,
             "--port" => a.port = value()?.parse().map_err(|e| format!("--port: {e}"))?,
             "--mode" => a.mode = value()?,
+            "--idle-check" => {
+                a.idle_check = Some(value()?.parse().map_err(|e| format!("--idle-check: {e}"))?);
+            }
             "-h" | "--help" => {
-                return Err("usage: bench --serve [--pods N] [--events M] [--port P]\n       bench --url URL [--pods N] [--events M] [--mode typed]".into());
+                return Err("usage: bench --serve [--pods N] [--events M] [--port P]\n       bench --url URL [--pods N] [--events M] [--mode typed|compact] [--idle-check SECONDS]".into());
             }
             other => return Err(format!("unknown argument {other:?}")),
         }
@@ -80,12 +99,15 @@ fn main() {
 
 fn client(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let url = args.url.as_deref().ok_or("--url is required (or --serve)")?;
-    if args.mode != "typed" {
-        return Err(format!("--mode {}: only typed is implemented", args.mode).into());
-    }
+    let compact = match args.mode.as_str() {
+        "typed" => false,
+        "compact" => true,
+        other => return Err(format!("--mode {other}: expected typed or compact").into()),
+    };
     let start = Instant::now();
     let api: Api<Pod> = Api::all(Client::from_url(url)?);
-    let watcher = Watcher::new(api, Config::default())?;
+    let builder = Watcher::builder(api).config(Config::default());
+    let watcher = if compact { builder.compact_store() } else { builder }.start()?;
     let store = watcher.store();
     store.wait_until_ready(Duration::from_secs(600))?;
     while store.len() < args.pods {
@@ -110,18 +132,75 @@ fn client(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     let watch = first.map(|t| t.elapsed()).unwrap_or_default();
     let events_per_s = if watch.is_zero() { 0.0 } else { args.events as f64 / watch.as_secs_f64() };
+    let (cache_len, max_rss) = (store.len(), max_rss_kb());
+    // Idle in the watch: the server sends nothing after the last event.
+    std::thread::sleep(Duration::from_millis(50));
+    if let Some(secs) = args.idle_check {
+        let worker_before = thread_switches("kw-pods").ok_or("no kw-pods thread in /proc/self/task")?;
+        let process_before = process_switches();
+        std::thread::sleep(Duration::from_secs_f64(secs));
+        let worker_after = thread_switches("kw-pods").ok_or("the kw-pods thread is gone")?;
+        let process_after = process_switches();
+        let stop_us = timed_stop(&watcher);
+        let (vol, nonvol) = (worker_after.0 - worker_before.0, worker_after.1 - worker_before.1);
+        let process = (process_after.0 + process_after.1) - (process_before.0 + process_before.1);
+        println!(
+            r#"{{"peer":"kube-watcher","mode":"idle-check","idle_s":{secs},"worker_voluntary_switches":{vol},"worker_nonvoluntary_switches":{nonvol},"worker_wakeups_per_s":{:.3},"process_wakeups_per_s":{:.3},"stop_us":{stop_us}}}"#,
+            (vol + nonvol) as f64 / secs,
+            process as f64 / secs,
+        );
+        return Ok(());
+    }
+    let stop_us = timed_stop(&watcher);
     println!(
-        r#"{{"peer":"kube-watcher","n":{},"m":{},"initial_sync_ms":{},"watch_ms":{},"events_per_s":{:.0},"cache_len":{},"max_rss_kb":{}}}"#,
+        r#"{{"peer":"kube-watcher","n":{},"m":{},"initial_sync_ms":{},"watch_ms":{},"events_per_s":{:.0},"cache_len":{},"max_rss_kb":{},"stop_us":{}}}"#,
         args.pods,
         args.events,
         initial_sync.as_millis(),
         watch.as_millis(),
         events_per_s,
-        store.len(),
-        max_rss_kb()
+        cache_len,
+        max_rss,
+        stop_us
     );
-    watcher.stop();
     Ok(())
+}
+
+/// `stop()`'s wall time in microseconds.
+fn timed_stop(watcher: &Watcher<Pod>) -> u128 {
+    let t = Instant::now();
+    watcher.stop();
+    t.elapsed().as_micros()
+}
+
+/// (voluntary, nonvoluntary) context switches of one `/proc/self/task/*/status`.
+fn switches(status: &str) -> (u64, u64) {
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim_start_matches(':').trim().parse().ok())
+            .unwrap_or(0)
+    };
+    (field("voluntary_ctxt_switches"), field("nonvoluntary_ctxt_switches"))
+}
+
+fn task_statuses() -> Vec<String> {
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else { return Vec::new() };
+    dir.flatten().filter_map(|t| std::fs::read_to_string(t.path().join("status")).ok()).collect()
+}
+
+/// The context switches of the thread named `name`.
+fn thread_switches(name: &str) -> Option<(u64, u64)> {
+    task_statuses()
+        .iter()
+        .find(|s| s.lines().next().and_then(|l| l.strip_prefix("Name:")).map(str::trim) == Some(name))
+        .map(|s| switches(s))
+}
+
+/// The context switches of every thread of this process, summed.
+fn process_switches() -> (u64, u64) {
+    task_statuses().iter().map(|s| switches(s)).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
 }
 
 fn max_rss_kb() -> u64 {

@@ -75,25 +75,30 @@ impl Kind {
 /// the context, line number and snippet.
 ///
 /// One pass: the API server writes `type` before `object`, so the object is decoded straight into
-/// its final type. If `object` comes first, it is kept as a raw slice and decoded after.
-pub(crate) fn watch_event<K: DeserializeOwned>(line: &[u8]) -> Result<WatchEvent<K>, String> {
+/// its final type. If `object` comes first, or `keep_raw` asks for the object's bytes (compact
+/// store mode), it is kept as a raw slice and decoded from there.
+pub(crate) fn watch_event<K: DeserializeOwned>(
+    line: &[u8],
+    keep_raw: bool,
+) -> Result<(WatchEvent<K>, Option<&[u8]>), String> {
     let mut de = serde_json::Deserializer::from_slice(line);
-    let event = de.deserialize_map(EnvelopeVisitor(PhantomData)).map_err(|e| e.to_string())?;
+    let (event, raw) = de.deserialize_map(EnvelopeVisitor(keep_raw, PhantomData)).map_err(|e| e.to_string())?;
     de.end().map_err(|e| e.to_string())?;
-    event
+    Ok((event?, raw.map(|r| r.get().as_bytes())))
 }
 
-struct EnvelopeVisitor<K>(PhantomData<K>);
+struct EnvelopeVisitor<K>(bool, PhantomData<K>);
 
 impl<'de, K: DeserializeOwned> Visitor<'de> for EnvelopeVisitor<K> {
     /// The outer error is a syntax error of the line; the inner one is about the event.
-    type Value = Result<WatchEvent<K>, String>;
+    type Value = (Result<WatchEvent<K>, String>, Option<&'de RawValue>);
 
     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("a watch event object {\"type\": …, \"object\": …}")
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let keep_raw = self.0;
         let mut kind: Option<Result<Kind, String>> = None;
         let mut event: Option<Result<WatchEvent<K>, String>> = None;
         let mut raw: Option<&'de RawValue> = None;
@@ -101,7 +106,7 @@ impl<'de, K: DeserializeOwned> Visitor<'de> for EnvelopeVisitor<K> {
             match key.as_ref() {
                 "type" => kind = Some(Kind::parse(&map.next_value::<Cow<'de, str>>()?)),
                 "object" => match kind {
-                    Some(Ok(k)) => event = Some(map.next_value_seed(ObjectSeed::<K>(k, PhantomData))?),
+                    Some(Ok(k)) if !keep_raw => event = Some(map.next_value_seed(ObjectSeed::<K>(k, PhantomData))?),
                     _ => raw = Some(map.next_value()?),
                 },
                 _ => {
@@ -111,10 +116,10 @@ impl<'de, K: DeserializeOwned> Visitor<'de> for EnvelopeVisitor<K> {
         }
         let kind = match kind {
             Some(Ok(k)) => k,
-            Some(Err(e)) => return Ok(Err(e)),
-            None => return Ok(Err("watch event without \"type\"".to_owned())),
+            Some(Err(e)) => return Ok((Err(e), None)),
+            None => return Ok((Err("watch event without \"type\"".to_owned()), None)),
         };
-        Ok(match (event, raw) {
+        let event = match (event, raw) {
             (Some(ev), _) => ev,
             (None, Some(raw)) => {
                 let mut de = serde_json::Deserializer::from_str(raw.get());
@@ -124,7 +129,8 @@ impl<'de, K: DeserializeOwned> Visitor<'de> for EnvelopeVisitor<K> {
                 }
             }
             (None, None) => Err("watch event without \"object\"".to_owned()),
-        })
+        };
+        Ok((event, raw))
     }
 }
 
@@ -585,6 +591,18 @@ mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::ConfigMap;
 
+    fn ev(line: &[u8]) -> Result<WatchEvent<ConfigMap>, String> {
+        watch_event(line, false).map(|(e, _)| e)
+    }
+
+    #[test]
+    fn raw_object_bytes_are_kept_on_request() {
+        let line = br#"{"type":"ADDED","object":{"metadata":{"name":"a"}}}"#;
+        let (e, raw) = watch_event::<ConfigMap>(line, true).unwrap();
+        assert!(matches!(e, WatchEvent::Added(_)));
+        assert_eq!(raw, Some(&br#"{"metadata":{"name":"a"}}"#[..]));
+    }
+
     fn names(body: &[u8], max_item: usize) -> Result<(Vec<String>, ListMeta), String> {
         let mut out = Vec::new();
         let meta = list(body, max_item, |item| -> Result<(), String> {
@@ -663,9 +681,9 @@ mod tests {
     #[test]
     fn watch_lines_decode_by_type() {
         let e: WatchEvent<ConfigMap> =
-            watch_event(br#"{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","resourceVersion":"5"}}}"#).unwrap();
+            ev(br#"{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","resourceVersion":"5"}}}"#).unwrap();
         assert!(matches!(e, WatchEvent::Added(cm) if cm.metadata.name.as_deref() == Some("a")));
-        let b: WatchEvent<ConfigMap> = watch_event(
+        let b: WatchEvent<ConfigMap> = ev(
             br#"{"type":"BOOKMARK","object":{"kind":"Pod","metadata":{"resourceVersion":"77","creationTimestamp":null,"annotations":{"k8s.io/initial-events-end":"true"}},"spec":{"containers":null},"status":{}}}"#,
         )
         .unwrap();
@@ -676,7 +694,7 @@ mod tests {
 
     #[test]
     fn error_events_become_api_errors() {
-        let e: WatchEvent<ConfigMap> = watch_event(
+        let e: WatchEvent<ConfigMap> = ev(
             br#"{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 1 (5)","reason":"Expired","code":410}}"#,
         )
         .unwrap();
@@ -690,27 +708,36 @@ mod tests {
     #[test]
     fn an_object_before_its_type_is_still_decoded() {
         let e: WatchEvent<ConfigMap> =
-            watch_event(br#"{"object":{"metadata":{"name":"a","resourceVersion":"5"}},"type":"DELETED"}"#).unwrap();
+            ev(br#"{"object":{"metadata":{"name":"a","resourceVersion":"5"}},"type":"DELETED"}"#).unwrap();
         assert!(matches!(e, WatchEvent::Deleted(cm) if cm.metadata.name.as_deref() == Some("a")));
     }
 
     #[test]
     fn a_bad_object_names_its_event_type() {
-        let err = watch_event::<ConfigMap>(br#"{"type":"MODIFIED","object":{"metadata":{"name":7}}}"#).unwrap_err();
+        let err = watch_event::<ConfigMap>(br#"{"type":"MODIFIED","object":{"metadata":{"name":7}}}"#, false)
+            .map(|e| e.0)
+            .unwrap_err();
         assert!(err.starts_with("MODIFIED object: invalid type"), "{err}");
     }
 
     #[test]
     fn trailing_garbage_and_missing_fields_are_errors() {
-        assert!(watch_event::<ConfigMap>(br#"{"type":"ADDED","object":{}} x"#).is_err());
-        assert!(watch_event::<ConfigMap>(br#"{"type":"ADDED"}"#).unwrap_err().contains("without \"object\""));
-        assert!(watch_event::<ConfigMap>(br#"{"object":{}}"#).unwrap_err().contains("without \"type\""));
-        assert!(watch_event::<ConfigMap>(b"<html>").is_err());
+        assert!(watch_event::<ConfigMap>(br#"{"type":"ADDED","object":{}} x"#, false).map(|e| e.0).is_err());
+        assert!(
+            watch_event::<ConfigMap>(br#"{"type":"ADDED"}"#, false)
+                .map(|e| e.0)
+                .unwrap_err()
+                .contains("without \"object\"")
+        );
+        assert!(
+            watch_event::<ConfigMap>(br#"{"object":{}}"#, false).map(|e| e.0).unwrap_err().contains("without \"type\"")
+        );
+        assert!(watch_event::<ConfigMap>(b"<html>", false).map(|e| e.0).is_err());
     }
 
     #[test]
     fn unknown_event_types_are_errors() {
-        let err = watch_event::<ConfigMap>(br#"{"type":"WEIRD","object":{}}"#).unwrap_err();
+        let err = watch_event::<ConfigMap>(br#"{"type":"WEIRD","object":{}}"#, false).map(|e| e.0).unwrap_err();
         assert!(err.contains("unknown watch event type"), "{err}");
     }
 

@@ -14,7 +14,48 @@ use crate::event::Event;
 use crate::key::{ObjectKey, ObjectRef};
 use crate::resource::Watchable;
 
-type Map<K> = HashMap<ObjectKey, Arc<K>>;
+type Map<K> = HashMap<ObjectKey, Entry<K>>;
+
+/// How the store holds one object.
+pub(crate) enum Entry<K> {
+    /// Decoded once and shared with the events (the default).
+    Typed(Arc<K>),
+    /// Compact JSON, decoded on access (compact store mode): a fraction of the memory.
+    /// Invariant: `json` decoded as `K` when it was stored.
+    Compact { json: Box<[u8]>, uid: Option<Box<str>> },
+}
+
+impl<K: Watchable> Entry<K> {
+    /// What the store keeps for `obj`: the object itself, or its compact JSON when given.
+    pub(crate) fn new(obj: &Arc<K>, json: Option<Box<[u8]>>) -> Entry<K> {
+        match json {
+            None => Entry::Typed(Arc::clone(obj)),
+            Some(json) => Entry::Compact { json, uid: obj.meta().uid.as_deref().map(Into::into) },
+        }
+    }
+
+    fn uid(&self) -> Option<&str> {
+        match self {
+            Entry::Typed(o) => o.meta().uid.as_deref(),
+            Entry::Compact { uid, .. } => uid.as_deref(),
+        }
+    }
+
+    /// The object; a compact entry is decoded (about as costly as decoding it off the wire).
+    fn object(&self) -> Option<Arc<K>> {
+        match self {
+            Entry::Typed(o) => Some(Arc::clone(o)),
+            Entry::Compact { json, .. } => match serde_json::from_slice::<K>(json) {
+                Ok(o) => Some(Arc::new(o)),
+                Err(e) => {
+                    // Cannot happen: compact JSON is only stored after it decoded as K.
+                    log::error!("bug: a compact store entry no longer decodes: {e}");
+                    None
+                }
+            },
+        }
+    }
+}
 
 struct Shared<K> {
     objects: RwLock<Objects<K>>,
@@ -60,20 +101,52 @@ impl<K> fmt::Debug for Store<K> {
     }
 }
 
-impl<K> Store<K> {
+impl<K: Watchable> Store<K> {
     /// The object at `key`, if the store holds it.
+    ///
+    /// In compact store mode the object is decoded from its stored JSON on each call.
     #[must_use]
     pub fn get(&self, key: &ObjectRef<K>) -> Option<Arc<K>> {
-        // Clone the Arc to let go of the lock at once.
-        self.shared.objects.read().live.get(&key.key).cloned()
+        let objects = self.shared.objects.read();
+        match objects.live.get(&key.key)? {
+            // Clone the Arc to let go of the lock at once.
+            Entry::Typed(o) => Some(Arc::clone(o)),
+            Entry::Compact { json, uid } => {
+                let entry = Entry::<K>::Compact { json: json.clone(), uid: uid.clone() };
+                drop(objects); // decode outside the lock
+                entry.object()
+            }
+        }
     }
 
     /// Every object in the store, in no particular order.
+    ///
+    /// In compact store mode every object is decoded: prefer [`get`](Self::get) for a few.
     #[must_use]
     pub fn state(&self) -> Vec<Arc<K>> {
-        self.shared.objects.read().live.values().cloned().collect()
+        self.shared.objects.read().live.values().filter_map(Entry::object).collect()
     }
 
+    /// The events that bring a new subscriber to the current state: `Init`, `InitApply` for each
+    /// visible object, `InitDone`, then `Init` and the pending objects if a relist is in progress.
+    /// Empty when nothing has been published yet.
+    pub(crate) fn replay(&self) -> Vec<Event<K>> {
+        let objects = self.shared.objects.read();
+        let mut out = Vec::new();
+        if self.shared.readiness.lock().ready {
+            out.push(Event::Init);
+            out.extend(objects.live.values().filter_map(Entry::object).map(Event::InitApply));
+            out.push(Event::InitDone);
+        }
+        if let Some(pending) = &objects.pending {
+            out.push(Event::Init);
+            out.extend(pending.values().filter_map(Entry::object).map(Event::InitApply));
+        }
+        out
+    }
+}
+
+impl<K> Store<K> {
     /// How many objects the store holds.
     #[must_use]
     pub fn len(&self) -> usize {
@@ -97,24 +170,6 @@ impl<K> Store<K> {
     #[must_use]
     pub fn generation(&self) -> u64 {
         self.shared.generation.load(Ordering::Acquire)
-    }
-
-    /// The events that bring a new subscriber to the current state: `Init`, `InitApply` for each
-    /// visible object, `InitDone`, then `Init` and the pending objects if a relist is in progress.
-    /// Empty when nothing has been published yet.
-    pub(crate) fn replay(&self) -> Vec<Event<K>> {
-        let objects = self.shared.objects.read();
-        let mut out = Vec::new();
-        if self.shared.readiness.lock().ready {
-            out.push(Event::Init);
-            out.extend(objects.live.values().cloned().map(Event::InitApply));
-            out.push(Event::InitDone);
-        }
-        if let Some(pending) = &objects.pending {
-            out.push(Event::Init);
-            out.extend(pending.values().cloned().map(Event::InitApply));
-        }
-        out
     }
 
     /// Blocks until the first full list is applied, or `timeout` passes.
@@ -172,20 +227,22 @@ impl<K: Watchable> Writer<K> {
     }
 
     /// One object of the relist in progress.
-    pub(crate) fn init_apply(&mut self, obj: Arc<K>, out: &mut Vec<Event<K>>) {
+    /// `json`: the object's compact JSON, to store instead of the object (compact store mode).
+    pub(crate) fn init_apply(&mut self, obj: Arc<K>, json: Option<Box<[u8]>>, out: &mut Vec<Event<K>>) {
         let Some(key) = ObjectKey::of(&*obj) else { return };
         let mut objects = self.shared.objects.write();
         // A new incarnation (new uid) under a known name is a delete of the old one first.
         if let Some(old) = objects.live.get(&key)
-            && old.meta().uid.is_some()
-            && old.meta().uid != obj.meta().uid
+            && old.uid().is_some()
+            && old.uid() != obj.meta().uid.as_deref()
             && objects.pending.as_ref().is_some_and(|p| !p.contains_key(&key))
+            && let Some(old) = old.object()
         {
-            out.push(Event::Delete(Arc::clone(old)));
+            out.push(Event::Delete(old));
         }
         match objects.pending.as_mut() {
             Some(pending) => {
-                pending.insert(key, Arc::clone(&obj));
+                pending.insert(key, Entry::new(&obj, json));
             }
             None => log::error!("bug: InitApply outside a relist for {key}; ignored"),
         }
@@ -206,8 +263,10 @@ impl<K: Watchable> Writer<K> {
         out.push(Event::InitDone);
         // Keys gone from the new state were deleted while we were not watching.
         let objects = self.shared.objects.read();
-        for (key, obj) in old {
-            if !objects.live.contains_key(&key) {
+        for (key, entry) in old {
+            if !objects.live.contains_key(&key)
+                && let Some(obj) = entry.object()
+            {
                 out.push(Event::Delete(obj));
             }
         }
@@ -225,9 +284,11 @@ impl<K: Watchable> Writer<K> {
     }
 
     /// An object was added or modified.
-    pub(crate) fn apply(&mut self, obj: Arc<K>, out: &mut Vec<Event<K>>) {
+    pub(crate) fn apply(&mut self, obj: Arc<K>, json: Option<Box<[u8]>>, out: &mut Vec<Event<K>>) {
         let Some(key) = ObjectKey::of(&*obj) else { return };
-        self.shared.objects.write().live.insert(key, Arc::clone(&obj));
+        let entry = Entry::new(&obj, json);
+        // The replaced entry is dropped after the lock is released.
+        let _old = self.shared.objects.write().live.insert(key, entry);
         self.shared.generation.fetch_add(1, Ordering::AcqRel);
         out.push(Event::Apply(obj));
     }
@@ -235,7 +296,7 @@ impl<K: Watchable> Writer<K> {
     /// An object was deleted; `obj` is its last state as the server sent it.
     pub(crate) fn delete(&mut self, obj: Arc<K>, out: &mut Vec<Event<K>>) {
         if let Some(key) = ObjectKey::of(&*obj) {
-            self.shared.objects.write().live.remove(&key);
+            let _old = self.shared.objects.write().live.remove(&key);
             self.shared.generation.fetch_add(1, Ordering::AcqRel);
         }
         out.push(Event::Delete(obj));
@@ -276,6 +337,33 @@ mod tests {
         })
     }
 
+    impl Writer<ConfigMap> {
+        fn init_apply_t(&mut self, obj: Arc<ConfigMap>, out: &mut Vec<Event<ConfigMap>>) {
+            self.init_apply(obj, None, out);
+        }
+        fn apply_t(&mut self, obj: Arc<ConfigMap>, out: &mut Vec<Event<ConfigMap>>) {
+            self.apply(obj, None, out);
+        }
+    }
+
+    #[test]
+    fn compact_entries_decode_on_access_and_report_deletes() {
+        let (mut w, store) = Writer::new();
+        let mut out = Vec::new();
+        let a = cm("a", "1");
+        let json = serde_json::to_vec(&*a).unwrap().into_boxed_slice();
+        w.begin_init(&mut out);
+        w.init_apply(Arc::clone(&a), Some(json), &mut out);
+        w.init_done(&mut out);
+        let got = store.get(&ObjectRef::new("a").within("ns")).unwrap();
+        assert_eq!(*got, *a);
+        assert!(!Arc::ptr_eq(&got, &a), "decoded from the compact JSON");
+        out.clear();
+        w.begin_init(&mut out);
+        w.init_done(&mut out);
+        assert_eq!(kinds(&out), ["Init", "InitDone", "Delete(a)"]);
+    }
+
     fn kinds(events: &[Event<ConfigMap>]) -> Vec<String> {
         events
             .iter()
@@ -294,7 +382,7 @@ mod tests {
         let (mut w, store) = Writer::new();
         let mut out = Vec::new();
         w.begin_init(&mut out);
-        w.init_apply(cm("a", "1"), &mut out);
+        w.init_apply_t(cm("a", "1"), &mut out);
         assert_eq!(store.len(), 0);
         assert!(!store.is_ready());
         w.init_done(&mut out);
@@ -308,12 +396,12 @@ mod tests {
         let (mut w, store) = Writer::new();
         let mut out = Vec::new();
         w.begin_init(&mut out);
-        w.init_apply(cm("a", "1"), &mut out);
-        w.init_apply(cm("b", "2"), &mut out);
+        w.init_apply_t(cm("a", "1"), &mut out);
+        w.init_apply_t(cm("b", "2"), &mut out);
         w.init_done(&mut out);
         out.clear();
         w.begin_init(&mut out);
-        w.init_apply(cm("a", "1"), &mut out);
+        w.init_apply_t(cm("a", "1"), &mut out);
         w.init_done(&mut out);
         assert_eq!(kinds(&out), ["Init", "InitApply(a)", "InitDone", "Delete(b)"]);
         assert_eq!(store.len(), 1);
@@ -324,11 +412,11 @@ mod tests {
         let (mut w, _store) = Writer::new();
         let mut out = Vec::new();
         w.begin_init(&mut out);
-        w.init_apply(cm("a", "1"), &mut out);
+        w.init_apply_t(cm("a", "1"), &mut out);
         w.init_done(&mut out);
         out.clear();
         w.begin_init(&mut out);
-        w.init_apply(cm("a", "2"), &mut out);
+        w.init_apply_t(cm("a", "2"), &mut out);
         w.init_done(&mut out);
         assert_eq!(kinds(&out), ["Init", "Delete(a)", "InitApply(a)", "InitDone"]);
     }
@@ -338,10 +426,10 @@ mod tests {
         let (mut w, store) = Writer::new();
         let mut out = Vec::new();
         w.begin_init(&mut out);
-        w.init_apply(cm("a", "1"), &mut out);
+        w.init_apply_t(cm("a", "1"), &mut out);
         w.init_done(&mut out);
         w.begin_init(&mut out);
-        w.init_apply(cm("b", "2"), &mut out);
+        w.init_apply_t(cm("b", "2"), &mut out);
         w.abort_init();
         assert_eq!(store.len(), 1);
         assert!(store.replay().len() == 3, "replay is Init, InitApply(a), InitDone");
@@ -367,7 +455,7 @@ mod tests {
         let (mut w, store) = Writer::new();
         let mut out = Vec::new();
         let g0 = store.generation();
-        w.apply(cm("a", "1"), &mut out);
+        w.apply_t(cm("a", "1"), &mut out);
         let g1 = store.generation();
         assert_ne!(g0, g1);
         w.delete(cm("a", "1"), &mut out);

@@ -20,6 +20,15 @@ use crate::watcher::Shared;
 /// A user transform applied to every object before it is stored.
 pub(crate) type Transform<K> = Box<dyn Fn(&mut K) + Send + Sync>;
 
+/// Encodes an object as compact JSON (compact store mode, after a transform changed it).
+pub(crate) type Encode<K> = fn(&K) -> serde_json::Result<Vec<u8>>;
+
+/// The object of the input being processed: decoded, plus its compact JSON in compact mode.
+struct Incoming<K> {
+    obj: Arc<K>,
+    json: Option<Box<[u8]>>,
+}
+
 /// The worker stopped because `stop()` was called or every consumer went away.
 struct Stopped;
 
@@ -28,34 +37,41 @@ pub(crate) struct Sink<K> {
     pub(crate) writer: Writer<K>,
     pub(crate) shared: Arc<Shared<K>>,
     pub(crate) transform: Option<Transform<K>>,
+    /// Compact store mode: keep objects as JSON (encoded with this after a transform).
+    pub(crate) compact: Option<Encode<K>>,
     out: Vec<Event<K>>,
 }
 
 impl<K: Watchable> Sink<K> {
-    pub(crate) fn new(writer: Writer<K>, shared: Arc<Shared<K>>, transform: Option<Transform<K>>) -> Self {
-        Sink { writer, shared, transform, out: Vec::new() }
+    pub(crate) fn new(
+        writer: Writer<K>,
+        shared: Arc<Shared<K>>,
+        transform: Option<Transform<K>>,
+        compact: Option<Encode<K>>,
+    ) -> Self {
+        Sink { writer, shared, transform, compact, out: Vec::new() }
     }
 
     /// Applies one effect action, with the object of the current input, and publishes its events.
-    fn effect(&mut self, action: &Action, obj: Option<&Arc<K>>) -> Result<(), Stopped> {
+    fn effect(&mut self, action: &Action, input: &mut Option<Incoming<K>>) -> Result<(), Stopped> {
         // Apply and publish under the hub lock, so a consumer attaching now sees either the
         // state before this change (and then the event) or after it, never both.
         let hub = self.shared.hub.lock();
-        match (action, obj) {
+        match (action, input.as_mut()) {
             (Action::BeginInit, _) => self.writer.begin_init(&mut self.out),
-            (Action::InitApply, Some(o)) => self.writer.init_apply(Arc::clone(o), &mut self.out),
+            (Action::InitApply, Some(i)) => self.writer.init_apply(Arc::clone(&i.obj), i.json.take(), &mut self.out),
             (Action::InitDone, _) => {
                 self.writer.init_done(&mut self.out);
                 let mut stats = self.shared.stats.lock();
                 stats.objects = self.writer.store().len();
             }
             (Action::AbortInit, _) => self.writer.abort_init(),
-            (Action::Apply, Some(o)) => {
-                self.writer.apply(Arc::clone(o), &mut self.out);
+            (Action::Apply, Some(i)) => {
+                self.writer.apply(Arc::clone(&i.obj), i.json.take(), &mut self.out);
                 self.shared.stats.lock().events += 1;
             }
-            (Action::Delete, Some(o)) => {
-                self.writer.delete(Arc::clone(o), &mut self.out);
+            (Action::Delete, Some(i)) => {
+                self.writer.delete(Arc::clone(&i.obj), &mut self.out);
                 self.shared.stats.lock().events += 1;
             }
             (Action::Report(e), _) => {
@@ -88,27 +104,33 @@ impl<K: Watchable> Sink<K> {
     }
 
     /// Performs every effect and returns the driver action (the last one).
-    fn perform(&mut self, mut actions: Vec<Action>, obj: Option<&Arc<K>>) -> Result<Action, Stopped> {
+    fn perform(&mut self, mut actions: Vec<Action>, mut input: Option<Incoming<K>>) -> Result<Action, Stopped> {
         let driver = actions.pop().unwrap_or(Action::End(Error::Stopped));
         for a in &actions {
-            self.effect(a, obj)?;
+            self.effect(a, &mut input)?;
         }
         Ok(driver)
     }
 
-    fn decode(&self, bytes: &[u8]) -> Result<Arc<K>, String> {
-        let mut obj: K = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
-        if let Some(t) = &self.transform {
-            t(&mut obj);
-        }
-        Ok(Arc::new(obj))
+    fn decode(&self, bytes: &[u8]) -> Result<Incoming<K>, String> {
+        let obj: K = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+        self.prepare(obj, Some(bytes))
     }
 
-    fn prepare(&self, mut obj: K) -> Arc<K> {
+    /// Runs the transform, and in compact mode keeps the object's JSON: the wire bytes as they
+    /// are, or re-encoded when a transform may have changed the object.
+    fn prepare(&self, mut obj: K, wire: Option<&[u8]>) -> Result<Incoming<K>, String> {
         if let Some(t) = &self.transform {
             t(&mut obj);
         }
-        Arc::new(obj)
+        let json = match (self.compact, wire) {
+            (None, _) => None,
+            (Some(_), Some(bytes)) if self.transform.is_none() => Some(bytes.into()),
+            (Some(encode), _) => {
+                Some(encode(&obj).map_err(|e| format!("re-encode for the compact store: {e}"))?.into())
+            }
+        };
+        Ok(Incoming { obj: Arc::new(obj), json })
     }
 }
 
@@ -184,7 +206,7 @@ impl<K: Watchable> Worker<K> {
         let result = self.http.list(&self.api, params, |bytes| {
             match sink.decode(bytes) {
                 Ok(obj) => {
-                    if sink.effect(&Action::InitApply, Some(&obj)).is_err() {
+                    if sink.effect(&Action::InitApply, &mut Some(obj)).is_err() {
                         stopped = true;
                         return Err(Error::Stopped);
                     }
@@ -192,7 +214,7 @@ impl<K: Watchable> Worker<K> {
                 Err(message) => {
                     // One undecodable item must not block the whole cache: report it, go on.
                     let e = Error::Decode(Box::new(decode::decode_error(&context, None, bytes, message)));
-                    if sink.effect(&Action::Report(e), None).is_err() {
+                    if sink.effect(&Action::Report(e), &mut None).is_err() {
                         stopped = true;
                         return Err(Error::Stopped);
                     }
@@ -253,12 +275,11 @@ impl<K: Watchable> Worker<K> {
             actions = match item {
                 StreamItem::Line(bytes, line) => {
                     self.sink.shared.stats.lock().bytes += bytes.len() as u64 + 1;
-                    match decode::watch_event::<K>(bytes) {
-                        Ok(ev) => {
-                            let (obj, actions) = self.on_event(ev, &context, now);
-                            let driver = self.sink.perform(actions, obj.as_ref())?;
-                            vec![driver]
-                        }
+                    let keep_raw = self.sink.compact.is_some();
+                    match decode::watch_event::<K>(bytes, keep_raw)
+                        .and_then(|(ev, raw)| self.on_event(ev, raw, &context, now))
+                    {
+                        Ok((input, actions)) => vec![self.sink.perform(actions, input)?],
                         Err(message) => {
                             let e = decode::decode_error(&context, Some(line), bytes, message);
                             self.machine.step(Input::WatchFailed(Error::Decode(Box::new(e))), now)
@@ -273,12 +294,18 @@ impl<K: Watchable> Worker<K> {
     }
 
     /// Feeds one decoded event to the machine; returns the object (if any) and the actions.
-    fn on_event(&mut self, ev: WatchEvent<K>, context: &str, now: Instant) -> (Option<Arc<K>>, Vec<Action>) {
+    fn on_event(
+        &mut self,
+        ev: WatchEvent<K>,
+        raw: Option<&[u8]>,
+        context: &str,
+        now: Instant,
+    ) -> Result<(Option<Incoming<K>>, Vec<Action>), String> {
         let object_event = |obj: K, make: fn(&str) -> WatchInput<'_>, this: &mut Self| {
             let rv = obj.meta().resource_version.clone().unwrap_or_default();
-            let obj = this.sink.prepare(obj);
+            let input = this.sink.prepare(obj, raw)?;
             let actions = this.machine.step(Input::Event(make(&rv)), now);
-            (Some(obj), actions)
+            Ok((Some(input), actions))
         };
         match ev {
             WatchEvent::Added(o) => object_event(o, |rv| WatchInput::Added { resource_version: rv }, self),
@@ -287,11 +314,11 @@ impl<K: Watchable> Worker<K> {
             WatchEvent::Bookmark { resource_version, initial_events_end } => {
                 self.sink.shared.stats.lock().bookmarks += 1;
                 let input = WatchInput::Bookmark { resource_version: &resource_version, initial_events_end };
-                (None, self.machine.step(Input::Event(input), now))
+                Ok((None, self.machine.step(Input::Event(input), now)))
             }
             WatchEvent::Error(status) => {
                 let e = Error::Api(Box::new(status.into_api_error(context)));
-                (None, self.machine.step(Input::WatchFailed(e), now))
+                Ok((None, self.machine.step(Input::WatchFailed(e), now)))
             }
         }
     }
