@@ -884,10 +884,16 @@ impl FakeApiServer {
     /// hold.release();
     /// ```
     pub fn hold(&self, when: Match) -> Hold {
+        self.hold_nth(when, 0)
+    }
+
+    /// Like [`FakeApiServer::hold`], but lets the first `skip` matching requests through and
+    /// holds the one after them.
+    pub fn hold_nth(&self, when: Match, skip: usize) -> Hold {
         let mut state = self.shared.lock();
         let id = state.next_hold;
         state.next_hold += 1;
-        state.holds.push(server::HoldSlot { id, when, holding: false });
+        state.holds.push(server::HoldSlot { id, when, skip, holding: false });
         Hold { shared: Arc::clone(&self.shared), id }
     }
 
@@ -910,6 +916,11 @@ impl FakeApiServer {
         };
         self.shared.notify();
         result
+    }
+
+    /// Forgets every fault pushed but not used yet.
+    pub fn clear_faults(&self) {
+        self.shared.lock().faults.clear();
     }
 
     /// Faults pushed but not used yet.

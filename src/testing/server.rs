@@ -58,6 +58,8 @@ pub(crate) struct State {
 pub(crate) struct HoldSlot {
     pub id: u64,
     pub when: Match,
+    /// Matching requests to let through before holding one.
+    pub skip: usize,
     /// Whether a request is waiting at this gate (it was armed before).
     pub holding: bool,
 }
@@ -418,9 +420,13 @@ fn handle_request(shared: &Arc<Shared>, conn: &mut Conn, req: Request) -> io::Re
             None
         };
         let gate = state.holds.iter_mut().find(|h| !h.holding && fault_matches(&h.when, class, &req.path));
-        let gate = gate.map(|h| {
+        let gate = gate.and_then(|h| {
+            if h.skip > 0 {
+                h.skip -= 1;
+                return None;
+            }
             h.holding = true;
-            h.id
+            Some(h.id)
         });
         if gate.is_some() {
             shared.notify();
