@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! cargo run --example watch_pods --features testing                     # embedded fake cluster
+//! cargo run --example watch_pods --features testing -- --cluster         # your kubeconfig / in-cluster
 //! cargo run --example watch_pods --features testing -- http://127.0.0.1:8001   # kubectl proxy
 //! ```
 //!
@@ -17,22 +18,29 @@ use kube_watcher::{Api, Client, Config, Event, Watcher};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut url = None;
+    let mut cluster = false;
     let mut seconds = 10u64;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--seconds" => seconds = args.next().ok_or("--seconds needs a value")?.parse()?,
+            "--cluster" => cluster = true,
             "-h" | "--help" => {
-                println!("usage: watch_pods [URL] [--seconds N]");
+                println!("usage: watch_pods [URL | --cluster] [--seconds N]");
                 return Ok(());
             }
             other => url = Some(other.to_owned()),
         }
     }
-    let demo = url.is_none().then(Demo::start);
-    let url = url.unwrap_or_else(|| demo.as_ref().map(|d| d.server.url()).unwrap_or_default());
+    let demo = (url.is_none() && !cluster).then(Demo::start);
+    let (client, url) = match (&demo, url) {
+        (Some(d), _) => (Client::from_url(&d.server.url())?, d.server.url()),
+        (None, Some(url)) => (Client::from_url(&url)?, url),
+        // KUBECONFIG or ~/.kube/config, else the in-cluster service account.
+        (None, None) => (Client::try_default()?, "the cluster from your kubeconfig".to_owned()),
+    };
 
-    let pods: Api<Pod> = Api::all(Client::from_url(&url)?);
+    let pods: Api<Pod> = Api::all(client);
     // The demo restarts watches every 2 s so its scripted faults show up quickly.
     let config = if demo.is_some() { Config::default().timeout(Duration::from_secs(2)) } else { Config::default() };
     let watcher = Watcher::new(pods, config)?;

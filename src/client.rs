@@ -409,6 +409,10 @@ impl Http {
                 Err(e) => return Err(ureq_error(context, e)),
             };
             let code = res.status().as_u16();
+            // Deprecation and other advisories (`299 - "text"`): worth a log line, never an error.
+            for warning in res.headers().get_all("warning") {
+                log::debug!("{context}: server warning: {}", String::from_utf8_lossy(warning.as_bytes()));
+            }
             if (200..300).contains(&code) {
                 return Ok(res);
             }
