@@ -1,0 +1,166 @@
+//! kube-rs peer for kube-watcher's `examples/bench.rs` (issue 7): the same client CLI and the
+//! same JSON line, measured with kube-rs's `watcher` + `reflector` over `Api::<Pod>::all`.
+//!
+//! ```text
+//! kube-rs-peer --url http://127.0.0.1:18080 --pods 10000 --events 100000 [--current-thread]
+//! ```
+//!
+//! `initial_sync_ms`: from start until the reflector's store is ready (the first `InitDone`)
+//! and holds `--pods` objects. `watch_ms`: from the first applied watch event (`Apply` or
+//! `Delete` after the initial sync; the reflector has already written it into the store when
+//! the stream yields it) to the `--events`-th. `max_rss_kb`: VmHWM from `/proc/self/status`.
+//!
+//! The stream is consumed in the main future, as kube-rs's own reflector examples do, with
+//! `watcher::Config::default()` (pages of 500) and no extra stream adapters.
+
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::{reflector, watcher};
+use kube::{Api, Client};
+
+struct Args {
+    url: String,
+    pods: usize,
+    events: usize,
+    current_thread: bool,
+}
+
+const USAGE: &str = "usage: kube-rs-peer --url URL [--pods N] [--events M] [--mode typed] [--current-thread]";
+
+fn parse_args() -> Result<Args, String> {
+    let mut url = None;
+    let mut a = Args { url: String::new(), pods: 10_000, events: 100_000, current_thread: false };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let mut value = || it.next().ok_or_else(|| format!("{arg} needs a value"));
+        match arg.as_str() {
+            "--url" => url = Some(value()?),
+            "--pods" => a.pods = value()?.parse().map_err(|e| format!("--pods: {e}"))?,
+            "--events" => a.events = value()?.parse().map_err(|e| format!("--events: {e}"))?,
+            "--mode" => {
+                let m = value()?;
+                if m != "typed" {
+                    return Err(format!("--mode {m}: kube-rs has only typed objects"));
+                }
+            }
+            "--current-thread" => a.current_thread = true,
+            "--serve" => return Err("--serve: run the server with kube-watcher's `examples/bench.rs --serve`".into()),
+            "-h" | "--help" => return Err(USAGE.into()),
+            other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
+        }
+    }
+    a.url = url.ok_or_else(|| format!("--url is required\n{USAGE}"))?;
+    Ok(a)
+}
+
+fn main() {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(2);
+        }
+    };
+    let runtime = if args.current_thread {
+        tokio::runtime::Builder::new_current_thread().enable_all().build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread().enable_all().build()
+    }
+    .expect("tokio runtime");
+    match runtime.block_on(async { tokio::time::timeout(Duration::from_secs(1200), client(&args)).await }) {
+        Ok(Ok(line)) => {
+            println!("{line}");
+            // Don't wait for the open watch to wind down: the measurement is over.
+            std::process::exit(0);
+        }
+        Ok(Err(e)) => {
+            eprintln!("kube-rs-peer: {e}");
+            std::process::exit(1);
+        }
+        Err(_) => {
+            eprintln!("kube-rs-peer: timed out");
+            std::process::exit(1);
+        }
+    }
+}
+
+async fn client(args: &Args) -> Result<String, Box<dyn std::error::Error>> {
+    let start = Instant::now();
+    let config = kube::Config::new(args.url.parse()?);
+    let client = Client::try_from(config)?;
+    let api: Api<Pod> = Api::all(client);
+    let (reader, writer) = reflector::store::<Pod>();
+    let stream = reflector::reflector(writer, watcher::watcher(api, watcher::Config::default()));
+    let mut stream = std::pin::pin!(stream);
+
+    let mut initial_sync: Option<Duration> = None;
+    let mut seen = 0usize;
+    let mut first: Option<Instant> = None;
+    let mut last: Option<Instant> = None;
+    while let Some(event) = stream.next().await {
+        let event = match event {
+            Ok(e) => e,
+            Err(e) => {
+                // The watcher retries on the next poll; report and carry on, as a reflector would.
+                eprintln!("kube-rs-peer: watcher error: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        match event {
+            watcher::Event::InitDone if initial_sync.is_none() => {
+                if reader.len() < args.pods {
+                    return Err(format!("initial sync holds {} of {} pods", reader.len(), args.pods).into());
+                }
+                initial_sync = Some(start.elapsed());
+                if args.events == 0 {
+                    break;
+                }
+            }
+            watcher::Event::Apply(_) | watcher::Event::Delete(_) if initial_sync.is_some() => {
+                seen += 1;
+                let now = Instant::now();
+                if first.is_none() {
+                    first = Some(now);
+                }
+                if seen >= args.events {
+                    last = Some(now);
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+    let initial_sync = initial_sync.ok_or("the watch stream ended before the initial sync")?;
+    if seen < args.events {
+        return Err(format!("only {seen} of {} events arrived", args.events).into());
+    }
+    // Keep the store alive until here (and ready: the first InitDone made it so).
+    reader.wait_until_ready().await?;
+    let watch = match (first, last) {
+        (Some(f), Some(l)) => l - f,
+        _ => Duration::ZERO,
+    };
+    let events_per_s = if watch.is_zero() { 0.0 } else { args.events as f64 / watch.as_secs_f64() };
+    let peer = if args.current_thread { "kube-rs-current-thread" } else { "kube-rs" };
+    Ok(format!(
+        r#"{{"peer":"{peer}","n":{},"m":{},"initial_sync_ms":{},"watch_ms":{},"events_per_s":{:.0},"cache_len":{},"max_rss_kb":{}}}"#,
+        args.pods,
+        args.events,
+        initial_sync.as_millis(),
+        watch.as_millis(),
+        events_per_s,
+        reader.len(),
+        max_rss_kb()
+    ))
+}
+
+fn max_rss_kb() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).map(str::to_owned))
+        .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+        .unwrap_or(0)
+}
