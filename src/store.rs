@@ -207,6 +207,10 @@ impl<K> Store<K> {
 /// events consumers must see, in order, to `out`.
 pub(crate) struct Writer<K> {
     shared: Arc<Shared<K>>,
+    /// Objects delivered (`InitApply`) by relists that were then abandoned, since the last
+    /// `InitDone`. A consumer may have applied them, so any that the next completed relist
+    /// lacks must be reported deleted too.
+    orphans: Map<K>,
 }
 
 impl<K: Watchable> Writer<K> {
@@ -217,11 +221,12 @@ impl<K: Watchable> Writer<K> {
             readiness: Mutex::new(Readiness::default()),
             ready_changed: Condvar::new(),
         });
-        (Writer { shared: Arc::clone(&shared) }, Store { shared })
+        (Writer { shared: Arc::clone(&shared), orphans: HashMap::new() }, Store { shared })
     }
 
     /// A relist starts. A relist already in progress is discarded.
     pub(crate) fn begin_init(&mut self, out: &mut Vec<Event<K>>) {
+        self.abort_init();
         self.shared.objects.write().pending = Some(HashMap::new());
         out.push(Event::Init);
     }
@@ -261,9 +266,14 @@ impl<K: Watchable> Writer<K> {
         };
         self.shared.generation.fetch_add(1, Ordering::AcqRel);
         out.push(Event::InitDone);
-        // Keys gone from the new state were deleted while we were not watching.
+        // Keys gone from the new state were deleted while we were not watching; so were those
+        // that only an abandoned relist delivered.
         let objects = self.shared.objects.read();
-        for (key, entry) in old {
+        let mut gone = old;
+        for (key, entry) in self.orphans.drain() {
+            gone.entry(key).or_insert(entry);
+        }
+        for (key, entry) in gone {
             if !objects.live.contains_key(&key)
                 && let Some(obj) = entry.object()
             {
@@ -280,7 +290,8 @@ impl<K: Watchable> Writer<K> {
 
     /// The relist in progress failed; forget it (the next one starts with `Init` again).
     pub(crate) fn abort_init(&mut self) {
-        self.shared.objects.write().pending = None;
+        let abandoned = self.shared.objects.write().pending.take();
+        self.orphans.extend(abandoned.into_iter().flatten());
     }
 
     /// An object was added or modified.
@@ -433,6 +444,24 @@ mod tests {
         w.abort_init();
         assert_eq!(store.len(), 1);
         assert!(store.replay().len() == 3, "replay is Init, InitApply(a), InitDone");
+    }
+
+    #[test]
+    fn objects_of_an_abandoned_relist_missing_from_the_next_are_reported_deleted() {
+        let (mut w, _store) = Writer::new();
+        let mut out = Vec::new();
+        w.begin_init(&mut out);
+        w.init_apply_t(cm("a", "1"), &mut out);
+        w.abort_init();
+        w.begin_init(&mut out);
+        w.init_apply_t(cm("b", "2"), &mut out);
+        w.init_done(&mut out);
+        assert_eq!(kinds(&out), ["Init", "InitApply(a)", "Init", "InitApply(b)", "InitDone", "Delete(a)"]);
+        out.clear();
+        w.begin_init(&mut out);
+        w.init_apply_t(cm("b", "2"), &mut out);
+        w.init_done(&mut out);
+        assert_eq!(kinds(&out), ["Init", "InitApply(b)", "InitDone"], "orphans are reported once");
     }
 
     #[test]
