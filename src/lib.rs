@@ -48,6 +48,10 @@ mod worker;
 #[cfg(feature = "testing")]
 pub mod testing;
 
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
+
 pub use crate::auth::KubeconfigOptions;
 pub use crate::client::{Api, Client, ObjectList};
 pub use crate::config::{Backoff, Config, ListSemantic};
