@@ -13,7 +13,7 @@ use std::time::Duration;
 use std::marker::PhantomData;
 
 use serde::Deserialize;
-use serde::de::{DeserializeOwned, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::de::{DeserializeOwned, DeserializeSeed, Deserializer, Error as _, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
 use crate::error::{ApiError, DecodeError, snippet};
@@ -71,17 +71,78 @@ impl Kind {
     }
 }
 
+/// Reusable buffers for decoding; with the `simd` feature, simd-json parses a copy in place.
+#[derive(Default)]
+pub(crate) struct Scratch {
+    #[cfg(feature = "simd")]
+    bytes: Vec<u8>,
+    #[cfg(feature = "simd")]
+    buffers: Option<simd_json::Buffers>,
+}
+
+impl Scratch {
+    /// Runs `f` on a simd-json deserializer over a copy of `input` (simd-json rewrites its
+    /// input). `None` when simd-json fails: the caller then decodes with serde_json, which also
+    /// gives the error its usual wording.
+    #[cfg(feature = "simd")]
+    fn simd<T>(
+        &mut self,
+        input: &[u8],
+        f: impl for<'de> FnOnce(&mut simd_json::Deserializer<'de>) -> Option<T>,
+    ) -> Option<T> {
+        self.bytes.clear();
+        self.bytes.extend_from_slice(input);
+        let buffers = self.buffers.get_or_insert_with(|| simd_json::Buffers::new(input.len()));
+        let mut de = simd_json::Deserializer::from_slice_with_buffers(&mut self.bytes, buffers).ok()?;
+        f(&mut de)
+    }
+}
+
+/// Decodes one object (a list item, a compact store entry).
+pub(crate) fn object<K: DeserializeOwned>(bytes: &[u8], scratch: &mut Scratch) -> Result<K, String> {
+    #[cfg(feature = "simd")]
+    if let Some(obj) = scratch.simd(bytes, |de| K::deserialize(de).ok()) {
+        return Ok(obj);
+    }
+    let _ = scratch;
+    // JSON is UTF-8 (RFC 8259). Checking it whole keeps every path in agreement: serde_json
+    // would otherwise accept invalid bytes inside fields it skips.
+    let text = std::str::from_utf8(bytes).map_err(|e| format!("invalid UTF-8: {e}"))?;
+    serde_json::from_str(text).map_err(|e| e.to_string())
+}
+
 /// Decodes one watch line (without its `\n`). Errors carry the parser's message; the caller adds
 /// the context, line number and snippet.
 ///
 /// One pass: the API server writes `type` before `object`, so the object is decoded straight into
 /// its final type. If `object` comes first, or `keep_raw` asks for the object's bytes (compact
 /// store mode), it is kept as a raw slice and decoded from there.
-pub(crate) fn watch_event<K: DeserializeOwned>(
+pub(crate) fn watch_event<'a, K: DeserializeOwned>(
+    line: &'a [u8],
+    keep_raw: bool,
+    scratch: &mut Scratch,
+) -> Result<(WatchEvent<K>, Option<&'a [u8]>), String> {
+    #[cfg(feature = "simd")]
+    if !keep_raw
+        && let Some(event) = scratch.simd(line, |de| match de.deserialize_map(EnvelopeVisitor(false, PhantomData)) {
+            Ok((Ok(event), None)) => Some(event),
+            _ => None,
+        })
+    {
+        return Ok((event, None));
+    }
+    let _ = scratch;
+    watch_event_json(line, keep_raw)
+}
+
+/// [`watch_event`] with serde_json only (what runs without the `simd` feature).
+fn watch_event_json<K: DeserializeOwned>(
     line: &[u8],
     keep_raw: bool,
 ) -> Result<(WatchEvent<K>, Option<&[u8]>), String> {
-    let mut de = serde_json::Deserializer::from_slice(line);
+    // See `object`: the raw path needs valid UTF-8, so the direct one checks it too.
+    let text = std::str::from_utf8(line).map_err(|e| format!("invalid UTF-8: {e}"))?;
+    let mut de = serde_json::Deserializer::from_str(text);
     let (event, raw) = de.deserialize_map(EnvelopeVisitor(keep_raw, PhantomData)).map_err(|e| e.to_string())?;
     de.end().map_err(|e| e.to_string())?;
     Ok((event?, raw.map(|r| r.get().as_bytes())))
@@ -100,10 +161,12 @@ impl<'de, K: DeserializeOwned> Visitor<'de> for EnvelopeVisitor<K> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let keep_raw = self.0;
         let mut kind: Option<Result<Kind, String>> = None;
-        let mut event: Option<Result<WatchEvent<K>, String>> = None;
+        let mut event: Option<WatchEvent<K>> = None;
         let mut raw: Option<&'de RawValue> = None;
         while let Some(key) = map.next_key::<Cow<'de, str>>()? {
             match key.as_ref() {
+                "type" if kind.is_some() => return Err(A::Error::duplicate_field("type")),
+                "object" if event.is_some() || raw.is_some() => return Err(A::Error::duplicate_field("object")),
                 "type" => kind = Some(Kind::parse(&map.next_value::<Cow<'de, str>>()?)),
                 "object" => match kind {
                     Some(Ok(k)) if !keep_raw => event = Some(map.next_value_seed(ObjectSeed::<K>(k, PhantomData))?),
@@ -120,13 +183,10 @@ impl<'de, K: DeserializeOwned> Visitor<'de> for EnvelopeVisitor<K> {
             None => return Ok((Err("watch event without \"type\"".to_owned()), None)),
         };
         let event = match (event, raw) {
-            (Some(ev), _) => ev,
+            (Some(ev), _) => Ok(ev),
             (None, Some(raw)) => {
                 let mut de = serde_json::Deserializer::from_str(raw.get());
-                match ObjectSeed::<K>(kind, PhantomData).deserialize(&mut de) {
-                    Ok(ev) => ev,
-                    Err(e) => Err(e.to_string()),
-                }
+                ObjectSeed::<K>(kind, PhantomData).deserialize(&mut de).map_err(|e| e.to_string())
             }
             (None, None) => Err("watch event without \"object\"".to_owned()),
         };
@@ -135,35 +195,39 @@ impl<'de, K: DeserializeOwned> Visitor<'de> for EnvelopeVisitor<K> {
 }
 
 /// Decodes an event's object by its type: `K` for changes, a bookmark's metadata, or a Status.
+///
+/// Any error aborts the whole line (a parser cannot go on after an error inside a value); the
+/// message is labelled with the event type.
 struct ObjectSeed<K>(Kind, PhantomData<K>);
 
 impl<'de, K: DeserializeOwned> DeserializeSeed<'de> for ObjectSeed<K> {
-    type Value = Result<WatchEvent<K>, String>;
+    type Value = WatchEvent<K>;
 
     fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<Self::Value, D::Error> {
-        let label = |e: D::Error, what: &str| format!("{what} object: {e}");
+        let label = |e: D::Error, what: &str| D::Error::custom(format!("{what} object: {e}"));
         Ok(match self.0 {
-            Kind::Added => K::deserialize(de).map(WatchEvent::Added).map_err(|e| label(e, "ADDED")),
-            Kind::Modified => K::deserialize(de).map(WatchEvent::Modified).map_err(|e| label(e, "MODIFIED")),
-            Kind::Deleted => K::deserialize(de).map(WatchEvent::Deleted).map_err(|e| label(e, "DELETED")),
-            Kind::Bookmark => match BookmarkObject::deserialize(de) {
-                Err(e) => Err(label(e, "BOOKMARK")),
-                Ok(b) => match b.metadata.resource_version.filter(|rv| !rv.is_empty()) {
-                    None => Err("BOOKMARK without metadata.resourceVersion".to_owned()),
-                    Some(resource_version) => {
-                        let initial_events_end = b
-                            .metadata
-                            .annotations
-                            .as_ref()
-                            .and_then(|a| a.get(INITIAL_EVENTS_END))
-                            .is_some_and(|v| v == "true");
-                        Ok(WatchEvent::Bookmark { resource_version, initial_events_end })
-                    }
-                },
-            },
-            Kind::Error => StatusBody::deserialize(de)
-                .map(WatchEvent::Error)
-                .map_err(|e| format!("ERROR object is not a Status: {e}")),
+            Kind::Added => WatchEvent::Added(K::deserialize(de).map_err(|e| label(e, "ADDED"))?),
+            Kind::Modified => WatchEvent::Modified(K::deserialize(de).map_err(|e| label(e, "MODIFIED"))?),
+            Kind::Deleted => WatchEvent::Deleted(K::deserialize(de).map_err(|e| label(e, "DELETED"))?),
+            Kind::Bookmark => {
+                let b = BookmarkObject::deserialize(de).map_err(|e| label(e, "BOOKMARK"))?;
+                let resource_version = b
+                    .metadata
+                    .resource_version
+                    .filter(|rv| !rv.is_empty())
+                    .ok_or_else(|| D::Error::custom("BOOKMARK without metadata.resourceVersion"))?;
+                let initial_events_end = b
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(INITIAL_EVENTS_END))
+                    .is_some_and(|v| v == "true");
+                WatchEvent::Bookmark { resource_version, initial_events_end }
+            }
+            Kind::Error => WatchEvent::Error(
+                StatusBody::deserialize(de)
+                    .map_err(|e| D::Error::custom(format!("ERROR object is not a Status: {e}")))?,
+            ),
         })
     }
 }
@@ -591,14 +655,18 @@ mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::ConfigMap;
 
+    /// Decodes with the build's decoder, and checks the serde_json-only path agrees.
     fn ev(line: &[u8]) -> Result<WatchEvent<ConfigMap>, String> {
-        watch_event(line, false).map(|(e, _)| e)
+        let plain = watch_event_json::<ConfigMap>(line, false).map(|_| ());
+        let got = watch_event(line, false, &mut Scratch::default()).map(|(e, _)| e);
+        assert_eq!(plain.is_ok(), got.is_ok(), "serde_json and the build's decoder disagree");
+        got
     }
 
     #[test]
     fn raw_object_bytes_are_kept_on_request() {
         let line = br#"{"type":"ADDED","object":{"metadata":{"name":"a"}}}"#;
-        let (e, raw) = watch_event::<ConfigMap>(line, true).unwrap();
+        let (e, raw) = watch_event::<ConfigMap>(line, true, &mut Scratch::default()).unwrap();
         assert!(matches!(e, WatchEvent::Added(_)));
         assert_eq!(raw, Some(&br#"{"metadata":{"name":"a"}}"#[..]));
     }
@@ -714,30 +782,54 @@ mod tests {
 
     #[test]
     fn a_bad_object_names_its_event_type() {
-        let err = watch_event::<ConfigMap>(br#"{"type":"MODIFIED","object":{"metadata":{"name":7}}}"#, false)
-            .map(|e| e.0)
-            .unwrap_err();
+        let err = watch_event::<ConfigMap>(
+            br#"{"type":"MODIFIED","object":{"metadata":{"name":7}}}"#,
+            false,
+            &mut Scratch::default(),
+        )
+        .map(|e| e.0)
+        .unwrap_err();
         assert!(err.starts_with("MODIFIED object: invalid type"), "{err}");
     }
 
     #[test]
     fn trailing_garbage_and_missing_fields_are_errors() {
-        assert!(watch_event::<ConfigMap>(br#"{"type":"ADDED","object":{}} x"#, false).map(|e| e.0).is_err());
         assert!(
-            watch_event::<ConfigMap>(br#"{"type":"ADDED"}"#, false)
+            watch_event::<ConfigMap>(br#"{"type":"ADDED","object":{}} x"#, false, &mut Scratch::default())
+                .map(|e| e.0)
+                .is_err()
+        );
+        assert!(
+            watch_event::<ConfigMap>(br#"{"type":"ADDED"}"#, false, &mut Scratch::default())
                 .map(|e| e.0)
                 .unwrap_err()
                 .contains("without \"object\"")
         );
         assert!(
-            watch_event::<ConfigMap>(br#"{"object":{}}"#, false).map(|e| e.0).unwrap_err().contains("without \"type\"")
+            watch_event::<ConfigMap>(br#"{"object":{}}"#, false, &mut Scratch::default())
+                .map(|e| e.0)
+                .unwrap_err()
+                .contains("without \"type\"")
         );
-        assert!(watch_event::<ConfigMap>(b"<html>", false).map(|e| e.0).is_err());
+        assert!(watch_event::<ConfigMap>(b"<html>", false, &mut Scratch::default()).map(|e| e.0).is_err());
+    }
+
+    #[test]
+    fn a_syntax_error_inside_the_object_fails_the_line_in_both_paths() {
+        let line = br#"{"type":"DELETED","object":{"metadata":{"name":"a","reso","object":{"metadata":{"name":"a"}}}"#;
+        for keep_raw in [false, true] {
+            assert!(watch_event::<ConfigMap>(line, keep_raw, &mut Scratch::default()).is_err(), "keep_raw={keep_raw}");
+            assert!(watch_event_json::<ConfigMap>(line, keep_raw).is_err(), "keep_raw={keep_raw}");
+        }
+        let twice = br#"{"type":"ADDED","object":{},"object":{}}"#;
+        assert!(watch_event::<ConfigMap>(twice, false, &mut Scratch::default()).is_err());
     }
 
     #[test]
     fn unknown_event_types_are_errors() {
-        let err = watch_event::<ConfigMap>(br#"{"type":"WEIRD","object":{}}"#, false).map(|e| e.0).unwrap_err();
+        let err = watch_event::<ConfigMap>(br#"{"type":"WEIRD","object":{}}"#, false, &mut Scratch::default())
+            .map(|e| e.0)
+            .unwrap_err();
         assert!(err.contains("unknown watch event type"), "{err}");
     }
 

@@ -45,14 +45,16 @@ impl<K: Watchable> Entry<K> {
     fn object(&self) -> Option<Arc<K>> {
         match self {
             Entry::Typed(o) => Some(Arc::clone(o)),
-            Entry::Compact { json, .. } => match serde_json::from_slice::<K>(json) {
-                Ok(o) => Some(Arc::new(o)),
-                Err(e) => {
-                    // Cannot happen: compact JSON is only stored after it decoded as K.
-                    log::error!("bug: a compact store entry no longer decodes: {e}");
-                    None
+            Entry::Compact { json, .. } => {
+                match crate::decode::object::<K>(json, &mut crate::decode::Scratch::default()) {
+                    Ok(o) => Some(Arc::new(o)),
+                    Err(e) => {
+                        // Cannot happen: compact JSON is only stored after it decoded as K.
+                        log::error!("bug: a compact store entry no longer decodes: {e}");
+                        None
+                    }
                 }
-            },
+            }
         }
     }
 }

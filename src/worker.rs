@@ -40,6 +40,7 @@ pub(crate) struct Sink<K> {
     /// Compact store mode: keep objects as JSON (encoded with this after a transform).
     pub(crate) compact: Option<Encode<K>>,
     out: Vec<Event<K>>,
+    scratch: decode::Scratch,
 }
 
 impl<K: Watchable> Sink<K> {
@@ -49,7 +50,7 @@ impl<K: Watchable> Sink<K> {
         transform: Option<Transform<K>>,
         compact: Option<Encode<K>>,
     ) -> Self {
-        Sink { writer, shared, transform, compact, out: Vec::new() }
+        Sink { writer, shared, transform, compact, out: Vec::new(), scratch: decode::Scratch::default() }
     }
 
     /// Applies one effect action, with the object of the current input, and publishes its events.
@@ -112,8 +113,8 @@ impl<K: Watchable> Sink<K> {
         Ok(driver)
     }
 
-    fn decode(&self, bytes: &[u8]) -> Result<Incoming<K>, String> {
-        let obj: K = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    fn decode(&mut self, bytes: &[u8]) -> Result<Incoming<K>, String> {
+        let obj: K = decode::object(bytes, &mut self.scratch)?;
         self.prepare(obj, Some(bytes))
     }
 
@@ -276,7 +277,7 @@ impl<K: Watchable> Worker<K> {
                 StreamItem::Line(bytes, line) => {
                     self.sink.shared.stats.lock().bytes += bytes.len() as u64 + 1;
                     let keep_raw = self.sink.compact.is_some();
-                    match decode::watch_event::<K>(bytes, keep_raw)
+                    match decode::watch_event::<K>(bytes, keep_raw, &mut self.sink.scratch)
                         .and_then(|(ev, raw)| self.on_event(ev, raw, &context, now))
                     {
                         Ok((input, actions)) => vec![self.sink.perform(actions, input)?],
