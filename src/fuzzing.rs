@@ -14,13 +14,16 @@ use crate::decode::{self, Line};
 ///
 /// When the line is not a valid watch event.
 pub fn watch_event<K: DeserializeOwned>(line: &[u8]) -> Result<(), String> {
-    decode::watch_event::<K>(line, false).map(|_| ())
+    decode::watch_event::<K>(line, false, &mut decode::Scratch::default()).map(|_| ())
 }
 
 /// Decodes one watch line both ways the watcher can: straight into `K`, and through the raw
 /// object bytes (compact store mode). The two should always agree.
 pub fn watch_event_both<K: DeserializeOwned>(line: &[u8]) -> (Result<(), String>, Result<(), String>) {
-    (decode::watch_event::<K>(line, false).map(|_| ()), decode::watch_event::<K>(line, true).map(|_| ()))
+    (
+        decode::watch_event::<K>(line, false, &mut decode::Scratch::default()).map(|_| ()),
+        decode::watch_event::<K>(line, true, &mut decode::Scratch::default()).map(|_| ()),
+    )
 }
 
 /// Splits `reader` into lines of at most `max` bytes, as a watch stream is read; returns how

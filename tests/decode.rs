@@ -334,7 +334,6 @@ fn a_gzip_bomb_list_is_cut_at_the_item_limit_with_bounded_memory() {
 const TRUNCATED_DELETED: &str = r#"{"type":"DELETED","object":{"metadata":{"name":"a","reso","object":{"metadata":{"name":"a","reurceVersion":"7","deletionTimestamp":"2025-01-01T00:00:00Z"}}}"#;
 
 #[test]
-#[ignore = "core bug: decode::watch_event(keep_raw=false) accepts a truncated line with a syntax error inside a DELETED object"]
 fn regression_a_truncated_deleted_event_with_a_syntax_error_is_rejected_by_both_decoding_paths() {
     let (direct, raw) = fuzzing::watch_event_both::<Pod>(TRUNCATED_DELETED.as_bytes());
     assert!(raw.is_err(), "{raw:?}");
@@ -342,7 +341,6 @@ fn regression_a_truncated_deleted_event_with_a_syntax_error_is_rejected_by_both_
 }
 
 #[test]
-#[ignore = "core bug: the two watch-line decoding paths disagree on some invalid lines (see the regression above)"]
 fn randomized_watch_lines_decode_the_same_both_ways() {
     let _serial = serial();
     let mut rng = StdRng::seed_from_u64(seed());
