@@ -18,7 +18,7 @@ use crate::config::DEFAULT_MAX_LIST_BYTES;
 use crate::decode::{self, Line, ListError, ListMeta};
 use crate::error::{Error, Result};
 use crate::request::{self, ListParams, WatchParams};
-use crate::resource::{ApiResource, Watchable};
+use crate::resource::{ApiResource, PartialObjectMetadata, Watchable};
 
 /// Bound on an error body we read to explain a non-2xx answer.
 const MAX_ERROR_BODY: u64 = 1 << 20;
@@ -105,6 +105,8 @@ pub struct Api<K> {
     pub(crate) client: Client,
     pub(crate) resource: ApiResource,
     pub(crate) namespace: Option<String>,
+    /// Ask for `PartialObjectMetadata` instead of full objects (`metadata_watcher`).
+    pub(crate) metadata_only: bool,
     _kind: PhantomData<fn() -> K>,
 }
 
@@ -114,6 +116,7 @@ impl<K> Clone for Api<K> {
             client: self.client.clone(),
             resource: self.resource.clone(),
             namespace: self.namespace.clone(),
+            metadata_only: self.metadata_only,
             _kind: PhantomData,
         }
     }
@@ -160,14 +163,14 @@ impl<K> Api<K> {
     /// Every object of the type `resource` describes (for dynamic objects and custom resources).
     #[must_use]
     pub fn all_with(client: Client, resource: &ApiResource) -> Self {
-        Api { client, resource: resource.clone(), namespace: None, _kind: PhantomData }
+        Api { client, resource: resource.clone(), namespace: None, metadata_only: false, _kind: PhantomData }
     }
 
     /// The objects of type `resource` in `namespace`.
     #[must_use]
     pub fn namespaced_with(client: Client, namespace: &str, resource: &ApiResource) -> Self {
         let namespace = resource.namespaced.then(|| namespace.to_owned());
-        Api { client, resource: resource.clone(), namespace, _kind: PhantomData }
+        Api { client, resource: resource.clone(), namespace, metadata_only: false, _kind: PhantomData }
     }
 
     /// The resource type's address.
@@ -180,6 +183,22 @@ impl<K> Api<K> {
     #[must_use]
     pub fn namespace(&self) -> Option<&str> {
         self.namespace.as_deref()
+    }
+
+    /// The same type and namespace, listed, watched and read as metadata only
+    /// ([`PartialObjectMetadata`], requested with the `Accept` header; protocol.md §8).
+    ///
+    /// [`metadata_watcher`](crate::metadata_watcher) is `Watcher::new(api.into_metadata(), config)`;
+    /// use this with [`Watcher::builder`](crate::Watcher::builder) for its other options.
+    #[must_use]
+    pub fn into_metadata(self) -> Api<PartialObjectMetadata<K>> {
+        Api {
+            client: self.client,
+            resource: self.resource,
+            namespace: self.namespace,
+            metadata_only: true,
+            _kind: PhantomData,
+        }
     }
 
     pub(crate) fn describe(&self, verb: &str) -> String {
@@ -224,19 +243,9 @@ impl<K: Watchable> Api<K> {
     pub fn get(&self, name: &str) -> Result<K> {
         let http = Http::new(Arc::clone(&self.client.conn));
         let context = format!("get {} {name:?}", self.resource.kind);
-        let url = format!(
-            "{}{}",
-            self.client.conn.server,
-            request::object_path(&self.resource, self.namespace.as_deref(), name)
-        );
-        let res = http.call(&url, &context, REQUEST_IDLE, false)?;
-        let mut bytes = Vec::new();
-        res.into_body()
-            .into_with_config()
-            .limit(MAX_OBJECT_BYTES)
-            .reader()
-            .read_to_end(&mut bytes)
-            .map_err(|e| io_error(&context, e))?;
+        let path = request::object_path(&self.resource, self.namespace.as_deref(), name);
+        let accept = if self.metadata_only { request::ACCEPT_METADATA } else { request::ACCEPT_JSON };
+        let bytes = http.get_bytes(&path, &context, accept)?;
         serde_json::from_slice(&bytes)
             .map_err(|e| Error::Decode(Box::new(decode::decode_error(&context, None, &bytes, e.to_string()))))
     }
@@ -324,6 +333,20 @@ impl Http {
         &self.agent
     }
 
+    /// GETs `path` (on the server, e.g. a discovery document) and returns its body, bounded.
+    pub(crate) fn get_bytes(&self, path: &str, context: &str, accept: &str) -> Result<Vec<u8>> {
+        let url = format!("{}{path}", self.conn.server);
+        let res = self.call(&url, context, REQUEST_IDLE, false, accept)?;
+        let mut bytes = Vec::new();
+        res.into_body()
+            .into_with_config()
+            .limit(MAX_OBJECT_BYTES)
+            .reader()
+            .read_to_end(&mut bytes)
+            .map_err(|e| io_error(context, e))?;
+        Ok(bytes)
+    }
+
     /// Lists one page of `api`, handing each item's bytes to `on_item` as it streams in.
     pub(crate) fn list<K>(
         &self,
@@ -338,7 +361,8 @@ impl Http {
             request::collection_path(&api.resource, api.namespace.as_deref()),
             params.query()
         );
-        let res = self.call(&url, &context, REQUEST_IDLE, false)?;
+        let accept = if api.metadata_only { request::ACCEPT_METADATA_LIST } else { request::ACCEPT_JSON };
+        let res = self.call(&url, &context, REQUEST_IDLE, false, accept)?;
         let reader = Capped { inner: res.into_body().into_reader(), left: DEFAULT_MAX_LIST_BYTES };
         decode::list(reader, crate::config::DEFAULT_MAX_LINE, &mut on_item).map_err(|e| match e {
             ListError::Io(e) => io_error(&context, e),
@@ -368,7 +392,8 @@ impl Http {
             request::collection_path(&api.resource, api.namespace.as_deref()),
             params.query()
         );
-        let res = self.call(&url, &context, idle, true)?;
+        let accept = if api.metadata_only { request::ACCEPT_METADATA } else { request::ACCEPT_JSON };
+        let res = self.call(&url, &context, idle, true, accept)?;
         Ok(WatchStream {
             reader: BufReader::with_capacity(64 * 1024, res.into_body().into_reader()),
             buf: Vec::with_capacity(16 * 1024),
@@ -379,12 +404,12 @@ impl Http {
     }
 
     /// One GET with credentials; non-2xx answers become `Error::Api`.
-    fn call(&self, url: &str, context: &str, idle: Duration, watch: bool) -> Result<Response<Body>> {
+    fn call(&self, url: &str, context: &str, idle: Duration, watch: bool, accept: &str) -> Result<Response<Body>> {
         let mut refreshed = false;
         let mut retried = false;
         loop {
             let headers = self.conn.request_headers()?;
-            let mut req = self.agent.get(url).header("Accept", "application/json");
+            let mut req = self.agent.get(url).header("Accept", accept);
             if watch {
                 // Watches are not compressed by the server; ask for identity so a future
                 // multi-member gzip stream never meets a single-member decoder.

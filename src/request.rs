@@ -5,6 +5,17 @@ use std::time::Duration;
 
 use crate::resource::ApiResource;
 
+/// `Accept` for full objects.
+pub(crate) const ACCEPT_JSON: &str = "application/json";
+/// `Accept` for a metadata-only list, falling back to full objects on servers without it
+/// (protocol.md §8: without the fallback such a server answers 406).
+pub(crate) const ACCEPT_METADATA_LIST: &str =
+    "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+/// `Accept` for a metadata-only watch or get: the singular form (the list form makes a watch
+/// fall back to full objects).
+pub(crate) const ACCEPT_METADATA: &str =
+    "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
+
 /// `resourceVersionMatch` for lists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -152,16 +163,7 @@ pub(crate) fn encode_into(out: &mut String, s: &str) {
 
 /// The collection path of `ar`, in `namespace` or across all namespaces / cluster-scoped.
 pub(crate) fn collection_path(ar: &ApiResource, namespace: Option<&str>) -> String {
-    let mut p = String::with_capacity(64);
-    if ar.group.is_empty() {
-        p.push_str("/api/");
-        encode_into(&mut p, &ar.version);
-    } else {
-        p.push_str("/apis/");
-        encode_into(&mut p, &ar.group);
-        p.push('/');
-        encode_into(&mut p, &ar.version);
-    }
+    let mut p = group_version_path(&ar.group, &ar.version);
     if let Some(ns) = namespace.filter(|_| ar.namespaced) {
         p.push_str("/namespaces/");
         encode_into(&mut p, ns);
@@ -170,6 +172,23 @@ pub(crate) fn collection_path(ar: &ApiResource, namespace: Option<&str>) -> Stri
     encode_into(&mut p, &ar.plural);
     p
 }
+
+/// The discovery path of one group version: `/api/v1` or `/apis/{group}/{version}`.
+pub(crate) fn group_version_path(group: &str, version: &str) -> String {
+    let mut p = String::with_capacity(32);
+    if group.is_empty() {
+        p.push_str("/api/");
+    } else {
+        p.push_str("/apis/");
+        encode_into(&mut p, group);
+        p.push('/');
+    }
+    encode_into(&mut p, version);
+    p
+}
+
+/// The discovery path listing every named API group.
+pub(crate) const GROUPS_PATH: &str = "/apis";
 
 /// The path of one object.
 pub(crate) fn object_path(ar: &ApiResource, namespace: Option<&str>, name: &str) -> String {
@@ -204,6 +223,12 @@ mod tests {
     fn grouped_paths_use_apis_prefix() {
         let ar = ApiResource::of::<Deployment>();
         assert_eq!(object_path(&ar, Some("shop"), "web"), "/apis/apps/v1/namespaces/shop/deployments/web");
+    }
+
+    #[test]
+    fn discovery_paths_separate_the_core_group() {
+        assert_eq!(group_version_path("", "v1"), "/api/v1");
+        assert_eq!(group_version_path("apps", "v1"), "/apis/apps/v1");
     }
 
     #[test]

@@ -1,7 +1,12 @@
-//! What can be watched: the `Watchable` bound, written once, and `ApiResource`, the type's address.
+//! What can be watched: the `Watchable` bound, written once, `ApiResource` (the type's address),
+//! and the untyped object shapes `DynamicObject` and `PartialObjectMetadata<K>`.
+
+use std::fmt;
+use std::marker::PhantomData;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 
 /// The bound on every watched type: decodable, with standard object metadata, shareable
 /// across threads.
@@ -13,6 +18,14 @@ pub trait Watchable: DeserializeOwned + Send + Sync + 'static {
     fn meta(&self) -> &ObjectMeta;
     /// The object's metadata, mutably (for transforms that drop fields such as managedFields).
     fn meta_mut(&mut self) -> &mut ObjectMeta;
+
+    /// The `kind` the object says it has, when it is not the one this type stands for: only
+    /// [`PartialObjectMetadata`] answers, so a server that ignored the metadata-only `Accept`
+    /// header is noticed. Not meant to be implemented outside this crate.
+    #[doc(hidden)]
+    fn unexpected_kind(&self) -> Option<&str> {
+        None
+    }
 }
 
 impl<K> Watchable for K
@@ -81,6 +94,119 @@ impl ApiResource {
             plural: plural.to_owned(),
             namespaced,
         }
+    }
+}
+
+/// `apiVersion` and `kind`, as objects carry them (list items of built-in types often do not).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct TypeMeta {
+    /// `group/version`, or the version alone for the core group.
+    #[serde(rename = "apiVersion")]
+    pub api_version: String,
+    /// The kind (`"Deployment"`).
+    pub kind: String,
+}
+
+/// An object of any type, for custom resources without a Rust type and types found at run
+/// time: its metadata decoded, everything else kept as JSON.
+///
+/// Watch it with an [`Api`](crate::Api) built from an [`ApiResource`]
+/// ([`Api::all_with`](crate::Api::all_with), [`Api::namespaced_with`](crate::Api::namespaced_with)),
+/// for example one that [`Client::discover`](crate::Client::discover) found.
+///
+/// It implements [`Watchable`] directly rather than `k8s_openapi::Resource`: that trait's
+/// constant group and kind would let `Api::<DynamicObject>::all` compile with no address.
+///
+/// ```
+/// # let server = kube_watcher::testing::FakeApiServer::start();
+/// # let rt = kube_watcher::testing::ResourceType::new("example.com", "v1", "widgets", "Widget", true);
+/// # server.create_value(&rt, serde_json::json!({"metadata": {"name": "w1", "namespace": "shop"}, "spec": {"size": 3}})).unwrap();
+/// use std::time::Duration;
+/// use kube_watcher::{Api, ApiResource, Client, Config, DynamicObject, ObjectRef, Watcher};
+///
+/// let widgets = ApiResource::new("example.com", "v1", "Widget", "widgets", true);
+/// let api: Api<DynamicObject> = Api::namespaced_with(Client::from_url(&server.url())?, "shop", &widgets);
+/// let watcher = Watcher::new(api, Config::default())?;
+/// watcher.store().wait_until_ready(Duration::from_secs(30))?;
+/// let w1 = watcher.store().get(&ObjectRef::new("w1").within("shop")).unwrap();
+/// assert_eq!(w1.data["spec"]["size"], 3);
+/// # Ok::<(), kube_watcher::Error>(())
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DynamicObject {
+    /// `apiVersion` and `kind`, when the object carries them.
+    #[serde(flatten, default)]
+    pub types: Option<TypeMeta>,
+    /// Standard object metadata.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// Every other field (`spec`, `status`, `data`, …) as a JSON object.
+    #[serde(flatten)]
+    pub data: serde_json::Value,
+}
+
+impl Watchable for DynamicObject {
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+/// Only the metadata of a `K`, as a metadata-only list or watch returns it: what
+/// [`metadata_watcher`](crate::metadata_watcher) keeps, a fraction of a full object's memory.
+///
+/// `K` only names the watched type; nothing of it is stored.
+#[derive(Serialize, Deserialize)]
+#[serde(bound = "")]
+pub struct PartialObjectMetadata<K> {
+    /// `apiVersion` and `kind`: `meta.k8s.io/v1` and `PartialObjectMetadata` when the server
+    /// honoured the request.
+    #[serde(flatten, default)]
+    pub types: Option<TypeMeta>,
+    /// Standard object metadata.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(skip)]
+    _kind: PhantomData<fn() -> K>,
+}
+
+impl<K> PartialObjectMetadata<K> {
+    /// Metadata of a `K`, with no `types`.
+    #[must_use]
+    pub fn new(metadata: ObjectMeta) -> Self {
+        PartialObjectMetadata { types: None, metadata, _kind: PhantomData }
+    }
+}
+
+impl<K> Clone for PartialObjectMetadata<K> {
+    fn clone(&self) -> Self {
+        PartialObjectMetadata { types: self.types.clone(), metadata: self.metadata.clone(), _kind: PhantomData }
+    }
+}
+
+impl<K> PartialEq for PartialObjectMetadata<K> {
+    fn eq(&self, other: &Self) -> bool {
+        self.types == other.types && self.metadata == other.metadata
+    }
+}
+
+impl<K> fmt::Debug for PartialObjectMetadata<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PartialObjectMetadata").field("types", &self.types).field("metadata", &self.metadata).finish()
+    }
+}
+
+impl<K: 'static> Watchable for PartialObjectMetadata<K> {
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+    fn unexpected_kind(&self) -> Option<&str> {
+        self.types.as_ref().map(|t| t.kind.as_str()).filter(|k| *k != "PartialObjectMetadata")
     }
 }
 

@@ -1,7 +1,7 @@
 //! `Writer<K>` applies events and swaps in a relist at `InitDone`; `Store<K>` is the cheap,
 //! cloneable read side.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,6 +15,64 @@ use crate::key::{ObjectKey, ObjectRef};
 use crate::resource::Watchable;
 
 type Map<K> = HashMap<ObjectKey, Entry<K>>;
+
+/// A user index function: the index values of one object (`Watcher::builder(..).index(..)`).
+pub(crate) type IndexFn<K> = Box<dyn Fn(&K) -> Vec<String> + Send + Sync>;
+
+/// The name of the built-in index by namespace.
+pub(crate) const NAMESPACE_INDEX: &str = "namespace";
+
+/// One named index: value → keys, and key → values (to remove an entry without its object).
+/// Invariant: `values` and `of` describe the same pairs, and no set in `values` is empty.
+#[derive(Default)]
+struct Index {
+    values: HashMap<String, HashSet<ObjectKey>>,
+    of: HashMap<ObjectKey, Vec<String>>,
+}
+
+impl Index {
+    fn insert(&mut self, key: &ObjectKey, values: Vec<String>) {
+        self.remove(key);
+        if values.is_empty() {
+            return;
+        }
+        for v in &values {
+            self.values.entry(v.clone()).or_default().insert(key.clone());
+        }
+        self.of.insert(key.clone(), values);
+    }
+
+    fn remove(&mut self, key: &ObjectKey) {
+        for v in self.of.remove(key).into_iter().flatten() {
+            if let Some(keys) = self.values.get_mut(&v) {
+                keys.remove(key);
+                if keys.is_empty() {
+                    self.values.remove(&v);
+                }
+            }
+        }
+    }
+}
+
+/// Every index of one map, positionally matching `Shared::index_names`.
+type Indexes = Vec<Index>;
+
+fn new_indexes(n: usize) -> Indexes {
+    (0..n).map(|_| Index::default()).collect()
+}
+
+/// Adds (or replaces) `key`'s computed values in every index.
+fn index_insert(indexes: &mut Indexes, key: &ObjectKey, values: Vec<Vec<String>>) {
+    for (index, values) in indexes.iter_mut().zip(values) {
+        index.insert(key, values);
+    }
+}
+
+fn index_remove(indexes: &mut Indexes, key: &ObjectKey) {
+    for index in indexes {
+        index.remove(key);
+    }
+}
 
 /// How the store holds one object.
 pub(crate) enum Entry<K> {
@@ -41,6 +99,15 @@ impl<K: Watchable> Entry<K> {
         }
     }
 
+    /// A second handle on the same entry: an `Arc` clone, or a copy of the compact JSON (so it
+    /// can be decoded after the lock is released).
+    fn share(&self) -> Entry<K> {
+        match self {
+            Entry::Typed(o) => Entry::Typed(Arc::clone(o)),
+            Entry::Compact { json, uid } => Entry::Compact { json: json.clone(), uid: uid.clone() },
+        }
+    }
+
     /// The object; a compact entry is decoded (about as costly as decoding it off the wire).
     fn object(&self) -> Option<Arc<K>> {
         match self {
@@ -61,6 +128,8 @@ impl<K: Watchable> Entry<K> {
 
 struct Shared<K> {
     objects: RwLock<Objects<K>>,
+    /// Index names; `Objects::live_index` and the pending indexes follow this order.
+    index_names: Vec<String>,
     /// Bumped on every change to the visible state; lets callers ask "anything new?" in O(1).
     generation: AtomicU64,
     readiness: Mutex<Readiness>,
@@ -70,8 +139,11 @@ struct Shared<K> {
 struct Objects<K> {
     /// What readers see.
     live: Map<K>,
-    /// The relist in progress (between `Init` and `InitDone`); invisible to readers.
-    pending: Option<Map<K>>,
+    /// The indexes of `live`.
+    live_index: Indexes,
+    /// The relist in progress (between `Init` and `InitDone`) and its indexes; invisible to
+    /// readers, swapped in with `live` at `InitDone`.
+    pending: Option<(Map<K>, Indexes)>,
 }
 
 #[derive(Default)]
@@ -121,6 +193,50 @@ impl<K: Watchable> Store<K> {
         }
     }
 
+    /// The objects whose index `name` holds `value`, in no particular order: for example
+    /// `store.index("namespace", "apps")` (built in) or `store.index("node", "node-1")` for an
+    /// index registered with [`WatcherBuilder::index`](crate::WatcherBuilder::index).
+    ///
+    /// Indexes follow the store exactly: an object appears once its `Apply` is visible, moves
+    /// when its values change, leaves when it is deleted, and a relist replaces the indexes at
+    /// `InitDone` together with the objects. An index name that was never registered, or a
+    /// value no object has, gives an empty `Vec`. In compact store mode the objects are decoded.
+    ///
+    /// ```
+    /// # let server = kube_watcher::testing::FakeApiServer::start();
+    /// # for (ns, name, node) in [("apps", "a", "n1"), ("apps", "b", "n2"), ("db", "c", "n1")] {
+    /// #     let mut p = k8s_openapi::api::core::v1::Pod::default();
+    /// #     p.metadata.name = Some(name.into()); p.metadata.namespace = Some(ns.into());
+    /// #     p.spec = Some(k8s_openapi::api::core::v1::PodSpec { node_name: Some(node.into()), ..Default::default() });
+    /// #     server.create(&p).unwrap();
+    /// # }
+    /// use std::time::Duration;
+    /// use kube_watcher::{Api, Client, Watcher};
+    /// use k8s_openapi::api::core::v1::Pod;
+    ///
+    /// let pods: Api<Pod> = Api::all(Client::from_url(&server.url())?);
+    /// let watcher = Watcher::builder(pods)
+    ///     .index("node", |pod: &Pod| pod.spec.iter().filter_map(|s| s.node_name.clone()).collect())
+    ///     .start()?;
+    /// let store = watcher.store();
+    /// store.wait_until_ready(Duration::from_secs(30))?;
+    /// assert_eq!(store.index("node", "n1").len(), 2);
+    /// assert_eq!(store.index("namespace", "apps").len(), 2);
+    /// assert!(store.index("no such index", "n1").is_empty());
+    /// # Ok::<(), kube_watcher::Error>(())
+    /// ```
+    #[must_use]
+    pub fn index(&self, name: &str, value: &str) -> Vec<Arc<K>> {
+        let Some(i) = self.shared.index_names.iter().position(|n| n == name) else { return Vec::new() };
+        let objects = self.shared.objects.read();
+        let entries: Vec<Entry<K>> = match objects.live_index.get(i).and_then(|index| index.values.get(value)) {
+            Some(keys) => keys.iter().filter_map(|k| objects.live.get(k)).map(Entry::share).collect(),
+            None => return Vec::new(),
+        };
+        drop(objects); // decode (compact mode) outside the lock
+        entries.iter().filter_map(Entry::object).collect()
+    }
+
     /// Every object in the store, in no particular order.
     ///
     /// In compact store mode every object is decoded: prefer [`get`](Self::get) for a few.
@@ -140,7 +256,7 @@ impl<K: Watchable> Store<K> {
             out.extend(objects.live.values().filter_map(Entry::object).map(Event::InitApply));
             out.push(Event::InitDone);
         }
-        if let Some(pending) = &objects.pending {
+        if let Some((pending, _)) = &objects.pending {
             out.push(Event::Init);
             out.extend(pending.values().filter_map(Entry::object).map(Event::InitApply));
         }
@@ -209,6 +325,8 @@ impl<K> Store<K> {
 /// events consumers must see, in order, to `out`.
 pub(crate) struct Writer<K> {
     shared: Arc<Shared<K>>,
+    /// One per `Shared::index_names`; `None` is the built-in namespace index.
+    index_fns: Vec<Option<IndexFn<K>>>,
     /// Objects delivered (`InitApply`) by relists that were then abandoned, since the last
     /// `InitDone`. A consumer may have applied them, so any that the next completed relist
     /// lacks must be reported deleted too.
@@ -216,20 +334,55 @@ pub(crate) struct Writer<K> {
 }
 
 impl<K: Watchable> Writer<K> {
+    #[cfg(test)]
     pub(crate) fn new() -> (Writer<K>, Store<K>) {
+        Writer::with_indexes(Vec::new())
+    }
+
+    /// A writer and its store, with the built-in namespace index and `indexes` (a later one of
+    /// the same name replaces an earlier one, the built-in one too).
+    pub(crate) fn with_indexes(indexes: Vec<(String, IndexFn<K>)>) -> (Writer<K>, Store<K>) {
+        let mut index_names = vec![NAMESPACE_INDEX.to_owned()];
+        let mut index_fns: Vec<Option<IndexFn<K>>> = vec![None];
+        for (name, f) in indexes {
+            match index_names.iter().position(|n| *n == name) {
+                Some(i) => index_fns[i] = Some(f),
+                None => {
+                    index_names.push(name);
+                    index_fns.push(Some(f));
+                }
+            }
+        }
         let shared = Arc::new(Shared {
-            objects: RwLock::new(Objects { live: HashMap::new(), pending: None }),
+            objects: RwLock::new(Objects {
+                live: HashMap::new(),
+                live_index: new_indexes(index_names.len()),
+                pending: None,
+            }),
+            index_names,
             generation: AtomicU64::new(0),
             readiness: Mutex::new(Readiness::default()),
             ready_changed: Condvar::new(),
         });
-        (Writer { shared: Arc::clone(&shared), orphans: HashMap::new() }, Store { shared })
+        (Writer { shared: Arc::clone(&shared), index_fns, orphans: HashMap::new() }, Store { shared })
+    }
+
+    /// `obj`'s values for every index, computed before any lock is taken (they run user code).
+    fn index_values(&self, key: &ObjectKey, obj: &K) -> Vec<Vec<String>> {
+        self.index_fns
+            .iter()
+            .map(|f| match f {
+                Some(f) => f(obj),
+                None => key.namespace.iter().map(|ns| ns.to_string()).collect(),
+            })
+            .collect()
     }
 
     /// A relist starts. A relist already in progress is discarded.
     pub(crate) fn begin_init(&mut self, out: &mut Vec<Event<K>>) {
         self.abort_init();
-        self.shared.objects.write().pending = Some(HashMap::new());
+        let indexes = new_indexes(self.index_fns.len());
+        self.shared.objects.write().pending = Some((HashMap::new(), indexes));
         out.push(Event::Init);
     }
 
@@ -237,18 +390,20 @@ impl<K: Watchable> Writer<K> {
     /// `json`: the object's compact JSON, to store instead of the object (compact store mode).
     pub(crate) fn init_apply(&mut self, obj: Arc<K>, json: Option<Box<[u8]>>, out: &mut Vec<Event<K>>) {
         let Some(key) = ObjectKey::of(&*obj) else { return };
+        let values = self.index_values(&key, &obj);
         let mut objects = self.shared.objects.write();
         // A new incarnation (new uid) under a known name is a delete of the old one first.
         if let Some(old) = objects.live.get(&key)
             && old.uid().is_some()
             && old.uid() != obj.meta().uid.as_deref()
-            && objects.pending.as_ref().is_some_and(|p| !p.contains_key(&key))
+            && objects.pending.as_ref().is_some_and(|(p, _)| !p.contains_key(&key))
             && let Some(old) = old.object()
         {
             out.push(Event::Delete(old));
         }
         match objects.pending.as_mut() {
-            Some(pending) => {
+            Some((pending, indexes)) => {
+                index_insert(indexes, &key, values);
                 pending.insert(key, Entry::new(&obj, json));
             }
             None => log::error!("bug: InitApply outside a relist for {key}; ignored"),
@@ -260,10 +415,11 @@ impl<K: Watchable> Writer<K> {
     pub(crate) fn init_done(&mut self, out: &mut Vec<Event<K>>) {
         let old = {
             let mut objects = self.shared.objects.write();
-            let Some(new) = objects.pending.take() else {
+            let Some((new, indexes)) = objects.pending.take() else {
                 log::error!("bug: InitDone outside a relist; ignored");
                 return;
             };
+            objects.live_index = indexes;
             std::mem::replace(&mut objects.live, new)
         };
         self.shared.generation.fetch_add(1, Ordering::AcqRel);
@@ -293,15 +449,19 @@ impl<K: Watchable> Writer<K> {
     /// The relist in progress failed; forget it (the next one starts with `Init` again).
     pub(crate) fn abort_init(&mut self) {
         let abandoned = self.shared.objects.write().pending.take();
-        self.orphans.extend(abandoned.into_iter().flatten());
+        self.orphans.extend(abandoned.into_iter().flat_map(|(map, _)| map));
     }
 
     /// An object was added or modified.
     pub(crate) fn apply(&mut self, obj: Arc<K>, json: Option<Box<[u8]>>, out: &mut Vec<Event<K>>) {
         let Some(key) = ObjectKey::of(&*obj) else { return };
         let entry = Entry::new(&obj, json);
+        let values = self.index_values(&key, &obj);
+        let mut objects = self.shared.objects.write();
+        index_insert(&mut objects.live_index, &key, values);
         // The replaced entry is dropped after the lock is released.
-        let _old = self.shared.objects.write().live.insert(key, entry);
+        let _old = objects.live.insert(key, entry);
+        drop(objects);
         self.shared.generation.fetch_add(1, Ordering::AcqRel);
         out.push(Event::Apply(obj));
     }
@@ -309,7 +469,10 @@ impl<K: Watchable> Writer<K> {
     /// An object was deleted; `obj` is its last state as the server sent it.
     pub(crate) fn delete(&mut self, obj: Arc<K>, out: &mut Vec<Event<K>>) {
         if let Some(key) = ObjectKey::of(&*obj) {
-            let _old = self.shared.objects.write().live.remove(&key);
+            let mut objects = self.shared.objects.write();
+            index_remove(&mut objects.live_index, &key);
+            let _old = objects.live.remove(&key);
+            drop(objects);
             self.shared.generation.fetch_add(1, Ordering::AcqRel);
         }
         out.push(Event::Delete(obj));
@@ -464,6 +627,59 @@ mod tests {
         w.init_apply_t(cm("b", "2"), &mut out);
         w.init_done(&mut out);
         assert_eq!(kinds(&out), ["Init", "InitApply(b)", "InitDone"], "orphans are reported once");
+    }
+
+    fn names(objs: Vec<Arc<ConfigMap>>) -> Vec<String> {
+        let mut n: Vec<String> = objs.iter().map(|o| o.metadata.name.clone().unwrap_or_default()).collect();
+        n.sort();
+        n
+    }
+
+    fn labelled(name: &str, uid: &str, tier: &str) -> Arc<ConfigMap> {
+        let mut c = (*cm(name, uid)).clone();
+        c.metadata.labels = Some([("tier".to_owned(), tier.to_owned())].into());
+        Arc::new(c)
+    }
+
+    fn tier_writer() -> (Writer<ConfigMap>, Store<ConfigMap>) {
+        let tier: IndexFn<ConfigMap> =
+            Box::new(|c: &ConfigMap| c.metadata.labels.iter().flat_map(|l| l.get("tier").cloned()).collect());
+        Writer::with_indexes(vec![("tier".to_owned(), tier)])
+    }
+
+    #[test]
+    fn indexes_follow_apply_change_and_delete() {
+        let (mut w, store) = tier_writer();
+        let mut out = Vec::new();
+        w.apply_t(labelled("a", "1", "web"), &mut out);
+        w.apply_t(labelled("b", "2", "web"), &mut out);
+        assert_eq!(names(store.index("tier", "web")), ["a", "b"]);
+        w.apply_t(labelled("a", "1", "db"), &mut out);
+        assert_eq!(names(store.index("tier", "web")), ["b"]);
+        assert_eq!(names(store.index("tier", "db")), ["a"]);
+        w.delete(labelled("b", "2", "web"), &mut out);
+        assert!(store.index("tier", "web").is_empty());
+        assert_eq!(names(store.index("namespace", "ns")), ["a"]);
+        assert!(store.index("unknown", "db").is_empty(), "an unknown index is empty");
+    }
+
+    #[test]
+    fn a_relist_replaces_the_indexes_only_at_init_done() {
+        let (mut w, store) = tier_writer();
+        let mut out = Vec::new();
+        w.begin_init(&mut out);
+        w.init_apply_t(labelled("a", "1", "web"), &mut out);
+        w.init_apply_t(labelled("b", "2", "web"), &mut out);
+        w.init_done(&mut out);
+        w.begin_init(&mut out);
+        w.init_apply_t(labelled("a", "1", "db"), &mut out);
+        assert_eq!(names(store.index("tier", "web")), ["a", "b"], "the relist is invisible until InitDone");
+        w.abort_init();
+        w.begin_init(&mut out);
+        w.init_apply_t(labelled("a", "1", "db"), &mut out);
+        w.init_done(&mut out);
+        assert!(store.index("tier", "web").is_empty());
+        assert_eq!(names(store.index("tier", "db")), ["a"]);
     }
 
     #[test]

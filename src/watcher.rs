@@ -16,9 +16,9 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::machine::Machine;
-use crate::resource::Watchable;
+use crate::resource::{PartialObjectMetadata, Watchable};
 use crate::stats::Stats;
-use crate::store::{Store, Writer};
+use crate::store::{IndexFn, Store, Writer};
 use crate::worker::{Encode, Sink, Transform, Worker};
 
 /// Default number of events the channel holds before the watcher waits for the consumer.
@@ -144,13 +144,15 @@ impl<K: Watchable> Watcher<K> {
         Watcher::builder(api).config(config).start()
     }
 
-    /// A builder for the options `new` does not take: transform, channel capacity.
+    /// A builder for the options `new` does not take: transform, indexes, compact store,
+    /// channel capacity.
     pub fn builder(api: Api<K>) -> WatcherBuilder<K> {
         WatcherBuilder {
             api,
             config: Config::default(),
             transform: None,
             compact: None,
+            indexes: Vec::new(),
             capacity: DEFAULT_CHANNEL_CAPACITY,
         }
     }
@@ -331,6 +333,7 @@ pub struct WatcherBuilder<K> {
     config: Config,
     transform: Option<Transform<K>>,
     compact: Option<Encode<K>>,
+    indexes: Vec<(String, IndexFn<K>)>,
     capacity: usize,
 }
 
@@ -341,6 +344,7 @@ impl<K> fmt::Debug for WatcherBuilder<K> {
             .field("config", &self.config)
             .field("transform", &self.transform.is_some())
             .field("compact_store", &self.compact.is_some())
+            .field("indexes", &self.indexes.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>())
             .field("capacity", &self.capacity)
             .finish()
     }
@@ -377,6 +381,18 @@ impl<K: Watchable> WatcherBuilder<K> {
         self
     }
 
+    /// Adds the index `name`: `f` gives each object's values (none, one or several), and
+    /// [`Store::index`] then finds the objects with a given value in O(1).
+    ///
+    /// `f` runs on the watcher thread for every object that arrives (after the
+    /// [`transform`](Self::transform), on the decoded object also in compact store mode), never
+    /// under the store's lock. The built-in index `"namespace"` always exists; an index added
+    /// under an existing name replaces it. Defaults to no index but `"namespace"`.
+    pub fn index(mut self, name: &str, f: impl Fn(&K) -> Vec<String> + Send + Sync + 'static) -> Self {
+        self.indexes.push((name.to_owned(), Box::new(f)));
+        self
+    }
+
     /// How many events the channel holds before the watcher waits for the consumer.
     /// Defaults to 1024. Must be at least 1.
     pub fn channel_capacity(mut self, capacity: usize) -> Self {
@@ -393,7 +409,7 @@ impl<K: Watchable> WatcherBuilder<K> {
         if self.capacity == 0 {
             return Err(Error::config("channel_capacity", "must be at least 1"));
         }
-        let (writer, store) = Writer::new();
+        let (writer, store) = Writer::with_indexes(self.indexes);
         let (tx, rx) = bounded(self.capacity);
         let (stop_tx, stop_rx) = bounded(1);
         let http = Http::new(Arc::clone(&self.api.client.conn));
@@ -437,6 +453,40 @@ impl<K: Watchable> WatcherBuilder<K> {
             .map_err(|e| Error::Spawn(e.to_string().into()))?;
         Ok(Watcher { rx, store, shared, worker: Mutex::new(Some((handle, done_rx))), helpers: Mutex::new(Vec::new()) })
     }
+}
+
+/// Watches only the metadata of `api`'s objects: a [`Watcher`] of [`PartialObjectMetadata<K>`].
+///
+/// Lists and watches ask for `PartialObjectMetadata` with the `Accept` header (protocol.md §8),
+/// so spec and status never cross the wire nor reach memory: for a typical pod the store holds
+/// a fraction of the bytes. Use it when names, labels, annotations, owners or resource versions
+/// are all you need. A server that ignores the header (it is allowed to, and then sends full
+/// objects) still gives a correct store, since only the metadata is decoded; the watcher logs a
+/// warning once.
+///
+/// Equivalent to `Watcher::new(api.into_metadata(), config)`; for transforms or indexes use
+/// [`Watcher::builder`] with [`Api::into_metadata`].
+///
+/// ```
+/// # let server = kube_watcher::testing::FakeApiServer::start();
+/// # server.create(&k8s_openapi::api::core::v1::Pod { metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta { name: Some("web-0".into()), namespace: Some("apps".into()), ..Default::default() }, ..Default::default() }).unwrap();
+/// use std::time::Duration;
+/// use kube_watcher::{Api, Client, Config, ObjectRef, metadata_watcher};
+/// use k8s_openapi::api::core::v1::Pod;
+///
+/// let pods: Api<Pod> = Api::all(Client::from_url(&server.url())?);
+/// let watcher = metadata_watcher(pods, Config::default())?;
+/// watcher.store().wait_until_ready(Duration::from_secs(30))?;
+/// let web = watcher.store().get(&ObjectRef::new("web-0").within("apps")).unwrap();
+/// assert!(web.metadata.resource_version.is_some()); // metadata only: no spec, no status
+/// # Ok::<(), kube_watcher::Error>(())
+/// ```
+///
+/// # Errors
+/// As [`Watcher::new`].
+#[doc(alias = "PartialObjectMetadata")]
+pub fn metadata_watcher<K: 'static>(api: Api<K>, config: Config) -> Result<Watcher<PartialObjectMetadata<K>>> {
+    Watcher::new(api.into_metadata(), config)
 }
 
 /// `kw-<plural>`, cut to the 15 bytes Linux shows.

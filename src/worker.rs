@@ -41,6 +41,8 @@ pub(crate) struct Sink<K> {
     pub(crate) compact: Option<Encode<K>>,
     out: Vec<Event<K>>,
     scratch: decode::Scratch,
+    /// Whether the "server ignored the metadata-only request" warning was logged (once).
+    warned_kind: bool,
 }
 
 impl<K: Watchable> Sink<K> {
@@ -50,7 +52,15 @@ impl<K: Watchable> Sink<K> {
         transform: Option<Transform<K>>,
         compact: Option<Encode<K>>,
     ) -> Self {
-        Sink { writer, shared, transform, compact, out: Vec::new(), scratch: decode::Scratch::default() }
+        Sink {
+            writer,
+            shared,
+            transform,
+            compact,
+            out: Vec::new(),
+            scratch: decode::Scratch::default(),
+            warned_kind: false,
+        }
     }
 
     /// Applies one effect action, with the object of the current input, and publishes its events.
@@ -120,7 +130,18 @@ impl<K: Watchable> Sink<K> {
 
     /// Runs the transform, and in compact mode keeps the object's JSON: the wire bytes as they
     /// are, or re-encoded when a transform may have changed the object.
-    fn prepare(&self, mut obj: K, wire: Option<&[u8]>) -> Result<Incoming<K>, String> {
+    fn prepare(&mut self, mut obj: K, wire: Option<&[u8]>) -> Result<Incoming<K>, String> {
+        if !self.warned_kind
+            && let Some(kind) = obj.unexpected_kind()
+        {
+            // Decoding still keeps only the metadata, so the store is right; only bandwidth is lost.
+            log::warn!(
+                "{}: asked for metadata only (PartialObjectMetadata) but the server sent {kind:?} objects; \
+                 keeping only their metadata",
+                self.shared.name
+            );
+            self.warned_kind = true;
+        }
         if let Some(t) = &self.transform {
             t(&mut obj);
         }

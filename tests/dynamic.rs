@@ -1,0 +1,99 @@
+//! Dynamic objects and discovery: custom resources without a Rust type, names resolved as kubectl
+//! resolves them.
+#![cfg(feature = "testing")]
+
+mod common;
+
+use common::*;
+use kube_watcher::testing::ResourceType;
+use kube_watcher::{Api, ApiResource, Client, Config, DynamicObject, Event, ObjectRef, Watcher};
+use serde_json::json;
+
+fn widgets() -> ResourceType {
+    ResourceType::new("example.com", "v1", "widgets", "Widget", true).with_short_names(&["wd"])
+}
+
+fn client(server: &kube_watcher::testing::FakeApiServer) -> Client {
+    Client::from_url(&server.url()).unwrap()
+}
+
+#[test]
+fn discovery_resolves_what_kubectl_accepts() {
+    let server = server();
+    server.register(widgets());
+    let c = client(&server);
+    let cases = [
+        ("pods", "", "v1", "pods", "Pod", true),
+        ("po", "", "v1", "pods", "Pod", true),
+        ("pod", "", "v1", "pods", "Pod", true),
+        ("Pod", "", "v1", "pods", "Pod", true),
+        ("nodes", "", "v1", "nodes", "Node", false),
+        ("deployments.apps", "apps", "v1", "deployments", "Deployment", true),
+        ("deployments.v1.apps", "apps", "v1", "deployments", "Deployment", true),
+        ("deploy", "apps", "v1", "deployments", "Deployment", true),
+        ("Deployment", "apps", "v1", "deployments", "Deployment", true),
+        ("widgets", "example.com", "v1", "widgets", "Widget", true),
+        ("widgets.example.com", "example.com", "v1", "widgets", "Widget", true),
+        ("wd", "example.com", "v1", "widgets", "Widget", true),
+    ];
+    for (name, group, version, plural, kind, namespaced) in cases {
+        let ar = c.discover(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(ar, ApiResource::new(group, version, kind, plural, namespaced), "{name}");
+    }
+}
+
+#[test]
+fn discovery_names_what_it_did_not_find() {
+    let server = server();
+    let c = client(&server);
+    for name in ["gadgets", "deployments.example.com", "pods/status"] {
+        let err = c.discover(name).unwrap_err();
+        assert_eq!(err.status(), Some(404), "{name}: {err}");
+        assert!(err.to_string().contains(&format!("{name:?}")), "{name}: {err}");
+    }
+}
+
+#[test]
+fn dynamic_objects_of_a_discovered_custom_resource_reach_store_and_events() {
+    let server = server();
+    let rt = widgets();
+    server.register(rt.clone());
+    server.create_value(&rt, json!({"metadata": {"name": "a", "namespace": "shop"}, "spec": {"size": 1}})).unwrap();
+    let ar = client(&server).discover("widgets.example.com").unwrap();
+    let api: Api<DynamicObject> = Api::namespaced_with(client(&server), "shop", &ar);
+    let w = Watcher::new(api, Config::default()).unwrap();
+    w.store().wait_until_ready(WAIT).unwrap();
+    let a = w.store().get(&ObjectRef::new("a").within("shop")).unwrap();
+    assert_eq!(a.data["spec"]["size"], 1);
+    assert_eq!(a.types.as_ref().map(|t| (t.api_version.as_str(), t.kind.as_str())), Some(("example.com/v1", "Widget")));
+
+    server.create_value(&rt, json!({"metadata": {"name": "b", "namespace": "shop"}, "spec": {"size": 2}})).unwrap();
+    server.create_value(&rt, json!({"metadata": {"name": "elsewhere", "namespace": "other"}})).unwrap();
+    let deadline = std::time::Instant::now() + WAIT;
+    let b = loop {
+        match w.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now())).unwrap().unwrap() {
+            Event::Apply(o) => break o,
+            Event::Init | Event::InitApply(_) | Event::InitDone | Event::Delete(_) => {}
+        }
+    };
+    assert_eq!(b.metadata.name.as_deref(), Some("b"));
+    assert_eq!(b.data["spec"]["size"], 2);
+    assert_eq!(w.store().len(), 2, "only namespace shop");
+}
+
+#[test]
+fn built_in_types_work_as_dynamic_objects_and_round_trip_through_json() {
+    let server = server();
+    server.create(&pod("apps", "p")).unwrap();
+    let ar = client(&server).discover("po").unwrap();
+    let list = Api::<DynamicObject>::all_with(client(&server), &ar).list(&Default::default()).unwrap();
+    assert_eq!(list.items.len(), 1);
+    let p = &list.items[0];
+    assert_eq!(p.metadata.labels.as_ref().unwrap()["app"], "web");
+    let again: DynamicObject = serde_json::from_value(serde_json::to_value(p).unwrap()).unwrap();
+    assert_eq!(&again, p);
+    let compact =
+        Watcher::builder(Api::<DynamicObject>::all_with(client(&server), &ar)).compact_store().start().unwrap();
+    compact.store().wait_until_ready(WAIT).unwrap();
+    assert_eq!(compact.store().get(&ObjectRef::new("p").within("apps")).unwrap().metadata, p.metadata);
+}
