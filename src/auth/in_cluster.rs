@@ -37,7 +37,7 @@ pub(crate) fn namespace(env: &Env) -> Option<String> {
     if let Some(ns) = env.var("POD_NAMESPACE") {
         return Some(ns);
     }
-    let text = std::fs::read_to_string(env.service_account_dir.join("namespace")).ok()?;
+    let text = super::read_text(&env.service_account_dir.join("namespace")).ok()?;
     let ns = text.trim();
     (!ns.is_empty()).then(|| ns.to_owned())
 }
@@ -70,7 +70,7 @@ pub(crate) fn connection(env: &Env) -> Result<Connection, InClusterError> {
 
 fn read_ca(path: &Path) -> Result<Vec<ureq::tls::Certificate<'static>>, String> {
     // client-go only logs a missing ca.crt and falls back to system roots; we fail (auth.md §8.2).
-    let pem = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let pem = super::read_file(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     tls::parse_ca_bundle(&pem).map_err(|e| format!("{}: {e}", path.display()))
 }
 

@@ -225,7 +225,7 @@ fn read_file(path: &Path) -> Result<(RawFile, Arc<Origin>)> {
         source_name: format!("kubeconfig {}", path.display()),
         dir: Some(path.parent().map(Path::to_owned).unwrap_or_default()),
     });
-    let text = std::fs::read_to_string(path).map_err(|e| Error::Auth {
+    let text = super::read_text(path).map_err(|e| Error::Auth {
         source_name: origin.source_name.clone().into(),
         message: format!("cannot read: {e}").into(),
     })?;
@@ -398,7 +398,7 @@ fn pem_source(
         )),
         (Some(path), None) => {
             let path = origin.resolve(path);
-            std::fs::read(&path).map(Some).map_err(|e| {
+            super::read_file(&path).map(Some).map_err(|e| {
                 origin.error(&format!("{prefix}.{file_field}"), format!("cannot read {}: {e}", path.display()))
             })
         }

@@ -516,8 +516,34 @@ impl Client {
     }
 }
 
+/// The most we read of any credential or configuration file: 16 MiB. A path naming a device
+/// (`/dev/zero`) or a huge file must give an error, not exhaust memory.
+const MAX_FILE: u64 = 16 << 20;
+
+/// Reads a kubeconfig, certificate, key, CA or token file, bounded by [`MAX_FILE`].
+pub(crate) fn read_file(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read as _;
+    let mut buf = Vec::new();
+    std::fs::File::open(path)?.take(MAX_FILE + 1).read_to_end(&mut buf)?;
+    if buf.len() as u64 > MAX_FILE {
+        return Err(std::io::Error::other(format!("larger than {} MiB", MAX_FILE >> 20)));
+    }
+    Ok(buf)
+}
+
+/// [`read_file`] for text files.
+pub(crate) fn read_text(path: &Path) -> std::io::Result<String> {
+    String::from_utf8(read_file(path)?).map_err(|_| std::io::Error::other("not UTF-8"))
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn credential_files_are_read_with_a_bound() {
+        let err = super::read_file(Path::new("/dev/zero")).unwrap_err();
+        assert!(err.to_string().contains("larger than 16 MiB"), "{err}");
+    }
+
     use super::*;
 
     #[test]
