@@ -150,11 +150,10 @@ impl ExecPlugin {
         if let Some(c) = state.credential.as_ref().filter(|c| c.is_fresh()) {
             return Ok(Some(c.token.clone()));
         }
-        if let Some((at, e)) = &state.failure {
-            if at.elapsed() < FAILURE_CACHE {
+        if let Some((at, e)) = &state.failure
+            && at.elapsed() < FAILURE_CACHE {
                 return Err(e.clone());
             }
-        }
         Ok(None)
     }
 
