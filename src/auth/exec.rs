@@ -151,9 +151,10 @@ impl ExecPlugin {
             return Ok(Some(c.token.clone()));
         }
         if let Some((at, e)) = &state.failure
-            && at.elapsed() < FAILURE_CACHE {
-                return Err(e.clone());
-            }
+            && at.elapsed() < FAILURE_CACHE
+        {
+            return Err(e.clone());
+        }
         Ok(None)
     }
 

@@ -173,9 +173,10 @@ impl Kubeconfig {
     fn merge(&mut self, raw: RawFile, origin: &Arc<Origin>) -> Result<()> {
         self.sources.push(origin.source_name.clone());
         if self.current_context.is_none()
-            && let Some(cc) = raw.current_context.filter(|c| !c.is_empty()) {
-                self.current_context = Some((cc, Arc::clone(origin)));
-            }
+            && let Some(cc) = raw.current_context.filter(|c| !c.is_empty())
+        {
+            self.current_context = Some((cc, Arc::clone(origin)));
+        }
         let clusters = raw.clusters.unwrap_or_default().into_iter().map(|n| (n.name, n.cluster));
         merge_list(&mut self.clusters, clusters, "clusters", origin)?;
         let users = raw.users.unwrap_or_default().into_iter().map(|n| (n.name, n.user));
@@ -236,13 +237,14 @@ fn read_file(path: &Path) -> Result<(RawFile, Arc<Origin>)> {
 fn warn_if_readable_by_others(path: &Path) {
     use std::os::unix::fs::PermissionsExt as _;
     if let Ok(meta) = std::fs::metadata(path)
-        && meta.permissions().mode() & 0o077 != 0 {
-            log::warn!(
-                "kubeconfig {} is readable by group or others (mode {:o}); it may hold credentials",
-                path.display(),
-                meta.permissions().mode() & 0o777
-            );
-        }
+        && meta.permissions().mode() & 0o077 != 0
+    {
+        log::warn!(
+            "kubeconfig {} is readable by group or others (mode {:o}); it may hold credentials",
+            path.display(),
+            meta.permissions().mode() & 0o777
+        );
+    }
 }
 
 #[cfg(not(unix))]

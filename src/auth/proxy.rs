@@ -85,9 +85,10 @@ fn no_proxy_matches(list: &str, host: &str, port: u16) -> bool {
         }
         if let Some((net, bits)) = entry.split_once('/') {
             if let (Some(ip), Ok(net), Ok(bits)) = (ip, net.parse::<IpAddr>(), bits.parse::<u8>())
-                && in_cidr(ip, net, bits) {
-                    return true;
-                }
+                && in_cidr(ip, net, bits)
+            {
+                return true;
+            }
             continue;
         }
         let (entry_host, entry_port) = split_host_port(&entry);
