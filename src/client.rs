@@ -335,7 +335,7 @@ impl Http {
 
     /// GETs `path` (on the server, e.g. a discovery document) and returns its body, bounded.
     pub(crate) fn get_bytes(&self, path: &str, context: &str, accept: &str) -> Result<Vec<u8>> {
-        let url = format!("{}{path}", self.conn.server);
+        let url = self.url(path, "");
         let res = self.call(&url, context, REQUEST_IDLE, false, accept)?;
         let mut bytes = Vec::new();
         res.into_body()
@@ -347,6 +347,11 @@ impl Http {
         Ok(bytes)
     }
 
+    /// The full URL of an API path (keeping the server URL's own path prefix) and query.
+    fn url(&self, path: &str, query: &str) -> String {
+        format!("{}{path}{query}", self.conn.server)
+    }
+
     /// Lists one page of `api`, handing each item's bytes to `on_item` as it streams in.
     pub(crate) fn list<K>(
         &self,
@@ -355,12 +360,7 @@ impl Http {
         mut on_item: impl FnMut(&[u8]) -> Result<()>,
     ) -> Result<ListMeta> {
         let context = api.describe("list");
-        let url = format!(
-            "{}{}{}",
-            self.conn.server,
-            request::collection_path(&api.resource, api.namespace.as_deref()),
-            params.query()
-        );
+        let url = self.url(&request::collection_path(&api.resource, api.namespace.as_deref()), &params.query());
         let accept = if api.metadata_only { request::ACCEPT_METADATA_LIST } else { request::ACCEPT_JSON };
         let res = self.call(&url, &context, REQUEST_IDLE, false, accept)?;
         let reader = Capped { inner: res.into_body().into_reader(), left: DEFAULT_MAX_LIST_BYTES };
@@ -386,12 +386,7 @@ impl Http {
         max_line: usize,
     ) -> Result<WatchStream> {
         let context = api.describe("watch");
-        let url = format!(
-            "{}{}{}",
-            self.conn.server,
-            request::collection_path(&api.resource, api.namespace.as_deref()),
-            params.query()
-        );
+        let url = self.url(&request::collection_path(&api.resource, api.namespace.as_deref()), &params.query());
         let accept = if api.metadata_only { request::ACCEPT_METADATA } else { request::ACCEPT_JSON };
         let res = self.call(&url, &context, idle, true, accept)?;
         Ok(WatchStream {
