@@ -90,6 +90,10 @@ impl Scratch {
         input: &[u8],
         f: impl for<'de> FnOnce(&mut simd_json::Deserializer<'de>) -> Option<T>,
     ) -> Option<T> {
+        // simd-json accepts some invalid JSON that serde_json rejects (a raw control byte
+        // between tokens, found by tests/decode.rs). A strict skip-parse first (~9 µs for a 6 KB
+        // pod, of the ~20 µs simd-json saves) keeps what is accepted exactly serde_json's.
+        serde_json::from_slice::<IgnoredAny>(input).ok()?;
         self.bytes.clear();
         self.bytes.extend_from_slice(input);
         let buffers = self.buffers.get_or_insert_with(|| simd_json::Buffers::new(input.len()));
@@ -823,6 +827,15 @@ mod tests {
         }
         let twice = br#"{"type":"ADDED","object":{},"object":{}}"#;
         assert!(watch_event::<ConfigMap>(twice, false, &mut Scratch::default()).is_err());
+    }
+
+    #[test]
+    fn a_raw_control_byte_between_tokens_is_rejected_by_every_decoder() {
+        let line = b"{\"type\":\"ERROR\",\"object\":{\"code\":4\x0810,\"reason\":\"Expired\"}}";
+        assert!(watch_event::<ConfigMap>(line, false, &mut Scratch::default()).is_err());
+        assert!(watch_event_json::<ConfigMap>(line, false).is_err());
+        assert!(object::<StatusBody>(br#"{"code":4"#, &mut Scratch::default()).is_err());
+        assert!(object::<StatusBody>(b"{\"code\":4\x0810}", &mut Scratch::default()).is_err());
     }
 
     #[test]
