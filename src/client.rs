@@ -227,9 +227,10 @@ impl<K: Watchable> Api<K> {
         let http = Http::new(Arc::clone(&self.client.conn));
         let mut items = Vec::new();
         let context = self.describe("list");
+        let mut scratch = decode::Scratch::default();
         let meta = http.list(self, params, |bytes| {
-            let obj = serde_json::from_slice::<K>(bytes)
-                .map_err(|e| Error::Decode(Box::new(decode::decode_error(&context, None, bytes, e.to_string()))))?;
+            let obj = decode::object::<K>(bytes, &mut scratch)
+                .map_err(|e| Error::Decode(Box::new(decode::decode_error(&context, None, bytes, e))))?;
             items.push(obj);
             Ok(())
         })?;
@@ -246,8 +247,8 @@ impl<K: Watchable> Api<K> {
         let path = request::object_path(&self.resource, self.namespace.as_deref(), name);
         let accept = if self.metadata_only { request::ACCEPT_METADATA } else { request::ACCEPT_JSON };
         let bytes = http.get_bytes(&path, &context, accept)?;
-        serde_json::from_slice(&bytes)
-            .map_err(|e| Error::Decode(Box::new(decode::decode_error(&context, None, &bytes, e.to_string()))))
+        decode::object(&bytes, &mut decode::Scratch::default())
+            .map_err(|e| Error::Decode(Box::new(decode::decode_error(&context, None, &bytes, e))))
     }
 }
 

@@ -181,16 +181,9 @@ impl<K: Watchable> Store<K> {
     /// In compact store mode the object is decoded from its stored JSON on each call.
     #[must_use]
     pub fn get(&self, key: &ObjectRef<K>) -> Option<Arc<K>> {
-        let objects = self.shared.objects.read();
-        match objects.live.get(&key.key)? {
-            // Clone the Arc to let go of the lock at once.
-            Entry::Typed(o) => Some(Arc::clone(o)),
-            Entry::Compact { json, uid } => {
-                let entry = Entry::<K>::Compact { json: json.clone(), uid: uid.clone() };
-                drop(objects); // decode outside the lock
-                entry.object()
-            }
-        }
+        // Take a handle and let go of the lock at once: a compact entry decodes outside it.
+        let entry = self.shared.objects.read().live.get(&key.key)?.share();
+        entry.object()
     }
 
     /// The objects whose index `name` holds `value`, in no particular order: for example
