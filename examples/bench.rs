@@ -128,7 +128,8 @@ fn measure<K: Watchable>(watcher: Watcher<K>, args: &Args, start: Instant) -> Re
     let mut first = None;
     let deadline = Instant::now() + Duration::from_secs(600);
     loop {
-        let n = watcher.stats().events as usize;
+        let e = watcher.stats().events;
+        let n = (e.added + e.modified + e.deleted) as usize;
         if n >= 1 && first.is_none() {
             first = Some(Instant::now());
         }

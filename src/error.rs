@@ -67,6 +67,14 @@ pub enum Error {
     /// The operating system refused to start the watcher's thread.
     #[error("cannot start watcher thread: {0}")]
     Spawn(Box<str>),
+    /// This consumer fell behind and uses the lag policy
+    /// ([`SlowConsumer::Lag`](crate::SlowConsumer::Lag)): `dropped` events were dropped in its
+    /// place. The store is still exact; read it to catch up. Not terminal: events continue.
+    #[error("consumer fell behind: {dropped} events dropped; read the store to catch up")]
+    Lagged {
+        /// How many events were dropped.
+        dropped: u64,
+    },
 }
 
 impl fmt::Debug for Error {
@@ -78,7 +86,7 @@ impl fmt::Debug for Error {
 }
 
 /// Details of an error answer from the API server: the HTTP status plus the `Status` body.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ApiError {
     /// What was being done (`list pods in namespace "apps"`, `watch pods`).
@@ -152,7 +160,8 @@ impl Error {
             | Error::Config { .. }
             | Error::Auth { .. }
             | Error::Stopped
-            | Error::Spawn(_) => None,
+            | Error::Spawn(_)
+            | Error::Lagged { .. } => None,
         }
     }
 
@@ -179,7 +188,8 @@ impl Error {
             | Error::Transport { .. }
             | Error::Decode(_)
             | Error::Auth { .. }
-            | Error::NotReady { .. } => false,
+            | Error::NotReady { .. }
+            | Error::Lagged { .. } => false,
         }
     }
 
@@ -194,7 +204,8 @@ impl Error {
             | Error::Auth { .. }
             | Error::NotReady { .. }
             | Error::Stopped
-            | Error::Spawn(_) => false,
+            | Error::Spawn(_)
+            | Error::Lagged { .. } => false,
         }
     }
 
@@ -234,6 +245,7 @@ impl Clone for Error {
             Error::GaveUp { attempts, last } => Error::GaveUp { attempts: *attempts, last: last.clone() },
             Error::Stopped => Error::Stopped,
             Error::Spawn(m) => Error::Spawn(m.clone()),
+            Error::Lagged { dropped } => Error::Lagged { dropped: *dropped },
         }
     }
 }

@@ -14,6 +14,10 @@ use std::sync::Arc;
 ///   name with a new uid is reported as a `Delete` of the old one before its `InitApply`. So a
 ///   consumer that only reads `Apply` and `Delete` (treating `InitApply` as `Apply`) misses no
 ///   deletion, even across outages.
+/// - Those inferred deletes are marked by their place: they are exactly the `Delete`s between
+///   an `InitDone` and the next `Init`, `Apply` or watch `Delete` — no tombstone type to unwrap.
+///   Their number and the relist's reason are also in [`Notice::Synced`](crate::Notice::Synced)
+///   and [`Stats`](crate::Stats) (`events.inferred_deletes`, `relists` by reason).
 /// - `Delete` can also mean "no longer matches the selectors".
 /// - Between relists, `Apply` and `Delete` arrive in the server's order for each object.
 #[derive(Debug)]

@@ -31,7 +31,8 @@ use crate::request::{ListParams, WatchParams};
 /// server cannot cause a hot reconnect loop (client-go's reflector: "very short watch", 1 s).
 const SHORT_WATCH: Duration = Duration::from_secs(1);
 
-/// Why a full sync (relist) happens; logged and counted.
+/// Why a full sync (relist) happens: logged, counted in [`Stats::relists`](crate::Stats::relists)
+/// and announced by [`Notice::Relisting`](crate::Notice::Relisting).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum RelistReason {
@@ -45,6 +46,8 @@ pub enum RelistReason {
     StreamingFallback,
     /// `Config::relist_interval` came due.
     Periodic,
+    /// A drift check (`Config::drift_check`) found the store out of step with the server.
+    Drift,
     /// An error that the watch cannot resume from (4xx, in-stream error, undecodable event).
     Error,
 }

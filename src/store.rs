@@ -19,6 +19,9 @@ type Map<K> = HashMap<ObjectKey, Entry<K>>;
 /// A user index function: the index values of one object (`Watcher::builder(..).index(..)`).
 pub(crate) type IndexFn<K> = Box<dyn Fn(&K) -> Vec<String> + Send + Sync>;
 
+/// A user predicate: did anything that matters change from `old` to `new`?
+pub(crate) type PredicateFn<K> = Box<dyn Fn(&K, &K) -> bool + Send + Sync>;
+
 /// The name of the built-in index by namespace.
 pub(crate) const NAMESPACE_INDEX: &str = "namespace";
 
@@ -238,6 +241,43 @@ impl<K: Watchable> Store<K> {
         self.shared.objects.read().live.values().filter_map(Entry::object).collect()
     }
 
+    /// A consistent, immutable copy of the store: the objects and the [`generation`](Self::generation)
+    /// they belong to. Reading it takes no lock, so a tick loop can look at many objects while
+    /// the watcher goes on; compare generations to take a new one only when something changed.
+    ///
+    /// Costs one `Arc` clone and one key copy per object (in compact store mode, a decode per
+    /// object: take snapshots sparingly there).
+    ///
+    /// ```
+    /// # let server = kube_watcher::testing::FakeApiServer::start();
+    /// # server.create(&k8s_openapi::api::core::v1::Pod { metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta { name: Some("web-0".into()), namespace: Some("apps".into()), ..Default::default() }, ..Default::default() }).unwrap();
+    /// use std::time::Duration;
+    /// use kube_watcher::{Api, Client, Config, ObjectRef, Watcher};
+    /// use k8s_openapi::api::core::v1::Pod;
+    ///
+    /// let watcher = Watcher::new(Api::<Pod>::all(Client::from_url(&server.url())?), Config::default())?;
+    /// let store = watcher.store();
+    /// store.wait_until_ready(Duration::from_secs(30))?;
+    /// let mut view = store.snapshot();
+    /// for _tick in 0..3 {
+    ///     if store.generation() != view.generation() {
+    ///         view = store.snapshot(); // only when something changed
+    ///     }
+    ///     let running = view.iter().filter(|p| p.status.is_some()).count();
+    ///     assert!(view.get(&ObjectRef::new("web-0").within("apps")).is_some());
+    ///     # let _ = running;
+    /// }
+    /// # Ok::<(), kube_watcher::Error>(())
+    /// ```
+    #[must_use]
+    pub fn snapshot(&self) -> Snapshot<K> {
+        let objects = self.shared.objects.read();
+        // Generations are bumped under the write lock: this one belongs to exactly these objects.
+        let generation = self.generation();
+        let map = objects.live.iter().filter_map(|(k, e)| Some((k.clone(), e.object()?))).collect();
+        Snapshot { generation, objects: Arc::new(map) }
+    }
+
     /// The events that bring a new subscriber to the current state: `Init`, `InitApply` for each
     /// visible object, `InitDone`, then `Init` and the pending objects if a relist is in progress.
     /// Empty when nothing has been published yet.
@@ -277,7 +317,8 @@ impl<K> Store<K> {
     }
 
     /// A counter that changes whenever the visible state changes; compare two readings to learn
-    /// in O(1) whether anything happened in between.
+    /// in O(1) whether anything happened in between (a tick loop's "did anything change?").
+    /// Each `Apply` and `Delete` that reaches the store and each completed relist bump it.
     #[must_use]
     pub fn generation(&self) -> u64 {
         self.shared.generation.load(Ordering::Acquire)
@@ -314,12 +355,64 @@ impl<K> Store<K> {
     }
 }
 
+/// An immutable, consistent copy of a [`Store`] at one [`generation`](Snapshot::generation)
+/// (see [`Store::snapshot`]). Cheap to clone; reading it takes no lock.
+pub struct Snapshot<K> {
+    generation: u64,
+    objects: Arc<HashMap<ObjectKey, Arc<K>>>,
+}
+
+impl<K> Clone for Snapshot<K> {
+    fn clone(&self) -> Self {
+        Snapshot { generation: self.generation, objects: Arc::clone(&self.objects) }
+    }
+}
+
+impl<K> fmt::Debug for Snapshot<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Snapshot").field("generation", &self.generation).field("len", &self.len()).finish()
+    }
+}
+
+impl<K> Snapshot<K> {
+    /// The store's [`generation`](Store::generation) when the snapshot was taken.
+    #[must_use]
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The object at `key`, if the store held it.
+    #[must_use]
+    pub fn get(&self, key: &ObjectRef<K>) -> Option<&Arc<K>> {
+        self.objects.get(&key.key)
+    }
+
+    /// Every object, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<K>> {
+        self.objects.values()
+    }
+
+    /// How many objects the snapshot holds.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.objects.len()
+    }
+
+    /// True when the snapshot holds no object.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.objects.is_empty()
+    }
+}
+
 /// The write side, owned by the watcher thread. Each method applies one step and appends the
 /// events consumers must see, in order, to `out`.
 pub(crate) struct Writer<K> {
     shared: Arc<Shared<K>>,
     /// One per `Shared::index_names`; `None` is the built-in namespace index.
     index_fns: Vec<Option<IndexFn<K>>>,
+    /// An `Apply` is delivered when any says the object changed (all of them when none is set).
+    predicates: Vec<PredicateFn<K>>,
     /// Objects delivered (`InitApply`) by relists that were then abandoned, since the last
     /// `InitDone`. A consumer may have applied them, so any that the next completed relist
     /// lacks must be reported deleted too.
@@ -329,12 +422,15 @@ pub(crate) struct Writer<K> {
 impl<K: Watchable> Writer<K> {
     #[cfg(test)]
     pub(crate) fn new() -> (Writer<K>, Store<K>) {
-        Writer::with_indexes(Vec::new())
+        Writer::with_indexes(Vec::new(), Vec::new())
     }
 
     /// A writer and its store, with the built-in namespace index and `indexes` (a later one of
     /// the same name replaces an earlier one, the built-in one too).
-    pub(crate) fn with_indexes(indexes: Vec<(String, IndexFn<K>)>) -> (Writer<K>, Store<K>) {
+    pub(crate) fn with_indexes(
+        indexes: Vec<(String, IndexFn<K>)>,
+        predicates: Vec<PredicateFn<K>>,
+    ) -> (Writer<K>, Store<K>) {
         let mut index_names = vec![NAMESPACE_INDEX.to_owned()];
         let mut index_fns: Vec<Option<IndexFn<K>>> = vec![None];
         for (name, f) in indexes {
@@ -357,7 +453,7 @@ impl<K: Watchable> Writer<K> {
             readiness: Mutex::new(Readiness::default()),
             ready_changed: Condvar::new(),
         });
-        (Writer { shared: Arc::clone(&shared), index_fns, orphans: HashMap::new() }, Store { shared })
+        (Writer { shared: Arc::clone(&shared), index_fns, predicates, orphans: HashMap::new() }, Store { shared })
     }
 
     /// `obj`'s values for every index, computed before any lock is taken (they run user code).
@@ -404,19 +500,21 @@ impl<K: Watchable> Writer<K> {
         out.push(Event::InitApply(obj));
     }
 
-    /// The relist is complete: swap it in, then report what vanished.
-    pub(crate) fn init_done(&mut self, out: &mut Vec<Event<K>>) {
+    /// The relist is complete: swap it in, then report what vanished. Returns how many
+    /// deletes were inferred.
+    pub(crate) fn init_done(&mut self, out: &mut Vec<Event<K>>) -> usize {
         let old = {
             let mut objects = self.shared.objects.write();
             let Some((new, indexes)) = objects.pending.take() else {
                 log::error!("bug: InitDone outside a relist; ignored");
-                return;
+                return 0;
             };
             objects.live_index = indexes;
+            self.shared.generation.fetch_add(1, Ordering::AcqRel);
             std::mem::replace(&mut objects.live, new)
         };
-        self.shared.generation.fetch_add(1, Ordering::AcqRel);
         out.push(Event::InitDone);
+        let before = out.len();
         // Keys gone from the new state were deleted while we were not watching; so were those
         // that only an abandoned relist delivered.
         let objects = self.shared.objects.read();
@@ -437,6 +535,7 @@ impl<K: Watchable> Writer<K> {
             r.ready = true;
             self.shared.ready_changed.notify_all();
         }
+        out.len() - before
     }
 
     /// The relist in progress failed; forget it (the next one starts with `Init` again).
@@ -445,18 +544,23 @@ impl<K: Watchable> Writer<K> {
         self.orphans.extend(abandoned.into_iter().flat_map(|(map, _)| map));
     }
 
-    /// An object was added or modified.
-    pub(crate) fn apply(&mut self, obj: Arc<K>, json: Option<Box<[u8]>>, out: &mut Vec<Event<K>>) {
-        let Some(key) = ObjectKey::of(&*obj) else { return };
+    /// An object was added or modified. Returns false when the predicates held its event back.
+    pub(crate) fn apply(&mut self, obj: Arc<K>, json: Option<Box<[u8]>>, out: &mut Vec<Event<K>>) -> bool {
+        let Some(key) = ObjectKey::of(&*obj) else { return true };
         let entry = Entry::new(&obj, json);
         let values = self.index_values(&key, &obj);
         let mut objects = self.shared.objects.write();
         index_insert(&mut objects.live_index, &key, values);
-        // The replaced entry is dropped after the lock is released.
-        let _old = objects.live.insert(key, entry);
-        drop(objects);
+        let old = objects.live.insert(key, entry);
         self.shared.generation.fetch_add(1, Ordering::AcqRel);
-        out.push(Event::Apply(obj));
+        drop(objects);
+        // The predicates run (and the replaced entry is dropped) after the lock is released.
+        let changed = self.predicates.is_empty()
+            || old.as_ref().and_then(Entry::object).is_none_or(|old| self.predicates.iter().any(|p| p(&old, &obj)));
+        if changed {
+            out.push(Event::Apply(obj));
+        }
+        changed
     }
 
     /// An object was deleted; `obj` is its last state as the server sent it.
@@ -465,8 +569,8 @@ impl<K: Watchable> Writer<K> {
             let mut objects = self.shared.objects.write();
             index_remove(&mut objects.live_index, &key);
             let _old = objects.live.remove(&key);
-            drop(objects);
             self.shared.generation.fetch_add(1, Ordering::AcqRel);
+            drop(objects);
         }
         out.push(Event::Delete(obj));
     }
@@ -637,7 +741,7 @@ mod tests {
     fn tier_writer() -> (Writer<ConfigMap>, Store<ConfigMap>) {
         let tier: IndexFn<ConfigMap> =
             Box::new(|c: &ConfigMap| c.metadata.labels.iter().flat_map(|l| l.get("tier").cloned()).collect());
-        Writer::with_indexes(vec![("tier".to_owned(), tier)])
+        Writer::with_indexes(vec![("tier".to_owned(), tier)], Vec::new())
     }
 
     #[test]

@@ -1,24 +1,25 @@
 //! The public `Watcher<K>`: starts the thread; recv/try_recv/recv_timeout/iter, receiver(),
-//! store(), stats(), stop() and Drop.
+//! subscribe(), notices(), store(), stats(), stop() and Drop.
 
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError, bounded, select};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError, bounded};
 use parking_lot::Mutex;
 
 use crate::client::{Api, Http};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::event::Event;
+use crate::hub::{Hub, Item, Notice, Notices, Outbox, SlowConsumer};
 use crate::machine::Machine;
 use crate::resource::{PartialObjectMetadata, Watchable};
-use crate::stats::Stats;
-use crate::store::{IndexFn, Store, Writer};
+use crate::stats::{Counters, Stats};
+use crate::store::{IndexFn, PredicateFn, Store, Writer};
 use crate::worker::{Encode, Sink, Transform, Worker};
 
 /// Default number of events the channel holds before the watcher waits for the consumer.
@@ -28,10 +29,7 @@ const DEFAULT_CHANNEL_CAPACITY: usize = 1024;
 /// (bounded by the 10 s connect timeout); past this the thread finishes on its own.
 const STOP_JOIN_LIMIT: Duration = Duration::from_secs(2);
 
-/// The item type of a watcher's channel.
-type Item<K> = Result<Event<K>>;
-
-/// State shared by the `Watcher` handle, its worker thread and replay helpers.
+/// State shared by the `Watcher` handle and its worker thread.
 pub(crate) struct Shared<K> {
     /// `kw-<plural>`: the thread name, also used in logs.
     pub(crate) name: String,
@@ -40,8 +38,8 @@ pub(crate) struct Shared<K> {
     stop_tx: Mutex<Option<Sender<()>>>,
     pub(crate) stop_rx: Receiver<()>,
     pub(crate) hub: Mutex<Hub<K>>,
-    attached: AtomicBool,
-    pub(crate) stats: Mutex<Stats>,
+    pub(crate) counters: Counters,
+    pub(crate) notices: Notices,
     /// A clone of the worker's agent: shutting it down interrupts a blocked read.
     agent: ureq::Agent,
 }
@@ -53,34 +51,21 @@ impl<K> Shared<K> {
             self.agent.clone().shutdown();
         }
     }
-}
 
-/// Where events go: the consumer's channel, once a consumer has attached.
-///
-/// Before the first `recv`/`iter`/`receiver` call nothing is queued, so a watcher used only
-/// through its store never fills a channel and never blocks. On attaching, the consumer first
-/// gets the current state (`Init`, `InitApply`…, `InitDone`), then live events.
-pub(crate) struct Hub<K> {
-    tx: Option<Sender<Item<K>>>,
-    attached: bool,
-}
-
-impl<K> Hub<K> {
-    /// Delivers `msg` if a consumer is attached, waiting for room (backpressure) unless stopped.
-    /// False when the watcher must stop.
-    pub(crate) fn send(&self, msg: Item<K>, shared: &Shared<K>) -> bool {
-        match (&self.tx, self.attached) {
-            (Some(tx), true) => select! {
-                send(tx, msg) -> res => res.is_ok(),
-                recv(shared.stop_rx) -> _ => false,
-            },
-            _ => true,
-        }
+    /// Where the worker delivers events.
+    pub(crate) fn outbox(&self) -> Outbox<'_, K> {
+        Outbox { hub: &self.hub, stop: &self.stop_rx, counters: &self.counters, notices: &self.notices }
     }
+}
 
-    /// No more events: consumers see the channel end once they drain it.
-    pub(crate) fn close(&mut self) {
-        self.tx = None;
+impl<K: Watchable> Shared<K> {
+    /// A new consumer: the current state first, then live events.
+    fn subscribe(&self, store: &Store<K>, capacity: usize, policy: SlowConsumer) -> Receiver<Item<K>> {
+        let mut hub = self.hub.lock();
+        // Under the hub lock the worker cannot apply a change: the replay and the live events
+        // that follow it fit together exactly.
+        let replay = if hub.is_closed() { Vec::new() } else { store.replay() };
+        hub.subscribe(replay, capacity, policy)
     }
 }
 
@@ -96,7 +81,9 @@ impl<K> Hub<K> {
 /// Events are only queued once a consumer has called one of those methods; it then first gets
 /// the current state as `Init`, `InitApply`…, `InitDone`. A watcher used only through its store
 /// buffers nothing. When the consumer is slower than the server, the channel (1024 events by
-/// default) fills and the watcher waits for it: backpressure, never lost events.
+/// default) fills and the watcher waits for it: backpressure, never lost events (or, with
+/// [`WatcherBuilder::slow_consumer`], a lag marker instead of waiting). More consumers:
+/// [`subscribe`](Self::subscribe); health: [`notices`](Self::notices) and [`stats`](Self::stats).
 ///
 /// Errors arrive on the channel as `Err` items; most are retried (see
 /// [`Error::is_terminal`]). The iterator ends after [`stop`](Self::stop) or a terminal error.
@@ -118,11 +105,13 @@ impl<K> Hub<K> {
 /// ```
 #[must_use = "dropping a Watcher stops its thread"]
 pub struct Watcher<K> {
-    rx: Receiver<Item<K>>,
+    /// The watcher's own channel, created when a consumer first uses it.
+    rx: OnceLock<Receiver<Item<K>>>,
+    capacity: usize,
+    policy: SlowConsumer,
     store: Store<K>,
     shared: Arc<Shared<K>>,
     worker: Mutex<Option<(JoinHandle<()>, Receiver<()>)>>,
-    helpers: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl<K> fmt::Debug for Watcher<K> {
@@ -144,8 +133,8 @@ impl<K: Watchable> Watcher<K> {
         Watcher::builder(api).config(config).start()
     }
 
-    /// A builder for the options `new` does not take: transform, indexes, compact store,
-    /// channel capacity.
+    /// A builder for the options `new` does not take: transform, indexes, predicates, compact
+    /// store, channel capacity, slow-consumer policy.
     pub fn builder(api: Api<K>) -> WatcherBuilder<K> {
         WatcherBuilder {
             api,
@@ -153,7 +142,9 @@ impl<K: Watchable> Watcher<K> {
             transform: None,
             compact: None,
             indexes: Vec::new(),
+            predicates: Vec::new(),
             capacity: DEFAULT_CHANNEL_CAPACITY,
+            policy: SlowConsumer::Block,
         }
     }
 }
@@ -161,8 +152,7 @@ impl<K: Watchable> Watcher<K> {
 impl<K: Watchable> Watcher<K> {
     /// Blocks until the next event; `None` once the watcher has ended and the channel is drained.
     pub fn recv(&self) -> Option<Result<Event<K>>> {
-        self.attach();
-        self.rx.recv().ok()
+        self.attach().recv().ok()
     }
 
     /// Waits at most `timeout` for the next event.
@@ -170,8 +160,7 @@ impl<K: Watchable> Watcher<K> {
     /// # Errors
     /// `Timeout` when nothing arrived in time; `Disconnected` once the watcher has ended.
     pub fn recv_timeout(&self, timeout: Duration) -> Result<Result<Event<K>>, RecvTimeoutError> {
-        self.attach();
-        self.rx.recv_timeout(timeout)
+        self.attach().recv_timeout(timeout)
     }
 
     /// Returns the next event if one is queued, without blocking.
@@ -179,22 +168,91 @@ impl<K: Watchable> Watcher<K> {
     /// # Errors
     /// `Empty` when nothing is queued; `Disconnected` once the watcher has ended.
     pub fn try_recv(&self) -> Result<Result<Event<K>>, TryRecvError> {
-        self.attach();
-        self.rx.try_recv()
+        self.attach().try_recv()
     }
 
     /// A blocking iterator over events; it ends when the watcher ends.
     pub fn iter(&self) -> crossbeam_channel::Iter<'_, Result<Event<K>>> {
-        self.attach();
-        self.rx.iter()
+        self.attach().iter()
     }
 
     /// The channel itself, for `crossbeam_channel::select!` over several watchers and timers.
     ///
     /// Calling this attaches the consumer (see the type docs): receive from it.
     pub fn receiver(&self) -> &Receiver<Result<Event<K>>> {
-        self.attach();
-        &self.rx
+        self.attach()
+    }
+
+    /// Another consumer of the same events, with backpressure ([`SlowConsumer::Block`]): for
+    /// fan-out to several threads. Each subscription gets every event; it starts with the
+    /// current state (`Init`, `InitApply`…, `InitDone`, as a late consumer of the watcher's own
+    /// channel does), then live events, so it never misses anything.
+    ///
+    /// The watcher waits for the slowest blocking consumer; drop a subscription you no longer
+    /// read (the watcher forgets it at its next event). Once the watcher has ended, a new
+    /// subscription is already closed.
+    ///
+    /// ```
+    /// # let server = kube_watcher::testing::FakeApiServer::start();
+    /// # server.create(&k8s_openapi::api::core::v1::Pod { metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta { name: Some("web-0".into()), namespace: Some("apps".into()), ..Default::default() }, ..Default::default() }).unwrap();
+    /// use std::time::Duration;
+    /// use kube_watcher::{Api, Client, Config, Event, Watcher};
+    /// use k8s_openapi::api::core::v1::Pod;
+    ///
+    /// let watcher = Watcher::new(Api::<Pod>::all(Client::from_url(&server.url())?), Config::default())?;
+    /// watcher.store().wait_until_ready(Duration::from_secs(30))?;
+    /// let late = watcher.subscribe(); // subscribed after the sync: still sees the pod
+    /// let names: Vec<String> = std::thread::spawn(move || {
+    ///     late.iter()
+    ///         .map_while(|ev| match ev {
+    ///             Ok(Event::InitDone) => None,
+    ///             Ok(ev) => Some(ev.object().and_then(|p| p.metadata.name.clone())),
+    ///             Err(_) => Some(None),
+    ///         })
+    ///         .flatten()
+    ///         .collect()
+    /// })
+    /// .join()
+    /// .unwrap();
+    /// assert_eq!(names, ["web-0"]);
+    /// # Ok::<(), kube_watcher::Error>(())
+    /// ```
+    #[must_use = "an unread subscription holds the watcher up; drop it to unsubscribe"]
+    pub fn subscribe(&self) -> Receiver<Result<Event<K>>> {
+        self.subscribe_with(SlowConsumer::Block)
+    }
+
+    /// Another consumer, like [`subscribe`](Self::subscribe), with its own slow-consumer policy:
+    /// [`SlowConsumer::Lag`] for a consumer that must never hold the watcher up.
+    #[must_use = "drop a subscription to unsubscribe"]
+    pub fn subscribe_with(&self, policy: SlowConsumer) -> Receiver<Result<Event<K>>> {
+        self.shared.subscribe(&self.store, self.capacity, policy)
+    }
+
+    /// Lifecycle notices: connected, reconnecting (with the error and the backoff), relisting
+    /// (with the reason), synced, drift checked, lagged, gave up. For status lines, logs and
+    /// dashboards; events and the store do not depend on them.
+    ///
+    /// Nothing is queued until the first call. The channel holds the latest 256 notices: an
+    /// unread one is dropped, oldest first, and never holds the watcher up. Every call returns
+    /// a handle on the same channel (each notice goes to one reader).
+    ///
+    /// ```
+    /// # let server = kube_watcher::testing::FakeApiServer::start();
+    /// use std::time::Duration;
+    /// use kube_watcher::{Api, Client, Config, Notice, RelistReason, Watcher};
+    /// use k8s_openapi::api::core::v1::Pod;
+    ///
+    /// let watcher = Watcher::new(Api::<Pod>::all(Client::from_url(&server.url())?), Config::default())?;
+    /// let notices = watcher.notices();
+    /// watcher.store().wait_until_ready(Duration::from_secs(30))?;
+    /// let first = notices.recv_timeout(Duration::from_secs(30)).unwrap();
+    /// assert!(matches!(first, Notice::Relisting { reason: RelistReason::Initial }), "{first:?}");
+    /// # Ok::<(), kube_watcher::Error>(())
+    /// ```
+    #[must_use]
+    pub fn notices(&self) -> Receiver<Notice> {
+        self.shared.notices.receiver()
     }
 
     /// The watcher's cache. Cheap to clone; stays current for as long as the watcher runs.
@@ -206,9 +264,11 @@ impl<K: Watchable> Watcher<K> {
     /// A snapshot of the watcher's counters.
     #[must_use]
     pub fn stats(&self) -> Stats {
-        let mut s = self.shared.stats.lock().clone();
+        let mut s = self.shared.counters.snapshot();
         s.objects = self.store.len();
-        s.queued = self.rx.len();
+        let hub = self.shared.hub.lock();
+        s.queued = hub.queued();
+        s.subscribers = hub.len();
         s
     }
 
@@ -218,9 +278,6 @@ impl<K: Watchable> Watcher<K> {
     /// Events already queued can still be received; then the iterator ends.
     pub fn stop(&self) {
         self.shared.request_stop();
-        for h in self.helpers.lock().drain(..) {
-            let _ = h.join();
-        }
         let Some((handle, done)) = self.worker.lock().take() else { return };
         match done.recv_timeout(STOP_JOIN_LIMIT) {
             Err(RecvTimeoutError::Disconnected) | Ok(()) => {
@@ -232,68 +289,15 @@ impl<K: Watchable> Watcher<K> {
         }
     }
 
-    /// Attaches the consumer on first use: replays the current state, then live events flow.
-    fn attach(&self) {
-        if self.shared.attached.load(Ordering::Acquire) {
-            return;
-        }
-        let mut hub = self.shared.hub.lock();
-        if hub.attached {
-            return;
-        }
-        let Some(tx) = hub.tx.clone() else {
-            // The watcher has ended; there is nothing to attach to.
-            return;
-        };
-        let replay = self.store.replay();
-        let room = tx.capacity().unwrap_or(usize::MAX).saturating_sub(tx.len());
-        if replay.len() <= room {
-            for ev in replay {
-                // Cannot block: the room was checked under the hub lock, and only the hub sends.
-                let _ = tx.try_send(Ok(ev));
-            }
-            hub.attached = true;
-            self.shared.attached.store(true, Ordering::Release);
-            return;
-        }
-        drop(hub);
-        // Too much to queue without a reader: a helper replays while holding the hub lock (so
-        // the worker waits), and the caller starts reading.
-        let shared = Arc::clone(&self.shared);
-        let store = self.store.clone();
-        self.shared.attached.store(true, Ordering::Release);
-        let spawned = std::thread::Builder::new().name("kw-replay".into()).spawn(move || {
-            let mut hub = shared.hub.lock();
-            if hub.attached {
-                return;
-            }
-            hub.attached = true;
-            for ev in store.replay() {
-                if !hub.send(Ok(ev), &shared) {
-                    return;
-                }
-            }
-        });
-        match spawned {
-            Ok(h) => self.helpers.lock().push(h),
-            Err(e) => {
-                log::error!("{}: cannot start replay thread: {e}", self.shared.name);
-                let mut hub = self.shared.hub.lock();
-                hub.attached = true;
-                if let Some(tx) = &hub.tx {
-                    let _ = tx.try_send(Err(Error::Spawn(e.to_string().into())));
-                }
-            }
-        }
+    /// The watcher's own channel, attached on first use: the current state, then live events.
+    fn attach(&self) -> &Receiver<Item<K>> {
+        self.rx.get_or_init(|| self.shared.subscribe(&self.store, self.capacity, self.policy))
     }
 }
 
 impl<K> Drop for Watcher<K> {
     fn drop(&mut self) {
         self.shared.request_stop();
-        for h in self.helpers.get_mut().drain(..) {
-            let _ = h.join();
-        }
         if let Some((handle, done)) = self.worker.get_mut().take()
             && !matches!(done.recv_timeout(STOP_JOIN_LIMIT), Err(RecvTimeoutError::Timeout))
         {
@@ -334,7 +338,9 @@ pub struct WatcherBuilder<K> {
     transform: Option<Transform<K>>,
     compact: Option<Encode<K>>,
     indexes: Vec<(String, IndexFn<K>)>,
+    predicates: Vec<PredicateFn<K>>,
     capacity: usize,
+    policy: SlowConsumer,
 }
 
 impl<K> fmt::Debug for WatcherBuilder<K> {
@@ -345,7 +351,9 @@ impl<K> fmt::Debug for WatcherBuilder<K> {
             .field("transform", &self.transform.is_some())
             .field("compact_store", &self.compact.is_some())
             .field("indexes", &self.indexes.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>())
+            .field("predicates", &self.predicates.len())
             .field("capacity", &self.capacity)
+            .field("slow_consumer", &self.policy)
             .finish()
     }
 }
@@ -393,10 +401,47 @@ impl<K: Watchable> WatcherBuilder<K> {
         self
     }
 
+    /// Delivers an `Apply` only when `changed(old, new)` says so, where `old` is the object the
+    /// store held before (see [`predicates`](crate::predicates) for ready-made ones, such as
+    /// [`predicates::generation`](crate::predicates::generation): spec changes only).
+    ///
+    /// The store is always updated; only the event is held back (and counted in
+    /// [`Stats::events`](crate::Stats::events)`.filtered`). New objects, deletes and relists are
+    /// always delivered. With several predicates an `Apply` is delivered when any of them sees
+    /// a change. They compare with the store's copy, so no second cache is kept; in compact
+    /// store mode that copy is decoded for the comparison. Defaults to none: every `Apply`.
+    ///
+    /// ```
+    /// # let server = kube_watcher::testing::FakeApiServer::start();
+    /// use kube_watcher::{Api, Client, Watcher, predicates};
+    /// use k8s_openapi::api::apps::v1::Deployment;
+    ///
+    /// let deployments: Api<Deployment> = Api::all(Client::from_url(&server.url())?);
+    /// let watcher = Watcher::builder(deployments)
+    ///     .predicate(predicates::generation) // spec changed: not every status update
+    ///     .predicate(predicates::labels)     // or labels changed
+    ///     .start()?;
+    /// # drop(watcher);
+    /// # Ok::<(), kube_watcher::Error>(())
+    /// ```
+    pub fn predicate(mut self, changed: impl Fn(&K, &K) -> bool + Send + Sync + 'static) -> Self {
+        self.predicates.push(Box::new(changed));
+        self
+    }
+
     /// How many events the channel holds before the watcher waits for the consumer.
-    /// Defaults to 1024. Must be at least 1.
+    /// Defaults to 1024. Must be at least 1. A consumer that attaches after a sync gets extra
+    /// room for the current state it is first sent.
     pub fn channel_capacity(mut self, capacity: usize) -> Self {
         self.capacity = capacity;
+        self
+    }
+
+    /// What to do when the consumer of the watcher's own channel falls behind. Defaults to
+    /// [`SlowConsumer::Block`] (backpressure); [`Watcher::subscribe_with`] chooses for each
+    /// further consumer.
+    pub fn slow_consumer(mut self, policy: SlowConsumer) -> Self {
+        self.policy = policy;
         self
     }
 
@@ -409,8 +454,7 @@ impl<K: Watchable> WatcherBuilder<K> {
         if self.capacity == 0 {
             return Err(Error::config("channel_capacity", "must be at least 1"));
         }
-        let (writer, store) = Writer::with_indexes(self.indexes);
-        let (tx, rx) = bounded(self.capacity);
+        let (writer, store) = Writer::with_indexes(self.indexes, self.predicates);
         let (stop_tx, stop_rx) = bounded(1);
         let http = Http::new(Arc::clone(&self.api.client.conn));
         let name = thread_name(&self.api.resource.plural);
@@ -419,9 +463,9 @@ impl<K: Watchable> WatcherBuilder<K> {
             stopping: AtomicBool::new(false),
             stop_tx: Mutex::new(Some(stop_tx)),
             stop_rx,
-            hub: Mutex::new(Hub { tx: Some(tx), attached: false }),
-            attached: AtomicBool::new(false),
-            stats: Mutex::new(Stats::default()),
+            hub: Mutex::new(Hub::default()),
+            counters: Counters::default(),
+            notices: Notices::default(),
             agent: http.agent().clone(),
         });
         let max_line = self.config.max_line;
@@ -445,13 +489,22 @@ impl<K: Watchable> WatcherBuilder<K> {
                         .or_else(|| panic.downcast_ref::<String>().cloned())
                         .unwrap_or_default();
                     log::error!("bug: {} thread panicked: {msg}", thread_shared.name);
-                    let mut hub = thread_shared.hub.lock();
-                    hub.send(Err(Error::Spawn(format!("watcher thread panicked: {msg}").into())), &thread_shared);
-                    hub.close();
+                    let error = Error::Spawn(format!("watcher thread panicked: {msg}").into());
+                    let subs = thread_shared.hub.lock().subscribers();
+                    let _ = thread_shared.outbox().deliver(&subs, [Err(error.clone())]);
+                    thread_shared.notices.send(Notice::GaveUp { error });
+                    thread_shared.hub.lock().close();
                 }
             })
             .map_err(|e| Error::Spawn(e.to_string().into()))?;
-        Ok(Watcher { rx, store, shared, worker: Mutex::new(Some((handle, done_rx))), helpers: Mutex::new(Vec::new()) })
+        Ok(Watcher {
+            rx: OnceLock::new(),
+            capacity: self.capacity,
+            policy: self.policy,
+            store,
+            shared,
+            worker: Mutex::new(Some((handle, done_rx))),
+        })
     }
 }
 

@@ -11,9 +11,11 @@ use crate::client::{Api, Http, StreamItem};
 use crate::decode::{self, WatchEvent};
 use crate::error::{Error, Result};
 use crate::event::Event;
+use crate::hub::{Notice, Stopped};
 use crate::machine::{Action, Input, Machine, RelistReason, WatchInput};
 use crate::request::{ListParams, WatchParams};
 use crate::resource::Watchable;
+use crate::stats::{self, Counters};
 use crate::store::Writer;
 use crate::watcher::Shared;
 
@@ -29,9 +31,6 @@ struct Incoming<K> {
     json: Option<Box<[u8]>>,
 }
 
-/// The worker stopped because `stop()` was called or every consumer went away.
-struct Stopped;
-
 /// What the worker writes to: the store, the consumers, the counters.
 pub(crate) struct Sink<K> {
     pub(crate) writer: Writer<K>,
@@ -43,6 +42,10 @@ pub(crate) struct Sink<K> {
     scratch: decode::Scratch,
     /// Whether the "server ignored the metadata-only request" warning was logged (once).
     warned_kind: bool,
+    /// The reason of the relist in progress (for `Notice::Synced`).
+    reason: RelistReason,
+    /// False from the start and after each `Notice::Reconnecting` until a request succeeds.
+    connected: bool,
 }
 
 impl<K: Watchable> Sink<K> {
@@ -60,46 +63,49 @@ impl<K: Watchable> Sink<K> {
             out: Vec::new(),
             scratch: decode::Scratch::default(),
             warned_kind: false,
+            reason: RelistReason::Initial,
+            connected: false,
         }
+    }
+
+    fn counters(&self) -> &Counters {
+        &self.shared.counters
     }
 
     /// Applies one effect action, with the object of the current input, and publishes its events.
     fn effect(&mut self, action: &Action, input: &mut Option<Incoming<K>>) -> Result<(), Stopped> {
-        // Apply and publish under the hub lock, so a consumer attaching now sees either the
-        // state before this change (and then the event) or after it, never both.
+        let mut error = None;
+        // Apply and take the subscribers under the hub lock, so a consumer subscribing now sees
+        // either the state before this change (and then the event) or after it, never both.
         let hub = self.shared.hub.lock();
         match (action, input.as_mut()) {
             (Action::BeginInit, _) => self.writer.begin_init(&mut self.out),
             (Action::InitApply, Some(i)) => self.writer.init_apply(Arc::clone(&i.obj), i.json.take(), &mut self.out),
             (Action::InitDone, _) => {
-                self.writer.init_done(&mut self.out);
-                let mut stats = self.shared.stats.lock();
-                stats.objects = self.writer.store().len();
+                let inferred = self.writer.init_done(&mut self.out);
+                stats::add(&self.shared.counters.inferred_deletes, inferred as u64);
+                let objects = self.writer.store().len();
+                self.shared.notices.send(Notice::Synced { reason: self.reason, objects, inferred_deletes: inferred });
             }
             (Action::AbortInit, _) => self.writer.abort_init(),
             (Action::Apply, Some(i)) => {
-                self.writer.apply(Arc::clone(&i.obj), i.json.take(), &mut self.out);
-                self.shared.stats.lock().events += 1;
+                if !self.writer.apply(Arc::clone(&i.obj), i.json.take(), &mut self.out) {
+                    stats::add(&self.shared.counters.filtered, 1);
+                }
             }
-            (Action::Delete, Some(i)) => {
-                self.writer.delete(Arc::clone(&i.obj), &mut self.out);
-                self.shared.stats.lock().events += 1;
-            }
+            (Action::Delete, Some(i)) => self.writer.delete(Arc::clone(&i.obj), &mut self.out),
             (Action::Report(e), _) => {
                 self.writer.set_last_error(e);
-                {
-                    let mut stats = self.shared.stats.lock();
-                    stats.errors += 1;
-                    stats.last_error = Some(e.to_string());
-                }
-                return if hub.send(Err(e.clone()), &self.shared) { Ok(()) } else { Err(Stopped) };
+                self.shared.counters.error(e);
+                error = Some(e.clone());
             }
             (Action::Relist(reason), _) => {
-                let mut stats = self.shared.stats.lock();
-                stats.relists += 1;
+                self.shared.counters.relist(*reason);
+                self.reason = *reason;
                 if *reason != RelistReason::Initial {
                     log::debug!("{}: relisting ({reason:?})", self.shared.name);
                 }
+                self.shared.notices.send(Notice::Relisting { reason: *reason });
             }
             (Action::InitApply | Action::Apply | Action::Delete, None) => {
                 log::error!("bug: {action:?} without an object; ignored");
@@ -108,10 +114,16 @@ impl<K: Watchable> Sink<K> {
                 log::error!("bug: driver action {action:?} performed as an effect; ignored");
             }
         }
+        if self.out.is_empty() && error.is_none() {
+            return Ok(());
+        }
+        let subs = hub.subscribers();
+        drop(hub);
         let mut events = std::mem::take(&mut self.out);
-        let delivered = events.drain(..).all(|ev| hub.send(Ok(ev), &self.shared));
+        let items = events.drain(..).map(Ok).chain(error.map(Err));
+        let delivered = self.shared.outbox().deliver(&subs, items);
         self.out = events;
-        if delivered { Ok(()) } else { Err(Stopped) }
+        delivered
     }
 
     /// Performs every effect and returns the driver action (the last one).
@@ -120,7 +132,21 @@ impl<K: Watchable> Sink<K> {
         for a in &actions {
             self.effect(a, &mut input)?;
         }
+        if let Action::Wait(delay) = &driver
+            && let Some(Action::Report(error)) = actions.iter().find(|a| matches!(a, Action::Report(_)))
+        {
+            self.connected = false;
+            self.shared.notices.send(Notice::Reconnecting { error: error.clone(), delay: *delay });
+        }
         Ok(driver)
+    }
+
+    /// A request succeeded: announce it if it is the first since the start or a failure.
+    fn connected(&mut self) {
+        if !self.connected {
+            self.connected = true;
+            self.shared.notices.send(Notice::Connected);
+        }
     }
 
     fn decode(&mut self, bytes: &[u8]) -> Result<Incoming<K>, String> {
@@ -175,7 +201,9 @@ impl<K: Watchable> Worker<K> {
         let shared = Arc::clone(&self.sink.shared);
         if !matches!(end, Error::Stopped) {
             log::debug!("{}: watcher ended: {end}", shared.name);
-            shared.hub.lock().send(Err(end.clone()), &shared);
+            let subs = shared.hub.lock().subscribers();
+            let _ = shared.outbox().deliver(&subs, [Err(end.clone())]);
+            shared.notices.send(Notice::GaveUp { error: end.clone() });
         }
         self.sink.writer.set_ended(end);
         shared.hub.lock().close();
@@ -213,7 +241,7 @@ impl<K: Watchable> Worker<K> {
         if delay.is_zero() {
             return Ok(());
         }
-        self.sink.shared.stats.lock().backoff_time += delay;
+        self.sink.counters().backoff(delay);
         select! {
             recv(self.sink.shared.stop_rx) -> _ => Err(Stopped),
             recv(after(delay)) -> _ => Ok(()),
@@ -221,11 +249,12 @@ impl<K: Watchable> Worker<K> {
     }
 
     fn list(&mut self, params: &ListParams) -> Result<Vec<Action>, Stopped> {
-        self.sink.shared.stats.lock().lists += 1;
+        stats::add(&self.sink.counters().lists, 1);
         let context = self.api.describe("list");
         let sink = &mut self.sink;
         let mut stopped = false;
         let result = self.http.list(&self.api, params, |bytes| {
+            stats::add(&sink.shared.counters.bytes, bytes.len() as u64);
             match sink.decode(bytes) {
                 Ok(obj) => {
                     if sink.effect(&Action::InitApply, &mut Some(obj)).is_err() {
@@ -250,6 +279,7 @@ impl<K: Watchable> Worker<K> {
         let now = Instant::now();
         Ok(match result {
             Ok(meta) => {
+                self.sink.connected();
                 log::debug!(
                     "{}: list page done at resourceVersion {:?} (more: {})",
                     self.sink.shared.name,
@@ -269,7 +299,7 @@ impl<K: Watchable> Worker<K> {
     }
 
     fn watch(&mut self, params: &WatchParams, idle: Duration) -> Result<Vec<Action>, Stopped> {
-        self.sink.shared.stats.lock().watches += 1;
+        stats::add(&self.sink.counters().watches, 1);
         log::debug!(
             "{}: watch from resourceVersion {:?} (timeout {:?})",
             self.sink.shared.name,
@@ -281,6 +311,7 @@ impl<K: Watchable> Worker<K> {
             Err(_) if self.stopping() => return Err(Stopped),
             Err(e) => return Ok(self.machine.step(Input::WatchFailed(e), Instant::now())),
         };
+        self.sink.connected();
         let mut actions = self.machine.step(Input::WatchOpened, Instant::now());
         let context = self.api.describe("watch");
         loop {
@@ -296,7 +327,7 @@ impl<K: Watchable> Worker<K> {
             let now = Instant::now();
             actions = match item {
                 StreamItem::Line(bytes, line) => {
-                    self.sink.shared.stats.lock().bytes += bytes.len() as u64 + 1;
+                    stats::add(&self.sink.counters().bytes, bytes.len() as u64 + 1);
                     let keep_raw = self.sink.compact.is_some();
                     match decode::watch_event::<K>(bytes, keep_raw, &mut self.sink.scratch)
                         .and_then(|(ev, raw)| self.on_event(ev, raw, &context, now))
@@ -323,6 +354,8 @@ impl<K: Watchable> Worker<K> {
         context: &str,
         now: Instant,
     ) -> Result<(Option<Incoming<K>>, Vec<Action>), String> {
+        let counters = &self.sink.shared.counters;
+        counters.event_seen(now);
         let object_event = |obj: K, make: fn(&str) -> WatchInput<'_>, this: &mut Self| {
             let rv = obj.meta().resource_version.clone().unwrap_or_default();
             let input = this.sink.prepare(obj, raw)?;
@@ -330,11 +363,20 @@ impl<K: Watchable> Worker<K> {
             Ok((Some(input), actions))
         };
         match ev {
-            WatchEvent::Added(o) => object_event(o, |rv| WatchInput::Added { resource_version: rv }, self),
-            WatchEvent::Modified(o) => object_event(o, |rv| WatchInput::Modified { resource_version: rv }, self),
-            WatchEvent::Deleted(o) => object_event(o, |rv| WatchInput::Deleted { resource_version: rv }, self),
+            WatchEvent::Added(o) => {
+                stats::add(&counters.added, 1);
+                object_event(o, |rv| WatchInput::Added { resource_version: rv }, self)
+            }
+            WatchEvent::Modified(o) => {
+                stats::add(&counters.modified, 1);
+                object_event(o, |rv| WatchInput::Modified { resource_version: rv }, self)
+            }
+            WatchEvent::Deleted(o) => {
+                stats::add(&counters.deleted, 1);
+                object_event(o, |rv| WatchInput::Deleted { resource_version: rv }, self)
+            }
             WatchEvent::Bookmark { resource_version, initial_events_end } => {
-                self.sink.shared.stats.lock().bookmarks += 1;
+                stats::add(&counters.bookmarks, 1);
                 let input = WatchInput::Bookmark { resource_version: &resource_version, initial_events_end };
                 Ok((None, self.machine.step(Input::Event(input), now)))
             }

@@ -92,15 +92,19 @@ fn stop_interrupts_a_watcher_blocked_on_a_full_channel() {
 }
 
 #[test]
-fn stop_interrupts_a_replay_to_a_slow_consumer() {
+fn stop_interrupts_a_wait_for_a_subscriber_still_behind_its_replay() {
     let server = server();
     for i in 0..20 {
         server.create(&pod("apps", &format!("p{i}"))).unwrap();
     }
     let w = Watcher::builder(pods(&server)).channel_capacity(1).start().unwrap();
     w.store().wait_until_ready(WAIT).unwrap();
-    let _ = w.receiver(); // attach: a helper starts replaying 22 events into a channel of 1
-    assert_stops_promptly(&w, &server, "replaying");
+    let unread = w.subscribe(); // 22 replayed events fill its channel; one more slot is left
+    for i in 20..23 {
+        server.create(&pod("apps", &format!("p{i}"))).unwrap();
+    }
+    eventually("the subscriber's channel is full", || unread.len() == 23);
+    assert_stops_promptly(&w, &server, "blocked behind a replay");
 }
 
 #[test]

@@ -1,0 +1,295 @@
+//! Where events and notices go: the consumers' channels, each with its slow-consumer policy.
+//!
+//! The worker applies a change to the store and takes the list of subscribers under the hub
+//! lock, then sends outside it. So a consumer that subscribes at any moment gets either the
+//! state before a change and then its event, or the state after it, never both; and a worker
+//! waiting for a slow consumer never keeps anyone from subscribing.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, Sender, TrySendError, bounded, select};
+
+use crate::error::{Error, Result};
+use crate::event::Event;
+use crate::machine::RelistReason;
+use crate::stats::{self, Counters};
+
+/// The item type of an event channel.
+pub(crate) type Item<K> = Result<Event<K>>;
+
+/// How many notices wait for a reader before the oldest are dropped.
+const NOTICE_CAPACITY: usize = 256;
+
+/// What the watcher does when a consumer's channel is full.
+///
+/// ```
+/// # let server = kube_watcher::testing::FakeApiServer::start();
+/// use kube_watcher::{Api, Client, Config, Error, SlowConsumer, Watcher};
+/// use k8s_openapi::api::core::v1::Pod;
+///
+/// let watcher = Watcher::new(Api::<Pod>::all(Client::from_url(&server.url())?), Config::default())?;
+/// let dashboard = watcher.subscribe_with(SlowConsumer::Lag); // never holds the watcher up
+/// for event in dashboard.try_iter() {
+///     if let Err(Error::Lagged { .. }) = event {
+///         let _all = watcher.store().state(); // fell behind: catch up from the store
+///     }
+/// }
+/// # Ok::<(), kube_watcher::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SlowConsumer {
+    /// Wait until the consumer makes room (backpressure): nothing is ever lost, and the
+    /// watcher, its store and every other consumer wait for the slowest one. The default.
+    #[default]
+    Block,
+    /// Never wait: when the channel is full, drop what it holds and the new event, and queue
+    /// one [`Error::Lagged`] marker instead. Events continue after the marker; the store stays
+    /// exact, so the consumer catches up by reading it.
+    Lag,
+}
+
+/// A change in a watcher's health: for logs, dashboards and status lines
+/// (see [`Watcher::notices`](crate::Watcher::notices)).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum Notice {
+    /// A request succeeded: the first one, and the first after each [`Notice::Reconnecting`].
+    Connected,
+    /// A request failed or a connection dropped; the watcher tries again after `delay`.
+    Reconnecting {
+        /// What went wrong (also delivered on the event channel).
+        error: Error,
+        /// The backoff before the next attempt.
+        delay: Duration,
+    },
+    /// A full sync (relist) starts.
+    Relisting {
+        /// Why.
+        reason: RelistReason,
+    },
+    /// A full sync completed: the store now holds `objects` objects.
+    Synced {
+        /// Why the sync happened.
+        reason: RelistReason,
+        /// Objects in the store.
+        objects: usize,
+        /// Objects that vanished while the watcher was not watching, each reported as an
+        /// inferred `Delete` right after `InitDone`.
+        inferred_deletes: usize,
+    },
+    /// A drift check compared the store with the server.
+    DriftChecked {
+        /// Objects found out of step (0: in step; otherwise a relist follows).
+        mismatched: usize,
+    },
+    /// A consumer with [`SlowConsumer::Lag`] fell behind and `dropped` events were dropped.
+    Lagged {
+        /// How many events were dropped.
+        dropped: u64,
+    },
+    /// The watcher ended with a terminal error (for instance [`Error::GaveUp`]).
+    GaveUp {
+        /// The terminal error.
+        error: Error,
+    },
+}
+
+/// One consumer's channel.
+pub(crate) struct Sub<K> {
+    id: u64,
+    tx: Sender<Item<K>>,
+    /// With the lag policy: a handle on the consumer's queue, to empty it when it is full.
+    lag: Option<Receiver<Item<K>>>,
+}
+
+impl<K> Clone for Sub<K> {
+    fn clone(&self) -> Self {
+        Sub { id: self.id, tx: self.tx.clone(), lag: self.lag.clone() }
+    }
+}
+
+/// The subscribers. Only the worker sends; subscribing and delivery synchronize on this lock.
+pub(crate) struct Hub<K> {
+    /// Rebuilt when a subscriber comes or goes, so taking it per event is one `Arc` clone.
+    subs: Arc<[Sub<K>]>,
+    next_id: u64,
+    closed: bool,
+}
+
+impl<K> Default for Hub<K> {
+    fn default() -> Self {
+        Hub { subs: Arc::from(Vec::new()), next_id: 0, closed: false }
+    }
+}
+
+impl<K> fmt::Debug for Hub<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Hub").field("subscribers", &self.subs.len()).field("closed", &self.closed).finish()
+    }
+}
+
+impl<K> Hub<K> {
+    /// The current subscribers, to deliver to after the lock is released.
+    pub(crate) fn subscribers(&self) -> Arc<[Sub<K>]> {
+        Arc::clone(&self.subs)
+    }
+
+    /// A new consumer: a channel with room for `capacity` events beyond `replay`, which it gets
+    /// first. Once the hub is closed the channel is already disconnected.
+    pub(crate) fn subscribe(
+        &mut self,
+        replay: Vec<Event<K>>,
+        capacity: usize,
+        policy: SlowConsumer,
+    ) -> Receiver<Item<K>> {
+        let (tx, rx) = bounded(capacity.saturating_add(replay.len()));
+        if self.closed {
+            return rx;
+        }
+        for ev in replay {
+            // Cannot fail: the channel has room for the whole replay and nobody else sends yet.
+            let _ = tx.try_send(Ok(ev));
+        }
+        let sub = Sub { id: self.next_id, tx, lag: (policy == SlowConsumer::Lag).then(|| rx.clone()) };
+        self.next_id += 1;
+        self.subs = self.subs.iter().cloned().chain([sub]).collect();
+        rx
+    }
+
+    /// Forgets consumers whose receivers are gone.
+    fn remove(&mut self, gone: &[u64]) {
+        self.subs = self.subs.iter().filter(|s| !gone.contains(&s.id)).cloned().collect();
+    }
+
+    /// No more events: consumers see their channel end once they drain it.
+    pub(crate) fn close(&mut self) {
+        self.closed = true;
+        self.subs = Arc::from(Vec::new());
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    /// Events waiting in all channels.
+    pub(crate) fn queued(&self) -> usize {
+        self.subs.iter().map(|s| s.tx.len()).sum()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.subs.len()
+    }
+}
+
+/// The worker was stopped while delivering.
+pub(crate) struct Stopped;
+
+/// What delivery needs besides the subscribers: the stop signal, counters and notices.
+pub(crate) struct Outbox<'a, K> {
+    pub(crate) hub: &'a parking_lot::Mutex<Hub<K>>,
+    pub(crate) stop: &'a Receiver<()>,
+    pub(crate) counters: &'a Counters,
+    pub(crate) notices: &'a Notices,
+}
+
+impl<K> Outbox<'_, K> {
+    /// Sends each item to every subscriber in `subs`, by its policy; forgets those that went
+    /// away. Fails only when the watcher is stopping.
+    pub(crate) fn deliver(&self, subs: &[Sub<K>], items: impl IntoIterator<Item = Item<K>>) -> Result<(), Stopped> {
+        let mut gone = Vec::new();
+        for item in items {
+            let Some((last, rest)) = subs.split_last() else { return Ok(()) };
+            for sub in rest {
+                self.send(sub, clone_item(&item), &mut gone)?;
+            }
+            self.send(last, item, &mut gone)?;
+        }
+        if !gone.is_empty() {
+            self.hub.lock().remove(&gone);
+        }
+        Ok(())
+    }
+
+    fn send(&self, sub: &Sub<K>, item: Item<K>, gone: &mut Vec<u64>) -> Result<(), Stopped> {
+        if gone.contains(&sub.id) {
+            return Ok(());
+        }
+        let item = match sub.tx.try_send(item) {
+            Ok(()) => return Ok(()),
+            Err(TrySendError::Disconnected(_)) => {
+                gone.push(sub.id);
+                return Ok(());
+            }
+            Err(TrySendError::Full(item)) => item,
+        };
+        match &sub.lag {
+            None => select! {
+                send(sub.tx, item) -> res => {
+                    if res.is_err() {
+                        gone.push(sub.id);
+                    }
+                    Ok(())
+                }
+                recv(self.stop) -> _ => Err(Stopped),
+            },
+            Some(queue) => {
+                // Drop what is queued and this item; one marker takes their place.
+                let mut dropped = 1;
+                while let Ok(old) = queue.try_recv() {
+                    if !matches!(old, Err(Error::Lagged { .. })) {
+                        dropped += 1;
+                    }
+                }
+                let _ = sub.tx.try_send(Err(Error::Lagged { dropped }));
+                stats::add(&self.counters.lagged, dropped);
+                self.notices.send(Notice::Lagged { dropped });
+                Ok(())
+            }
+        }
+    }
+}
+
+fn clone_item<K>(item: &Item<K>) -> Item<K> {
+    match item {
+        Ok(ev) => Ok(ev.clone()),
+        Err(e) => Err(e.clone()),
+    }
+}
+
+/// The lifecycle notices channel: lossy (the oldest are dropped when full), and quiet until
+/// someone asks for it.
+pub(crate) struct Notices {
+    tx: Sender<Notice>,
+    rx: Receiver<Notice>,
+    on: AtomicBool,
+}
+
+impl Default for Notices {
+    fn default() -> Self {
+        let (tx, rx) = bounded(NOTICE_CAPACITY);
+        Notices { tx, rx, on: AtomicBool::new(false) }
+    }
+}
+
+impl Notices {
+    /// Queues `notice` if anyone asked for notices; never blocks.
+    pub(crate) fn send(&self, notice: Notice) {
+        if !self.on.load(Ordering::Acquire) {
+            return;
+        }
+        if let Err(TrySendError::Full(notice)) = self.tx.try_send(notice) {
+            let _ = self.rx.try_recv();
+            let _ = self.tx.try_send(notice);
+        }
+    }
+
+    /// The receiving end; from now on notices are queued.
+    pub(crate) fn receiver(&self) -> Receiver<Notice> {
+        self.on.store(true, Ordering::Release);
+        self.rx.clone()
+    }
+}

@@ -1,0 +1,328 @@
+//! The cache features beyond list/watch: fan-out with slow-consumer policies, lifecycle notices
+//! and stats, predicates, snapshots.
+#![cfg(feature = "testing")]
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use k8s_openapi::api::core::v1::Pod;
+use kube_watcher::testing::{FakeApiServer, Fault, Match};
+use kube_watcher::{Api, Client, Config, Error, Event, Notice, RelistReason, SlowConsumer, Watcher};
+
+fn pods(server: &FakeApiServer) -> Api<Pod> {
+    Api::all(Client::from_url(&server.url()).unwrap())
+}
+
+/// Receives from a subscription until `done`, describing what was seen (bounded by `WAIT`).
+fn collect_from(
+    rx: &crossbeam_channel::Receiver<Result<Event<Pod>, Error>>,
+    mut done: impl FnMut(&[String]) -> bool,
+) -> Vec<String> {
+    let deadline = std::time::Instant::now() + WAIT;
+    let mut seen = Vec::new();
+    while !done(&seen) {
+        match rx.recv_deadline(deadline) {
+            Ok(Ok(ev)) => seen.push(describe(&ev)),
+            Ok(Err(e)) => seen.push(format!("Err({e})")),
+            Err(e) => panic!("no more events ({e}); seen so far: {seen:?}"),
+        }
+    }
+    seen
+}
+
+/// Receives notices until `done` holds for one (bounded by `WAIT`); returns all seen.
+fn notices_until(rx: &crossbeam_channel::Receiver<Notice>, mut done: impl FnMut(&Notice) -> bool) -> Vec<Notice> {
+    let deadline = std::time::Instant::now() + WAIT;
+    let mut seen = Vec::new();
+    loop {
+        match rx.recv_deadline(deadline) {
+            Ok(n) => {
+                let stop = done(&n);
+                seen.push(n);
+                if stop {
+                    return seen;
+                }
+            }
+            Err(e) => panic!("no more notices ({e}); seen so far: {seen:?}"),
+        }
+    }
+}
+
+fn fast_backoff() -> kube_watcher::Backoff {
+    kube_watcher::Backoff { initial: ms(10), max: ms(20), ..Default::default() }
+}
+
+mod fan_out {
+    use super::*;
+
+    #[test]
+    fn every_subscriber_gets_the_current_state_then_every_event() {
+        let server = server();
+        server.create(&pod("apps", "a")).unwrap();
+        let w = Watcher::new(pods(&server), Config::default()).unwrap();
+        let early = w.subscribe();
+        w.store().wait_until_ready(WAIT).unwrap();
+        let late = w.subscribe();
+        server.create(&pod("apps", "b")).unwrap();
+        for rx in [&early, &late] {
+            let seen = collect_from(rx, |s| s.last().is_some_and(|e| e == "Apply(b)"));
+            assert_eq!(seen, ["Init", "InitApply(a)", "InitDone", "Apply(b)"]);
+        }
+        // The watcher's own channel is a consumer like the others, attached on first use.
+        let own = collect_until(&w, |s| s.iter().any(|e| e.ends_with("(b)")));
+        assert_eq!(own[..2], ["Init", "InitApply(a)"], "{own:?}");
+        assert_eq!(w.stats().subscribers, 3);
+    }
+
+    #[test]
+    fn a_dropped_subscription_is_forgotten_and_never_holds_the_watcher_up() {
+        let server = server();
+        let w = Watcher::builder(pods(&server)).channel_capacity(1).start().unwrap();
+        let gone = w.subscribe();
+        w.store().wait_until_ready(WAIT).unwrap();
+        drop(gone);
+        for i in 0..20 {
+            server.create(&pod("apps", &format!("p{i}"))).unwrap();
+        }
+        eventually("the store holds all 20 pods", || w.store().len() == 20);
+        assert_eq!(w.stats().subscribers, 0);
+    }
+
+    #[test]
+    fn a_lagging_subscriber_gets_one_marker_and_never_blocks_the_watcher() {
+        let server = server();
+        let w = Watcher::builder(pods(&server)).channel_capacity(4).start().unwrap();
+        let slow = w.subscribe_with(SlowConsumer::Lag);
+        let notices = w.notices();
+        w.store().wait_until_ready(WAIT).unwrap();
+        for i in 0..30 {
+            server.create(&pod("apps", &format!("p{i}"))).unwrap();
+        }
+        // Nobody reads `slow`, yet the store follows the server.
+        eventually("the store holds all 30 pods", || w.store().len() == 30);
+        eventually("events were dropped", || w.stats().lagged > 0);
+        let queued: Vec<_> = slow.try_iter().collect();
+        assert!(queued.len() <= 4, "the queue stays bounded: {} items", queued.len());
+        let markers: Vec<u64> = queued
+            .iter()
+            .filter_map(|e| match e {
+                Err(Error::Lagged { dropped }) => Some(*dropped),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(markers.len(), 1, "one marker in the queue: {queued:?}");
+        assert!(!Error::Lagged { dropped: 1 }.is_terminal());
+        let lagged = notices_until(&notices, |n| matches!(n, Notice::Lagged { .. }));
+        assert!(matches!(lagged.last(), Some(Notice::Lagged { dropped }) if *dropped > 0));
+        // After the marker, events flow again.
+        server.create(&pod("apps", "after")).unwrap();
+        let seen = collect_from(&slow, |s| s.iter().any(|e| e == "Apply(after)"));
+        assert!(seen.len() <= 4, "{seen:?}");
+    }
+
+    #[test]
+    fn subscribing_while_the_watcher_waits_for_this_consumer_does_not_deadlock() {
+        let server = server();
+        for i in 0..10 {
+            server.create(&pod("apps", &format!("p{i}"))).unwrap();
+        }
+        let w = Watcher::builder(pods(&server)).channel_capacity(1).start().unwrap();
+        w.store().wait_until_ready(WAIT).unwrap();
+        let first = w.subscribe();
+        for i in 10..20 {
+            server.create(&pod("apps", &format!("p{i}"))).unwrap();
+        }
+        // The watcher is (or soon will be) blocked on `first`, which this thread owns.
+        std::thread::sleep(ms(100));
+        let second = w.subscribe(); // must return without `first` being read
+        let reader = std::thread::spawn(move || {
+            collect_from(&second, |s| s.iter().any(|e| e == "Apply(p19)" || e == "InitApply(p19)"))
+        });
+        let seen = collect_from(&first, |s| s.iter().filter(|e| e.starts_with("Apply(")).count() == 10);
+        assert_eq!(seen.iter().filter(|e| e.starts_with("InitApply(")).count(), 10, "{seen:?}");
+        let seen = reader.join().unwrap();
+        assert!(seen.starts_with(&["Init".to_owned()]), "{seen:?}");
+    }
+
+    #[test]
+    fn subscribing_after_the_watcher_ended_gives_a_closed_channel() {
+        let server = server();
+        let w = Watcher::new(pods(&server), Config::default()).unwrap();
+        w.stop();
+        let rx = w.subscribe();
+        assert!(rx.recv_timeout(WAIT).is_err());
+    }
+}
+
+mod observability {
+    use super::*;
+
+    #[test]
+    fn notices_and_stats_follow_an_outage_a_410_and_a_missed_delete() {
+        let server = server();
+        for i in 0..3 {
+            server.create(&pod("apps", &format!("p{i}"))).unwrap();
+        }
+        server.push_fault(Match::Watch, Fault::Stall);
+        let config = Config::default().timeout(Duration::from_secs(1)).stall_timeout(Duration::from_secs(2));
+        let w = Watcher::new(pods(&server), config).unwrap();
+        let notices = w.notices();
+        let start = notices_until(&notices, |n| matches!(n, Notice::Synced { .. }));
+        assert!(matches!(start[0], Notice::Relisting { reason: RelistReason::Initial }), "{start:?}");
+        assert!(start.iter().any(|n| matches!(n, Notice::Connected)), "{start:?}");
+        assert!(
+            matches!(
+                start.last(),
+                Some(Notice::Synced { reason: RelistReason::Initial, objects: 3, inferred_deletes: 0 })
+            ),
+            "{start:?}"
+        );
+        eventually("the stalled watch is requested", || server.requests().iter().any(|r| r.watch));
+        server.delete::<Pod>(Some("apps"), "p1").unwrap();
+        server.compact();
+        let outage = notices_until(&notices, |n| matches!(n, Notice::Synced { .. }));
+        let reconnecting = outage.iter().position(|n| matches!(n, Notice::Reconnecting { .. }));
+        let relisting = outage.iter().position(|n| matches!(n, Notice::Relisting { reason: RelistReason::Expired }));
+        assert!(reconnecting.is_some() && relisting.is_some() && reconnecting < relisting, "{outage:?}");
+        assert!(
+            matches!(
+                outage.last(),
+                Some(Notice::Synced { reason: RelistReason::Expired, objects: 2, inferred_deletes: 1 })
+            ),
+            "{outage:?}"
+        );
+        let stats = w.stats();
+        assert_eq!((stats.relists.initial, stats.relists.expired), (1, 1), "{stats:?}");
+        assert_eq!(stats.events.inferred_deletes, 1, "{stats:?}");
+        assert_eq!(stats.errors.transport, 1, "the stall: {stats:?}");
+        assert!(stats.last_error.as_deref().is_some_and(|e| e.contains("no data")), "{stats:?}");
+        assert!(stats.lists >= 2 && stats.watches >= 2, "{stats:?}");
+        assert_eq!(stats.objects, 2);
+    }
+
+    #[test]
+    fn events_and_errors_are_counted_by_type_and_class() {
+        let server = server();
+        server.push_fault(
+            Match::List,
+            Fault::Status { code: 403, reason: "Forbidden".into(), message: "no".into(), retry_after: None },
+        );
+        server.push_fault(
+            Match::List,
+            Fault::Status { code: 503, reason: "ServiceUnavailable".into(), message: "busy".into(), retry_after: None },
+        );
+        let w = Watcher::new(pods(&server), Config::default().backoff(fast_backoff())).unwrap();
+        let notices = w.notices();
+        w.store().wait_until_ready(WAIT).unwrap();
+        assert!(w.stats().last_event_age.is_none() || w.stats().events.bookmarks > 0);
+        server.create(&pod("apps", "a")).unwrap();
+        let mut a = pod("apps", "a");
+        a.metadata.labels = None;
+        server.replace(&a).unwrap();
+        server.delete::<Pod>(Some("apps"), "a").unwrap();
+        eventually("three events counted", || {
+            let e = w.stats().events;
+            (e.added, e.modified, e.deleted) == (1, 1, 1)
+        });
+        let stats = w.stats();
+        assert_eq!((stats.errors.client, stats.errors.server, stats.errors.total()), (1, 1, 2), "{stats:?}");
+        assert!(stats.last_event_age.is_some_and(|age| age < WAIT), "{stats:?}");
+        assert!(stats.bytes > 0 && stats.backoff_time > Duration::ZERO, "{stats:?}");
+        // Both failures were announced before the first success.
+        let seen = notices_until(&notices, |n| matches!(n, Notice::Synced { .. }));
+        let codes: Vec<Option<u16>> = seen
+            .iter()
+            .filter_map(|n| match n {
+                Notice::Reconnecting { error, .. } => Some(error.status()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(codes, [Some(403), Some(503)], "{seen:?}");
+    }
+
+    #[test]
+    fn giving_up_is_announced() {
+        let server = server();
+        for _ in 0..5 {
+            server.push_fault(
+                Match::List,
+                Fault::Status { code: 500, reason: "InternalError".into(), message: "boom".into(), retry_after: None },
+            );
+        }
+        let gate = server.hold(Match::List);
+        let w = Watcher::new(pods(&server), Config::default().max_retries(1).backoff(fast_backoff())).unwrap();
+        let notices = w.notices();
+        drop(gate);
+        let seen = notices_until(&notices, |n| matches!(n, Notice::GaveUp { .. }));
+        assert!(matches!(seen.last(), Some(Notice::GaveUp { error: Error::GaveUp { .. } })), "{seen:?}");
+    }
+}
+
+mod predicates {
+    use super::*;
+    use kube_watcher::ObjectRef;
+
+    #[test]
+    fn an_apply_is_held_back_unless_a_predicate_sees_a_change_but_the_store_follows() {
+        let server = server();
+        server.create(&pod("apps", "a")).unwrap();
+        let w = Watcher::builder(pods(&server))
+            .predicate(kube_watcher::predicates::labels)
+            .predicate(|old: &Pod, new: &Pod| old.spec != new.spec)
+            .start()
+            .unwrap();
+        w.store().wait_until_ready(WAIT).unwrap();
+        collect_until(&w, |s| s.last().is_some_and(|e| e == "InitDone"));
+        let store = w.store();
+        let key = ObjectRef::new("a").within("apps");
+
+        // An annotation only: the store follows, no event.
+        let mut a = pod("apps", "a");
+        a.metadata.annotations = Some([("note".to_owned(), "1".to_owned())].into());
+        server.replace(&a).unwrap();
+        eventually("the store has the annotation", || {
+            store.get(&key).is_some_and(|p| p.metadata.annotations.is_some())
+        });
+        assert_eq!(w.stats().events.filtered, 1);
+        assert!(matches!(w.try_recv(), Err(kube_watcher::TryRecvError::Empty)));
+
+        // Labels changed: delivered. A new object and a delete always are.
+        let a = labelled(a, "tier", "front");
+        server.replace(&a).unwrap();
+        server.create(&pod("apps", "b")).unwrap();
+        server.delete::<Pod>(Some("apps"), "b").unwrap();
+        assert_eq!(collect_until(&w, |s| s.len() == 3), ["Apply(a)", "Apply(b)", "Delete(b)"]);
+        assert_eq!(w.stats().events.filtered, 1);
+    }
+}
+
+mod snapshots {
+    use super::*;
+    use kube_watcher::ObjectRef;
+
+    #[test]
+    fn a_snapshot_is_consistent_and_the_generation_says_when_to_take_another() {
+        let server = server();
+        server.create(&pod("apps", "a")).unwrap();
+        let w = Watcher::new(pods(&server), Config::default()).unwrap();
+        let store = w.store();
+        store.wait_until_ready(WAIT).unwrap();
+        let before = store.snapshot();
+        assert_eq!(before.generation(), store.generation());
+        assert_eq!(before.len(), 1);
+        server.create(&pod("apps", "b")).unwrap();
+        eventually("b arrives", || store.len() == 2);
+        assert_ne!(store.generation(), before.generation(), "a change bumps the generation");
+        // The old snapshot is unchanged; a new one sees b.
+        assert_eq!(before.len(), 1);
+        assert!(before.get(&ObjectRef::new("b").within("apps")).is_none());
+        let after = store.snapshot();
+        assert!(after.get(&ObjectRef::new("b").within("apps")).is_some());
+        assert_eq!(after.iter().count(), 2);
+        let quiet = store.generation();
+        std::thread::sleep(ms(300)); // bookmarks arrive, nothing changes
+        assert_eq!(store.generation(), quiet, "bookmarks do not bump the generation");
+    }
+}
