@@ -101,6 +101,7 @@ pub struct Config {
     pub(crate) bookmarks: bool,
     pub(crate) backoff: Backoff,
     pub(crate) relist_interval: Option<Duration>,
+    pub(crate) drift_check: Option<Duration>,
     /// `None`: the watch timeout plus [`STALL_MARGIN`].
     pub(crate) stall_timeout: Option<Duration>,
     pub(crate) max_retries: Option<u32>,
@@ -122,6 +123,7 @@ impl Default for Config {
             bookmarks: true,
             backoff: Backoff::default(),
             relist_interval: None,
+            drift_check: None,
             stall_timeout: None,
             max_retries: None,
             max_line: DEFAULT_MAX_LINE,
@@ -207,6 +209,23 @@ impl Config {
         self
     }
 
+    /// Every `interval`, check that the store still matches the server, and relist only if it
+    /// does not: a cheap alternative to [`relist_interval`](Self::relist_interval) against lost
+    /// events (a buggy proxy, a server bug). Defaults to never.
+    ///
+    /// The check is one metadata-only list (`PartialObjectMetadata`, served from the API
+    /// server's watch cache with `resourceVersionMatch=NotOlderThan` the store's own
+    /// resourceVersion), compared with the store by key and resourceVersion; no object bodies
+    /// cross the wire and only keys and versions are held. Differences explained by changes newer than the store
+    /// are not drift. A mismatch relists with [`RelistReason::Drift`](crate::RelistReason::Drift);
+    /// every check is counted in [`Stats::drift_checks`](crate::Stats::drift_checks) and announced
+    /// by [`Notice::DriftChecked`](crate::Notice::DriftChecked). It runs between two watches,
+    /// so the watch timeout is shortened to let it run on time.
+    pub fn drift_check(mut self, interval: Duration) -> Self {
+        self.drift_check = Some(interval);
+        self
+    }
+
     /// Declare a connection dead after this long without a byte from the server.
     ///
     /// Defaults to the watch timeout plus 30 s. It must exceed the watch timeout: a healthy watch
@@ -266,6 +285,11 @@ impl Config {
             && r < Duration::from_secs(1)
         {
             return Err(Error::config("relist_interval", format!("must be at least 1 s, got {r:?}")));
+        }
+        if let Some(d) = self.drift_check
+            && d < Duration::from_secs(1)
+        {
+            return Err(Error::config("drift_check", format!("must be at least 1 s, got {d:?}")));
         }
         for (field, sel) in [("labels", &self.label_selector), ("fields", &self.field_selector)] {
             if let Some(s) = sel

@@ -35,6 +35,7 @@ mod client;
 mod config;
 mod decode;
 mod discovery;
+mod drift;
 mod error;
 mod event;
 mod hub;

@@ -25,7 +25,7 @@ use rand::{Rng, SeedableRng};
 use crate::backoff::BackoffState;
 use crate::config::{Config, DEFAULT_TIMEOUT_SECS, ListSemantic, STALL_MARGIN};
 use crate::error::Error;
-use crate::request::{ListParams, WatchParams};
+use crate::request::{ListParams, VersionMatch, WatchParams};
 
 /// A watch that ends cleanly this soon with no event is treated as a failure, so a misbehaving
 /// server cannot cause a hot reconnect loop (client-go's reflector: "very short watch", 1 s).
@@ -67,6 +67,9 @@ enum State {
     StreamInit { resume: Option<String>, opened: Instant, last_seen: Instant },
     /// In sync at `rv`; next: a watch from there. Left when the watch is requested.
     Watch { rv: String },
+    /// In sync at `rv`, comparing the store with the server (`Config::drift_check`). Left with
+    /// the result: a watch from `rv`, or a relist.
+    Checking { rv: String },
     /// A watch is open; `rv` advances with every event and bookmark. Left when the stream ends.
     Watching { rv: String, events: u64, opened: Instant, last_seen: Instant, stall: Duration },
     /// The watcher has ended; every input is ignored.
@@ -92,6 +95,8 @@ pub(crate) enum Input<'a> {
     Idle,
     /// The watch request or stream failed.
     WatchFailed(Error),
+    /// A drift check finished: how many objects were out of step, or why it could not tell.
+    DriftChecked(Result<usize, Error>),
 }
 
 /// A watch event, reduced to what the machine needs; the worker keeps the object.
@@ -125,6 +130,9 @@ pub(crate) enum Action {
     Relist(RelistReason),
     /// Driver: request one list page.
     List(ListParams),
+    /// Driver: compare the store with a metadata-only list made with these parameters, at the
+    /// store's resourceVersion `rv`; feed back `Input::DriftChecked`.
+    DriftCheck { params: ListParams, rv: String },
     /// Driver: open a watch; `idle` is the per-read timeout to use.
     Watch { params: WatchParams, idle: Duration },
     /// Driver: keep reading the open stream.
@@ -144,6 +152,7 @@ impl PartialEq for Action {
             (Action::List(a), Action::List(b)) => a == b,
             (Action::Watch { params: a, idle: x }, Action::Watch { params: b, idle: y }) => a == b && x == y,
             (Action::Wait(a), Action::Wait(b)) => a == b,
+            (Action::DriftCheck { params: a, rv: x }, Action::DriftCheck { params: b, rv: y }) => a == b && x == y,
             (a, b) => std::mem::discriminant(a) == std::mem::discriminant(b) && a.is_unit(),
         }
     }
@@ -176,6 +185,8 @@ pub(crate) struct Machine {
     streaming_unsupported: bool,
     /// When the store was last fully synced (for `relist_interval`).
     last_sync: Option<Instant>,
+    /// When the store was last known to match the server: a completed sync or drift check.
+    last_verified: Option<Instant>,
 }
 
 impl Machine {
@@ -188,6 +199,7 @@ impl Machine {
             failures: 0,
             streaming_unsupported: false,
             last_sync: None,
+            last_verified: None,
         }
     }
 
@@ -218,6 +230,7 @@ impl Machine {
                         self.progress();
                         out.push(Action::InitDone);
                         self.last_sync = Some(now);
+                        self.last_verified = Some(now);
                         self.request(State::Watch { rv: rv.to_owned() }, now, &mut out)
                     }
                     (None, None) => {
@@ -255,6 +268,7 @@ impl Machine {
                 WatchInput::Bookmark { resource_version, initial_events_end: true } => {
                     self.progress();
                     self.last_sync = Some(now);
+                    self.last_verified = Some(now);
                     out.push(Action::InitDone);
                     out.push(Action::ReadOn);
                     let stall =
@@ -339,6 +353,22 @@ impl Machine {
             }
             (State::Watching { rv, .. }, Input::WatchFailed(e)) => self.watch_failed(rv, e, now, &mut out),
 
+            (State::Checking { rv }, Input::DriftChecked(result)) => {
+                self.last_verified = Some(now);
+                match result {
+                    Ok(0) => self.request(State::Watch { rv }, now, &mut out),
+                    Ok(n) => {
+                        log::info!("drift check: {n} objects out of step with the server; relisting");
+                        self.request(State::Sync { resume: None, reason: RelistReason::Drift }, now, &mut out)
+                    }
+                    Err(e) => {
+                        // The watch itself is fine: report, and check again next interval.
+                        out.push(Action::Report(e));
+                        self.request(State::Watch { rv }, now, &mut out)
+                    }
+                }
+            }
+
             // Inputs that cannot happen in this state are bugs in the worker; recover by resyncing.
             (state, input) => {
                 log::error!("bug: unexpected {input:?} in state {state:?}; resyncing");
@@ -399,6 +429,17 @@ impl Machine {
                 if self.relist_due(now) {
                     return self.request(State::Sync { resume: Some(rv), reason: RelistReason::Periodic }, now, out);
                 }
+                if self.due(self.config.drift_check, self.last_verified, now) {
+                    let params = ListParams {
+                        label_selector: self.config.label_selector.clone(),
+                        field_selector: self.config.field_selector.clone(),
+                        resource_version: Some(rv.clone()),
+                        version_match: Some(VersionMatch::NotOlderThan),
+                        ..ListParams::default()
+                    };
+                    out.push(Action::DriftCheck { params, rv: rv.clone() });
+                    return State::Checking { rv };
+                }
                 let timeout = self.watch_timeout(now);
                 let stall = self.stall_for(timeout);
                 let params = WatchParams { resource_version: Some(rv.clone()), ..self.watch_params(timeout) };
@@ -408,7 +449,7 @@ impl Machine {
             State::StreamInit { resume, .. } => {
                 self.request(State::Sync { resume, reason: RelistReason::Error }, now, out)
             }
-            State::Watching { rv, .. } => self.request(State::Watch { rv }, now, out),
+            State::Watching { rv, .. } | State::Checking { rv } => self.request(State::Watch { rv }, now, out),
             State::Ended => {
                 out.push(Action::End(Error::Stopped));
                 State::Ended
@@ -460,13 +501,13 @@ impl Machine {
             let (lo, hi) = DEFAULT_TIMEOUT_SECS;
             Duration::from_secs(self.rng.random_range(lo..hi))
         });
-        match (self.config.relist_interval, self.last_sync) {
-            (Some(interval), Some(last)) => {
-                let left = (last + interval).saturating_duration_since(now);
-                base.min(left).max(Duration::from_secs(1))
-            }
-            _ => base,
-        }
+        let left = |interval: Option<Duration>, last: Option<Instant>| match (interval, last) {
+            (Some(interval), Some(last)) => (last + interval).saturating_duration_since(now),
+            _ => Duration::MAX,
+        };
+        let next =
+            left(self.config.relist_interval, self.last_sync).min(left(self.config.drift_check, self.last_verified));
+        if next == Duration::MAX { base } else { base.min(next).max(Duration::from_secs(1)) }
     }
 
     fn stall_for(&self, timeout: Duration) -> Duration {
@@ -474,7 +515,12 @@ impl Machine {
     }
 
     fn relist_due(&self, now: Instant) -> bool {
-        match (self.config.relist_interval, self.last_sync) {
+        self.due(self.config.relist_interval, self.last_sync, now)
+    }
+
+    /// Whether `interval` has passed since `last` (never when either is unset).
+    fn due(&self, interval: Option<Duration>, last: Option<Instant>, now: Instant) -> bool {
+        match (interval, last) {
             (Some(interval), Some(last)) => now.saturating_duration_since(last) >= interval,
             _ => false,
         }
@@ -835,6 +881,37 @@ mod tests {
         let a = m.step(Input::WatchEnded, now + Duration::from_secs(31));
         assert!(a.contains(&Action::Relist(RelistReason::Periodic)), "{a:?}");
         assert_eq!(list_params(driver(&a)).resource_version.as_deref(), Some("6"));
+    }
+
+    #[test]
+    fn a_due_drift_check_runs_between_watches_and_relists_only_on_a_mismatch() {
+        let config = Config::default().drift_check(Duration::from_secs(30));
+        let (mut m, now) = watching(config, "5");
+        m.step(Input::Event(WatchInput::Modified { resource_version: "6" }), now);
+        // Not due yet: a plain re-watch.
+        let a = m.step(Input::WatchEnded, now + Duration::from_secs(10));
+        assert_eq!(watch_params(driver(&a)).resource_version.as_deref(), Some("6"));
+        m.step(Input::WatchOpened, now + Duration::from_secs(10));
+        let a = m.step(Input::WatchEnded, now + Duration::from_secs(31));
+        let Action::DriftCheck { params, rv } = driver(&a) else { panic!("{a:?}") };
+        assert_eq!((rv.as_str(), params.resource_version.as_deref()), ("6", Some("6")));
+        assert_eq!((params.version_match, params.limit), (Some(VersionMatch::NotOlderThan), None));
+        // In step: watch on, and the next check is a full interval away.
+        let later = now + Duration::from_secs(32);
+        let a = m.step(Input::DriftChecked(Ok(0)), later);
+        assert_eq!(watch_params(driver(&a)).timeout, Duration::from_secs(30));
+        m.step(Input::WatchOpened, later);
+        let a = m.step(Input::WatchEnded, later + Duration::from_secs(30));
+        assert!(matches!(driver(&a), Action::DriftCheck { .. }), "{a:?}");
+        // A mismatch relists; a failed check is reported and the watch goes on.
+        let mut m2 = Machine::new(Config::default(), 1);
+        m2.state = State::Checking { rv: "6".into() };
+        let a = m2.step(Input::DriftChecked(Ok(2)), later);
+        assert!(a.contains(&Action::Relist(RelistReason::Drift)), "{a:?}");
+        m2.state = State::Checking { rv: "6".into() };
+        let a = m2.step(Input::DriftChecked(Err(Error::transport("drift", "reset"))), later);
+        assert!(matches!(a[0], Action::Report(_)), "{a:?}");
+        assert_eq!(watch_params(driver(&a)).resource_version.as_deref(), Some("6"));
     }
 
     mod streaming {

@@ -83,7 +83,7 @@ pub(crate) enum Entry<K> {
     Typed(Arc<K>),
     /// Compact JSON, decoded on access (compact store mode): a fraction of the memory.
     /// Invariant: `json` decoded as `K` when it was stored.
-    Compact { json: Box<[u8]>, uid: Option<Box<str>> },
+    Compact { json: Box<[u8]>, uid: Option<Box<str>>, rv: Option<Box<str>> },
 }
 
 impl<K: Watchable> Entry<K> {
@@ -91,7 +91,14 @@ impl<K: Watchable> Entry<K> {
     pub(crate) fn new(obj: &Arc<K>, json: Option<Box<[u8]>>) -> Entry<K> {
         match json {
             None => Entry::Typed(Arc::clone(obj)),
-            Some(json) => Entry::Compact { json, uid: obj.meta().uid.as_deref().map(Into::into) },
+            Some(json) => {
+                let meta = obj.meta();
+                Entry::Compact {
+                    json,
+                    uid: meta.uid.as_deref().map(Into::into),
+                    rv: meta.resource_version.as_deref().map(Into::into),
+                }
+            }
         }
     }
 
@@ -102,12 +109,19 @@ impl<K: Watchable> Entry<K> {
         }
     }
 
+    fn resource_version(&self) -> Option<&str> {
+        match self {
+            Entry::Typed(o) => o.meta().resource_version.as_deref(),
+            Entry::Compact { rv, .. } => rv.as_deref(),
+        }
+    }
+
     /// A second handle on the same entry: an `Arc` clone, or a copy of the compact JSON (so it
     /// can be decoded after the lock is released).
     fn share(&self) -> Entry<K> {
         match self {
             Entry::Typed(o) => Entry::Typed(Arc::clone(o)),
-            Entry::Compact { json, uid } => Entry::Compact { json: json.clone(), uid: uid.clone() },
+            Entry::Compact { json, uid, rv } => Entry::Compact { json: json.clone(), uid: uid.clone(), rv: rv.clone() },
         }
     }
 
@@ -589,6 +603,17 @@ impl<K: Watchable> Writer<K> {
 
     pub(crate) fn store(&self) -> Store<K> {
         Store { shared: Arc::clone(&self.shared) }
+    }
+
+    /// Feeds every visible object's key and resourceVersion to a drift check (under the read
+    /// lock; only this thread writes, so nothing waits for it but readers, which share it).
+    pub(crate) fn check_drift(&self, mut check: crate::drift::Check<'_>) -> usize {
+        let objects = self.shared.objects.read();
+        for (key, entry) in &objects.live {
+            check.stored(key, entry.resource_version());
+        }
+        drop(objects);
+        check.finish()
     }
 }
 

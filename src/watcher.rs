@@ -475,6 +475,7 @@ impl<K: Watchable> WatcherBuilder<K> {
             machine: Machine::new(self.config, rand::random()),
             sink: Sink::new(writer, Arc::clone(&shared), self.transform, self.compact),
             max_line,
+            drift_suspects: Default::default(),
         };
         let (done_tx, done_rx) = bounded::<()>(0);
         let thread_shared = Arc::clone(&shared);

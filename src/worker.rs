@@ -1,6 +1,7 @@
 //! The background thread: runs the machine's actions through the HTTP layer, applies objects to
 //! the store, publishes events, and stops promptly.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -9,9 +10,11 @@ use crossbeam_channel::{after, select};
 
 use crate::client::{Api, Http, StreamItem};
 use crate::decode::{self, WatchEvent};
+use crate::drift;
 use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::hub::{Notice, Stopped};
+use crate::key::ObjectKey;
 use crate::machine::{Action, Input, Machine, RelistReason, WatchInput};
 use crate::request::{ListParams, WatchParams};
 use crate::resource::Watchable;
@@ -110,7 +113,15 @@ impl<K: Watchable> Sink<K> {
             (Action::InitApply | Action::Apply | Action::Delete, None) => {
                 log::error!("bug: {action:?} without an object; ignored");
             }
-            (Action::List(_) | Action::Watch { .. } | Action::ReadOn | Action::Wait(_) | Action::End(_), _) => {
+            (
+                Action::List(_)
+                | Action::DriftCheck { .. }
+                | Action::Watch { .. }
+                | Action::ReadOn
+                | Action::Wait(_)
+                | Action::End(_),
+                _,
+            ) => {
                 log::error!("bug: driver action {action:?} performed as an effect; ignored");
             }
         }
@@ -189,6 +200,8 @@ pub(crate) struct Worker<K> {
     pub(crate) machine: Machine,
     pub(crate) sink: Sink<K>,
     pub(crate) max_line: usize,
+    /// Objects a drift check could not yet judge (see `drift`).
+    pub(crate) drift_suspects: drift::Suspects,
 }
 
 impl<K: Watchable> Worker<K> {
@@ -222,6 +235,7 @@ impl<K: Watchable> Worker<K> {
             }
             actions = match self.sink.perform(actions, None)? {
                 Action::List(params) => self.list(&params)?,
+                Action::DriftCheck { params, rv } => self.drift_check(&params, &rv)?,
                 Action::Watch { params, idle } => self.watch(&params, idle)?,
                 Action::Wait(delay) => {
                     self.wait(delay)?;
@@ -296,6 +310,49 @@ impl<K: Watchable> Worker<K> {
             }
             Err(e) => self.machine.step(Input::ListFailed(e), now),
         })
+    }
+
+    /// Lists metadata only and compares it with the store (`Config::drift_check`).
+    fn drift_check(&mut self, params: &ListParams, rv: &str) -> Result<Vec<Action>, Stopped> {
+        #[derive(serde::Deserialize)]
+        struct Item {
+            metadata: Meta,
+        }
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Meta {
+            name: Option<String>,
+            namespace: Option<String>,
+            resource_version: Option<String>,
+        }
+        stats::add(&self.sink.counters().drift_checks, 1);
+        let api = self.api.clone().into_metadata();
+        let context = api.describe("drift check: list");
+        let mut listed = HashMap::new();
+        let result = self.http.list(&api, params, |bytes| {
+            let item: Item = serde_json::from_slice(bytes)
+                .map_err(|e| Error::Decode(Box::new(decode::decode_error(&context, None, bytes, e.to_string()))))?;
+            if let (Some(name), Some(rv)) = (item.metadata.name, item.metadata.resource_version) {
+                let key = ObjectKey { namespace: item.metadata.namespace.map(Into::into), name: name.into() };
+                listed.insert(key, rv.into_boxed_str());
+            }
+            Ok(())
+        });
+        if self.stopping() {
+            return Err(Stopped);
+        }
+        let outcome = result.map(|meta| {
+            let list_rv = meta.resource_version.unwrap_or_default();
+            let check = drift::Check::new(rv, &list_rv, listed, &mut self.drift_suspects);
+            let mismatched = self.sink.writer.check_drift(check);
+            log::debug!(
+                "{}: drift check at {rv} against list at {list_rv}: {mismatched} out of step",
+                self.sink.shared.name
+            );
+            self.sink.shared.notices.send(Notice::DriftChecked { mismatched });
+            mismatched
+        });
+        Ok(self.machine.step(Input::DriftChecked(outcome), Instant::now()))
     }
 
     fn watch(&mut self, params: &WatchParams, idle: Duration) -> Result<Vec<Action>, Stopped> {

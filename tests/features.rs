@@ -326,3 +326,55 @@ mod snapshots {
         assert_eq!(store.generation(), quiet, "bookmarks do not bump the generation");
     }
 }
+
+mod drift {
+    use super::*;
+
+    #[test]
+    fn a_lost_event_is_found_by_a_drift_check_and_repaired_by_a_relist() {
+        let server = server();
+        server.create(&pod("apps", "a")).unwrap();
+        server.push_fault(Match::Watch, Fault::DropEvents { events: 1 }); // the first watch loses one
+        let w = Watcher::new(pods(&server), Config::default().drift_check(Duration::from_secs(1))).unwrap();
+        let notices = w.notices();
+        w.store().wait_until_ready(WAIT).unwrap();
+        eventually("the first watch is open", || server.requests().iter().any(|r| r.watch));
+        server.create(&pod("apps", "lost")).unwrap();
+        server.create(&pod("apps", "next")).unwrap(); // delivered: the watch moves past "lost"
+        let seen = notices_until(&notices, |n| matches!(n, Notice::Synced { reason: RelistReason::Drift, .. }));
+        assert!(seen.iter().any(|n| matches!(n, Notice::DriftChecked { mismatched: 1 })), "{seen:?}");
+        store_matches_server(&w, &server);
+        let stats = w.stats();
+        assert_eq!(stats.relists.drift, 1, "{stats:?}");
+        assert!(stats.drift_checks >= 1, "{stats:?}");
+        let check = server
+            .requests()
+            .into_iter()
+            .find(|r| !r.watch && r.query_param("resourceVersionMatch") == Some("NotOlderThan"))
+            .expect("a drift check list");
+        assert!(check.header("accept").is_some_and(|a| a.contains("PartialObjectMetadataList")), "{check:?}");
+        assert_eq!(check.query_param("limit"), None);
+    }
+
+    #[test]
+    fn a_busy_healthy_watch_is_never_taken_for_drift() {
+        let server = server();
+        let w = Watcher::new(pods(&server), Config::default().drift_check(Duration::from_secs(1))).unwrap();
+        w.store().wait_until_ready(WAIT).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_millis(3500);
+        let mut i = 0;
+        while std::time::Instant::now() < deadline {
+            server.create(&pod("apps", &format!("p{i}"))).unwrap();
+            if i >= 3 {
+                server.delete::<Pod>(Some("apps"), &format!("p{}", i - 3)).unwrap();
+            }
+            i += 1;
+            std::thread::sleep(ms(20));
+        }
+        eventually("two drift checks ran", || w.stats().drift_checks >= 2);
+        store_matches_server(&w, &server);
+        let stats = w.stats();
+        assert_eq!(stats.relists.drift, 0, "{stats:?}");
+        assert_eq!(stats.relists.total(), 1, "{stats:?}");
+    }
+}

@@ -115,7 +115,7 @@ pub enum Match {
 /// [`FakeApiServer::push_fault`]).
 ///
 /// Faults that only make sense on a watch (`InStreamError`, `CloseAfter`, `ResetAfter`,
-/// `MalformedLine`, `OversizedLine`, `EndlessLine`) are only taken by watch requests;
+/// `MalformedLine`, `OversizedLine`, `EndlessLine`, `DropEvents`) are only taken by watch requests;
 /// `TruncateBody` is only taken by non-watch GETs, `EndlessList` and `GzipBomb` only by lists.
 /// All others apply to any request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -181,6 +181,13 @@ pub enum Fault {
     DelayHeaders(Duration),
     /// Watch: 200, then one line that never ends (no newline), until the client leaves.
     EndlessLine,
+    /// Watch: the next `events` object events of this watch are silently lost (later events
+    /// still flow and move the client past them), as a buggy proxy or server could do: the drift that
+    /// [`Config::drift_check`](crate::Config::drift_check) exists to find.
+    DropEvents {
+        /// How many `ADDED`/`MODIFIED`/`DELETED` events to lose.
+        events: usize,
+    },
     /// List: 200, then an `items` array that never ends (the same small object over and over),
     /// until the client leaves.
     EndlessList,

@@ -353,7 +353,8 @@ fn fault_applies(f: &Fault, class: Class) -> bool {
         | Fault::ResetAfter { .. }
         | Fault::MalformedLine
         | Fault::OversizedLine { .. }
-        | Fault::EndlessLine => class == Class::Watch,
+        | Fault::EndlessLine
+        | Fault::DropEvents { .. } => class == Class::Watch,
         Fault::TruncateBody => matches!(class, Class::List | Class::Get),
         Fault::EndlessList | Fault::GzipBomb { .. } => class == Class::List,
         Fault::Status { .. }

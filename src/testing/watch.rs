@@ -45,6 +45,8 @@ struct Emitter<'a> {
     sent: usize,
     /// `(events, reset?)` from a `CloseAfter`/`ResetAfter` fault.
     limit: Option<(usize, bool)>,
+    /// Object events still to lose (`DropEvents` fault).
+    drop: usize,
 }
 
 impl Emitter<'_> {
@@ -73,6 +75,10 @@ impl Emitter<'_> {
             if self.limit.is_some_and(|(n, _)| self.sent >= n) {
                 break;
             }
+            if self.drop > 0 && !is_bookmark(&ev) {
+                self.drop -= 1;
+                continue;
+            }
             match self.chunking {
                 Chunking::PerEvent => write_chunk(self.conn, &ev)?,
                 Chunking::Coalesce => coalesced.extend_from_slice(&ev),
@@ -90,6 +96,12 @@ impl Emitter<'_> {
         self.conn.flush()?;
         self.limit_reached()
     }
+}
+
+/// Whether an encoded event line is a bookmark.
+fn is_bookmark(line: &[u8]) -> bool {
+    let needle = br#""type":"BOOKMARK""#;
+    line.windows(needle.len()).any(|w| w == needle)
 }
 
 fn encode(kind: &str, object: &Value) -> Vec<u8> {
@@ -277,7 +289,11 @@ pub(crate) fn serve(
         Some(Fault::ResetAfter { events }) => Some((events, true)),
         _ => None,
     };
-    let mut out = Emitter { conn, chunking: shared.settings.chunking, sent: 0, limit };
+    let lose = match fault {
+        Some(Fault::DropEvents { events }) => events,
+        _ => 0,
+    };
+    let mut out = Emitter { conn, chunking: shared.settings.chunking, sent: 0, limit, drop: lose };
     match fault {
         Some(Fault::InStreamError { code, reason, message }) => {
             out.send(vec![error_event(&status(code, &reason, &message, None))])?;
