@@ -17,10 +17,10 @@ use crate::resource::Watchable;
 type Map<K> = HashMap<ObjectKey, Entry<K>>;
 
 /// A user index function: the index values of one object (`Watcher::builder(..).index(..)`).
-pub(crate) type IndexFn<K> = Box<dyn Fn(&K) -> Vec<String> + Send + Sync>;
+pub(crate) type IndexFn<K> = Arc<dyn Fn(&K) -> Vec<String> + Send + Sync>;
 
 /// A user predicate: did anything that matters change from `old` to `new`?
-pub(crate) type PredicateFn<K> = Box<dyn Fn(&K, &K) -> bool + Send + Sync>;
+pub(crate) type PredicateFn<K> = Arc<dyn Fn(&K, &K) -> bool + Send + Sync>;
 
 /// The name of the built-in index by namespace.
 pub(crate) const NAMESPACE_INDEX: &str = "namespace";
@@ -147,6 +147,8 @@ struct Shared<K> {
     objects: RwLock<Objects<K>>,
     /// Index names; `Objects::live_index` and the pending indexes follow this order.
     index_names: Vec<String>,
+    /// The namespace each writer fills (`None`: one writer fills the whole store).
+    parts: Vec<Option<Box<str>>>,
     /// Bumped on every change to the visible state; lets callers ask "anything new?" in O(1).
     generation: AtomicU64,
     readiness: Mutex<Readiness>,
@@ -158,14 +160,17 @@ struct Objects<K> {
     live: Map<K>,
     /// The indexes of `live`.
     live_index: Indexes,
-    /// The relist in progress (between `Init` and `InitDone`) and its indexes; invisible to
-    /// readers, swapped in with `live` at `InitDone`.
-    pending: Option<(Map<K>, Indexes)>,
+    /// Each writer's relist in progress (between `Init` and `InitDone`) and its indexes;
+    /// invisible to readers, swapped in at `InitDone`.
+    pending: Vec<Option<(Map<K>, Indexes)>>,
 }
 
 #[derive(Default)]
 struct Readiness {
+    /// Every writer has completed a sync.
     ready: bool,
+    /// Which writers have completed a sync.
+    synced: Vec<bool>,
     last_error: Option<Error>,
     /// Set when the watcher has ended; nothing will make the store ready any more.
     ended: Option<Error>,
@@ -298,12 +303,12 @@ impl<K: Watchable> Store<K> {
     pub(crate) fn replay(&self) -> Vec<Event<K>> {
         let objects = self.shared.objects.read();
         let mut out = Vec::new();
-        if self.shared.readiness.lock().ready {
+        if self.shared.readiness.lock().synced.contains(&true) {
             out.push(Event::Init);
             out.extend(objects.live.values().filter_map(Entry::object).map(Event::InitApply));
             out.push(Event::InitDone);
         }
-        if let Some((pending, _)) = &objects.pending {
+        for (pending, _) in objects.pending.iter().flatten() {
             out.push(Event::Init);
             out.extend(pending.values().filter_map(Entry::object).map(Event::InitApply));
         }
@@ -325,9 +330,24 @@ impl<K> Store<K> {
     }
 
     /// True once the first full list has been applied. Stays true through later relists.
+    ///
+    /// For a watcher over several namespaces ([`WatcherBuilder::namespaces`](crate::WatcherBuilder::namespaces)),
+    /// once every namespace has been listed; [`is_ready_in`](Self::is_ready_in) tells them apart.
     #[must_use]
     pub fn is_ready(&self) -> bool {
         self.shared.readiness.lock().ready
+    }
+
+    /// True once the objects of `namespace` have been listed: for a watcher over several
+    /// namespaces, each becomes ready on its own. For any other watcher, as
+    /// [`is_ready`](Self::is_ready) (false for a namespace it does not watch).
+    #[must_use]
+    pub fn is_ready_in(&self, namespace: &str) -> bool {
+        let r = self.shared.readiness.lock();
+        match self.shared.parts.iter().position(|p| p.as_deref().is_none_or(|p| p == namespace)) {
+            Some(i) => r.synced.get(i).copied().unwrap_or(false),
+            None => false,
+        }
     }
 
     /// A counter that changes whenever the visible state changes; compare two readings to learn
@@ -367,6 +387,27 @@ impl<K> Store<K> {
             }
         }
     }
+}
+
+/// Swaps in a relist of one namespace: its objects and index entries replace those of the
+/// namespace, the rest of the store is untouched. Returns the namespace's previous objects.
+fn replace_namespace<K>(objects: &mut Objects<K>, ns: &str, new: Map<K>, indexes: Indexes) -> Map<K> {
+    let keys: Vec<ObjectKey> =
+        objects.live_index[0].values.get(ns).map(|k| k.iter().cloned().collect()).unwrap_or_default();
+    let mut old = HashMap::with_capacity(keys.len());
+    for key in keys {
+        index_remove(&mut objects.live_index, &key);
+        if let Some(entry) = objects.live.remove(&key) {
+            old.insert(key, entry);
+        }
+    }
+    objects.live.extend(new);
+    for (live, pending) in objects.live_index.iter_mut().zip(indexes) {
+        for (key, values) in pending.of {
+            live.insert(&key, values);
+        }
+    }
+    old
 }
 
 /// An immutable, consistent copy of a [`Store`] at one [`generation`](Snapshot::generation)
@@ -423,10 +464,12 @@ impl<K> Snapshot<K> {
 /// events consumers must see, in order, to `out`.
 pub(crate) struct Writer<K> {
     shared: Arc<Shared<K>>,
+    /// Which of `Shared::parts` this writer fills.
+    part: usize,
     /// One per `Shared::index_names`; `None` is the built-in namespace index.
-    index_fns: Vec<Option<IndexFn<K>>>,
+    index_fns: Arc<[Option<IndexFn<K>>]>,
     /// An `Apply` is delivered when any says the object changed (all of them when none is set).
-    predicates: Vec<PredicateFn<K>>,
+    predicates: Arc<[PredicateFn<K>]>,
     /// Objects delivered (`InitApply`) by relists that were then abandoned, since the last
     /// `InitDone`. A consumer may have applied them, so any that the next completed relist
     /// lacks must be reported deleted too.
@@ -441,10 +484,21 @@ impl<K: Watchable> Writer<K> {
 
     /// A writer and its store, with the built-in namespace index and `indexes` (a later one of
     /// the same name replaces an earlier one, the built-in one too).
+    #[cfg(test)]
     pub(crate) fn with_indexes(
         indexes: Vec<(String, IndexFn<K>)>,
         predicates: Vec<PredicateFn<K>>,
     ) -> (Writer<K>, Store<K>) {
+        let (mut writers, store) = Writer::partitioned(indexes, predicates, vec![None]);
+        (writers.remove(0), store)
+    }
+
+    /// One store filled by one writer per part: the whole store (`None`), or one namespace each.
+    pub(crate) fn partitioned(
+        indexes: Vec<(String, IndexFn<K>)>,
+        predicates: Vec<PredicateFn<K>>,
+        parts: Vec<Option<Box<str>>>,
+    ) -> (Vec<Writer<K>>, Store<K>) {
         let mut index_names = vec![NAMESPACE_INDEX.to_owned()];
         let mut index_fns: Vec<Option<IndexFn<K>>> = vec![None];
         for (name, f) in indexes {
@@ -456,18 +510,31 @@ impl<K: Watchable> Writer<K> {
                 }
             }
         }
+        let n = parts.len();
         let shared = Arc::new(Shared {
             objects: RwLock::new(Objects {
                 live: HashMap::new(),
                 live_index: new_indexes(index_names.len()),
-                pending: None,
+                pending: (0..n).map(|_| None).collect(),
             }),
             index_names,
+            parts,
             generation: AtomicU64::new(0),
-            readiness: Mutex::new(Readiness::default()),
+            readiness: Mutex::new(Readiness { synced: vec![false; n], ..Readiness::default() }),
             ready_changed: Condvar::new(),
         });
-        (Writer { shared: Arc::clone(&shared), index_fns, predicates, orphans: HashMap::new() }, Store { shared })
+        let index_fns: Arc<[Option<IndexFn<K>>]> = index_fns.into();
+        let predicates: Arc<[PredicateFn<K>]> = predicates.into();
+        let writers = (0..n)
+            .map(|part| Writer {
+                shared: Arc::clone(&shared),
+                part,
+                index_fns: Arc::clone(&index_fns),
+                predicates: Arc::clone(&predicates),
+                orphans: HashMap::new(),
+            })
+            .collect();
+        (writers, Store { shared })
     }
 
     /// `obj`'s values for every index, computed before any lock is taken (they run user code).
@@ -485,7 +552,7 @@ impl<K: Watchable> Writer<K> {
     pub(crate) fn begin_init(&mut self, out: &mut Vec<Event<K>>) {
         self.abort_init();
         let indexes = new_indexes(self.index_fns.len());
-        self.shared.objects.write().pending = Some((HashMap::new(), indexes));
+        self.shared.objects.write().pending[self.part] = Some((HashMap::new(), indexes));
         out.push(Event::Init);
     }
 
@@ -499,12 +566,12 @@ impl<K: Watchable> Writer<K> {
         if let Some(old) = objects.live.get(&key)
             && old.uid().is_some()
             && old.uid() != obj.meta().uid.as_deref()
-            && objects.pending.as_ref().is_some_and(|(p, _)| !p.contains_key(&key))
+            && objects.pending[self.part].as_ref().is_some_and(|(p, _)| !p.contains_key(&key))
             && let Some(old) = old.object()
         {
             out.push(Event::Delete(old));
         }
-        match objects.pending.as_mut() {
+        match objects.pending[self.part].as_mut() {
             Some((pending, indexes)) => {
                 index_insert(indexes, &key, values);
                 pending.insert(key, Entry::new(&obj, json));
@@ -519,13 +586,18 @@ impl<K: Watchable> Writer<K> {
     pub(crate) fn init_done(&mut self, out: &mut Vec<Event<K>>) -> usize {
         let old = {
             let mut objects = self.shared.objects.write();
-            let Some((new, indexes)) = objects.pending.take() else {
+            let Some((new, indexes)) = objects.pending[self.part].take() else {
                 log::error!("bug: InitDone outside a relist; ignored");
                 return 0;
             };
-            objects.live_index = indexes;
             self.shared.generation.fetch_add(1, Ordering::AcqRel);
-            std::mem::replace(&mut objects.live, new)
+            match self.shared.parts[self.part].as_deref() {
+                None => {
+                    objects.live_index = indexes;
+                    std::mem::replace(&mut objects.live, new)
+                }
+                Some(ns) => replace_namespace(&mut objects, ns, new, indexes),
+            }
         };
         out.push(Event::InitDone);
         let before = out.len();
@@ -545,8 +617,9 @@ impl<K: Watchable> Writer<K> {
         }
         drop(objects);
         let mut r = self.shared.readiness.lock();
-        if !r.ready {
-            r.ready = true;
+        if !r.synced[self.part] {
+            r.synced[self.part] = true;
+            r.ready = r.synced.iter().all(|s| *s);
             self.shared.ready_changed.notify_all();
         }
         out.len() - before
@@ -554,7 +627,7 @@ impl<K: Watchable> Writer<K> {
 
     /// The relist in progress failed; forget it (the next one starts with `Init` again).
     pub(crate) fn abort_init(&mut self) {
-        let abandoned = self.shared.objects.write().pending.take();
+        let abandoned = self.shared.objects.write().pending[self.part].take();
         self.orphans.extend(abandoned.into_iter().flat_map(|(map, _)| map));
     }
 
@@ -594,10 +667,13 @@ impl<K: Watchable> Writer<K> {
         self.shared.readiness.lock().last_error = Some(e.clone());
     }
 
-    /// The watcher has ended: wake anyone waiting for readiness with `reason`.
+    /// The watcher has ended: wake anyone waiting for readiness with `reason` (the first one
+    /// that says why, when several writers end).
     pub(crate) fn set_ended(&self, reason: Error) {
         let mut r = self.shared.readiness.lock();
-        r.ended = Some(reason);
+        if r.ended.is_none() || matches!(r.ended, Some(Error::Stopped)) {
+            r.ended = Some(reason);
+        }
         self.shared.ready_changed.notify_all();
     }
 
@@ -633,6 +709,45 @@ mod tests {
             },
             ..ConfigMap::default()
         })
+    }
+
+    fn in_ns(ns: &str, name: &str) -> Arc<ConfigMap> {
+        let mut c = (*cm(name, name)).clone();
+        c.metadata.namespace = Some(ns.into());
+        Arc::new(c)
+    }
+
+    #[test]
+    fn a_relist_of_one_namespace_replaces_only_that_namespace() {
+        let (mut writers, store) =
+            Writer::partitioned(Vec::new(), Vec::new(), vec![Some("a".into()), Some("b".into())]);
+        let mut out = Vec::new();
+        for (w, ns) in writers.iter_mut().zip(["a", "b"]) {
+            w.begin_init(&mut out);
+            w.init_apply_t(in_ns(ns, "x"), &mut out);
+            w.init_apply_t(in_ns(ns, "y"), &mut out);
+            assert!(!store.is_ready_in(ns));
+            w.init_done(&mut out);
+            assert!(store.is_ready_in(ns));
+        }
+        assert!(store.is_ready() && !store.is_ready_in("c"));
+        assert_eq!(store.len(), 4);
+        // Namespace a relists without y: y is reported deleted; b keeps both.
+        out.clear();
+        writers[0].begin_init(&mut out);
+        writers[0].init_apply_t(in_ns("a", "x"), &mut out);
+        assert_eq!(writers[0].init_done(&mut out), 1);
+        let deleted: Vec<_> = out
+            .iter()
+            .filter_map(|e| match e {
+                Event::Delete(o) => Some(ObjectKey::of(&**o).unwrap().to_string()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(deleted, ["a/y"]);
+        assert_eq!(store.len(), 3);
+        assert_eq!(store.index("namespace", "a").len(), 1);
+        assert_eq!(store.index("namespace", "b").len(), 2);
     }
 
     impl Writer<ConfigMap> {
@@ -765,7 +880,7 @@ mod tests {
 
     fn tier_writer() -> (Writer<ConfigMap>, Store<ConfigMap>) {
         let tier: IndexFn<ConfigMap> =
-            Box::new(|c: &ConfigMap| c.metadata.labels.iter().flat_map(|l| l.get("tier").cloned()).collect());
+            Arc::new(|c: &ConfigMap| c.metadata.labels.iter().flat_map(|l| l.get("tier").cloned()).collect());
         Writer::with_indexes(vec![("tier".to_owned(), tier)], Vec::new())
     }
 

@@ -3,7 +3,7 @@
 
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -15,7 +15,7 @@ use crate::client::{Api, Http};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::event::Event;
-use crate::hub::{Hub, Item, Notice, Notices, Outbox, SlowConsumer};
+use crate::hub::{Gate, Hub, Item, Notice, Notices, Outbox, SlowConsumer};
 use crate::machine::Machine;
 use crate::resource::{PartialObjectMetadata, Watchable};
 use crate::stats::{Counters, Stats};
@@ -24,6 +24,12 @@ use crate::worker::{Encode, Sink, Transform, Worker};
 
 /// Default number of events the channel holds before the watcher waits for the consumer.
 const DEFAULT_CHANNEL_CAPACITY: usize = 1024;
+
+/// List requests in flight at once by default when watching several namespaces.
+const DEFAULT_MAX_LISTS: usize = 4;
+
+/// Default spread of the start times of the namespaces' threads.
+const DEFAULT_START_SPREAD: Duration = Duration::from_secs(1);
 
 /// How long `stop()` waits for the thread. Only DNS and TCP connect cannot be interrupted
 /// (bounded by the 10 s connect timeout); past this the thread finishes on its own.
@@ -40,15 +46,21 @@ pub(crate) struct Shared<K> {
     pub(crate) hub: Mutex<Hub<K>>,
     pub(crate) counters: Counters,
     pub(crate) notices: Notices,
-    /// A clone of the worker's agent: shutting it down interrupts a blocked read.
-    agent: ureq::Agent,
+    /// List limit and shared `Retry-After` across the workers.
+    pub(crate) gate: Gate,
+    /// Workers still running; the last one to end closes the hub.
+    pub(crate) running: AtomicUsize,
+    /// A clone of each worker's agent: shutting it down interrupts a blocked read.
+    agents: Vec<ureq::Agent>,
 }
 
 impl<K> Shared<K> {
-    fn request_stop(&self) {
+    pub(crate) fn request_stop(&self) {
         if !self.stopping.swap(true, Ordering::AcqRel) {
             self.stop_tx.lock().take();
-            self.agent.clone().shutdown();
+            for agent in &self.agents {
+                agent.clone().shutdown();
+            }
         }
     }
 
@@ -111,7 +123,8 @@ pub struct Watcher<K> {
     policy: SlowConsumer,
     store: Store<K>,
     shared: Arc<Shared<K>>,
-    worker: Mutex<Option<(JoinHandle<()>, Receiver<()>)>>,
+    /// The worker threads (one, or one per namespace), each with a channel that closes when it exits.
+    workers: Mutex<Vec<(JoinHandle<()>, Receiver<()>)>>,
 }
 
 impl<K> fmt::Debug for Watcher<K> {
@@ -145,6 +158,9 @@ impl<K: Watchable> Watcher<K> {
             predicates: Vec::new(),
             capacity: DEFAULT_CHANNEL_CAPACITY,
             policy: SlowConsumer::Block,
+            namespaces: Vec::new(),
+            max_lists: None,
+            start_spread: Duration::ZERO,
         }
     }
 }
@@ -233,9 +249,10 @@ impl<K: Watchable> Watcher<K> {
     /// (with the reason), synced, drift checked, lagged, gave up. For status lines, logs and
     /// dashboards; events and the store do not depend on them.
     ///
-    /// Nothing is queued until the first call. The channel holds the latest 256 notices: an
-    /// unread one is dropped, oldest first, and never holds the watcher up. Every call returns
-    /// a handle on the same channel (each notice goes to one reader).
+    /// The channel keeps the latest 256 notices from the watcher's start, so reading it later
+    /// still shows how it started; older unread ones are dropped, and notices never hold the
+    /// watcher up. Every call returns a handle on the same channel (each notice goes to one
+    /// reader).
     ///
     /// ```
     /// # let server = kube_watcher::testing::FakeApiServer::start();
@@ -278,15 +295,7 @@ impl<K: Watchable> Watcher<K> {
     /// Events already queued can still be received; then the iterator ends.
     pub fn stop(&self) {
         self.shared.request_stop();
-        let Some((handle, done)) = self.worker.lock().take() else { return };
-        match done.recv_timeout(STOP_JOIN_LIMIT) {
-            Err(RecvTimeoutError::Disconnected) | Ok(()) => {
-                let _ = handle.join();
-            }
-            Err(RecvTimeoutError::Timeout) => {
-                log::debug!("{}: thread still connecting; it exits when the connect times out", self.shared.name);
-            }
-        }
+        join(std::mem::take(&mut *self.workers.lock()), &self.shared.name);
     }
 
     /// The watcher's own channel, attached on first use: the current state, then live events.
@@ -298,10 +307,22 @@ impl<K: Watchable> Watcher<K> {
 impl<K> Drop for Watcher<K> {
     fn drop(&mut self) {
         self.shared.request_stop();
-        if let Some((handle, done)) = self.worker.get_mut().take()
-            && !matches!(done.recv_timeout(STOP_JOIN_LIMIT), Err(RecvTimeoutError::Timeout))
-        {
-            let _ = handle.join();
+        join(std::mem::take(self.workers.get_mut()), &self.shared.name);
+    }
+}
+
+/// Joins stopped worker threads, waiting at most `STOP_JOIN_LIMIT` in all: a thread still in a
+/// connect (which cannot be interrupted) is left to finish when the connect times out.
+fn join(workers: Vec<(JoinHandle<()>, Receiver<()>)>, name: &str) {
+    let deadline = std::time::Instant::now() + STOP_JOIN_LIMIT;
+    for (handle, done) in workers {
+        match done.recv_deadline(deadline) {
+            Err(RecvTimeoutError::Disconnected) | Ok(()) => {
+                let _ = handle.join();
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                log::debug!("{name}: thread still connecting; it exits when the connect times out");
+            }
         }
     }
 }
@@ -341,6 +362,9 @@ pub struct WatcherBuilder<K> {
     predicates: Vec<PredicateFn<K>>,
     capacity: usize,
     policy: SlowConsumer,
+    namespaces: Vec<String>,
+    max_lists: Option<usize>,
+    start_spread: Duration,
 }
 
 impl<K> fmt::Debug for WatcherBuilder<K> {
@@ -354,6 +378,9 @@ impl<K> fmt::Debug for WatcherBuilder<K> {
             .field("predicates", &self.predicates.len())
             .field("capacity", &self.capacity)
             .field("slow_consumer", &self.policy)
+            .field("namespaces", &self.namespaces)
+            .field("max_concurrent_lists", &self.max_lists)
+            .field("start_spread", &self.start_spread)
             .finish()
     }
 }
@@ -368,7 +395,7 @@ impl<K: Watchable> WatcherBuilder<K> {
     /// Changes every object before it is stored and delivered, on the watcher thread (for
     /// example to drop `managedFields` and save memory). Defaults to none.
     pub fn transform(mut self, f: impl Fn(&mut K) + Send + Sync + 'static) -> Self {
-        self.transform = Some(Box::new(f));
+        self.transform = Some(Arc::new(f));
         self
     }
 
@@ -397,7 +424,7 @@ impl<K: Watchable> WatcherBuilder<K> {
     /// under the store's lock. The built-in index `"namespace"` always exists; an index added
     /// under an existing name replaces it. Defaults to no index but `"namespace"`.
     pub fn index(mut self, name: &str, f: impl Fn(&K) -> Vec<String> + Send + Sync + 'static) -> Self {
-        self.indexes.push((name.to_owned(), Box::new(f)));
+        self.indexes.push((name.to_owned(), Arc::new(f)));
         self
     }
 
@@ -425,7 +452,7 @@ impl<K: Watchable> WatcherBuilder<K> {
     /// # Ok::<(), kube_watcher::Error>(())
     /// ```
     pub fn predicate(mut self, changed: impl Fn(&K, &K) -> bool + Send + Sync + 'static) -> Self {
-        self.predicates.push(Box::new(changed));
+        self.predicates.push(Arc::new(changed));
         self
     }
 
@@ -434,6 +461,69 @@ impl<K: Watchable> WatcherBuilder<K> {
     /// room for the current state it is first sent.
     pub fn channel_capacity(mut self, capacity: usize) -> Self {
         self.capacity = capacity;
+        self
+    }
+
+    /// Watch these namespaces, and only these, into one store: one watch per namespace, with
+    /// their events merged into one channel. For users whose permissions are per namespace
+    /// (RBAC Roles, not a ClusterRole), who cannot watch across all namespaces.
+    ///
+    /// Each namespace is listed, watched, resumed and relisted on its own (a 410 in one does
+    /// not relist the others) by its own thread; [`Store::is_ready_in`] tells which have been
+    /// listed, and [`Store::is_ready`] is true once all have. Each namespace's relist comes as its
+    /// own `Init`…`InitDone`, and those of different namespaces may interleave with each
+    /// other's events, so read `InitApply` as `Apply`. A terminal error in one (for instance
+    /// `max_retries` running out) stops them all. The watched [`Api`] gives the type and client;
+    /// its own namespace, if any, is replaced.
+    ///
+    /// So that many namespaces do not overload the server: each starts after a random delay up
+    /// to [`start_spread`](Self::start_spread) (default 1 s), at most
+    /// [`max_concurrent_lists`](Self::max_concurrent_lists) list requests are in flight
+    /// (default 4), and a `Retry-After` that the server gives one of them delays every one.
+    ///
+    /// ```
+    /// # let server = kube_watcher::testing::FakeApiServer::start();
+    /// # for (ns, name) in [("team-a", "a"), ("team-b", "b"), ("other", "c")] {
+    /// #     let mut p = k8s_openapi::api::core::v1::Pod::default();
+    /// #     p.metadata.name = Some(name.into()); p.metadata.namespace = Some(ns.into());
+    /// #     server.create(&p).unwrap();
+    /// # }
+    /// use std::time::Duration;
+    /// use kube_watcher::{Api, Client, Watcher};
+    /// use k8s_openapi::api::core::v1::Pod;
+    ///
+    /// let pods: Api<Pod> = Api::all(Client::from_url(&server.url())?);
+    /// let watcher = Watcher::builder(pods).namespaces(&["team-a", "team-b"]).start()?;
+    /// let store = watcher.store();
+    /// store.wait_until_ready(Duration::from_secs(30))?;
+    /// assert_eq!(store.len(), 2); // not the pod in "other"
+    /// assert!(store.is_ready_in("team-a") && store.is_ready_in("team-b"));
+    /// # Ok::<(), kube_watcher::Error>(())
+    /// ```
+    pub fn namespaces<S: AsRef<str>>(mut self, namespaces: &[S]) -> Self {
+        self.namespaces = namespaces.iter().map(|n| n.as_ref().to_owned()).collect();
+        if self.max_lists.is_none() {
+            self.max_lists = Some(DEFAULT_MAX_LISTS);
+        }
+        if self.start_spread.is_zero() {
+            self.start_spread = DEFAULT_START_SPREAD;
+        }
+        self
+    }
+
+    /// At most this many list requests in flight at once across the watcher's namespaces (see
+    /// [`namespaces`](Self::namespaces)). Defaults to 4 with several namespaces, no limit with
+    /// one. Must be at least 1.
+    pub fn max_concurrent_lists(mut self, n: usize) -> Self {
+        self.max_lists = Some(n);
+        self
+    }
+
+    /// Each namespace's thread starts after a random delay up to this (see
+    /// [`namespaces`](Self::namespaces)), so that many do not hit the server at the same
+    /// instant. Defaults to 1 s with several namespaces, none otherwise.
+    pub fn start_spread(mut self, spread: Duration) -> Self {
+        self.start_spread = spread;
         self
     }
 
@@ -454,9 +544,30 @@ impl<K: Watchable> WatcherBuilder<K> {
         if self.capacity == 0 {
             return Err(Error::config("channel_capacity", "must be at least 1"));
         }
-        let (writer, store) = Writer::with_indexes(self.indexes, self.predicates);
+        if self.max_lists == Some(0) {
+            return Err(Error::config("max_concurrent_lists", "must be at least 1"));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for ns in &self.namespaces {
+            if ns.is_empty() || !seen.insert(ns.as_str()) {
+                return Err(Error::config("namespaces", format!("{ns:?} is empty or listed twice")));
+            }
+        }
+        if !self.namespaces.is_empty() && !self.api.resource.namespaced {
+            return Err(Error::config(
+                "namespaces",
+                format!("{} is cluster-scoped: it has no namespaces to watch", self.api.resource.plural),
+            ));
+        }
+        // One part per namespace, or one for the whole `api`.
+        let parts: Vec<Option<Box<str>>> = if self.namespaces.is_empty() {
+            vec![None]
+        } else {
+            self.namespaces.iter().map(|n| Some(n.as_str().into())).collect()
+        };
+        let (writers, store) = Writer::partitioned(self.indexes, self.predicates, parts.clone());
         let (stop_tx, stop_rx) = bounded(1);
-        let http = Http::new(Arc::clone(&self.api.client.conn));
+        let https: Vec<Http> = parts.iter().map(|_| Http::new(Arc::clone(&self.api.client.conn))).collect();
         let name = thread_name(&self.api.resource.plural);
         let shared = Arc::new(Shared {
             name: name.clone(),
@@ -466,47 +577,75 @@ impl<K: Watchable> WatcherBuilder<K> {
             hub: Mutex::new(Hub::default()),
             counters: Counters::default(),
             notices: Notices::default(),
-            agent: http.agent().clone(),
+            gate: Gate::new(self.max_lists),
+            running: AtomicUsize::new(parts.len()),
+            agents: https.iter().map(|h| h.agent().clone()).collect(),
         });
-        let max_line = self.config.max_line;
-        let worker = Worker {
-            api: self.api,
-            http,
-            machine: Machine::new(self.config, rand::random()),
-            sink: Sink::new(writer, Arc::clone(&shared), self.transform, self.compact),
-            max_line,
-            drift_suspects: Default::default(),
-        };
-        let (done_tx, done_rx) = bounded::<()>(0);
-        let thread_shared = Arc::clone(&shared);
-        let handle = std::thread::Builder::new()
-            .name(name)
-            .spawn(move || {
-                let _done = done_tx; // dropped when the thread exits, even by panic
-                if let Err(panic) = catch_unwind(AssertUnwindSafe(|| worker.run())) {
-                    let msg = panic
-                        .downcast_ref::<&str>()
-                        .map(|s| (*s).to_owned())
-                        .or_else(|| panic.downcast_ref::<String>().cloned())
-                        .unwrap_or_default();
-                    log::error!("bug: {} thread panicked: {msg}", thread_shared.name);
-                    let error = Error::Spawn(format!("watcher thread panicked: {msg}").into());
-                    let subs = thread_shared.hub.lock().subscribers();
-                    let _ = thread_shared.outbox().deliver(&subs, [Err(error.clone())]);
-                    thread_shared.notices.send(Notice::GaveUp { error });
-                    thread_shared.hub.lock().close();
+        let mut workers = Vec::with_capacity(parts.len());
+        for ((part, writer), http) in parts.into_iter().zip(writers).zip(https) {
+            let mut api = self.api.clone();
+            if let Some(ns) = part {
+                api.namespace = Some(ns.into());
+            }
+            let worker = Worker {
+                api,
+                http,
+                machine: Machine::new(self.config.clone(), rand::random()),
+                sink: Sink::new(writer, Arc::clone(&shared), self.transform.clone(), self.compact),
+                max_line: self.config.max_line,
+                drift_suspects: Default::default(),
+                start_spread: self.start_spread,
+            };
+            match spawn(worker, &name, &shared) {
+                Ok(w) => workers.push(w),
+                Err(e) => {
+                    // Those already started stop; report why.
+                    shared.request_stop();
+                    join(workers, &name);
+                    return Err(e);
                 }
-            })
-            .map_err(|e| Error::Spawn(e.to_string().into()))?;
+            }
+        }
         Ok(Watcher {
             rx: OnceLock::new(),
             capacity: self.capacity,
             policy: self.policy,
             store,
             shared,
-            worker: Mutex::new(Some((handle, done_rx))),
+            workers: Mutex::new(workers),
         })
     }
+}
+
+/// Starts one worker thread; the receiver disconnects when it exits.
+fn spawn<K: Watchable>(
+    worker: Worker<K>,
+    name: &str,
+    shared: &Arc<Shared<K>>,
+) -> Result<(JoinHandle<()>, Receiver<()>)> {
+    let (done_tx, done_rx) = bounded::<()>(0);
+    let thread_shared = Arc::clone(shared);
+    let handle = std::thread::Builder::new()
+        .name(name.to_owned())
+        .spawn(move || {
+            let _done = done_tx; // dropped when the thread exits, even by panic
+            if let Err(panic) = catch_unwind(AssertUnwindSafe(|| worker.run())) {
+                let msg = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                log::error!("bug: {} thread panicked: {msg}", thread_shared.name);
+                let error = Error::Spawn(format!("watcher thread panicked: {msg}").into());
+                let subs = thread_shared.hub.lock().subscribers();
+                let _ = thread_shared.outbox().deliver(&subs, [Err(error.clone())]);
+                thread_shared.notices.send(Notice::GaveUp { error });
+                thread_shared.request_stop();
+                thread_shared.hub.lock().close();
+            }
+        })
+        .map_err(|e| Error::Spawn(e.to_string().into()))?;
+    Ok((handle, done_rx))
 }
 
 /// Watches only the metadata of `api`'s objects: a [`Watcher`] of [`PartialObjectMetadata<K>`].

@@ -23,7 +23,7 @@ use crate::store::Writer;
 use crate::watcher::Shared;
 
 /// A user transform applied to every object before it is stored.
-pub(crate) type Transform<K> = Box<dyn Fn(&mut K) + Send + Sync>;
+pub(crate) type Transform<K> = Arc<dyn Fn(&mut K) + Send + Sync>;
 
 /// Encodes an object as compact JSON (compact store mode, after a transform changed it).
 pub(crate) type Encode<K> = fn(&K) -> serde_json::Result<Vec<u8>>;
@@ -202,24 +202,31 @@ pub(crate) struct Worker<K> {
     pub(crate) max_line: usize,
     /// Objects a drift check could not yet judge (see `drift`).
     pub(crate) drift_suspects: drift::Suspects,
+    /// Start after a random delay up to this (watchers over several namespaces).
+    pub(crate) start_spread: Duration,
 }
 
 impl<K: Watchable> Worker<K> {
     /// Runs until stopped or a terminal error; then marks the store ended and closes the channel.
     pub(crate) fn run(mut self) {
-        let end = match self.drive() {
+        let spread = self.start_spread;
+        let end = match self.pause(rand::random_range(Duration::ZERO..=spread)).and_then(|()| self.drive()) {
             Ok(e) => e,
             Err(Stopped) => Error::Stopped,
         };
         let shared = Arc::clone(&self.sink.shared);
         if !matches!(end, Error::Stopped) {
             log::debug!("{}: watcher ended: {end}", shared.name);
+            // Sibling threads (other namespaces) end too.
+            shared.request_stop();
             let subs = shared.hub.lock().subscribers();
             let _ = shared.outbox().deliver(&subs, [Err(end.clone())]);
             shared.notices.send(Notice::GaveUp { error: end.clone() });
         }
         self.sink.writer.set_ended(end);
-        shared.hub.lock().close();
+        if shared.running.fetch_sub(1, Ordering::AcqRel) == 1 {
+            shared.hub.lock().close();
+        }
         log::debug!("{}: watcher thread exits", shared.name);
     }
 
@@ -233,7 +240,19 @@ impl<K: Watchable> Worker<K> {
             if self.stopping() {
                 return Err(Stopped);
             }
-            actions = match self.sink.perform(actions, None)? {
+            let driver = self.sink.perform(actions, None)?;
+            let shared = Arc::clone(&self.sink.shared);
+            // Lists take a permit (a limit across the threads of a multi-namespace watcher),
+            // held until the list returns; then every request waits out a `Retry-After` that
+            // any of those threads was given.
+            let _permit = match &driver {
+                Action::List(_) | Action::DriftCheck { .. } => Some(shared.gate.list_permit(&shared.stop_rx)?),
+                _ => None,
+            };
+            if matches!(driver, Action::List(_) | Action::DriftCheck { .. } | Action::Watch { .. }) {
+                shared.gate.wait_turn(&shared.stop_rx)?;
+            }
+            actions = match driver {
                 Action::List(params) => self.list(&params)?,
                 Action::DriftCheck { params, rv } => self.drift_check(&params, &rv)?,
                 Action::Watch { params, idle } => self.watch(&params, idle)?,
@@ -250,12 +269,25 @@ impl<K: Watchable> Worker<K> {
         }
     }
 
+    /// A `Retry-After` from the server delays every thread of this watcher (set before this
+    /// thread lets go of its list permit, so none slips through).
+    fn note_retry_after(&self, e: &Error) {
+        if let Some(after) = e.retry_after() {
+            self.sink.shared.gate.delay_all(Instant::now() + after);
+        }
+    }
+
     /// Sleeps `delay`, waking at once on stop. Never `thread::sleep`.
     fn wait(&self, delay: Duration) -> Result<(), Stopped> {
+        self.sink.counters().backoff(delay);
+        self.pause(delay)
+    }
+
+    /// Sleeps `delay`, waking at once on stop, without counting it as backoff.
+    fn pause(&self, delay: Duration) -> Result<(), Stopped> {
         if delay.is_zero() {
             return Ok(());
         }
-        self.sink.counters().backoff(delay);
         select! {
             recv(self.sink.shared.stop_rx) -> _ => Err(Stopped),
             recv(after(delay)) -> _ => Ok(()),
@@ -308,7 +340,10 @@ impl<K: Watchable> Worker<K> {
                     now,
                 )
             }
-            Err(e) => self.machine.step(Input::ListFailed(e), now),
+            Err(e) => {
+                self.note_retry_after(&e);
+                self.machine.step(Input::ListFailed(e), now)
+            }
         })
     }
 
@@ -341,6 +376,9 @@ impl<K: Watchable> Worker<K> {
         if self.stopping() {
             return Err(Stopped);
         }
+        if let Err(e) = &result {
+            self.note_retry_after(e);
+        }
         let outcome = result.map(|meta| {
             let list_rv = meta.resource_version.unwrap_or_default();
             let check = drift::Check::new(rv, &list_rv, listed, &mut self.drift_suspects);
@@ -366,7 +404,10 @@ impl<K: Watchable> Worker<K> {
         let mut stream = match self.http.watch(&self.api, params, idle, self.max_line) {
             Ok(s) => s,
             Err(_) if self.stopping() => return Err(Stopped),
-            Err(e) => return Ok(self.machine.step(Input::WatchFailed(e), Instant::now())),
+            Err(e) => {
+                self.note_retry_after(&e);
+                return Ok(self.machine.step(Input::WatchFailed(e), Instant::now()));
+            }
         };
         self.sink.connected();
         let mut actions = self.machine.step(Input::WatchOpened, Instant::now());
