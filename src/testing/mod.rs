@@ -21,6 +21,9 @@
 //!
 //! Every request is recorded ([`FakeApiServer::requests`]) with credentials redacted.
 //!
+//! For demos there is also [`DemoWorkload`]: a server with pods that come, crash, restart and
+//! go, plus a scripted outage and a 410, as `kwatch --demo` and the examples show.
+//!
 //! # Example
 //!
 //! ```
@@ -72,6 +75,7 @@
 //! [`FakeApiServer`] shuts every socket down (also stalled watches) and joins every thread.
 
 mod api;
+mod demo;
 mod hostile;
 mod http;
 mod selectors;
@@ -92,6 +96,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+pub use self::demo::DemoWorkload;
 use self::server::{Shared, State};
 use self::store::Deleted;
 
