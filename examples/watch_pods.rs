@@ -1,4 +1,4 @@
-//! Watch pods and print every change: the README quick start.
+//! Watch pods and print every change: the README quick start, runnable.
 //!
 //! ```text
 //! cargo run --example watch_pods --features testing                     # embedded fake cluster
@@ -6,15 +6,15 @@
 //! cargo run --example watch_pods --features testing -- http://127.0.0.1:8001   # kubectl proxy
 //! ```
 //!
-//! With no URL it starts the in-process fake API server and a small simulated workload (pods
-//! created, relabelled and deleted; a dropped connection and a 410 along the way), so you can
-//! see the watcher work on a machine without a cluster. It stops after `--seconds` (default 10).
+//! With no URL it starts [`DemoWorkload`]: a fake API server where pods are created, start,
+//! crash, restart and are deleted, with an outage and a 410 along the way, so you can see the
+//! watcher recover on a machine without a cluster. It stops after `--seconds` (default 10).
 
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
-use kube_watcher::testing::{FakeApiServer, Fault, Match};
-use kube_watcher::{Api, Client, Config, Event, Watcher};
+use kube_watcher::testing::DemoWorkload;
+use kube_watcher::{Api, Client, Config, Event, RecvTimeoutError, Watcher};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut url = None;
@@ -29,43 +29,49 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 println!("usage: watch_pods [URL | --cluster] [--seconds N]");
                 return Ok(());
             }
+            flag if flag.starts_with('-') => return Err(format!("unknown flag {flag:?} (try --help)").into()),
             other => url = Some(other.to_owned()),
         }
     }
-    let demo = (url.is_none() && !cluster).then(Demo::start);
+    let mut demo = (url.is_none() && !cluster).then(DemoWorkload::start);
     let (client, url) = match (&demo, url) {
-        (Some(d), _) => (Client::from_url(&d.server.url())?, d.server.url()),
+        (Some(demo), _) => (Client::from_url(&demo.url())?, demo.url()),
         (None, Some(url)) => (Client::from_url(&url)?, url),
         // KUBECONFIG or ~/.kube/config, else the in-cluster service account.
         (None, None) => (Client::try_default()?, "the cluster from your kubeconfig".to_owned()),
     };
 
     let pods: Api<Pod> = Api::all(client);
-    // The demo restarts watches every 2 s so its scripted faults show up quickly.
-    let config = if demo.is_some() { Config::default().timeout(Duration::from_secs(2)) } else { Config::default() };
-    let watcher = Watcher::new(pods, config)?;
+    let watcher = Watcher::new(pods, Config::default())?;
     println!("watching pods at {url} for {seconds} s");
 
     let deadline = Instant::now() + Duration::from_secs(seconds);
-    let mut step = 0;
-    while Instant::now() < deadline {
-        if let Some(demo) = &demo {
-            demo.tick(step);
-            step += 1;
+    'run: while Instant::now() < deadline {
+        // One step of the simulated workload, then the events it caused.
+        if let Some(note) = demo.as_mut().and_then(DemoWorkload::step) {
+            println!("-- demo: {note}");
         }
-        while let Ok(event) = watcher.recv_timeout(Duration::from_millis(200)) {
-            match event {
-                Ok(Event::Init) => println!("-- (re)list started"),
-                Ok(Event::InitApply(pod)) => println!("   listed   {}", name(&pod)),
-                Ok(Event::InitDone) => println!("-- in sync: {} pods cached", watcher.store().len()),
-                Ok(Event::Apply(pod)) => println!("   applied  {}", name(&pod)),
-                Ok(Event::Delete(pod)) => println!("   deleted  {}", name(&pod)),
-                Err(e) => println!("   trouble (retrying): {e}"),
+        let step_end = Instant::now() + DemoWorkload::STEP;
+        loop {
+            match watcher.recv_timeout(step_end.saturating_duration_since(Instant::now())) {
+                Ok(Ok(Event::Init)) => println!("-- (re)list started"),
+                Ok(Ok(Event::InitApply(pod))) => println!("   listed   {}", name(&pod)),
+                Ok(Ok(Event::InitDone)) => println!("-- in sync: {} pods cached", watcher.store().len()),
+                Ok(Ok(Event::Apply(pod))) => println!("   applied  {} ({})", name(&pod), phase(&pod)),
+                Ok(Ok(Event::Delete(pod))) => println!("   deleted  {}", name(&pod)),
+                Ok(Err(e)) => println!("   trouble (retrying): {e}"),
+                Err(RecvTimeoutError::Timeout) => break,
+                Err(RecvTimeoutError::Disconnected) => break 'run, // the watcher ended
             }
         }
     }
     watcher.stop();
-    println!("{:?}", watcher.stats());
+    let stats = watcher.stats();
+    let (relists, errors) = (stats.relists.total(), stats.errors.total());
+    println!(
+        "done: {} watches, {relists} relists ({} after a 410), {errors} errors",
+        stats.watches, stats.relists.expired
+    );
     Ok(())
 }
 
@@ -73,48 +79,8 @@ fn name(pod: &Pod) -> String {
     format!("{}/{}", pod.metadata.namespace.as_deref().unwrap_or(""), pod.metadata.name.as_deref().unwrap_or(""))
 }
 
-/// A fake cluster with a little life in it.
-struct Demo {
-    server: FakeApiServer,
-}
-
-impl Demo {
-    fn start() -> Demo {
-        let server = FakeApiServer::builder().bookmark_interval(Duration::from_secs(1)).start();
-        for i in 0..3 {
-            server.create(&demo_pod(&format!("web-{i}"))).expect("seed pod");
-        }
-        Demo { server }
-    }
-
-    /// One step of the simulated workload (every ~200 ms).
-    fn tick(&self, step: u32) {
-        let result = match step % 10 {
-            2 => self.server.create(&demo_pod(&format!("job-{step}"))).map(drop),
-            5 => self.server.delete::<Pod>(Some("demo"), &format!("job-{}", step - 3)),
-            7 if step == 17 => {
-                // The next watch drops its connection after one event: resumed, no relist.
-                self.server.push_fault(Match::Watch, Fault::ResetAfter { events: 1 });
-                Ok(())
-            }
-            7 if step == 27 => {
-                // The next watch is told its resourceVersion is too old: relist.
-                let message = "too old resource version".to_owned();
-                self.server
-                    .push_fault(Match::Watch, Fault::InStreamError { code: 410, reason: "Expired".into(), message });
-                Ok(())
-            }
-            _ => Ok(()),
-        };
-        if let Err(e) = result {
-            eprintln!("demo workload: {e}");
-        }
-    }
-}
-
-fn demo_pod(name: &str) -> Pod {
-    let mut pod = Pod::default();
-    pod.metadata.name = Some(name.to_owned());
-    pod.metadata.namespace = Some("demo".to_owned());
-    pod
+fn phase(pod: &Pod) -> &str {
+    let deleting = pod.metadata.deletion_timestamp.is_some();
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("Unknown");
+    if deleting { "Terminating" } else { phase }
 }
