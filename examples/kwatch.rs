@@ -1,0 +1,921 @@
+//! kwatch: watch any Kubernetes resource from the command line, like `kubectl get -w`, with the
+//! event type on every line.
+//!
+//! ```text
+//! cargo run --example kwatch --features testing -- --demo          # no cluster needed
+//! cargo run --example kwatch -- pods -A                             # your kubeconfig's cluster
+//! cargo run --example kwatch -- deployments.apps -n shop -o wide --stats
+//! ```
+//!
+//! Resource names are resolved by discovery as kubectl resolves them (`pods`, `po`, `pod`,
+//! `Deployment`, `deployments.apps`, a custom resource's plural). Pods get kubectl's columns
+//! (NAME READY STATUS RESTARTS AGE, computed as kubectl computes them); other types NAME and
+//! AGE (`-o wide` adds LABELS). The initial list is printed as `ADDED` lines (not with
+//! `--watch-only`); after a relist, only what differs from what was printed is shown. Table
+//! rows go to standard output, errors and `--stats` lines (prefixed `#`) to standard error.
+
+use std::collections::HashMap;
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crossbeam_channel::{Receiver, never, select, tick};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use kube_watcher::{
+    Api, ApiError, ApiResource, Client, Config, DynamicObject, Error, Event, KubeconfigOptions, Notice, RelistReason,
+    Watchable, Watcher,
+};
+use serde::Serialize;
+
+const USAGE: &str = "\
+usage: kwatch [RESOURCE] [options]
+
+Watch a resource type and print one line per change, like `kubectl get -w`.
+RESOURCE is what kubectl accepts: pods, po, deployments.apps, a custom resource's plural, ...
+(default with --demo: pods).
+
+options:
+  -n, --namespace NS        watch namespace NS (default: the kubeconfig context's namespace)
+  -A, --all-namespaces      watch every namespace
+  -l, --selector S          label selector, e.g. app=web,tier!=db
+      --field-selector S    field selector, e.g. spec.nodeName=node-1
+  -o, --output FORMAT       wide, json, yaml or name (default: a table)
+      --context C           kubeconfig context to use
+      --kubeconfig F        kubeconfig file to use (instead of $KUBECONFIG or ~/.kube/config)
+      --watch-only          do not print the objects that exist at the start
+      --stats               print reconnects, relists and lag as they happen (to stderr)
+      --demo                watch an in-process fake cluster with a simulated workload
+                            (needs the `testing` feature)
+  -h, --help                print this help
+
+Ctrl-C stops.";
+
+fn main() -> ExitCode {
+    let opts = match Options::parse(std::env::args().skip(1)) {
+        Ok(Some(opts)) => opts,
+        Ok(None) => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("kwatch: {e} (see kwatch --help)");
+            return ExitCode::from(2);
+        }
+    };
+    match run(&opts) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("kwatch: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The command line.
+#[derive(Debug, Default)]
+struct Options {
+    resource: Option<String>,
+    namespace: Option<String>,
+    all_namespaces: bool,
+    labels: Option<String>,
+    fields: Option<String>,
+    output: Output,
+    context: Option<String>,
+    kubeconfig: Option<PathBuf>,
+    watch_only: bool,
+    stats: bool,
+    demo: bool,
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum Output {
+    #[default]
+    Table,
+    Wide,
+    Json,
+    Yaml,
+    Name,
+}
+
+impl Options {
+    /// Parses the arguments; `Ok(None)` for `--help`. Accepts `--flag value`, `--flag=value`
+    /// and, for short flags, `-nVALUE`.
+    fn parse(args: impl IntoIterator<Item = String>) -> Result<Option<Options>, String> {
+        let mut opts = Options::default();
+        let mut args = args.into_iter();
+        while let Some(arg) = args.next() {
+            let (flag, inline) = match arg.split_once('=') {
+                Some((f, v)) if f.starts_with("--") => (f.to_owned(), Some(v.to_owned())),
+                _ if arg.len() > 2 && arg.starts_with('-') && !arg.starts_with("--") => {
+                    (arg[..2].to_owned(), Some(arg[2..].to_owned()))
+                }
+                _ => (arg.clone(), None),
+            };
+            let mut value = |name: &str| -> Result<String, String> {
+                match inline.clone().or_else(|| args.next()) {
+                    Some(v) if !v.is_empty() => Ok(v),
+                    _ => Err(format!("{name} needs a value")),
+                }
+            };
+            match flag.as_str() {
+                "-h" | "--help" => return Ok(None),
+                "-n" | "--namespace" => opts.namespace = Some(value("--namespace")?),
+                "-A" | "--all-namespaces" => opts.all_namespaces = true,
+                "-l" | "--selector" => opts.labels = Some(value("--selector")?),
+                "--field-selector" => opts.fields = Some(value("--field-selector")?),
+                "-o" | "--output" => {
+                    opts.output = match value("--output")?.as_str() {
+                        "wide" => Output::Wide,
+                        "json" => Output::Json,
+                        "yaml" => Output::Yaml,
+                        "name" => Output::Name,
+                        other => return Err(format!("unknown output format {other:?}: use wide, json, yaml or name")),
+                    }
+                }
+                "--context" => opts.context = Some(value("--context")?),
+                "--kubeconfig" => opts.kubeconfig = Some(PathBuf::from(value("--kubeconfig")?)),
+                "--watch-only" => opts.watch_only = true,
+                "--stats" => opts.stats = true,
+                "--demo" => opts.demo = true,
+                f if f.starts_with('-') => return Err(format!("unknown flag {arg:?}")),
+                _ if opts.resource.is_none() => opts.resource = Some(arg),
+                _ => {
+                    return Err(format!(
+                        "one resource type at a time: got {:?} and {arg:?}",
+                        opts.resource.unwrap_or_default()
+                    ));
+                }
+            }
+            if matches!(flag.as_str(), "-A" | "--all-namespaces" | "--watch-only" | "--stats" | "--demo")
+                && inline.is_some()
+            {
+                return Err(format!("{flag} takes no value"));
+            }
+        }
+        if opts.all_namespaces && opts.namespace.is_some() {
+            return Err("--namespace and --all-namespaces exclude each other".into());
+        }
+        if opts.resource.is_none() && !opts.demo {
+            return Err("which resource? for example: kwatch pods".into());
+        }
+        Ok(Some(opts))
+    }
+}
+
+/// Where the watch runs, for messages and hints.
+struct Target {
+    resource: ApiResource,
+    /// `None`: every namespace, or a cluster-scoped type.
+    namespace: Option<String>,
+}
+
+impl Target {
+    /// `pods` or `deployments.apps`, as `kubectl auth can-i` wants it.
+    fn resource_name(&self) -> String {
+        match self.resource.group.as_str() {
+            "" => self.resource.plural.clone(),
+            group => format!("{}.{group}", self.resource.plural),
+        }
+    }
+
+    fn namespace_flag(&self) -> String {
+        match (&self.namespace, self.resource.namespaced) {
+            (Some(ns), _) => format!(" -n {ns}"),
+            (None, true) => " -A".to_owned(),
+            (None, false) => String::new(),
+        }
+    }
+}
+
+fn run(opts: &Options) -> Result<(), String> {
+    let stop = ctrl_c()?;
+    let mut demo = if opts.demo { Some(demo::start()?) } else { None };
+    let client = connect(opts, demo.as_ref()).map_err(|e| explain(&e, None, false))?;
+    let name = opts.resource.as_deref().unwrap_or("pods");
+    let resource = client.discover(name).map_err(|e| explain(&e, None, false))?;
+    let namespace = match (resource.namespaced, opts.all_namespaces, &opts.namespace) {
+        (false, _, _) | (true, true, _) => None,
+        (true, false, Some(ns)) => Some(ns.clone()),
+        (true, false, None) => Some(client.default_namespace().to_owned()),
+    };
+    let target = Target { resource, namespace };
+    let mut config = Config::default();
+    if let Some(labels) = &opts.labels {
+        config = config.labels(labels);
+    }
+    if let Some(fields) = &opts.fields {
+        config = config.fields(fields);
+    }
+    let ticks = match (&demo, opts.stats) {
+        (Some(_), _) => tick(demo::STEP),
+        (None, true) => tick(Duration::from_millis(500)),
+        (None, false) => never(),
+    };
+    let session = Session { opts, target: &target, stop, ticks, demo: demo.as_mut() };
+    // Pods are typed, for kubectl's columns; everything else is a DynamicObject.
+    if target.resource.group.is_empty() && target.resource.plural == "pods" {
+        let api: Api<Pod> = match &target.namespace {
+            Some(ns) => Api::namespaced(client, ns),
+            None => Api::all(client),
+        };
+        session.watch(api, config)
+    } else {
+        let api: Api<DynamicObject> = match &target.namespace {
+            Some(ns) => Api::namespaced_with(client, ns, &target.resource),
+            None => Api::all_with(client, &target.resource),
+        };
+        session.watch(api, config)
+    }
+}
+
+/// A client for `--demo`, `--kubeconfig`/`--context`, or wherever kubectl would connect.
+fn connect(opts: &Options, demo: Option<&demo::Demo>) -> Result<Client, Error> {
+    let options = KubeconfigOptions { context: opts.context.clone(), ..KubeconfigOptions::default() };
+    match (demo, &opts.kubeconfig) {
+        (Some(demo), _) => Client::from_url(&demo.url()),
+        (None, Some(path)) => Client::from_kubeconfig_path(path, &options),
+        (None, None) if opts.context.is_some() => Client::from_kubeconfig(&options),
+        (None, None) => Client::try_default(),
+    }
+}
+
+/// A channel that receives `()` on the first Ctrl-C; a second Ctrl-C exits at once.
+fn ctrl_c() -> Result<Receiver<()>, String> {
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    let pressed = AtomicBool::new(false);
+    ctrlc::set_handler(move || {
+        if pressed.swap(true, Ordering::SeqCst) {
+            std::process::exit(130);
+        }
+        let _ = tx.try_send(());
+    })
+    .map_err(|e| format!("cannot handle Ctrl-C: {e}"))?;
+    Ok(rx)
+}
+
+struct Session<'a> {
+    opts: &'a Options,
+    target: &'a Target,
+    stop: Receiver<()>,
+    ticks: Receiver<Instant>,
+    demo: Option<&'a mut demo::Demo>,
+}
+
+impl Session<'_> {
+    /// The watch loop: events, Ctrl-C and ticks (demo steps, `--stats`) in one `select!`.
+    fn watch<K: Watchable + Row + Serialize>(mut self, api: Api<K>, config: Config) -> Result<(), String> {
+        let watcher = Watcher::new(api, config).map_err(|e| explain(&e, Some(self.target), false))?;
+        let mut printer = Printer::new(self.opts, self.target);
+        // --stats: the watcher's lifecycle notices, and how many events wait for us.
+        let notices = if self.opts.stats { watcher.notices() } else { never() };
+        let mut waiting = 0;
+        let mut out = io::stdout().lock();
+        let mut synced = false;
+        let started = Instant::now();
+        let result = loop {
+            select! {
+                recv(watcher.receiver()) -> msg => match msg {
+                    Ok(Ok(event)) => {
+                        synced |= matches!(event, Event::InitDone);
+                        if let Err(e) = printer.event(&event, &mut out) {
+                            // A closed pipe (`kwatch pods | head`) is a normal way to stop.
+                            break if e.kind() == io::ErrorKind::BrokenPipe { Ok(()) } else { Err(format!("write: {e}")) };
+                        }
+                    }
+                    // Before the first sync, an error retrying cannot fix (401, 403, 404) ends
+                    // kwatch, as kubectl would; later ones are reported while the watcher retries.
+                    Ok(Err(e)) if e.is_terminal() || (!synced && !e.is_retryable()) => {
+                        break Err(explain(&e, Some(self.target), synced));
+                    }
+                    Ok(Err(e)) => eprintln!("kwatch: {} (retrying)", explain(&e, Some(self.target), synced)),
+                    Err(_) => break Ok(()), // the watcher ended
+                },
+                recv(self.stop) -> _ => break Ok(()),
+                recv(notices) -> notice => {
+                    if let Ok(notice) = notice {
+                        eprintln!("# stats: {}", describe(&notice));
+                    }
+                },
+                recv(self.ticks) -> _ => {
+                    if let Some(note) = self.demo.as_deref_mut().and_then(demo::Demo::step) {
+                        eprintln!("# demo: {note}");
+                    }
+                    if self.opts.stats {
+                        let queued = watcher.stats().queued;
+                        if queued != waiting && (queued >= 16 || waiting >= 16) {
+                            eprintln!("# stats: lag: {queued} events waiting for kwatch");
+                        }
+                        waiting = queued;
+                    }
+                },
+            }
+        };
+        watcher.stop();
+        if self.opts.stats {
+            for notice in notices.try_iter() {
+                eprintln!("# stats: {}", describe(&notice));
+            }
+            let s = watcher.stats();
+            let events = s.events.added + s.events.modified + s.events.deleted;
+            eprintln!(
+                "# stats: stopped after {:.1} s: {events} watch events, {} watches, {} relists, {} errors, {} objects cached",
+                started.elapsed().as_secs_f64(),
+                s.watches,
+                s.relists.total(),
+                s.errors.total(),
+                s.objects,
+            );
+        }
+        result
+    }
+}
+
+/// One `--stats` line for a lifecycle notice.
+fn describe(notice: &Notice) -> String {
+    match notice {
+        Notice::Connected => "connected".to_owned(),
+        Notice::Reconnecting { delay, .. } => format!("reconnecting in {:.1} s", delay.as_secs_f64()),
+        Notice::Relisting { reason } => format!("relisting: {}", why(*reason)),
+        Notice::Synced { reason, objects, inferred_deletes } => {
+            format!("synced ({}): {objects} objects; deletions inferred: {inferred_deletes}", why(*reason))
+        }
+        Notice::DriftChecked { mismatched } => format!("drift check: {mismatched} objects out of step"),
+        Notice::Lagged { dropped } => format!("lagged: {dropped} events dropped"),
+        Notice::GaveUp { error } => format!("gave up: {error}"),
+        other => format!("{other:?}"),
+    }
+}
+
+fn why(reason: RelistReason) -> &'static str {
+    match reason {
+        RelistReason::Initial => "initial list",
+        RelistReason::Expired => "410 Gone, the resourceVersion expired",
+        RelistReason::TooLarge => "the server was behind the resourceVersion",
+        RelistReason::StreamingFallback => "streaming lists not supported",
+        RelistReason::Periodic => "relist interval",
+        RelistReason::Drift => "the drift check found differences",
+        RelistReason::Error => "an error the watch could not resume from",
+        _ => "another reason",
+    }
+}
+
+/// One readable line for an error, with a hint when we can tell what would fix it.
+/// `target` is `None` before discovery; `connected` once the first list succeeded.
+fn explain(e: &Error, target: Option<&Target>, connected: bool) -> String {
+    let hint = match (e.status(), target) {
+        (Some(401), _) => {
+            Some("the server rejected the credentials: log in again or pick another --context".to_owned())
+        }
+        (Some(403), Some(t)) => {
+            let verb = api_error(e).and_then(|a| a.context.split_whitespace().next()).unwrap_or("list");
+            let resource = t.resource_name();
+            let place = match &t.namespace {
+                Some(ns) => format!(" in namespace {ns:?}"),
+                None if t.resource.namespaced => " in all namespaces".to_owned(),
+                None => String::new(),
+            };
+            Some(format!(
+                "RBAC does not allow you to {verb} {resource}{place}; check with: kubectl auth can-i {verb} {resource}{}",
+                t.namespace_flag()
+            ))
+        }
+        (Some(404), None) => Some("`kubectl api-resources` lists the resource types the server has".to_owned()),
+        (Some(404), Some(t)) => {
+            Some(format!("the server does not serve {} here; does the namespace exist?", t.resource_name()))
+        }
+        (None, _) => match e {
+            Error::Transport { .. } if !connected => {
+                Some("is the API server reachable? `kubectl cluster-info` shows the server kubeconfig points at".into())
+            }
+            Error::Auth { .. } => Some("check --kubeconfig, --context and $KUBECONFIG".into()),
+            _ => None,
+        },
+        _ => None,
+    };
+    match hint {
+        Some(hint) => format!("{e} (hint: {hint})"),
+        None => e.to_string(),
+    }
+}
+
+/// The API server's answer inside an error, if there is one.
+fn api_error(e: &Error) -> Option<&ApiError> {
+    match e {
+        Error::Api(api) => Some(api),
+        Error::GaveUp { last, .. } => api_error(last),
+        Error::NotReady { last_error: Some(last), .. } => api_error(last),
+        _ => None,
+    }
+}
+
+/// How a type is shown as a table row.
+trait Row {
+    fn header(wide: bool) -> Vec<&'static str>;
+    fn cells(&self, wide: bool, now: i64) -> Vec<String>;
+    fn meta(&self) -> &ObjectMeta;
+}
+
+impl Row for DynamicObject {
+    fn header(wide: bool) -> Vec<&'static str> {
+        if wide { vec!["NAME", "AGE", "LABELS"] } else { vec!["NAME", "AGE"] }
+    }
+
+    fn cells(&self, wide: bool, now: i64) -> Vec<String> {
+        let mut cells = vec![name(&self.metadata), age(self.metadata.creation_timestamp.as_ref(), now)];
+        if wide {
+            let labels = self.metadata.labels.iter().flatten().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>();
+            cells.push(if labels.is_empty() { "<none>".to_owned() } else { labels.join(",") });
+        }
+        cells
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+}
+
+impl Row for Pod {
+    fn header(wide: bool) -> Vec<&'static str> {
+        let mut header = vec!["NAME", "READY", "STATUS", "RESTARTS", "AGE"];
+        if wide {
+            header.extend(["IP", "NODE", "NOMINATED NODE", "READINESS GATES"]);
+        }
+        header
+    }
+
+    fn cells(&self, wide: bool, now: i64) -> Vec<String> {
+        let summary = pod_summary(self);
+        let restarts = match summary.last_restart {
+            Some(at) if summary.restarts > 0 => format!("{} ({} ago)", summary.restarts, human_duration(now - at)),
+            _ => summary.restarts.to_string(),
+        };
+        let mut cells = vec![
+            name(&self.metadata),
+            format!("{}/{}", summary.ready, summary.total),
+            summary.reason,
+            restarts,
+            age(self.metadata.creation_timestamp.as_ref(), now),
+        ];
+        if wide {
+            let spec = self.spec.as_ref();
+            let status = self.status.as_ref();
+            let or_none = |s: Option<&str>| s.filter(|s| !s.is_empty()).unwrap_or("<none>").to_owned();
+            let ip = status.and_then(|s| s.pod_ips.as_ref()).and_then(|ips| ips.first()).map(|ip| ip.ip.as_str());
+            let gates = spec.and_then(|s| s.readiness_gates.as_ref()).filter(|g| !g.is_empty()).map(|gates| {
+                let conditions = status.and_then(|s| s.conditions.as_ref());
+                let met = gates
+                    .iter()
+                    .filter(|g| {
+                        conditions
+                            .and_then(|cs| cs.iter().find(|c| c.type_ == g.condition_type))
+                            .is_some_and(|c| c.status == "True")
+                    })
+                    .count();
+                format!("{met}/{}", gates.len())
+            });
+            cells.extend([
+                or_none(ip),
+                or_none(spec.and_then(|s| s.node_name.as_deref())),
+                or_none(status.and_then(|s| s.nominated_node_name.as_deref())),
+                gates.unwrap_or_else(|| "<none>".to_owned()),
+            ]);
+        }
+        cells
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+}
+
+/// READY, STATUS and RESTARTS of a pod, worked out the way `kubectl get pods` does
+/// (kubernetes/pkg/printers/internalversion/printers.go, `printPod`).
+struct PodSummary {
+    ready: usize,
+    total: usize,
+    reason: String,
+    restarts: i64,
+    /// When a container last terminated before a restart (seconds since the epoch).
+    last_restart: Option<i64>,
+}
+
+fn pod_summary(pod: &Pod) -> PodSummary {
+    let empty = Default::default();
+    let spec = pod.spec.as_ref().unwrap_or(&empty);
+    let empty_status = Default::default();
+    let status = pod.status.as_ref().unwrap_or(&empty_status);
+    let conditions = status.conditions.as_deref().unwrap_or_default();
+    let condition_true = |kind: &str| conditions.iter().any(|c| c.type_ == kind && c.status == "True");
+    let finished_at = |c: &k8s_openapi::api::core::v1::ContainerStatus| {
+        c.last_state.as_ref().and_then(|s| s.terminated.as_ref()).and_then(|t| t.finished_at.as_ref()).map(seconds)
+    };
+
+    let phase = status.phase.clone().unwrap_or_default();
+    let mut reason = status.reason.clone().filter(|r| !r.is_empty()).unwrap_or_else(|| phase.clone());
+    if conditions.iter().any(|c| c.type_ == "PodScheduled" && c.reason.as_deref() == Some("SchedulingGated")) {
+        reason = "SchedulingGated".to_owned();
+    }
+    // Init containers that keep running beside the app (sidecars) count as containers.
+    let is_sidecar = |name: &str| {
+        spec.init_containers.iter().flatten().any(|c| c.name == name && c.restart_policy.as_deref() == Some("Always"))
+    };
+    let sidecars = spec.init_containers.iter().flatten().filter(|c| c.restart_policy.as_deref() == Some("Always"));
+    let total = spec.containers.len() + sidecars.count();
+    let mut ready = 0;
+    let (mut restarts, mut last_restart) = (0i64, None::<i64>);
+    let (mut sidecar_restarts, mut sidecar_last_restart) = (0i64, None::<i64>);
+
+    let init_count = spec.init_containers.as_ref().map_or(0, Vec::len);
+    let mut initializing = false;
+    for (i, c) in status.init_container_statuses.iter().flatten().enumerate() {
+        restarts += i64::from(c.restart_count);
+        last_restart = last_restart.max(finished_at(c));
+        if is_sidecar(&c.name) {
+            sidecar_restarts += i64::from(c.restart_count);
+            sidecar_last_restart = sidecar_last_restart.max(finished_at(c));
+        }
+        let state = c.state.clone().unwrap_or_default();
+        let terminated = state.terminated.as_ref();
+        if terminated.is_some_and(|t| t.exit_code == 0) {
+            continue;
+        }
+        if is_sidecar(&c.name) && c.started == Some(true) {
+            ready += usize::from(c.ready);
+            continue;
+        }
+        initializing = true;
+        reason = if let Some(t) = terminated {
+            match (t.reason.as_deref().filter(|r| !r.is_empty()), t.signal.filter(|s| *s != 0)) {
+                (Some(r), _) => format!("Init:{r}"),
+                (None, Some(signal)) => format!("Init:Signal:{signal}"),
+                (None, None) => format!("Init:ExitCode:{}", t.exit_code),
+            }
+        } else if let Some(r) = state.waiting.and_then(|w| w.reason).filter(|r| !r.is_empty() && r != "PodInitializing")
+        {
+            format!("Init:{r}")
+        } else {
+            format!("Init:{i}/{init_count}")
+        };
+        break;
+    }
+
+    if !initializing || condition_true("Initialized") {
+        restarts = sidecar_restarts;
+        last_restart = sidecar_last_restart;
+        let mut has_running = false;
+        for c in status.container_statuses.iter().flatten().rev() {
+            restarts += i64::from(c.restart_count);
+            last_restart = last_restart.max(finished_at(c));
+            let state = c.state.as_ref();
+            let waiting =
+                state.and_then(|s| s.waiting.as_ref()).and_then(|w| w.reason.clone()).filter(|r| !r.is_empty());
+            let terminated = state.and_then(|s| s.terminated.as_ref());
+            if let Some(r) = waiting {
+                reason = r;
+            } else if let Some(t) = terminated {
+                reason = match (t.reason.as_deref().filter(|r| !r.is_empty()), t.signal.filter(|s| *s != 0)) {
+                    (Some(r), _) => r.to_owned(),
+                    (None, Some(signal)) => format!("Signal:{signal}"),
+                    (None, None) => format!("ExitCode:{}", t.exit_code),
+                };
+            } else if c.ready && state.is_some_and(|s| s.running.is_some()) {
+                has_running = true;
+                ready += 1;
+            }
+        }
+        if reason == "Completed" && has_running {
+            reason = if condition_true("Ready") { "Running" } else { "NotReady" }.to_owned();
+        }
+    }
+
+    if pod.metadata.deletion_timestamp.is_some() {
+        if status.reason.as_deref() == Some("NodeLost") {
+            reason = "Unknown".to_owned();
+        } else if phase != "Succeeded" && phase != "Failed" {
+            reason = "Terminating".to_owned();
+        }
+    }
+    PodSummary { ready, total, reason, restarts, last_restart }
+}
+
+fn seconds(t: &Time) -> i64 {
+    t.0.as_second()
+}
+
+fn name(meta: &ObjectMeta) -> String {
+    meta.name.clone().unwrap_or_default()
+}
+
+/// AGE: time since `created`, or `<unknown>`.
+fn age(created: Option<&Time>, now: i64) -> String {
+    created.map_or_else(|| "<unknown>".to_owned(), |t| human_duration(now - seconds(t)))
+}
+
+/// A duration as kubectl shows it (apimachinery's `duration.HumanDuration`): precise when
+/// short, coarser as it grows (`45s`, `3m12s`, `5h10m`, `3d4h`, `2y30d`).
+fn human_duration(secs: i64) -> String {
+    if secs < -1 {
+        return "<invalid>".to_owned();
+    }
+    let secs = secs.max(0);
+    let (minutes, hours, days) = (secs / 60, secs / 3600, secs / 86_400);
+    let with = |big: i64, unit: &str, small: i64, small_unit: &str| {
+        if small == 0 { format!("{big}{unit}") } else { format!("{big}{unit}{small}{small_unit}") }
+    };
+    match () {
+        () if secs < 120 => format!("{secs}s"),
+        () if minutes < 10 => with(minutes, "m", secs % 60, "s"),
+        () if minutes < 180 => format!("{minutes}m"),
+        () if hours < 8 => with(hours, "h", minutes % 60, "m"),
+        () if hours < 48 => format!("{hours}h"),
+        () if hours < 24 * 8 => with(days, "d", hours % 24, "h"),
+        () if hours < 24 * 365 * 2 => format!("{days}d"),
+        () if hours < 24 * 365 * 8 => with(days / 365, "y", days % 365, "d"),
+        () => format!("{}y", days / 365),
+    }
+}
+
+fn unix_now() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
+/// Turns events into output lines: decides ADDED/MODIFIED/DELETED, aligns table columns.
+struct Printer<'a> {
+    output: Output,
+    target: &'a Target,
+    watch_only: bool,
+    /// resourceVersion of every object as last printed, by namespace/name.
+    seen: HashMap<String, String>,
+    /// A (re)list is in progress: table rows wait for `InitDone`, to be aligned together.
+    listing: bool,
+    synced_once: bool,
+    pending: Vec<Vec<String>>,
+    /// Column widths so far; they only grow, so later lines line up with earlier ones.
+    widths: Vec<usize>,
+    header_done: bool,
+}
+
+/// The `--output-watch-events` envelope kubectl prints for json and yaml.
+#[derive(Serialize)]
+struct WatchEvent<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    object: serde_json::Value,
+}
+
+impl<'a> Printer<'a> {
+    fn new(opts: &Options, target: &'a Target) -> Self {
+        Printer {
+            output: opts.output,
+            target,
+            watch_only: opts.watch_only,
+            seen: HashMap::new(),
+            listing: false,
+            synced_once: false,
+            pending: Vec::new(),
+            // kubectl keeps the EVENT column as wide as its longest value, MODIFIED.
+            widths: vec!["MODIFIED".len()],
+            header_done: false,
+        }
+    }
+
+    fn event<K: Row + Serialize>(&mut self, event: &Event<K>, out: &mut impl Write) -> io::Result<()> {
+        match event {
+            Event::Init => {
+                self.listing = true;
+                self.pending.clear();
+                Ok(())
+            }
+            Event::InitApply(obj) => {
+                let kind = self.remember(obj.meta());
+                match kind {
+                    Some(_) if self.watch_only && !self.synced_once => Ok(()),
+                    Some(kind) => self.line(kind, obj.as_ref(), out),
+                    None => Ok(()),
+                }
+            }
+            Event::InitDone => {
+                self.listing = false;
+                let rows = std::mem::take(&mut self.pending);
+                self.rows::<K>(rows, out)?;
+                if !self.synced_once && self.seen.is_empty() {
+                    match &self.target.namespace {
+                        Some(ns) => eprintln!("No resources found in {ns} namespace."),
+                        None => eprintln!("No resources found"),
+                    }
+                }
+                self.synced_once = true;
+                out.flush()
+            }
+            Event::Apply(obj) => match self.remember(obj.meta()) {
+                Some(kind) => self.line(kind, obj.as_ref(), out),
+                None => Ok(()),
+            },
+            Event::Delete(obj) => {
+                self.seen.remove(&key(obj.meta()));
+                self.line("DELETED", obj.as_ref(), out)
+            }
+        }
+    }
+
+    /// Records an object's resourceVersion; `None` when it is exactly what was printed last.
+    fn remember(&mut self, meta: &ObjectMeta) -> Option<&'static str> {
+        let rv = meta.resource_version.clone().unwrap_or_default();
+        match self.seen.insert(key(meta), rv.clone()) {
+            None => Some("ADDED"),
+            Some(old) if old != rv => Some("MODIFIED"),
+            Some(_) => None,
+        }
+    }
+
+    fn line<K: Row + Serialize>(&mut self, kind: &str, obj: &K, out: &mut impl Write) -> io::Result<()> {
+        match self.output {
+            Output::Table | Output::Wide => {
+                let mut row = vec![kind.to_owned()];
+                if self.target.namespace.is_none() && self.target.resource.namespaced {
+                    row.push(obj.meta().namespace.clone().unwrap_or_default());
+                }
+                row.extend(obj.cells(self.output == Output::Wide, unix_now()));
+                if self.listing {
+                    self.pending.push(row);
+                    return Ok(());
+                }
+                self.rows::<K>(vec![row], out)?;
+            }
+            Output::Name => {
+                let r = &self.target.resource;
+                let kind_name = match r.group.as_str() {
+                    "" => r.kind.to_lowercase(),
+                    group => format!("{}.{group}", r.kind.to_lowercase()),
+                };
+                writeln!(out, "{kind:<9}{kind_name}/{}", name(obj.meta()))?;
+            }
+            Output::Json | Output::Yaml => {
+                let mut object = serde_json::to_value(obj).map_err(io::Error::other)?;
+                if let Some(map) = object.as_object_mut() {
+                    let r = &self.target.resource;
+                    map.entry("apiVersion").or_insert_with(|| r.api_version.clone().into());
+                    map.entry("kind").or_insert_with(|| r.kind.clone().into());
+                }
+                let event = WatchEvent { kind, object };
+                if self.output == Output::Json {
+                    serde_json::to_writer(&mut *out, &event).map_err(io::Error::other)?;
+                    writeln!(out)?;
+                } else {
+                    let yaml = serde_norway::to_string(&event).map_err(io::Error::other)?;
+                    write!(out, "---\n{yaml}")?;
+                }
+            }
+        }
+        if !self.listing {
+            out.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Prints table rows (and the header before the first), padded like kubectl's tabwriter:
+    /// three spaces between columns.
+    fn rows<K: Row>(&mut self, rows: Vec<Vec<String>>, out: &mut impl Write) -> io::Result<()> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let mut lines = Vec::new();
+        if !self.header_done {
+            let mut header = vec!["EVENT".to_owned()];
+            if self.target.namespace.is_none() && self.target.resource.namespaced {
+                header.push("NAMESPACE".to_owned());
+            }
+            header.extend(K::header(self.output == Output::Wide).into_iter().map(str::to_owned));
+            lines.push(header);
+            self.header_done = true;
+        }
+        lines.extend(rows);
+        for line in &lines {
+            for (i, cell) in line.iter().enumerate() {
+                match self.widths.get_mut(i) {
+                    Some(w) => *w = (*w).max(cell.len()),
+                    None => self.widths.push(cell.len()),
+                }
+            }
+        }
+        for line in &lines {
+            let mut text = String::new();
+            for (i, cell) in line.iter().enumerate() {
+                if i + 1 == line.len() {
+                    text.push_str(cell);
+                } else {
+                    text.push_str(&format!("{cell:<width$}", width = self.widths[i] + 3));
+                }
+            }
+            writeln!(out, "{text}")?;
+        }
+        Ok(())
+    }
+}
+
+fn key(meta: &ObjectMeta) -> String {
+    format!("{}/{}", meta.namespace.as_deref().unwrap_or(""), meta.name.as_deref().unwrap_or(""))
+}
+
+/// `--demo`: the library's scripted fake cluster, when built with the `testing` feature.
+#[cfg(feature = "testing")]
+mod demo {
+    pub use kube_watcher::testing::DemoWorkload as Demo;
+
+    pub const STEP: std::time::Duration = Demo::STEP;
+
+    pub fn start() -> Result<Demo, String> {
+        eprintln!("# demo: a fake API server with a simulated workload; Ctrl-C stops");
+        Ok(Demo::start())
+    }
+}
+
+/// Without the `testing` feature there is no fake server to run.
+#[cfg(not(feature = "testing"))]
+mod demo {
+    /// Never constructed.
+    pub enum Demo {}
+
+    pub const STEP: std::time::Duration = std::time::Duration::from_millis(250);
+
+    impl Demo {
+        pub fn url(&self) -> String {
+            match *self {}
+        }
+
+        pub fn step(&mut self) -> Option<&'static str> {
+            match *self {}
+        }
+    }
+
+    pub fn start() -> Result<Demo, String> {
+        Err("--demo needs the fake API server: cargo run --example kwatch --features testing -- --demo".into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Option<Options>, String> {
+        Options::parse(args.iter().map(|s| s.to_string()))
+    }
+
+    #[test]
+    fn flags_take_values_in_every_spelling_kubectl_accepts() {
+        let o = parse(&["po", "-n", "shop", "-lapp=web", "--field-selector=spec.nodeName=n1", "-o", "wide"])
+            .unwrap()
+            .unwrap();
+        assert_eq!(o.resource.as_deref(), Some("po"));
+        assert_eq!(o.namespace.as_deref(), Some("shop"));
+        assert_eq!(o.labels.as_deref(), Some("app=web"));
+        assert_eq!(o.fields.as_deref(), Some("spec.nodeName=n1"));
+        assert_eq!(o.output, Output::Wide);
+    }
+
+    #[test]
+    fn bad_command_lines_get_one_clear_message() {
+        assert_eq!(parse(&["pods", "--bogus"]).unwrap_err(), "unknown flag \"--bogus\"");
+        assert_eq!(parse(&["pods", "-n"]).unwrap_err(), "--namespace needs a value");
+        assert!(parse(&["pods", "-o", "xml"]).unwrap_err().contains("unknown output format \"xml\""));
+        assert!(parse(&["pods", "-A", "-n", "x"]).unwrap_err().contains("exclude each other"));
+        assert!(parse(&[]).unwrap_err().contains("which resource"));
+        assert!(parse(&["--help"]).unwrap().is_none());
+    }
+
+    #[test]
+    fn durations_read_like_kubectl() {
+        let cases = [(5, "5s"), (119, "119s"), (125, "2m5s"), (600, "10m"), (3 * 3600 + 60, "3h1m"), (9 * 3600, "9h")];
+        for (secs, text) in cases {
+            assert_eq!(human_duration(secs), text);
+        }
+        assert_eq!(human_duration(3 * 86_400 + 4 * 3600), "3d4h");
+        assert_eq!(human_duration(400 * 86_400), "400d");
+        assert_eq!(human_duration(-5), "<invalid>");
+    }
+
+    #[test]
+    fn pod_status_follows_kubectl_for_crash_loops_and_deletion() {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web-1"},
+            "spec": {"containers": [{"name": "a"}, {"name": "b"}]},
+            "status": {"phase": "Running", "containerStatuses": [
+                {"name": "a", "ready": true, "restartCount": 0, "image": "", "imageID": "",
+                 "state": {"running": {}}},
+                {"name": "b", "ready": false, "restartCount": 3, "image": "", "imageID": "",
+                 "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                 "lastState": {"terminated": {"exitCode": 1, "finishedAt": "2024-01-01T00:00:00Z"}}}
+            ]}
+        }))
+        .unwrap();
+        let s = pod_summary(&pod);
+        assert_eq!((s.ready, s.total, s.reason.as_str(), s.restarts), (1, 2, "CrashLoopBackOff", 3));
+        assert_eq!(s.last_restart, Some(1_704_067_200));
+        let mut gone = pod.clone();
+        gone.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+        assert_eq!(pod_summary(&gone).reason, "Terminating");
+    }
+}
