@@ -24,6 +24,82 @@
 //! }
 //! # Ok::<(), kube_watcher::Error>(())
 //! ```
+//!
+//! To see it run without a cluster: `cargo run --example kwatch --features testing -- --demo`.
+//!
+//! # Watching
+//!
+//! Connect with [`Client::try_default`] (kubeconfig, else in-cluster), pick the objects with an
+//! [`Api`] (typed k8s-openapi types, or [`DynamicObject`] with an [`ApiResource`] that
+//! [`Client::discover`] finds from a name such as `deploy` or `widgets.example.com`), and start
+//! a [`Watcher`] with a [`Config`] (selectors, page size, timeouts, backoff). The thread starts
+//! at once and runs until stopped. Read events with `recv`, `recv_timeout`, `try_recv` or
+//! `for event in &watcher`; [`Event`] documents what a consumer may rely on, notably that a
+//! relist reports every object that vanished meanwhile as a `Delete`. One named object:
+//! [`watch_object`].
+//!
+//! # Caching
+//!
+//! [`Watcher::store`] is a cheap, cloneable read view: [`Store::get`] by [`ObjectRef`],
+//! [`Store::state`], [`Store::index`] (indexes are registered with
+//! [`WatcherBuilder::index`]), [`Store::wait_until_ready`] for the first full list, and
+//! [`Store::generation`] to learn in O(1) whether anything changed. A relist becomes visible
+//! all at once. A watcher that nobody receives events from queues none: the store alone is kept.
+//!
+//! # `select!` over watchers
+//!
+//! [`Watcher::receiver`] is a `crossbeam_channel::Receiver`, so several watchers, timers and
+//! your own channels can share one `select!` loop (the `select_loop` example is a game-style
+//! loop with a frame tick). A full channel (1024 events by default,
+//! [`WatcherBuilder::channel_capacity`]) makes the watcher wait for you: backpressure, never
+//! silent loss.
+//!
+//! # Stopping
+//!
+//! [`Watcher::stop`] or dropping the watcher interrupts whatever the thread is doing (a quiet
+//! watch, a list download, a backoff wait) and joins it, normally well under a millisecond. Only
+//! a TCP connect in progress cannot be interrupted; `stop` then gives up waiting after about 2 s.
+//!
+//! # Errors and recovery
+//!
+//! Failures arrive on the channel as `Err(`[`Error`]`)` and are counted in [`Watcher::stats`];
+//! the watcher retries them itself. Only [`Error::is_terminal`] errors end it (the retry limit
+//! of [`Config::max_retries`], off by default). A dropped connection resumes from the last
+//! resourceVersion; a 410 Gone relists; a connection silent for longer than the server's watch
+//! timeout plus 30 s is declared dead and re-watched. The defaults, and why:
+//!
+//! | setting | default | why |
+//! |---|---|---|
+//! | [`Config::timeout`] | random in [60 s, 90 s) | a stalled connection is found within two minutes; resuming costs one request |
+//! | [`Config::stall_timeout`] | watch timeout + 30 s | a healthy quiet watch is silent until the server ends it |
+//! | [`Config::backoff`] | 0.8 s × 2 up to 30 s, full jitter, reset after 120 s | client-go's reflector values; `Retry-After` is honoured |
+//! | [`Config::max_retries`] | none | permissions get fixed and servers come back |
+//! | [`Config::page_size`] | 500 | client-go's pager |
+//! | connect timeout | 10 s | DNS and TCP connect cannot be interrupted |
+//!
+//! Every error message says what was being done and why it failed, and never holds a secret.
+//!
+//! # Memory
+//!
+//! Objects are decoded once and shared as `Arc`s between events and the store. To hold less:
+//! [`metadata_watcher`] keeps only metadata, [`WatcherBuilder::compact_store`] keeps JSON and
+//! decodes on read, and a [`WatcherBuilder::transform`] can drop fields you never read
+//! (`managedFields` above all) before anything is stored.
+//!
+//! # Testing
+//!
+//! With the cargo feature `testing`, `kube_watcher::testing::FakeApiServer` is an in-process
+//! API server speaking the real list/watch protocol, with scripted faults (429s, 410s, resets,
+//! stalls); point [`Client::from_url`] at it to test code built on this crate.
+//! `testing::DemoWorkload` adds a scripted workload for demos.
+//!
+//! # Differences from kube-rs and client-go
+//!
+//! - Blocking threads and channels instead of async streams or goroutines: no runtime.
+//! - Deletions missed during an outage are ordinary `Delete` events after the relist, with
+//!   the last known state (client-go wraps them in tombstones; kube-rs reports none).
+//! - The default server watch timeout is about a minute, not 5–10 (client-go) or 290 s
+//!   (kube-rs): HTTP/1.1 has no pings, so silence is the only sign of a dead connection.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 #![warn(missing_debug_implementations)]
