@@ -182,7 +182,9 @@ impl Client {
         best.map(|(_, ar)| ar).ok_or_else(|| {
             let message =
                 format!("the server has no resource type named {name:?} (plural, singular, short name or kind)");
-            Error::Api(Box::new(decode::http_error(&context, 404, message.as_bytes(), None)))
+            let mut e = decode::http_error(&context, 404, b"", None);
+            e.message = message;
+            Error::Api(Box::new(e))
         })
     }
 }

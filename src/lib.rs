@@ -36,15 +36,19 @@
 //! at once and runs until stopped. Read events with `recv`, `recv_timeout`, `try_recv` or
 //! `for event in &watcher`; [`Event`] documents what a consumer may rely on, notably that a
 //! relist reports every object that vanished meanwhile as a `Delete`. One named object:
-//! [`watch_object`].
+//! [`watch_object`]. Only the `Apply`s that matter: [`WatcherBuilder::predicate`] with
+//! [`predicates`]. Several namespaces into one store, for namespaced permissions:
+//! [`WatcherBuilder::namespaces`].
 //!
 //! # Caching
 //!
 //! [`Watcher::store`] is a cheap, cloneable read view: [`Store::get`] by [`ObjectRef`],
 //! [`Store::state`], [`Store::index`] (indexes are registered with
 //! [`WatcherBuilder::index`]), [`Store::wait_until_ready`] for the first full list, and
-//! [`Store::generation`] to learn in O(1) whether anything changed. A relist becomes visible
-//! all at once. A watcher that nobody receives events from queues none: the store alone is kept.
+//! [`Store::generation`] to learn in O(1) whether anything changed, [`Store::snapshot`] for a
+//! consistent copy to read without locks. A relist becomes visible all at once. A watcher that
+//! nobody receives events from queues none: the store alone is kept. [`Config::drift_check`]
+//! verifies now and then that the store still matches the server.
 //!
 //! # `select!` over watchers
 //!
@@ -52,7 +56,8 @@
 //! your own channels can share one `select!` loop (the `select_loop` example is a game-style
 //! loop with a frame tick). A full channel (1024 events by default,
 //! [`WatcherBuilder::channel_capacity`]) makes the watcher wait for you: backpressure, never
-//! silent loss.
+//! silent loss. More consumers: [`Watcher::subscribe`], each with its own
+//! [`SlowConsumer`] policy (block, or lag and catch up from the store).
 //!
 //! # Stopping
 //!
@@ -62,8 +67,9 @@
 //!
 //! # Errors and recovery
 //!
-//! Failures arrive on the channel as `Err(`[`Error`]`)` and are counted in [`Watcher::stats`];
-//! the watcher retries them itself. Only [`Error::is_terminal`] errors end it (the retry limit
+//! Failures arrive on the channel as `Err(`[`Error`]`)` and are counted in [`Watcher::stats`]
+//! (by class, with relists by reason); [`Watcher::notices`] tells connected, reconnecting,
+//! relisting and why, as it happens. The watcher retries failures itself. Only [`Error::is_terminal`] errors end it (the retry limit
 //! of [`Config::max_retries`], off by default). A dropped connection resumes from the last
 //! resourceVersion; a 410 Gone relists; a connection silent for longer than the server's watch
 //! timeout plus 30 s is declared dead and re-watched. The defaults, and why:

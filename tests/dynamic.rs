@@ -50,6 +50,7 @@ fn discovery_names_what_it_did_not_find() {
         let err = c.discover(name).unwrap_err();
         assert_eq!(err.status(), Some(404), "{name}: {err}");
         assert!(err.to_string().contains(&format!("{name:?}")), "{name}: {err}");
+        assert!(err.to_string().ends_with("(plural, singular, short name or kind)"), "whole and unescaped: {err}");
     }
 }
 
