@@ -408,6 +408,11 @@ impl<K: Watchable> WatcherBuilder<K> {
     /// time; events still carry objects decoded once. Objects are still decoded on arrival, so
     /// one that does not decode as `K` is reported and skipped as in the default mode. With a
     /// [`transform`](Self::transform), the transformed object is re-encoded.
+    ///
+    /// A consumer that attaches after the first sync (the first `recv`, or
+    /// [`Watcher::subscribe`]) is sent the current state at once, so every object is decoded
+    /// then and held until that consumer has read it: attach early, or read the store instead,
+    /// where memory matters most.
     pub fn compact_store(mut self) -> Self
     where
         K: serde::Serialize,
