@@ -16,6 +16,13 @@ use std::time::{Duration, Instant};
 
 use kube_watcher::testing::{FakeApiServer, Fault, Match};
 
+/// kwatch's own unit tests (argument parsing, kubectl's columns) run from here: with
+/// `test = true` cargo would build the example as a test harness instead of the binary the
+/// tests below run.
+#[allow(dead_code, unused_imports)]
+#[path = "../examples/kwatch.rs"]
+mod kwatch;
+
 /// Bound on one example run; the longest (watch_pods) takes about 10 s on an idle machine.
 const RUN_TIMEOUT: Duration = Duration::from_secs(90);
 
