@@ -339,8 +339,8 @@ impl<K> Store<K> {
     }
 
     /// True once the objects of `namespace` have been listed: for a watcher over several
-    /// namespaces, each becomes ready on its own. For any other watcher, as
-    /// [`is_ready`](Self::is_ready) (false for a namespace it does not watch).
+    /// namespaces, each becomes ready on its own, and a namespace it does not watch never does.
+    /// For any other watcher, the same as [`is_ready`](Self::is_ready).
     #[must_use]
     pub fn is_ready_in(&self, namespace: &str) -> bool {
         let r = self.shared.readiness.lock();
@@ -685,8 +685,18 @@ impl<K: Watchable> Writer<K> {
     /// lock; only this thread writes, so nothing waits for it but readers, which share it).
     pub(crate) fn check_drift(&self, mut check: crate::drift::Check<'_>) -> usize {
         let objects = self.shared.objects.read();
-        for (key, entry) in &objects.live {
-            check.stored(key, entry.resource_version());
+        match self.shared.parts[self.part].as_deref() {
+            None => {
+                for (key, entry) in &objects.live {
+                    check.stored(key, entry.resource_version());
+                }
+            }
+            // One namespace of a shared store: only its objects are this writer's to check.
+            Some(ns) => {
+                for key in objects.live_index[0].values.get(ns).into_iter().flatten() {
+                    check.stored(key, objects.live.get(key).and_then(Entry::resource_version));
+                }
+            }
         }
         drop(objects);
         check.finish()

@@ -470,6 +470,28 @@ mod namespaces {
     }
 
     #[test]
+    fn each_namespace_checks_its_own_objects_for_drift() {
+        let server = seeded();
+        server.push_fault(Match::Path("/api/v1/namespaces/team-b/pods".into()), Fault::DropEvents { events: 1 });
+        let w = Watcher::builder(pods(&server))
+            .namespaces(&["team-a", "team-b"])
+            .config(Config::default().drift_check(Duration::from_secs(1)))
+            .start()
+            .unwrap();
+        let notices = w.notices();
+        w.store().wait_until_ready(WAIT).unwrap();
+        eventually("both watches are open", || server.requests().iter().filter(|r| r.watch).count() >= 2);
+        server.create(&pod("team-b", "lost")).unwrap();
+        server.create(&pod("team-b", "next")).unwrap(); // team-b's watch moves past "lost"
+        server.create(&pod("team-a", "a3")).unwrap();
+        notices_until(&notices, |n| matches!(n, Notice::Synced { reason: RelistReason::Drift, .. }));
+        eventually("more drift checks", || w.stats().drift_checks >= 4);
+        let stats = w.stats();
+        assert_eq!(stats.relists.drift, 1, "only team-b drifted, once: {stats:?}");
+        assert!(w.store().get(&ObjectRef::new("lost").within("team-b")).is_some());
+    }
+
+    #[test]
     fn bad_namespace_lists_are_configuration_errors() {
         let server = server();
         let twice = Watcher::builder(pods(&server)).namespaces(&["a", "a"]).start().unwrap_err();
