@@ -264,7 +264,7 @@ pub(crate) fn read_line(r: &mut impl BufRead, out: &mut Vec<u8>, max: usize) -> 
         if available.is_empty() {
             return Ok(Line::End);
         }
-        let (take, done) = match available.iter().position(|b| *b == b'\n') {
+        let (take, done) = match memchr::memchr(b'\n', available) {
             Some(i) => (i, true),
             None => (available.len(), false),
         };
