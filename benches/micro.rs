@@ -1,7 +1,8 @@
 //! Micro-benchmarks for the per-object costs behind watch throughput and memory.
 //!
 //! `cargo bench --bench micro` prints the median of 15 runs for each operation on a realistic
-//! ~6 KB pod. No framework: std timing keeps dev-dependencies lean.
+//! ~6 KB pod. No framework: std timing keeps dev-dependencies lean. With `--features fuzzing` it
+//! also times kube-watcher's strict syntax check (the hidden `fuzzing` entry point).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -35,8 +36,12 @@ fn main() {
     let bytes = json.as_bytes();
     println!("pod JSON: {} bytes", bytes.len());
     let pod: Pod = serde_json::from_slice(bytes).unwrap();
-    per_op("scan only (IgnoredAny)", 2000, || {
+    per_op("scan only (serde_json IgnoredAny)", 2000, || {
         black_box(serde_json::from_slice::<serde::de::IgnoredAny>(black_box(bytes)).unwrap());
+    });
+    #[cfg(feature = "fuzzing")]
+    per_op("strict syntax check (before simd-json)", 2000, || {
+        black_box(kube_watcher::fuzzing::strict_syntax(black_box(line.as_bytes())));
     });
     per_op("envelope with RawValue object", 2000, || {
         #[derive(serde::Deserialize)]

@@ -26,6 +26,12 @@ pub fn watch_event_both<K: DeserializeOwned>(line: &[u8]) -> (Result<(), String>
     )
 }
 
+/// The strict syntax check that runs before simd-json: true only for JSON that serde_json's
+/// parser accepts too (it may refuse more, e.g. a lone `\u` surrogate or deep nesting).
+pub fn strict_syntax(input: &[u8]) -> bool {
+    crate::syntax::is_valid(input)
+}
+
 /// Splits `reader` into lines of at most `max` bytes, as a watch stream is read; returns how
 /// many complete lines it saw. Stops at the end, at a too-long line, or at a read error.
 pub fn lines(mut reader: impl BufRead, max: usize) -> usize {

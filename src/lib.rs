@@ -129,6 +129,7 @@ mod request;
 mod resource;
 mod stats;
 mod store;
+mod syntax;
 mod watcher;
 mod worker;
 

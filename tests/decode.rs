@@ -352,6 +352,27 @@ fn randomized_watch_lines_decode_the_same_both_ways() {
     }
 }
 
+#[test]
+fn randomized_json_passes_the_strict_syntax_check_only_if_serde_json_accepts_it() {
+    let _serial = serial();
+    let mut rng = StdRng::seed_from_u64(seed());
+    let mut agreed = 0;
+    for _ in 0..iterations() * 10 {
+        let (a, b) = (pick(&mut rng, WATCH_SEEDS), pick(&mut rng, LIST_SEEDS));
+        let input = mutate(&mut rng, a, b);
+        let strict = fuzzing::strict_syntax(&input);
+        let serde = serde_json::from_slice::<serde::de::IgnoredAny>(&input).is_ok();
+        assert!(
+            !strict || serde,
+            "strict check accepts what serde_json refuses: {:?}",
+            String::from_utf8_lossy(&input)
+        );
+        agreed += usize::from(strict == serde);
+    }
+    // It may refuse more (lone surrogates, deep nesting), but hardly ever does on these inputs.
+    assert!(agreed >= iterations() * 10 * 99 / 100, "agreed on only {agreed}");
+}
+
 /// Found by `fuzz/run.sh` (watch_line, 45 s): invalid UTF-8 inside an unknown field name. Both
 /// decoding paths must give the same answer (serde_json skips UTF-8 checks in ignored strings
 /// when decoding from a slice, but not when it borrows a raw value).
