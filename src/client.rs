@@ -228,9 +228,9 @@ impl<K: Watchable> Api<K> {
         let mut items = Vec::new();
         let context = self.describe("list");
         let mut scratch = decode::Scratch::default();
-        let meta = http.list(self, params, |bytes| {
-            let obj = decode::object::<K>(bytes, &mut scratch)
-                .map_err(|e| Error::Decode(Box::new(decode::decode_error(&context, None, bytes, e))))?;
+        let meta = http.list(self, params, |item| {
+            let obj = decode::item::<K>(item, &mut scratch)
+                .map_err(|e| Error::Decode(Box::new(decode::decode_error(&context, None, item.bytes, e))))?;
             items.push(obj);
             Ok(())
         })?;
@@ -358,7 +358,7 @@ impl Http {
         &self,
         api: &Api<K>,
         params: &ListParams,
-        mut on_item: impl FnMut(&[u8]) -> Result<()>,
+        mut on_item: impl FnMut(decode::Item<'_>) -> Result<()>,
     ) -> Result<ListMeta> {
         let context = api.describe("list");
         let url = self.url(&request::collection_path(&api.resource, api.namespace.as_deref()), &params.query());

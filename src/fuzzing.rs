@@ -60,9 +60,15 @@ pub fn lines(mut reader: impl BufRead, max: usize) -> usize {
 /// The decoder's error, as text.
 pub fn list<K: DeserializeOwned, R: Read>(reader: R, max_item: usize) -> Result<(usize, Option<String>), String> {
     let mut items = 0;
-    let meta = decode::list(reader, max_item, |bytes| {
+    let meta = decode::list(reader, max_item, |item| {
+        let bytes = item.bytes;
         assert!(bytes.len() <= max_item.saturating_add(64 * 1024), "list item of {} bytes", bytes.len());
+        assert!(!item.checked || crate::syntax::is_valid(bytes), "an item marked checked is not valid JSON");
         items += 1;
+        // The watcher's decoder trusting `checked` judges the item as it does from scratch.
+        let trusted = decode::item::<K>(item, &mut decode::Scratch::default()).map(|_| ());
+        let fresh = decode::object::<K>(bytes, &mut decode::Scratch::default()).map(|_| ());
+        assert_eq!(trusted.is_ok(), fresh.is_ok(), "{trusted:?} vs {fresh:?}");
         serde_json::from_slice::<K>(bytes).map(|_| ()).map_err(|e| e.to_string())
     });
     match meta {

@@ -34,8 +34,38 @@ const fn plain_table() -> [bool; 256] {
 static PLAIN: [bool; 256] = plain_table();
 
 /// True when `input` is one JSON value (plus surrounding whitespace) that serde_json accepts.
+#[cfg_attr(not(feature = "simd"), allow(dead_code))] // without simd-json, serde_json checks
 pub(crate) fn is_valid(input: &[u8]) -> bool {
-    Checker { b: input, i: 0 }.document().is_some()
+    Checker { b: input, i: 0 }.value(true).is_some()
+}
+
+/// What [`container_prefix`] found at the start of its input.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Prefix {
+    /// A valid object or array of this many bytes.
+    Complete(usize),
+    /// Valid so far, but the input ends before the container does.
+    Incomplete,
+    /// Invalid, or not a container: the caller must look for the end some other way.
+    Other,
+}
+
+/// Checks the object or array at the very start of `input` and finds where it ends, for a
+/// reader that holds only part of a stream (a list body). Scalars are `Other`: a number at the
+/// end of the input might go on in bytes not read yet.
+pub(crate) fn container_prefix(input: &[u8]) -> Prefix {
+    if !matches!(input.first(), Some(b'{' | b'[')) {
+        return Prefix::Other;
+    }
+    let mut c = Checker { b: input, i: 0 };
+    match c.value(false) {
+        Some(()) => Prefix::Complete(c.i),
+        // Every check stops at the first byte it cannot accept; only running out of input
+        // leaves the cursor at the end. (A check that needs a few bytes more, such as `true`
+        // cut after `tr`, stops short of the end and says `Other`: slower, never wrong.)
+        None if c.i >= input.len() => Prefix::Incomplete,
+        None => Prefix::Other,
+    }
 }
 
 /// The cursor. Every method returns `None` on the first syntax error.
@@ -45,7 +75,9 @@ struct Checker<'a> {
 }
 
 impl Checker<'_> {
-    fn document(&mut self) -> Option<()> {
+    /// One value. `whole`: it must fill the input, with only whitespace around it; else the
+    /// cursor stops right after it.
+    fn value(&mut self, whole: bool) -> Option<()> {
         // Container kinds of the open levels, one bit each (1 = object); MAX_DEPTH < 128.
         let mut objects: u128 = 0;
         let mut depth = 0usize;
@@ -98,9 +130,12 @@ impl Checker<'_> {
             }
             // After a value: a separator, or the end of one or more containers.
             loop {
+                if depth == 0 && !whole {
+                    return Some(());
+                }
                 self.ws();
                 if depth == 0 {
-                    return (self.i == self.b.len()).then_some(());
+                    return (!whole || self.i == self.b.len()).then_some(());
                 }
                 match (*self.b.get(self.i)?, in_object) {
                     (b',', true) => {
@@ -362,6 +397,19 @@ mod tests {
             assert!(!is_valid(bad), "{:?}", String::from_utf8_lossy(bad));
             assert!(!serde_ok(bad), "serde_json accepts {:?}", String::from_utf8_lossy(bad));
         }
+    }
+
+    #[test]
+    fn a_container_prefix_ends_where_the_container_does() {
+        let doc = br#"{"a":[1,{"b":"]}\""}],"c":tru"#;
+        assert_eq!(container_prefix(br#"{"a":1} ,{"b":2}"#), Prefix::Complete(7));
+        assert_eq!(container_prefix(b"[1,2]]"), Prefix::Complete(5));
+        for end in 1..doc.len() - 3 {
+            assert_eq!(container_prefix(&doc[..end]), Prefix::Incomplete, "{:?}", String::from_utf8_lossy(&doc[..end]));
+        }
+        assert_eq!(container_prefix(b"{\"a\":1x}"), Prefix::Other);
+        assert_eq!(container_prefix(b"12"), Prefix::Other, "a scalar may go on");
+        assert_eq!(container_prefix(b" {}"), Prefix::Other, "the caller skips whitespace");
     }
 
     #[test]

@@ -160,9 +160,9 @@ impl<K: Watchable> Sink<K> {
         }
     }
 
-    fn decode(&mut self, bytes: &[u8]) -> Result<Incoming<K>, String> {
-        let obj: K = decode::object(bytes, &mut self.scratch)?;
-        self.prepare(obj, Some(bytes))
+    fn decode(&mut self, item: decode::Item<'_>) -> Result<Incoming<K>, String> {
+        let obj: K = decode::item(item, &mut self.scratch)?;
+        self.prepare(obj, Some(item.bytes))
     }
 
     /// Runs the transform, and in compact mode keeps the object's JSON: the wire bytes as they
@@ -299,9 +299,9 @@ impl<K: Watchable> Worker<K> {
         let context = self.api.describe("list");
         let sink = &mut self.sink;
         let mut stopped = false;
-        let result = self.http.list(&self.api, params, |bytes| {
-            stats::add(&sink.shared.counters.bytes, bytes.len() as u64);
-            match sink.decode(bytes) {
+        let result = self.http.list(&self.api, params, |item| {
+            stats::add(&sink.shared.counters.bytes, item.bytes.len() as u64);
+            match sink.decode(item) {
                 Ok(obj) => {
                     if sink.effect(&Action::InitApply, &mut Some(obj)).is_err() {
                         stopped = true;
@@ -310,7 +310,7 @@ impl<K: Watchable> Worker<K> {
                 }
                 Err(message) => {
                     // One undecodable item must not block the whole cache: report it, go on.
-                    let e = Error::Decode(Box::new(decode::decode_error(&context, None, bytes, message)));
+                    let e = Error::Decode(Box::new(decode::decode_error(&context, None, item.bytes, message)));
                     if sink.effect(&Action::Report(e), &mut None).is_err() {
                         stopped = true;
                         return Err(Error::Stopped);
@@ -364,7 +364,8 @@ impl<K: Watchable> Worker<K> {
         let api = self.api.clone().into_metadata();
         let context = api.describe("drift check: list");
         let mut listed = HashMap::new();
-        let result = self.http.list(&api, params, |bytes| {
+        let result = self.http.list(&api, params, |item| {
+            let bytes = item.bytes;
             let item: Item = serde_json::from_slice(bytes)
                 .map_err(|e| Error::Decode(Box::new(decode::decode_error(&context, None, bytes, e.to_string()))))?;
             if let (Some(name), Some(rv)) = (item.metadata.name, item.metadata.resource_version) {
