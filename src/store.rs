@@ -35,6 +35,11 @@ struct Index {
 
 impl Index {
     fn insert(&mut self, key: &ObjectKey, values: Vec<String>) {
+        // A modified object mostly keeps its values (in the namespace index, always): then there
+        // is nothing to move, and no key or value to clone.
+        if self.of.get(key).is_some_and(|old| *old == values) {
+            return;
+        }
         self.remove(key);
         if values.is_empty() {
             return;
