@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 7: kube-watcher vs kube-rs, in the same run, against the same server, on the same machine.
 #
-#   benches/compare.sh [--runs K] [--quick] [--current-thread] [--compact] [--out FILE]
+#   benches/compare.sh [--runs K] [--quick] [--current-thread] [--compact] [--baseline BIN] [--out FILE]
 #
 # Builds `examples/bench` (kube-watcher client and the server) and the kube-rs peer
 # (benches/peers/kube-rs, its own cargo project), then, for each workload, runs K rounds; each
@@ -10,7 +10,9 @@
 #   watch: --pods 10000  --events 100000   (events/s with 10k pods cached)
 #   sync:  --pods 100000 --events 1        (initial sync time and peak RSS; skipped with --quick)
 # --current-thread adds kube-rs on a current-thread runtime, --compact kube-watcher's compact store
-# (`--mode compact`, reported as kube-watcher-compact). Prints medians per peer and the ratios kube-watcher / kube-rs as markdown. The raw JSON lines
+# (`--mode compact`, reported as kube-watcher-compact), --baseline an older build of `examples/bench`
+# (e.g. from main, reported as kube-watcher-baseline) for before/after numbers. Prints medians per
+# peer and the ratios kube-watcher / kube-rs as markdown. The raw JSON lines
 # (plus the server's CPU time and the load average around each client run) go to --out.
 #
 # Environment: CARGO_TARGET_DIR (kube-watcher build), PEER_TARGET_DIR (kube-rs peer build,
@@ -23,14 +25,16 @@ current_thread=0
 compact=0
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=""
+baseline=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --runs) runs=$2; shift 2 ;;
         --quick) quick=1; shift ;;
         --current-thread) current_thread=1; shift ;;
         --compact) compact=1; shift ;;
+        --baseline) baseline=$2; shift 2 ;;
         --out) out=$2; shift 2 ;;
-        -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
         *) echo "unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -97,6 +101,7 @@ print("\"workload\":\"%s\",\"client_wall_s\":%.3f,\"server_cpu_s\":%.3f,\"server
 peers=(kw kr)
 [ "$compact" = 1 ] && peers+=(kwc)
 [ "$current_thread" = 1 ] && peers+=(krct)
+[ -n "$baseline" ] && peers+=(kwb)
 run_peer() {
     local peer=$1
     shift
@@ -105,6 +110,7 @@ run_peer() {
         kwc) run_one kube-watcher-compact "$@" "$kw_bin" --mode compact ;;
         kr) run_one kube-rs "$@" "$peer_bin" ;;
         krct) run_one kube-rs-current-thread "$@" "$peer_bin" --current-thread ;;
+        kwb) run_one kube-watcher-baseline "$@" "$baseline" ;;
     esac
 }
 
