@@ -172,13 +172,18 @@ struct Objects<K> {
 
 #[derive(Default)]
 struct Readiness {
-    /// Every writer has completed a sync.
-    ready: bool,
-    /// Which writers have completed a sync.
+    /// Which writers have completed a sync; the store is ready once all have.
     synced: Vec<bool>,
     last_error: Option<Error>,
     /// Set when the watcher has ended; nothing will make the store ready any more.
     ended: Option<Error>,
+}
+
+impl Readiness {
+    /// Every writer has completed a sync.
+    fn ready(&self) -> bool {
+        self.synced.iter().all(|s| *s)
+    }
 }
 
 /// A read-only view of a watcher's cache, always as current as the watcher.
@@ -340,7 +345,7 @@ impl<K> Store<K> {
     /// once every namespace has been listed; [`is_ready_in`](Self::is_ready_in) tells them apart.
     #[must_use]
     pub fn is_ready(&self) -> bool {
-        self.shared.readiness.lock().ready
+        self.shared.readiness.lock().ready()
     }
 
     /// True once the objects of `namespace` have been listed: for a watcher over several
@@ -374,7 +379,7 @@ impl<K> Store<K> {
         let deadline = Instant::now().checked_add(timeout);
         let mut r = self.shared.readiness.lock();
         loop {
-            if r.ready {
+            if r.ready() {
                 return Ok(());
             }
             if let Some(e) = &r.ended {
@@ -387,7 +392,7 @@ impl<K> Store<K> {
                     false
                 }
             };
-            if timed_out && !r.ready {
+            if timed_out && !r.ready() {
                 return Err(Error::NotReady { waited: timeout, last_error: r.last_error.clone().map(Box::new) });
             }
         }
@@ -484,21 +489,13 @@ pub(crate) struct Writer<K> {
 impl<K: Watchable> Writer<K> {
     #[cfg(test)]
     pub(crate) fn new() -> (Writer<K>, Store<K>) {
-        Writer::with_indexes(Vec::new(), Vec::new())
-    }
-
-    /// A writer and its store, with the built-in namespace index and `indexes` (a later one of
-    /// the same name replaces an earlier one, the built-in one too).
-    #[cfg(test)]
-    pub(crate) fn with_indexes(
-        indexes: Vec<(String, IndexFn<K>)>,
-        predicates: Vec<PredicateFn<K>>,
-    ) -> (Writer<K>, Store<K>) {
-        let (mut writers, store) = Writer::partitioned(indexes, predicates, vec![None]);
+        let (mut writers, store) = Writer::partitioned(Vec::new(), Vec::new(), vec![None]);
         (writers.remove(0), store)
     }
 
     /// One store filled by one writer per part: the whole store (`None`), or one namespace each.
+    /// It has the built-in namespace index and `indexes` (a later one of the same name replaces
+    /// an earlier one, the built-in one too).
     pub(crate) fn partitioned(
         indexes: Vec<(String, IndexFn<K>)>,
         predicates: Vec<PredicateFn<K>>,
@@ -624,7 +621,6 @@ impl<K: Watchable> Writer<K> {
         let mut r = self.shared.readiness.lock();
         if !r.synced[self.part] {
             r.synced[self.part] = true;
-            r.ready = r.synced.iter().all(|s| *s);
             self.shared.ready_changed.notify_all();
         }
         out.len() - before
@@ -896,7 +892,8 @@ mod tests {
     fn tier_writer() -> (Writer<ConfigMap>, Store<ConfigMap>) {
         let tier: IndexFn<ConfigMap> =
             Arc::new(|c: &ConfigMap| c.metadata.labels.iter().flat_map(|l| l.get("tier").cloned()).collect());
-        Writer::with_indexes(vec![("tier".to_owned(), tier)], Vec::new())
+        let (mut writers, store) = Writer::partitioned(vec![("tier".to_owned(), tier)], Vec::new(), vec![None]);
+        (writers.remove(0), store)
     }
 
     #[test]
