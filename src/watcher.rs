@@ -68,6 +68,27 @@ impl<K> Shared<K> {
     pub(crate) fn outbox(&self) -> Outbox<'_, K> {
         Outbox { hub: &self.hub, stop: &self.stop_rx, counters: &self.counters, notices: &self.notices }
     }
+
+    /// A worker thread ends with the terminal error `end`: its sibling threads (other
+    /// namespaces) stop too, and consumers get the error and a `GaveUp` notice. Nothing to say
+    /// for a normal stop.
+    pub(crate) fn end_with(&self, end: &Error) {
+        if matches!(end, Error::Stopped) {
+            return;
+        }
+        log::debug!("{}: watcher ended: {end}", self.name);
+        self.request_stop();
+        let subs = self.hub.lock().subscribers();
+        let _ = self.outbox().deliver(&subs, [Err(end.clone())]);
+        self.notices.send(Notice::GaveUp { error: end.clone() });
+    }
+
+    /// A worker thread exits; the last one closes the consumers' channels.
+    pub(crate) fn exited(&self) {
+        if self.running.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.hub.lock().close();
+        }
+    }
 }
 
 impl<K: Watchable> Shared<K> {
@@ -641,12 +662,8 @@ fn spawn<K: Watchable>(
                     .or_else(|| panic.downcast_ref::<String>().cloned())
                     .unwrap_or_default();
                 log::error!("bug: {} thread panicked: {msg}", thread_shared.name);
-                let error = Error::Spawn(format!("watcher thread panicked: {msg}").into());
-                let subs = thread_shared.hub.lock().subscribers();
-                let _ = thread_shared.outbox().deliver(&subs, [Err(error.clone())]);
-                thread_shared.notices.send(Notice::GaveUp { error });
-                thread_shared.request_stop();
-                thread_shared.hub.lock().close();
+                thread_shared.end_with(&Error::Spawn(format!("watcher thread panicked: {msg}").into()));
+                thread_shared.exited();
             }
         })
         .map_err(|e| Error::Spawn(e.to_string().into()))?;

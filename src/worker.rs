@@ -17,7 +17,7 @@ use crate::hub::{Notice, Stopped};
 use crate::key::ObjectKey;
 use crate::machine::{Action, Input, Machine, RelistReason, WatchInput};
 use crate::request::{ListParams, WatchParams};
-use crate::resource::Watchable;
+use crate::resource::{PartialObjectMetadata, Watchable};
 use crate::stats::{self, Counters};
 use crate::store::Writer;
 use crate::watcher::Shared;
@@ -215,18 +215,9 @@ impl<K: Watchable> Worker<K> {
             Err(Stopped) => Error::Stopped,
         };
         let shared = Arc::clone(&self.sink.shared);
-        if !matches!(end, Error::Stopped) {
-            log::debug!("{}: watcher ended: {end}", shared.name);
-            // Sibling threads (other namespaces) end too.
-            shared.request_stop();
-            let subs = shared.hub.lock().subscribers();
-            let _ = shared.outbox().deliver(&subs, [Err(end.clone())]);
-            shared.notices.send(Notice::GaveUp { error: end.clone() });
-        }
+        shared.end_with(&end);
         self.sink.writer.set_ended(end);
-        if shared.running.fetch_sub(1, Ordering::AcqRel) == 1 {
-            shared.hub.lock().close();
-        }
+        shared.exited();
         log::debug!("{}: watcher thread exits", shared.name);
     }
 
@@ -349,27 +340,15 @@ impl<K: Watchable> Worker<K> {
 
     /// Lists metadata only and compares it with the store (`Config::drift_check`).
     fn drift_check(&mut self, params: &ListParams, rv: &str) -> Result<Vec<Action>, Stopped> {
-        #[derive(serde::Deserialize)]
-        struct Item {
-            metadata: Meta,
-        }
-        #[derive(serde::Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct Meta {
-            name: Option<String>,
-            namespace: Option<String>,
-            resource_version: Option<String>,
-        }
         stats::add(&self.sink.counters().drift_checks, 1);
         let api = self.api.clone().into_metadata();
         let context = api.describe("drift check: list");
+        let scratch = &mut self.sink.scratch;
         let mut listed = HashMap::new();
         let result = self.http.list(&api, params, |item| {
-            let bytes = item.bytes;
-            let item: Item = serde_json::from_slice(bytes)
-                .map_err(|e| Error::Decode(Box::new(decode::decode_error(&context, None, bytes, e.to_string()))))?;
-            if let (Some(name), Some(rv)) = (item.metadata.name, item.metadata.resource_version) {
-                let key = ObjectKey { namespace: item.metadata.namespace.map(Into::into), name: name.into() };
+            let meta: PartialObjectMetadata<K> = decode::item(item, scratch)
+                .map_err(|e| Error::Decode(Box::new(decode::decode_error(&context, None, item.bytes, e))))?;
+            if let (Some(key), Some(rv)) = (ObjectKey::of(&meta), meta.metadata.resource_version) {
                 listed.insert(key, rv.into_boxed_str());
             }
             Ok(())
