@@ -13,8 +13,8 @@ use std::time::Instant;
 use common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube_watcher::fuzzing;
-use kube_watcher::testing::{FakeApiServer, Fault, Match};
-use kube_watcher::{Api, Client, Config, Event, Watcher};
+use kube_watcher::testing::{Fault, Match};
+use kube_watcher::{Config, Event, Watcher};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -250,10 +250,6 @@ fn deeply_nested_values_are_an_error_not_a_stack_overflow() {
     assert!(fuzzing::list::<Pod, _>(body.as_bytes(), 1 << 20).is_err());
     let yaml = deep("[", "]", 100_000);
     assert!(fuzzing::kubeconfig(&yaml).is_err());
-}
-
-fn pods(server: &FakeApiServer) -> Api<Pod> {
-    Api::all(Client::from_url(&server.url()).unwrap())
 }
 
 /// Receives until an error containing `needle` arrives; returns how many `InitApply` came first.

@@ -9,28 +9,7 @@ use std::time::Duration;
 use common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube_watcher::testing::{FakeApiServer, Fault, Match};
-use kube_watcher::{Api, Client, Config, Error, Event, Notice, RelistReason, SlowConsumer, Watcher};
-
-fn pods(server: &FakeApiServer) -> Api<Pod> {
-    Api::all(Client::from_url(&server.url()).unwrap())
-}
-
-/// Receives from a subscription until `done`, describing what was seen (bounded by `WAIT`).
-fn collect_from(
-    rx: &crossbeam_channel::Receiver<Result<Event<Pod>, Error>>,
-    mut done: impl FnMut(&[String]) -> bool,
-) -> Vec<String> {
-    let deadline = std::time::Instant::now() + WAIT;
-    let mut seen = Vec::new();
-    while !done(&seen) {
-        match rx.recv_deadline(deadline) {
-            Ok(Ok(ev)) => seen.push(describe(&ev)),
-            Ok(Err(e)) => seen.push(format!("Err({e})")),
-            Err(e) => panic!("no more events ({e}); seen so far: {seen:?}"),
-        }
-    }
-    seen
-}
+use kube_watcher::{Api, Client, Config, Error, Notice, RelistReason, SlowConsumer, Watcher};
 
 /// Receives notices until `done` holds for one (bounded by `WAIT`); returns all seen.
 fn notices_until(rx: &crossbeam_channel::Receiver<Notice>, mut done: impl FnMut(&Notice) -> bool) -> Vec<Notice> {

@@ -10,11 +10,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube_watcher::testing::{Chunking, FakeApiServer, Hold, Match, RecordedRequest, Watch410};
-use kube_watcher::{Api, Client, Config, Event, ObjectRef, Watcher};
-
-fn pods(server: &FakeApiServer) -> Api<Pod> {
-    Api::all(Client::from_url(&server.url()).unwrap())
-}
+use kube_watcher::{Config, Event, ObjectRef, Watcher};
 
 fn seed(server: &FakeApiServer, n: usize) {
     for i in 0..n {

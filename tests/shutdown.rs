@@ -8,15 +8,11 @@ use std::time::{Duration, Instant};
 use common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube_watcher::testing::{FakeApiServer, Fault, Match};
-use kube_watcher::{Api, Client, Config, Watcher};
+use kube_watcher::{Config, Watcher};
 
 /// Generous: stop normally takes well under a millisecond, but CI machines are slow and noisy.
 /// Speed is measured in `examples/bench.rs`, not asserted here.
 const PROMPT: Duration = Duration::from_millis(1900);
-
-fn pods(server: &FakeApiServer) -> Api<Pod> {
-    Api::all(Client::from_url(&server.url()).unwrap())
-}
 
 fn assert_stops_promptly(w: &Watcher<Pod>, server: &FakeApiServer, state: &str) {
     let started = Instant::now();

@@ -10,10 +10,6 @@ use k8s_openapi::api::core::v1::Pod;
 use kube_watcher::testing::{FakeApiServer, Fault, Match, StreamingLists, Watch410};
 use kube_watcher::{Api, Client, Config, Error, ListParams, ObjectRef, Watcher};
 
-fn pods(server: &FakeApiServer) -> Api<Pod> {
-    Api::all(Client::from_url(&server.url()).unwrap())
-}
-
 #[test]
 fn initial_state_then_changes_reach_store_and_events_in_every_configuration() {
     for_each_config(|label, config| {

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube_watcher::testing::FakeApiServer;
-use kube_watcher::{Config, Event, Watcher};
+use kube_watcher::{Api, Client, Config, Error, Event, Watcher};
 
 /// Milliseconds, to keep durations short to write.
 pub fn ms(n: u64) -> Duration {
@@ -34,6 +34,11 @@ pub fn labelled(mut p: Pod, key: &str, value: &str) -> Pod {
     p
 }
 
+/// Pods in every namespace of `server`.
+pub fn pods(server: &FakeApiServer) -> Api<Pod> {
+    Api::all(Client::from_url(&server.url()).unwrap())
+}
+
 /// A fake server with short bookmark intervals, as tests want.
 pub fn server() -> FakeApiServer {
     FakeApiServer::builder().bookmark_interval(ms(100)).start()
@@ -53,12 +58,19 @@ pub fn describe(ev: &Event<Pod>) -> String {
 
 /// Receives events until `done` says so, returning everything seen (errors as `Err(..)`).
 /// Panics with what was seen if `WAIT` passes first.
-pub fn collect_until(w: &Watcher<Pod>, mut done: impl FnMut(&[String]) -> bool) -> Vec<String> {
+pub fn collect_until(w: &Watcher<Pod>, done: impl FnMut(&[String]) -> bool) -> Vec<String> {
+    collect_from(w.receiver(), done)
+}
+
+/// [`collect_until`] for any event channel, such as a subscription.
+pub fn collect_from(
+    rx: &crossbeam_channel::Receiver<Result<Event<Pod>, Error>>,
+    mut done: impl FnMut(&[String]) -> bool,
+) -> Vec<String> {
     let deadline = Instant::now() + WAIT;
     let mut seen = Vec::new();
     while !done(&seen) {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match w.recv_timeout(left) {
+        match rx.recv_deadline(deadline) {
             Ok(Ok(ev)) => seen.push(describe(&ev)),
             Ok(Err(e)) => seen.push(format!("Err({e})")),
             Err(e) => panic!("no more events ({e}); seen so far: {seen:?}"),
