@@ -62,9 +62,7 @@ mod fan_out {
         let gone = w.subscribe();
         w.store().wait_until_ready(WAIT).unwrap();
         drop(gone);
-        for i in 0..20 {
-            server.create(&pod("apps", &format!("p{i}"))).unwrap();
-        }
+        create_pods(&server, 0..20);
         eventually("the store holds all 20 pods", || w.store().len() == 20);
         assert_eq!(w.stats().subscribers, 0);
     }
@@ -76,9 +74,7 @@ mod fan_out {
         let slow = w.subscribe_with(SlowConsumer::Lag);
         let notices = w.notices();
         w.store().wait_until_ready(WAIT).unwrap();
-        for i in 0..30 {
-            server.create(&pod("apps", &format!("p{i}"))).unwrap();
-        }
+        create_pods(&server, 0..30);
         // Nobody reads `slow`, yet the store follows the server.
         eventually("the store holds all 30 pods", || w.store().len() == 30);
         eventually("events were dropped", || w.stats().lagged > 0);
@@ -104,15 +100,11 @@ mod fan_out {
     #[test]
     fn subscribing_while_the_watcher_waits_for_this_consumer_does_not_deadlock() {
         let server = server();
-        for i in 0..10 {
-            server.create(&pod("apps", &format!("p{i}"))).unwrap();
-        }
+        create_pods(&server, 0..10);
         let w = Watcher::builder(pods(&server)).channel_capacity(1).start().unwrap();
         w.store().wait_until_ready(WAIT).unwrap();
         let first = w.subscribe();
-        for i in 10..20 {
-            server.create(&pod("apps", &format!("p{i}"))).unwrap();
-        }
+        create_pods(&server, 10..20);
         // The watcher is (or soon will be) blocked on `first`, which this thread owns.
         std::thread::sleep(ms(100));
         let second = w.subscribe(); // must return without `first` being read
@@ -141,9 +133,7 @@ mod observability {
     #[test]
     fn notices_and_stats_follow_an_outage_a_410_and_a_missed_delete() {
         let server = server();
-        for i in 0..3 {
-            server.create(&pod("apps", &format!("p{i}"))).unwrap();
-        }
+        create_pods(&server, 0..3);
         server.push_fault(Match::Watch, Fault::Stall);
         let config = Config::default().timeout(Duration::from_secs(1)).stall_timeout(Duration::from_secs(2));
         let w = Watcher::new(pods(&server), config).unwrap();

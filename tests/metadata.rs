@@ -48,9 +48,7 @@ fn collect_until<K: 'static>(
 fn lists_and_watches_ask_for_partial_object_metadata_in_every_configuration() {
     for_each_config(|label, config| {
         let server = server();
-        for i in 0..3 {
-            server.create(&pod("apps", &format!("p{i}"))).unwrap();
-        }
+        create_pods(&server, 0..3);
         let w = metadata_watcher(pods(&server.url()), config).unwrap();
         let seen = collect_until(&w, |s| s.last().is_some_and(|e| e == "InitDone"));
         assert_eq!(seen.iter().filter(|e| e.starts_with("InitApply")).count(), 3, "{label}: {seen:?}");

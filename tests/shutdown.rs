@@ -80,9 +80,7 @@ fn stop_interrupts_a_watcher_blocked_on_a_full_channel() {
     let w = Watcher::builder(pods(&server)).channel_capacity(1).start().unwrap();
     // Attach as a consumer, then stop reading.
     assert!(w.recv_timeout(WAIT).is_ok());
-    for i in 0..20 {
-        server.create(&pod("apps", &format!("p{i}"))).unwrap();
-    }
+    create_pods(&server, 0..20);
     eventually("the channel is full", || w.stats().queued == 1);
     assert_stops_promptly(&w, &server, "blocked on the channel");
 }
@@ -90,15 +88,11 @@ fn stop_interrupts_a_watcher_blocked_on_a_full_channel() {
 #[test]
 fn stop_interrupts_a_wait_for_a_subscriber_still_behind_its_replay() {
     let server = server();
-    for i in 0..20 {
-        server.create(&pod("apps", &format!("p{i}"))).unwrap();
-    }
+    create_pods(&server, 0..20);
     let w = Watcher::builder(pods(&server)).channel_capacity(1).start().unwrap();
     w.store().wait_until_ready(WAIT).unwrap();
     let unread = w.subscribe(); // 22 replayed events fill its channel; one more slot is left
-    for i in 20..23 {
-        server.create(&pod("apps", &format!("p{i}"))).unwrap();
-    }
+    create_pods(&server, 20..23);
     eventually("the subscriber's channel is full", || unread.len() == 23);
     assert_stops_promptly(&w, &server, "blocked behind a replay");
 }

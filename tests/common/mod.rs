@@ -29,6 +29,13 @@ pub fn pod(ns: &str, name: &str) -> Pod {
     }
 }
 
+/// Creates pods `p{i}` in namespace `apps` for each `i` of `numbers`.
+pub fn create_pods(server: &FakeApiServer, numbers: std::ops::Range<usize>) {
+    for i in numbers {
+        server.create(&pod("apps", &format!("p{i}"))).unwrap();
+    }
+}
+
 pub fn labelled(mut p: Pod, key: &str, value: &str) -> Pod {
     p.metadata.labels.get_or_insert_with(BTreeMap::new).insert(key.into(), value.into());
     p
