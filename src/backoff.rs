@@ -37,7 +37,8 @@ impl BackoffState {
         if cap.is_zero() {
             return cap;
         }
-        Duration::from_secs_f64(rng.random_range(0.0..=cap.as_secs_f64()))
+        // A huge `max` (Duration::MAX) is larger than an f64 of seconds converts back: keep the cap.
+        Duration::try_from_secs_f64(rng.random_range(0.0..=cap.as_secs_f64())).unwrap_or(cap)
     }
 
     /// The largest delay the `attempt`-th consecutive failure may wait.
@@ -45,7 +46,7 @@ impl BackoffState {
         let max = self.policy.max.as_secs_f64();
         // powi saturates to infinity on overflow; min() brings it back to the cap.
         let grown = self.policy.initial.as_secs_f64() * self.policy.factor.powi(attempt.min(1024) as i32);
-        Duration::from_secs_f64(grown.min(max).max(0.0))
+        Duration::try_from_secs_f64(grown.min(max).max(0.0)).unwrap_or(self.policy.max)
     }
 }
 

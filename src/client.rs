@@ -437,12 +437,7 @@ impl Http {
             if (200..300).contains(&code) {
                 return Ok(res);
             }
-            let retry_after = res
-                .headers()
-                .get("retry-after")
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .map(Duration::from_secs);
+            let retry_after = res.headers().get("retry-after").and_then(|v| parse_retry_after(v.as_bytes()));
             let mut body = Vec::new();
             // The body only explains the status; a failure to read it leaves the status standing.
             let _ = res.into_body().into_with_config().limit(MAX_ERROR_BODY).reader().read_to_end(&mut body);
@@ -457,6 +452,18 @@ impl Http {
             return Err(Error::Api(Box::new(e)));
         }
     }
+}
+
+/// A `Retry-After` header as the API server sends it: a whole number of seconds. Anything else
+/// (negative, a word, an HTTP date, empty) counts as absent; a huge value is kept as it is and
+/// bounded where it is used (`Machine::server_wait`).
+fn parse_retry_after(value: &[u8]) -> Option<Duration> {
+    let text = std::str::from_utf8(value).ok()?.trim();
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    // All digits: only too many of them fails, and that is "wait forever", bounded at use.
+    Some(Duration::from_secs(text.parse::<u64>().unwrap_or(u64::MAX)))
 }
 
 fn is_stale_connection(e: &io::Error) -> bool {
@@ -497,5 +504,20 @@ impl<R: Read> Read for Capped<R> {
         let n = self.inner.read(&mut buf[..max])?;
         self.left -= n as u64;
         Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_is_whole_seconds_or_absent() {
+        assert_eq!(parse_retry_after(b" 7 "), Some(Duration::from_secs(7)));
+        assert_eq!(parse_retry_after(b"18446744073709551615"), Some(Duration::from_secs(u64::MAX)));
+        assert_eq!(parse_retry_after(b"99999999999999999999999"), Some(Duration::from_secs(u64::MAX)));
+        for absent in [&b""[..], b"-5", b"soon", b"Wed, 21 Oct 2026 07:28:00 GMT", b"1.5", b"+3", b"\xff"] {
+            assert_eq!(parse_retry_after(absent), None, "{}", String::from_utf8_lossy(absent));
+        }
     }
 }

@@ -29,6 +29,11 @@ pub(crate) const DEFAULT_MAX_LINE: usize = 16 << 20;
 /// this bounds bytes read, not memory held.
 pub(crate) const DEFAULT_MAX_LIST_BYTES: u64 = 1 << 30;
 
+/// Upper bound on the watch timeout and the stall timeout: 24 h. Both become deadlines on the
+/// worker thread (and ureq's per-read timer, which panics on an `Instant` overflow); a watch
+/// timeout beyond a day would also leave a dead connection unnoticed for that long.
+pub(crate) const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
+
 /// How the initial and recovery lists choose their `resourceVersion`.
 ///
 /// See the Kubernetes docs on
@@ -154,6 +159,9 @@ impl Config {
     /// resourceVersion (no relist). Defaults to a random value in [60 s, 90 s) per watch, so that
     /// a stalled connection is detected within two minutes and many watchers do not reconnect
     /// in step.
+    ///
+    /// Must be between 1 s and 24 h (a longer one would leave a dead connection unnoticed for
+    /// as long); [`Watcher::new`](crate::Watcher::new) refuses others with [`Error::Config`].
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
         self
@@ -255,9 +263,14 @@ impl Config {
             return Err(Error::config("backoff.max", "must be at least backoff.initial"));
         }
         if let Some(t) = self.timeout
-            && t < Duration::from_secs(1)
+            && !(Duration::from_secs(1)..=MAX_TIMEOUT).contains(&t)
         {
-            return Err(Error::config("timeout", format!("must be at least 1 s, got {t:?}")));
+            return Err(Error::config("timeout", format!("must be between 1 s and 24 h, got {t:?}")));
+        }
+        if let Some(stall) = self.stall_timeout
+            && stall > MAX_TIMEOUT.saturating_add(STALL_MARGIN)
+        {
+            return Err(Error::config("stall_timeout", format!("must be at most 24 h 30 s, got {stall:?}")));
         }
         if let (Some(stall), Some(timeout)) = (self.stall_timeout, self.timeout)
             && stall <= timeout
@@ -330,6 +343,20 @@ mod tests {
     fn bad_backoff_names_the_field() {
         let err = Config::default().backoff(Backoff { factor: 0.5, ..Backoff::default() }).validate().unwrap_err();
         assert!(err.to_string().contains("backoff.factor"), "{err}");
+    }
+
+    #[test]
+    fn durations_that_would_overflow_a_deadline_are_refused_by_name() {
+        let err = Config::default().timeout(Duration::MAX).validate().unwrap_err();
+        assert!(err.to_string().contains("timeout: must be between 1 s and 24 h"), "{err}");
+        let err = Config::default().stall_timeout(Duration::MAX).validate().unwrap_err();
+        assert!(err.to_string().contains("stall_timeout: must be at most"), "{err}");
+        // Intervals mean "this rarely": any length is accepted (the machine saturates them).
+        Config::default().relist_interval(Duration::MAX).drift_check(Duration::MAX).validate().unwrap();
+        Config::default()
+            .backoff(Backoff { max: Duration::MAX, reset_after: Duration::MAX, ..Backoff::default() })
+            .validate()
+            .unwrap();
     }
 
     #[test]

@@ -502,7 +502,10 @@ impl Machine {
             Duration::from_secs(self.rng.random_range(lo..hi))
         });
         let left = |interval: Option<Duration>, last: Option<Instant>| match (interval, last) {
-            (Some(interval), Some(last)) => (last + interval).saturating_duration_since(now),
+            // `None` from `checked_add`: so far ahead that it is never due.
+            (Some(interval), Some(last)) => {
+                last.checked_add(interval).map_or(Duration::MAX, |due| due.saturating_duration_since(now))
+            }
             _ => Duration::MAX,
         };
         let next =
@@ -511,7 +514,7 @@ impl Machine {
     }
 
     fn stall_for(&self, timeout: Duration) -> Duration {
-        self.config.stall_timeout.unwrap_or(timeout + STALL_MARGIN)
+        self.config.stall_timeout.unwrap_or(timeout.saturating_add(STALL_MARGIN))
     }
 
     fn relist_due(&self, now: Instant) -> bool {
@@ -546,13 +549,20 @@ impl Machine {
             return State::Ended;
         }
         let delay = self.backoff.next_delay(now, &mut self.rng);
-        let delay = e.retry_after().map_or(delay, |ra| ra.max(delay));
+        let delay = self.server_wait(&e).map_or(delay, |ra| ra.max(delay));
         log::debug!("{e}; retrying in {delay:?}");
         if report {
             out.push(Action::Report(e));
         }
         out.push(Action::Wait(delay));
         then
+    }
+
+    /// How long the server asked us to wait (`Retry-After`), clamped to the backoff maximum: a
+    /// watch cache minutes behind is a broken cache, so no server can park a watcher for longer
+    /// than its own backoff would (30 s by default). The only place a server's wait is bounded.
+    pub(crate) fn server_wait(&self, e: &Error) -> Option<Duration> {
+        e.retry_after().map(|ra| ra.min(self.config.backoff.max))
     }
 
     /// An expected recovery (410, too large): retry at once the first time, with backoff when it
@@ -767,6 +777,28 @@ mod tests {
         m.step(Input::Page { resource_version: Some("10"), continue_token: Some("T2") }, now);
         let a = m.step(Input::ListFailed(api(410, "Expired", false)), now);
         assert!(matches!(driver(&a), Action::Wait(_)), "the second one backs off: {a:?}");
+    }
+
+    #[test]
+    fn a_huge_retry_after_is_clamped_to_the_backoff_maximum() {
+        for secs in [u64::MAX, 31_536_000, u64::from(u32::MAX)] {
+            let (mut m, now) = watching(Config::default(), "42");
+            let Error::Api(mut e) = api(429, "TooManyRequests", false) else { unreachable!() };
+            e.retry_after = Some(Duration::from_secs(secs));
+            let e = Error::Api(e);
+            assert_eq!(m.server_wait(&e), Some(Duration::from_secs(30)));
+            let a = m.step(Input::WatchFailed(e), now);
+            assert_eq!(driver(&a), &Action::Wait(Duration::from_secs(30)), "Retry-After {secs}");
+        }
+    }
+
+    #[test]
+    fn intervals_too_long_to_add_to_an_instant_are_never_due() {
+        let config = Config::default().relist_interval(Duration::MAX).drift_check(Duration::MAX);
+        let (mut m, now) = watching(config, "42");
+        let a = m.step(Input::WatchEnded, now + Duration::from_secs(61));
+        let w = watch_params(driver(&a));
+        assert!((60..90).contains(&w.timeout.as_secs()), "{:?}", w.timeout);
     }
 
     #[test]

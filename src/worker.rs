@@ -263,8 +263,8 @@ impl<K: Watchable> Worker<K> {
     /// A `Retry-After` from the server delays every thread of this watcher (set before this
     /// thread lets go of its list permit, so none slips through).
     fn note_retry_after(&self, e: &Error) {
-        if let Some(after) = e.retry_after() {
-            self.sink.shared.gate.delay_all(Instant::now() + after);
+        if let Some(until) = self.machine.server_wait(e).and_then(|after| Instant::now().checked_add(after)) {
+            self.sink.shared.gate.delay_all(until);
         }
     }
 
