@@ -68,12 +68,24 @@ pub enum Error {
     #[error("cannot start watcher thread: {0}")]
     Spawn(Box<str>),
     /// This consumer fell behind and uses the lag policy
-    /// ([`SlowConsumer::Lag`](crate::SlowConsumer::Lag)): `dropped` events were dropped in its
-    /// place. The store is still exact; read it to catch up. Not terminal: events continue.
-    #[error("consumer fell behind: {dropped} events dropped; read the store to catch up")]
+    /// ([`SlowConsumer::Lag`](crate::SlowConsumer::Lag)): events that did not fit were dropped
+    /// here, and more are dropped until this marker is received. The store is exact; read it
+    /// to catch up. Not terminal: events continue after it.
+    #[error("consumer fell behind: events were dropped; read the store to catch up")]
     Lagged {
-        /// How many events were dropped.
+        /// Events dropped before the marker was queued (at least 1). The total of each episode
+        /// is in [`Notice::Lagged`](crate::Notice::Lagged) and [`Stats::lagged`](crate::Stats::lagged).
         dropped: u64,
+    },
+    /// A callback the watcher runs on its thread (a transform, an index function, a predicate)
+    /// panicked, or the watcher thread itself did (a bug). Terminal: the watcher has ended, and
+    /// every consumer and `wait_until_ready` caller gets this error.
+    #[error("{callback} panicked: {message}; the watcher has stopped")]
+    Panicked {
+        /// Which callback: `transform`, `index "node"`, `predicate`, or `the watcher thread`.
+        callback: Box<str>,
+        /// The panic's message.
+        message: Box<str>,
     },
 }
 
@@ -161,7 +173,8 @@ impl Error {
             | Error::Auth { .. }
             | Error::Stopped
             | Error::Spawn(_)
-            | Error::Lagged { .. } => None,
+            | Error::Lagged { .. }
+            | Error::Panicked { .. } => None,
         }
     }
 
@@ -183,7 +196,9 @@ impl Error {
     #[must_use]
     pub fn is_terminal(&self) -> bool {
         match self {
-            Error::GaveUp { .. } | Error::Stopped | Error::Spawn(_) | Error::Config { .. } => true,
+            Error::GaveUp { .. } | Error::Stopped | Error::Spawn(_) | Error::Config { .. } | Error::Panicked { .. } => {
+                true
+            }
             Error::Api(_)
             | Error::Transport { .. }
             | Error::Decode(_)
@@ -205,7 +220,8 @@ impl Error {
             | Error::NotReady { .. }
             | Error::Stopped
             | Error::Spawn(_)
-            | Error::Lagged { .. } => false,
+            | Error::Lagged { .. }
+            | Error::Panicked { .. } => false,
         }
     }
 
@@ -246,6 +262,9 @@ impl Clone for Error {
             Error::Stopped => Error::Stopped,
             Error::Spawn(m) => Error::Spawn(m.clone()),
             Error::Lagged { dropped } => Error::Lagged { dropped: *dropped },
+            Error::Panicked { callback, message } => {
+                Error::Panicked { callback: callback.clone(), message: message.clone() }
+            }
         }
     }
 }

@@ -45,9 +45,12 @@ pub enum SlowConsumer {
     /// watcher, its store and every other consumer wait for the slowest one. The default.
     #[default]
     Block,
-    /// Never wait: when the channel is full, drop what it holds and the new event, and queue
-    /// one [`Error::Lagged`] marker instead. Events continue after the marker; the store stays
-    /// exact, so the consumer catches up by reading it.
+    /// Never wait: an event that does not fit in the channel is dropped, and one
+    /// [`Error::Lagged`] marker is queued after the last event that fitted. Events that arrive
+    /// while the marker is still queued are dropped too; once the consumer has received the
+    /// marker, events flow again. The store stays exact, so a consumer that reads the store
+    /// after the marker has the effect of every event it missed. A dropped subscription is
+    /// forgotten at the next event.
     Lag,
 }
 
@@ -85,7 +88,9 @@ pub enum Notice {
         /// Objects found out of step (0: in step; otherwise a relist follows).
         mismatched: usize,
     },
-    /// A consumer with [`SlowConsumer::Lag`] fell behind and `dropped` events were dropped.
+    /// A consumer with [`SlowConsumer::Lag`] fell behind and caught up again: `dropped` events
+    /// were dropped meanwhile (sent when the consumer has received its marker and the next
+    /// event arrives).
     Lagged {
         /// How many events were dropped.
         dropped: u64,
@@ -101,9 +106,23 @@ pub enum Notice {
 pub(crate) struct Sub<K> {
     id: u64,
     tx: Sender<Item<K>>,
-    /// With the lag policy: a handle on the consumer's queue, to empty it when it is full.
-    lag: Option<Receiver<Item<K>>>,
+    /// With the lag policy: the episode in progress, shared by every copy of this `Sub`.
+    lag: Option<Arc<LagState>>,
 }
+
+/// A lagging consumer's state. Its channel has [`RESERVED`] slots beyond what events may fill:
+/// one for the lag marker, one for the terminal error, so neither ever waits for room (a
+/// blocking consumer's channel has none: it is read, so the terminal error waits its turn). The hub
+/// holds no receiver of its own, so a consumer that drops its receiver disconnects the channel
+/// and is forgotten at the next send.
+#[derive(Default)]
+pub(crate) struct LagState {
+    /// Events dropped in the episode in progress; 0: not lagging.
+    dropped: std::sync::atomic::AtomicU64,
+}
+
+/// Slots of a lagging consumer's channel kept free for the lag marker and the terminal error.
+const RESERVED: usize = 2;
 
 impl<K> Clone for Sub<K> {
     fn clone(&self) -> Self {
@@ -117,11 +136,13 @@ pub(crate) struct Hub<K> {
     subs: Arc<[Sub<K>]>,
     next_id: u64,
     closed: bool,
+    /// The terminal error the watcher ended with, for consumers that attach after the end.
+    ended_with: Option<Error>,
 }
 
 impl<K> Default for Hub<K> {
     fn default() -> Self {
-        Hub { subs: Arc::from(Vec::new()), next_id: 0, closed: false }
+        Hub { subs: Arc::from(Vec::new()), next_id: 0, closed: false, ended_with: None }
     }
 }
 
@@ -138,22 +159,28 @@ impl<K> Hub<K> {
     }
 
     /// A new consumer: a channel with room for `capacity` events beyond `replay`, which it gets
-    /// first. Once the hub is closed the channel is already disconnected.
+    /// first (and, for a lagging consumer, the [`RESERVED`] slots). Once the hub is closed the
+    /// channel is already disconnected.
     pub(crate) fn subscribe(
         &mut self,
         replay: Vec<Event<K>>,
         capacity: usize,
         policy: SlowConsumer,
     ) -> Receiver<Item<K>> {
-        let (tx, rx) = bounded(capacity.saturating_add(replay.len()));
+        let reserved = if policy == SlowConsumer::Lag { RESERVED } else { 0 };
+        let (tx, rx) = bounded(capacity.saturating_add(replay.len()).saturating_add(reserved));
         if self.closed {
+            // Already ended: the channel holds only why, then is closed.
+            if let Some(e) = &self.ended_with {
+                let _ = tx.try_send(Err(e.clone()));
+            }
             return rx;
         }
         for ev in replay {
             // Cannot fail: the channel has room for the whole replay and nobody else sends yet.
             let _ = tx.try_send(Ok(ev));
         }
-        let sub = Sub { id: self.next_id, tx, lag: (policy == SlowConsumer::Lag).then(|| rx.clone()) };
+        let sub = Sub { id: self.next_id, tx, lag: (policy == SlowConsumer::Lag).then(Arc::default) };
         self.next_id += 1;
         self.subs = self.subs.iter().cloned().chain([sub]).collect();
         rx
@@ -164,9 +191,11 @@ impl<K> Hub<K> {
         self.subs = self.subs.iter().filter(|s| !gone.contains(&s.id)).cloned().collect();
     }
 
-    /// No more events: consumers see their channel end once they drain it.
-    pub(crate) fn close(&mut self) {
+    /// No more events: consumers see their channel end once they drain it (and once the caller
+    /// drops the subscribers it took). A consumer attaching later gets `ended_with`, if any.
+    pub(crate) fn close(&mut self, ended_with: Option<Error>) {
         self.closed = true;
+        self.ended_with = ended_with;
         self.subs = Arc::from(Vec::new());
     }
 
@@ -217,6 +246,10 @@ impl<K> Outbox<'_, K> {
         if gone.contains(&sub.id) {
             return Ok(());
         }
+        if let Some(lag) = &sub.lag {
+            self.send_lagging(sub, lag, item, gone);
+            return Ok(());
+        }
         let item = match sub.tx.try_send(item) {
             Ok(()) => return Ok(()),
             Err(TrySendError::Disconnected(_)) => {
@@ -225,28 +258,62 @@ impl<K> Outbox<'_, K> {
             }
             Err(TrySendError::Full(item)) => item,
         };
-        match &sub.lag {
-            None => select! {
-                send(sub.tx, item) -> res => {
-                    if res.is_err() {
-                        gone.push(sub.id);
-                    }
-                    Ok(())
+        select! {
+            send(sub.tx, item) -> res => {
+                if res.is_err() {
+                    gone.push(sub.id);
                 }
-                recv(self.stop) -> _ => Err(Stopped),
-            },
-            Some(queue) => {
-                // Drop what is queued and this item; one marker takes their place.
-                let mut dropped = 1;
-                while let Ok(old) = queue.try_recv() {
-                    if !matches!(old, Err(Error::Lagged { .. })) {
-                        dropped += 1;
-                    }
-                }
-                let _ = sub.tx.try_send(Err(Error::Lagged { dropped }));
-                stats::add(&self.counters.lagged, dropped);
-                self.notices.send(Notice::Lagged { dropped });
                 Ok(())
+            }
+            recv(self.stop) -> _ => Err(Stopped),
+        }
+    }
+
+    /// [`SlowConsumer::Lag`]: never wait. An event that does not fit is dropped and the lag
+    /// marker takes the reserved slot after the last event that fitted; later events are
+    /// dropped too until the consumer has received the marker (its queue is empty again), so
+    /// reading the store after the marker covers every dropped event. The notice and the
+    /// counter report each episode's total when it ends.
+    fn send_lagging(&self, sub: &Sub<K>, lag: &LagState, item: Item<K>, gone: &mut Vec<u64>) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let dropped = lag.dropped.load(Relaxed);
+        if dropped > 0 {
+            if !sub.tx.is_empty() {
+                lag.dropped.store(dropped + 1, Relaxed);
+                stats::add(&self.counters.lagged, 1);
+                return;
+            }
+            // The consumer received the marker: the episode is over.
+            lag.dropped.store(0, Relaxed);
+            self.notices.send(Notice::Lagged { dropped });
+        }
+        let room = sub.tx.capacity().unwrap_or(usize::MAX).saturating_sub(RESERVED);
+        let result = if sub.tx.len() < room {
+            sub.tx.try_send(item)
+        } else {
+            lag.dropped.store(1, Relaxed);
+            stats::add(&self.counters.lagged, 1);
+            sub.tx.try_send(Err(Error::Lagged { dropped: 1 }))
+        };
+        if let Err(TrySendError::Disconnected(_)) = result {
+            gone.push(sub.id);
+        }
+    }
+
+    /// Delivers the watcher's terminal error to every consumer after what is already queued,
+    /// and never drops it: a consumer that is behind gets it once it has caught up. Gives up
+    /// only when the user stops the watcher (`abandon` closes) or the consumer went away.
+    pub(crate) fn deliver_final(&self, subs: &[Sub<K>], error: &Error, abandon: &Receiver<()>) {
+        for sub in subs {
+            let item = Err(error.clone());
+            // A lagging consumer's reserved slot takes it at once; a blocking one may be behind.
+            let item = match sub.tx.try_send(item) {
+                Ok(()) | Err(TrySendError::Disconnected(_)) => continue,
+                Err(TrySendError::Full(item)) => item,
+            };
+            select! {
+                send(sub.tx, item) -> _ => {}
+                recv(abandon) -> _ => return,
             }
         }
     }

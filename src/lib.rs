@@ -120,6 +120,7 @@ mod discovery;
 mod drift;
 mod error;
 mod event;
+mod guard;
 mod hub;
 mod key;
 mod machine;

@@ -11,6 +11,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::error::{Error, Result};
 use crate::event::Event;
+use crate::guard;
 use crate::key::{ObjectKey, ObjectRef};
 use crate::resource::Watchable;
 
@@ -87,13 +88,14 @@ pub(crate) enum Entry<K> {
     /// Decoded once and shared with the events (the default).
     Typed(Arc<K>),
     /// Compact JSON, decoded on access (compact store mode): a fraction of the memory.
-    /// Invariant: `json` decoded as `K` when it was stored.
-    Compact { json: Box<[u8]>, uid: Option<Box<str>>, rv: Option<Box<str>> },
+    /// Invariant: `json` decoded as `K` when it was stored. Shared, so that handing an entry
+    /// out of the lock (to decode it there) copies no bytes.
+    Compact { json: Arc<[u8]>, uid: Option<Box<str>>, rv: Option<Box<str>> },
 }
 
 impl<K: Watchable> Entry<K> {
     /// What the store keeps for `obj`: the object itself, or its compact JSON when given.
-    pub(crate) fn new(obj: &Arc<K>, json: Option<Box<[u8]>>) -> Entry<K> {
+    pub(crate) fn new(obj: &Arc<K>, json: Option<Arc<[u8]>>) -> Entry<K> {
         match json {
             None => Entry::Typed(Arc::clone(obj)),
             Some(json) => {
@@ -121,17 +123,20 @@ impl<K: Watchable> Entry<K> {
         }
     }
 
-    /// A second handle on the same entry: an `Arc` clone, or a copy of the compact JSON (so it
-    /// can be decoded after the lock is released).
-    fn share(&self) -> Entry<K> {
+    /// A second handle on the same entry (an `Arc` clone either way), to decode after the lock
+    /// is released.
+    pub(crate) fn share(&self) -> Entry<K> {
         match self {
             Entry::Typed(o) => Entry::Typed(Arc::clone(o)),
-            Entry::Compact { json, uid, rv } => Entry::Compact { json: json.clone(), uid: uid.clone(), rv: rv.clone() },
+            Entry::Compact { json, uid, rv } => {
+                Entry::Compact { json: Arc::clone(json), uid: uid.clone(), rv: rv.clone() }
+            }
         }
     }
 
-    /// The object; a compact entry is decoded (about as costly as decoding it off the wire).
-    fn object(&self) -> Option<Arc<K>> {
+    /// The object; a compact entry is decoded (about as costly as decoding it off the wire), so
+    /// call this outside the store's lock.
+    pub(crate) fn object(&self) -> Option<Arc<K>> {
         match self {
             Entry::Typed(o) => Some(Arc::clone(o)),
             Entry::Compact { json, .. } => {
@@ -168,6 +173,26 @@ struct Objects<K> {
     /// Each writer's relist in progress (between `Init` and `InitDone`) and its indexes;
     /// invisible to readers, swapped in at `InitDone`.
     pending: Vec<Option<(Map<K>, Indexes)>>,
+    /// Per writer: what consumers were told since its last `InitDone` that `live` does not
+    /// show, by relists that were then abandoned: `Some(entry)` delivered by `InitApply`, `None`
+    /// reported deleted. Consumers believe in `pending` first, then this, then `live`; the next
+    /// completed relist reports against that belief, so every incarnation a consumer was given
+    /// gets exactly one `Delete` (issue 13: recreates during aborted lists).
+    told: Vec<HashMap<ObjectKey, Option<Entry<K>>>>,
+}
+
+impl<K> Objects<K> {
+    /// What consumers believe is at `key` in `part`: the relist in progress, an abandoned
+    /// relist, or the live store, in that order; `None` when they believe it absent.
+    fn believed(&self, part: usize, key: &ObjectKey) -> Option<&Entry<K>> {
+        if let Some(e) = self.pending[part].as_ref().and_then(|(p, _)| p.get(key)) {
+            return Some(e);
+        }
+        match self.told[part].get(key) {
+            Some(told) => told.as_ref(),
+            None => self.live.get(key),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -259,7 +284,7 @@ impl<K: Watchable> Store<K> {
             None => return Vec::new(),
         };
         drop(objects); // decode (compact mode) outside the lock
-        entries.iter().filter_map(Entry::object).collect()
+        decode_all(entries)
     }
 
     /// Every object in the store, in no particular order.
@@ -267,7 +292,8 @@ impl<K: Watchable> Store<K> {
     /// In compact store mode every object is decoded: prefer [`get`](Self::get) for a few.
     #[must_use]
     pub fn state(&self) -> Vec<Arc<K>> {
-        self.shared.objects.read().live.values().filter_map(Entry::object).collect()
+        let entries: Vec<Entry<K>> = self.shared.objects.read().live.values().map(Entry::share).collect();
+        decode_all(entries)
     }
 
     /// A consistent, immutable copy of the store: the objects and the [`generation`](Self::generation)
@@ -303,27 +329,46 @@ impl<K: Watchable> Store<K> {
         let objects = self.shared.objects.read();
         // Generations are bumped under the write lock: this one belongs to exactly these objects.
         let generation = self.generation();
-        let map = objects.live.iter().filter_map(|(k, e)| Some((k.clone(), e.object()?))).collect();
+        let entries: Vec<(ObjectKey, Entry<K>)> = objects.live.iter().map(|(k, e)| (k.clone(), e.share())).collect();
+        drop(objects); // decode (compact mode) outside the lock
+        let map = entries.into_iter().filter_map(|(k, e)| Some((k, e.object()?))).collect();
         Snapshot { generation, objects: Arc::new(map) }
     }
 
-    /// The events that bring a new subscriber to the current state: `Init`, `InitApply` for each
-    /// visible object, `InitDone`, then `Init` and the pending objects if a relist is in progress.
-    /// Empty when nothing has been published yet.
+    /// The events that bring a new subscriber to what the other consumers believe: `Init`,
+    /// `InitApply` for each object (the visible ones, as abandoned relists left them), `InitDone`,
+    /// then `Init` and the pending objects if a relist is in progress. Empty when nothing has
+    /// been published yet. Entries are decoded (compact mode) outside the store's lock; the
+    /// caller holds the hub lock, so the watcher changes nothing meanwhile.
     pub(crate) fn replay(&self) -> Vec<Event<K>> {
         let objects = self.shared.objects.read();
+        let synced = self.shared.readiness.lock().synced.contains(&true);
+        let mut told: Vec<Entry<K>> = Vec::new();
+        if synced {
+            let overridden = |k: &ObjectKey| objects.told.iter().any(|t| t.contains_key(k));
+            told.extend(objects.live.iter().filter(|(k, _)| !overridden(k)).map(|(_, e)| e.share()));
+            told.extend(objects.told.iter().flat_map(|t| t.values().flatten()).map(Entry::share));
+        }
+        let pending: Vec<Vec<Entry<K>>> =
+            objects.pending.iter().flatten().map(|(p, _)| p.values().map(Entry::share).collect()).collect();
+        drop(objects);
         let mut out = Vec::new();
-        if self.shared.readiness.lock().synced.contains(&true) {
+        if synced {
             out.push(Event::Init);
-            out.extend(objects.live.values().filter_map(Entry::object).map(Event::InitApply));
+            out.extend(decode_all(told).into_iter().map(Event::InitApply));
             out.push(Event::InitDone);
         }
-        for (pending, _) in objects.pending.iter().flatten() {
+        for relist in pending {
             out.push(Event::Init);
-            out.extend(pending.values().filter_map(Entry::object).map(Event::InitApply));
+            out.extend(decode_all(relist).into_iter().map(Event::InitApply));
         }
         out
     }
+}
+
+/// Decodes entries handed out of the lock (an `Arc` clone each in the default mode).
+fn decode_all<K: Watchable>(entries: Vec<Entry<K>>) -> Vec<Arc<K>> {
+    entries.iter().filter_map(Entry::object).collect()
 }
 
 impl<K> Store<K> {
@@ -402,8 +447,8 @@ impl<K> Store<K> {
 /// Swaps in a relist of one namespace: its objects and index entries replace those of the
 /// namespace, the rest of the store is untouched. Returns the namespace's previous objects.
 fn replace_namespace<K>(objects: &mut Objects<K>, ns: &str, new: Map<K>, indexes: Indexes) -> Map<K> {
-    let keys: Vec<ObjectKey> =
-        objects.live_index[0].values.get(ns).map(|k| k.iter().cloned().collect()).unwrap_or_default();
+    // By key, not through the namespace index: a user index may replace that one (issue 13).
+    let keys: Vec<ObjectKey> = objects.live.keys().filter(|k| k.namespace.as_deref() == Some(ns)).cloned().collect();
     let mut old = HashMap::with_capacity(keys.len());
     for key in keys {
         index_remove(&mut objects.live_index, &key);
@@ -471,7 +516,9 @@ impl<K> Snapshot<K> {
 }
 
 /// The write side, owned by the watcher thread. Each method applies one step and appends the
-/// events consumers must see, in order, to `out`.
+/// events consumers must see, in order, to `out`. No user code runs under the store's lock:
+/// index values are computed before ([`Writer::index_values`]), predicates after
+/// ([`Writer::passes`]).
 pub(crate) struct Writer<K> {
     shared: Arc<Shared<K>>,
     /// Which of `Shared::parts` this writer fills.
@@ -480,10 +527,6 @@ pub(crate) struct Writer<K> {
     index_fns: Arc<[Option<IndexFn<K>>]>,
     /// An `Apply` is delivered when any says the object changed (all of them when none is set).
     predicates: Arc<[PredicateFn<K>]>,
-    /// Objects delivered (`InitApply`) by relists that were then abandoned, since the last
-    /// `InitDone`. A consumer may have applied them, so any that the next completed relist
-    /// lacks must be reported deleted too.
-    orphans: Map<K>,
 }
 
 impl<K: Watchable> Writer<K> {
@@ -518,6 +561,7 @@ impl<K: Watchable> Writer<K> {
                 live: HashMap::new(),
                 live_index: new_indexes(index_names.len()),
                 pending: (0..n).map(|_| None).collect(),
+                told: (0..n).map(|_| HashMap::new()).collect(),
             }),
             index_names,
             parts,
@@ -533,18 +577,19 @@ impl<K: Watchable> Writer<K> {
                 part,
                 index_fns: Arc::clone(&index_fns),
                 predicates: Arc::clone(&predicates),
-                orphans: HashMap::new(),
             })
             .collect();
         (writers, Store { shared })
     }
 
-    /// `obj`'s values for every index, computed before any lock is taken (they run user code).
-    fn index_values(&self, key: &ObjectKey, obj: &K) -> Vec<Vec<String>> {
+    /// `obj`'s values for every index, to pass to [`init_apply`](Self::init_apply) or
+    /// [`apply`](Self::apply). Runs the user's index functions: call it before taking any lock.
+    pub(crate) fn index_values(&self, key: &ObjectKey, obj: &K) -> Vec<Vec<String>> {
         self.index_fns
             .iter()
-            .map(|f| match f {
-                Some(f) => f(obj),
+            .enumerate()
+            .map(|(i, f)| match f {
+                Some(f) => guard::call(|| format!("index {:?}", self.shared.index_names[i]), || f(obj)),
                 None => key.namespace.iter().map(|ns| ns.to_string()).collect(),
             })
             .collect()
@@ -558,66 +603,68 @@ impl<K: Watchable> Writer<K> {
         out.push(Event::Init);
     }
 
-    /// One object of the relist in progress.
+    /// One object of the relist in progress, with its [`index_values`](Self::index_values).
     /// `json`: the object's compact JSON, to store instead of the object (compact store mode).
-    pub(crate) fn init_apply(&mut self, obj: Arc<K>, json: Option<Box<[u8]>>, out: &mut Vec<Event<K>>) {
+    pub(crate) fn init_apply(
+        &mut self,
+        obj: Arc<K>,
+        json: Option<Arc<[u8]>>,
+        values: Vec<Vec<String>>,
+        out: &mut Vec<Event<K>>,
+    ) {
         let Some(key) = ObjectKey::of(&*obj) else { return };
-        let values = self.index_values(&key, &obj);
         let mut objects = self.shared.objects.write();
-        // A new incarnation (new uid) under a known name is a delete of the old one first.
-        if let Some(old) = objects.live.get(&key)
-            && old.uid().is_some()
-            && old.uid() != obj.meta().uid.as_deref()
-            && objects.pending[self.part].as_ref().is_some_and(|(p, _)| !p.contains_key(&key))
-            && let Some(old) = old.object()
-        {
-            out.push(Event::Delete(old));
-        }
+        // A new incarnation (new uid) under a name consumers know is a delete of the old one
+        // first: the one they were last told about, by this relist, an abandoned one or the store.
+        let replaced = objects
+            .believed(self.part, &key)
+            .filter(|old| old.uid().is_some() && old.uid() != obj.meta().uid.as_deref())
+            .map(Entry::share);
         match objects.pending[self.part].as_mut() {
             Some((pending, indexes)) => {
                 index_insert(indexes, &key, values);
                 pending.insert(key, Entry::new(&obj, json));
             }
-            None => log::error!("bug: InitApply outside a relist for {key}; ignored"),
+            None => {
+                log::error!("bug: InitApply outside a relist for {key}; ignored");
+                return;
+            }
         }
+        drop(objects);
+        out.extend(replaced.as_ref().and_then(Entry::object).map(Event::Delete));
         out.push(Event::InitApply(obj));
     }
 
     /// The relist is complete: swap it in, then report what vanished. Returns how many
     /// deletes were inferred.
     pub(crate) fn init_done(&mut self, out: &mut Vec<Event<K>>) -> usize {
-        let old = {
+        let vanished = {
             let mut objects = self.shared.objects.write();
             let Some((new, indexes)) = objects.pending[self.part].take() else {
                 log::error!("bug: InitDone outside a relist; ignored");
                 return 0;
             };
             self.shared.generation.fetch_add(1, Ordering::AcqRel);
-            match self.shared.parts[self.part].as_deref() {
+            let old = match self.shared.parts[self.part].as_deref() {
                 None => {
                     objects.live_index = indexes;
                     std::mem::replace(&mut objects.live, new)
                 }
                 Some(ns) => replace_namespace(&mut objects, ns, new, indexes),
-            }
+            };
+            // What consumers believed before this relist and the new state lacks was deleted
+            // while we were not watching: the old state, as abandoned relists left it.
+            let told = std::mem::take(&mut objects.told[self.part]);
+            let mut vanished: Vec<Entry<K>> = Vec::new();
+            vanished.extend(
+                old.into_iter().filter(|(k, _)| !told.contains_key(k) && !objects.live.contains_key(k)).map(|(_, e)| e),
+            );
+            vanished.extend(told.into_iter().filter(|(k, _)| !objects.live.contains_key(k)).filter_map(|(_, e)| e));
+            vanished
         };
         out.push(Event::InitDone);
         let before = out.len();
-        // Keys gone from the new state were deleted while we were not watching; so were those
-        // that only an abandoned relist delivered.
-        let objects = self.shared.objects.read();
-        let mut gone = old;
-        for (key, entry) in self.orphans.drain() {
-            gone.entry(key).or_insert(entry);
-        }
-        for (key, entry) in gone {
-            if !objects.live.contains_key(&key)
-                && let Some(obj) = entry.object()
-            {
-                out.push(Event::Delete(obj));
-            }
-        }
-        drop(objects);
+        out.extend(vanished.iter().filter_map(Entry::object).map(Event::Delete));
         let mut r = self.shared.readiness.lock();
         if !r.synced[self.part] {
             r.synced[self.part] = true;
@@ -626,29 +673,42 @@ impl<K: Watchable> Writer<K> {
         out.len() - before
     }
 
-    /// The relist in progress failed; forget it (the next one starts with `Init` again).
+    /// The relist in progress failed; forget it (the next one starts with `Init` again). What
+    /// it delivered is remembered as what consumers believe, for the next relist to reconcile.
     pub(crate) fn abort_init(&mut self) {
-        let abandoned = self.shared.objects.write().pending[self.part].take();
-        self.orphans.extend(abandoned.into_iter().flat_map(|(map, _)| map));
+        let mut objects = self.shared.objects.write();
+        if let Some((abandoned, _)) = objects.pending[self.part].take() {
+            objects.told[self.part].extend(abandoned.into_iter().map(|(k, e)| (k, Some(e))));
+        }
     }
 
-    /// An object was added or modified. Returns false when the predicates held its event back.
-    pub(crate) fn apply(&mut self, obj: Arc<K>, json: Option<Box<[u8]>>, out: &mut Vec<Event<K>>) -> bool {
-        let Some(key) = ObjectKey::of(&*obj) else { return true };
-        let entry = Entry::new(&obj, json);
-        let values = self.index_values(&key, &obj);
+    /// An object was added or modified, with its [`index_values`](Self::index_values). Returns
+    /// the entry it replaced, for [`passes`](Self::passes) to compare after the caller has let
+    /// go of its locks. Pushes no event: the predicates decide.
+    pub(crate) fn apply(
+        &mut self,
+        obj: &Arc<K>,
+        json: Option<Arc<[u8]>>,
+        values: Vec<Vec<String>>,
+    ) -> Option<Entry<K>> {
+        let key = ObjectKey::of(&**obj)?;
+        let entry = Entry::new(obj, json);
         let mut objects = self.shared.objects.write();
         index_insert(&mut objects.live_index, &key, values);
         let old = objects.live.insert(key, entry);
         self.shared.generation.fetch_add(1, Ordering::AcqRel);
-        drop(objects);
-        // The predicates run (and the replaced entry is dropped) after the lock is released.
-        let changed = self.predicates.is_empty()
-            || old.as_ref().and_then(Entry::object).is_none_or(|old| self.predicates.iter().any(|p| p(&old, &obj)));
-        if changed {
-            out.push(Event::Apply(obj));
+        old
+    }
+
+    /// Whether the `Apply` of `new`, which replaced `old`, is delivered: always without
+    /// predicates or an old copy, else when any predicate sees a change. Runs user code: call it
+    /// without locks.
+    pub(crate) fn passes(&self, old: Option<Entry<K>>, new: &K) -> bool {
+        if self.predicates.is_empty() {
+            return true;
         }
-        changed
+        let Some(old) = old.as_ref().and_then(Entry::object) else { return true };
+        guard::call(|| "predicate".to_owned(), || self.predicates.iter().any(|p| p(&old, new)))
     }
 
     /// An object was deleted; `obj` is its last state as the server sent it.
@@ -668,16 +728,6 @@ impl<K: Watchable> Writer<K> {
         self.shared.readiness.lock().last_error = Some(e.clone());
     }
 
-    /// The watcher has ended: wake anyone waiting for readiness with `reason` (the first one
-    /// that says why, when several writers end).
-    pub(crate) fn set_ended(&self, reason: Error) {
-        let mut r = self.shared.readiness.lock();
-        if r.ended.is_none() || matches!(r.ended, Some(Error::Stopped)) {
-            r.ended = Some(reason);
-        }
-        self.shared.ready_changed.notify_all();
-    }
-
     pub(crate) fn store(&self) -> Store<K> {
         Store { shared: Arc::clone(&self.shared) }
     }
@@ -686,21 +736,26 @@ impl<K: Watchable> Writer<K> {
     /// lock; only this thread writes, so nothing waits for it but readers, which share it).
     pub(crate) fn check_drift(&self, mut check: crate::drift::Check<'_>) -> usize {
         let objects = self.shared.objects.read();
-        match self.shared.parts[self.part].as_deref() {
-            None => {
-                for (key, entry) in &objects.live {
-                    check.stored(key, entry.resource_version());
-                }
-            }
-            // One namespace of a shared store: only its objects are this writer's to check.
-            Some(ns) => {
-                for key in objects.live_index[0].values.get(ns).into_iter().flatten() {
-                    check.stored(key, objects.live.get(key).and_then(Entry::resource_version));
-                }
-            }
+        // One namespace of a shared store: only its objects are this writer's to check. By key,
+        // not through the namespace index, which a user index may replace.
+        let ns = self.shared.parts[self.part].as_deref();
+        for (key, entry) in objects.live.iter().filter(|(k, _)| ns.is_none() || k.namespace.as_deref() == ns) {
+            check.stored(key, entry.resource_version());
         }
         drop(objects);
         check.finish()
+    }
+}
+
+impl<K> Store<K> {
+    /// The watcher has ended: wake anyone waiting for readiness with `reason` (the first one
+    /// that says why, when several threads end).
+    pub(crate) fn set_ended(&self, reason: Error) {
+        let mut r = self.shared.readiness.lock();
+        if r.ended.is_none() || matches!(r.ended, Some(Error::Stopped)) {
+            r.ended = Some(reason);
+        }
+        self.shared.ready_changed.notify_all();
     }
 }
 
@@ -762,11 +817,19 @@ mod tests {
     }
 
     impl Writer<ConfigMap> {
+        fn values(&self, obj: &ConfigMap) -> Vec<Vec<String>> {
+            self.index_values(&ObjectKey::of(obj).unwrap(), obj)
+        }
         fn init_apply_t(&mut self, obj: Arc<ConfigMap>, out: &mut Vec<Event<ConfigMap>>) {
-            self.init_apply(obj, None, out);
+            let values = self.values(&obj);
+            self.init_apply(obj, None, values, out);
         }
         fn apply_t(&mut self, obj: Arc<ConfigMap>, out: &mut Vec<Event<ConfigMap>>) {
-            self.apply(obj, None, out);
+            let values = self.values(&obj);
+            let old = self.apply(&obj, None, values);
+            if self.passes(old, &obj) {
+                out.push(Event::Apply(obj));
+            }
         }
     }
 
@@ -775,9 +838,10 @@ mod tests {
         let (mut w, store) = Writer::new();
         let mut out = Vec::new();
         let a = cm("a", "1");
-        let json = serde_json::to_vec(&*a).unwrap().into_boxed_slice();
+        let json: Arc<[u8]> = serde_json::to_vec(&*a).unwrap().into();
         w.begin_init(&mut out);
-        w.init_apply(Arc::clone(&a), Some(json), &mut out);
+        let values = w.values(&a);
+        w.init_apply(Arc::clone(&a), Some(json), values, &mut out);
         w.init_done(&mut out);
         let got = store.get(&ObjectRef::new("a").within("ns")).unwrap();
         assert_eq!(*got, *a);
@@ -856,7 +920,9 @@ mod tests {
         w.init_apply_t(cm("b", "2"), &mut out);
         w.abort_init();
         assert_eq!(store.len(), 1);
-        assert!(store.replay().len() == 3, "replay is Init, InitApply(a), InitDone");
+        assert!(store.get(&ObjectRef::new("b").within("ns")).is_none());
+        // A new consumer still hears of b, as the others did: the next relist reconciles it.
+        assert_eq!(store.replay().len(), 4, "Init, InitApply(a), InitApply(b), InitDone");
     }
 
     #[test]
@@ -875,6 +941,102 @@ mod tests {
         w.init_apply_t(cm("b", "2"), &mut out);
         w.init_done(&mut out);
         assert_eq!(kinds(&out), ["Init", "InitApply(b)", "InitDone"], "orphans are reported once");
+    }
+
+    /// Issue 13 item 12: an object delivered by an abandoned relist, then deleted and recreated
+    /// under the same name before the next relist completes, is reported deleted by uid.
+    #[test]
+    fn an_incarnation_delivered_by_an_abandoned_relist_and_then_replaced_is_reported_deleted() {
+        let (mut w, store) = Writer::new();
+        let mut out = Vec::new();
+        w.begin_init(&mut out);
+        w.init_apply_t(cm("x", "old-uid"), &mut out);
+        w.abort_init();
+        w.begin_init(&mut out);
+        w.init_apply_t(cm("x", "new-uid"), &mut out);
+        w.init_done(&mut out);
+        let uids: Vec<String> = out
+            .iter()
+            .map(|e| match e {
+                Event::Delete(o) => format!("Delete({})", o.metadata.uid.as_deref().unwrap()),
+                Event::InitApply(o) => format!("InitApply({})", o.metadata.uid.as_deref().unwrap()),
+                Event::Init => "Init".into(),
+                Event::InitDone => "InitDone".into(),
+                Event::Apply(_) => "Apply".into(),
+            })
+            .collect();
+        assert_eq!(uids, ["Init", "InitApply(old-uid)", "Init", "Delete(old-uid)", "InitApply(new-uid)", "InitDone"]);
+        assert_eq!(store.get(&ObjectRef::new("x").within("ns")).unwrap().metadata.uid.as_deref(), Some("new-uid"));
+    }
+
+    /// The mirror image: an abandoned relist that already reported the old uid deleted does not
+    /// make the next relist report it again.
+    #[test]
+    fn a_replaced_uid_is_reported_deleted_once_across_an_abandoned_relist() {
+        let (mut w, _store) = Writer::new();
+        let mut out = Vec::new();
+        w.begin_init(&mut out);
+        w.init_apply_t(cm("x", "1"), &mut out);
+        w.init_done(&mut out);
+        out.clear();
+        w.begin_init(&mut out);
+        w.init_apply_t(cm("x", "2"), &mut out);
+        w.abort_init();
+        w.begin_init(&mut out);
+        w.init_apply_t(cm("x", "2"), &mut out);
+        w.init_done(&mut out);
+        assert_eq!(kinds(&out), ["Init", "Delete(x)", "InitApply(x)", "Init", "InitApply(x)", "InitDone"]);
+    }
+
+    /// A new subscriber is brought to what the others believe: an abandoned relist's objects
+    /// included, so the deletes that follow are about objects it knows.
+    #[test]
+    fn the_replay_shows_what_an_abandoned_relist_delivered() {
+        let (mut w, store) = Writer::new();
+        let mut out = Vec::new();
+        w.begin_init(&mut out);
+        w.init_apply_t(cm("a", "1"), &mut out);
+        w.init_done(&mut out);
+        w.begin_init(&mut out);
+        w.init_apply_t(cm("a", "2"), &mut out);
+        w.init_apply_t(cm("b", "3"), &mut out);
+        w.abort_init();
+        let mut replay: Vec<String> = store
+            .replay()
+            .iter()
+            .filter_map(|e| {
+                e.object()
+                    .map(|o| format!("{}:{}", o.metadata.name.as_deref().unwrap(), o.metadata.uid.as_deref().unwrap()))
+            })
+            .collect();
+        replay.sort();
+        assert_eq!(replay, ["a:2", "b:3"]);
+    }
+
+    /// Issue 13 item 6: a user index named "namespace" replaces the built-in one; a relist of
+    /// one namespace must still remove that namespace's vanished objects.
+    #[test]
+    fn a_user_index_named_namespace_does_not_break_per_namespace_relists() {
+        let by_name: IndexFn<ConfigMap> = Arc::new(|c: &ConfigMap| c.metadata.name.iter().cloned().collect());
+        let (mut writers, store) = Writer::partitioned(
+            vec![(NAMESPACE_INDEX.to_owned(), by_name)],
+            Vec::new(),
+            vec![Some("a".into()), Some("b".into())],
+        );
+        let mut out = Vec::new();
+        for (w, ns) in writers.iter_mut().zip(["a", "b"]) {
+            w.begin_init(&mut out);
+            w.init_apply_t(in_ns(ns, "x"), &mut out);
+            w.init_apply_t(in_ns(ns, "y"), &mut out);
+            w.init_done(&mut out);
+        }
+        out.clear();
+        writers[0].begin_init(&mut out);
+        writers[0].init_apply_t(in_ns("a", "x"), &mut out);
+        assert_eq!(writers[0].init_done(&mut out), 1, "{:?}", kinds(&out));
+        assert_eq!(kinds(&out), ["Init", "InitApply(x)", "InitDone", "Delete(y)"]);
+        assert_eq!(store.len(), 3);
+        assert_eq!(store.index("namespace", "y").len(), 1, "the user's index, by name: b/y only");
     }
 
     fn names(objs: Vec<Arc<ConfigMap>>) -> Vec<String> {
@@ -942,7 +1104,7 @@ mod tests {
     #[test]
     fn wait_until_ready_returns_when_the_watcher_ends() {
         let (w, store) = Writer::<ConfigMap>::new();
-        w.set_ended(Error::Stopped);
+        w.store().set_ended(Error::Stopped);
         assert!(matches!(store.wait_until_ready(Duration::from_secs(60)), Err(Error::Stopped)));
     }
 

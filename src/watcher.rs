@@ -15,6 +15,7 @@ use crate::client::{Api, Http};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::event::Event;
+use crate::guard;
 use crate::hub::{Gate, Hub, Item, Notice, Notices, Outbox, SlowConsumer};
 use crate::machine::Machine;
 use crate::resource::{PartialObjectMetadata, Watchable};
@@ -43,6 +44,15 @@ pub(crate) struct Shared<K> {
     /// Dropped on stop: every `recv(stop_rx)` in a `select!` wakes at once.
     stop_tx: Mutex<Option<Sender<()>>>,
     pub(crate) stop_rx: Receiver<()>,
+    /// Dropped when the user stops the watcher (`stop`, `Drop`), not when it ends by itself: the
+    /// terminal error waits for a consumer that is behind until then.
+    abandon_tx: Mutex<Option<Sender<()>>>,
+    abandon_rx: Receiver<()>,
+    /// The terminal error a thread ended with; the last thread to exit delivers it after every
+    /// event, so nothing follows it.
+    terminal: Mutex<Option<Error>>,
+    /// The store, to wake `wait_until_ready` callers at once when the watcher ends.
+    store: Store<K>,
     pub(crate) hub: Mutex<Hub<K>>,
     pub(crate) counters: Counters,
     pub(crate) notices: Notices,
@@ -69,24 +79,45 @@ impl<K> Shared<K> {
         Outbox { hub: &self.hub, stop: &self.stop_rx, counters: &self.counters, notices: &self.notices }
     }
 
-    /// A worker thread ends with the terminal error `end`: its sibling threads (other
-    /// namespaces) stop too, and consumers get the error and a `GaveUp` notice. Nothing to say
-    /// for a normal stop.
-    pub(crate) fn end_with(&self, end: &Error) {
-        if matches!(end, Error::Stopped) {
-            return;
-        }
-        log::debug!("{}: watcher ended: {end}", self.name);
+    /// The user stops the watcher: stop, and give up delivering a terminal error.
+    fn abandon(&self) {
         self.request_stop();
-        let subs = self.hub.lock().subscribers();
-        let _ = self.outbox().deliver(&subs, [Err(end.clone())]);
-        self.notices.send(Notice::GaveUp { error: end.clone() });
+        self.abandon_tx.lock().take();
     }
 
-    /// A worker thread exits; the last one closes the consumers' channels.
+    /// A worker thread ends with `end`: `wait_until_ready` callers learn it at once; a terminal
+    /// error (the first, when several threads end) stops the sibling threads (other
+    /// namespaces), is announced by a `GaveUp` notice, and is delivered by [`exited`](Self::exited).
+    /// The one end path: a normal end, a terminal error and a panic all come here.
+    pub(crate) fn finish(&self, end: Error) {
+        if !matches!(end, Error::Stopped) {
+            log::debug!("{}: watcher ended: {end}", self.name);
+            let mut terminal = self.terminal.lock();
+            if terminal.is_none() {
+                *terminal = Some(end.clone());
+                self.notices.send(Notice::GaveUp { error: end.clone() });
+            }
+            drop(terminal);
+            self.request_stop();
+        }
+        self.store.set_ended(end);
+    }
+
+    /// A worker thread exits; the last one closes the consumers' channels, after delivering the
+    /// terminal error (if any) behind every queued event.
     pub(crate) fn exited(&self) {
-        if self.running.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.hub.lock().close();
+        if self.running.fetch_sub(1, Ordering::AcqRel) != 1 {
+            return;
+        }
+        let terminal = self.terminal.lock().take();
+        let subs = {
+            let mut hub = self.hub.lock();
+            let subs = hub.subscribers();
+            hub.close(terminal.clone());
+            subs
+        };
+        if let Some(e) = terminal {
+            self.outbox().deliver_final(&subs, &e, &self.abandon_rx);
         }
     }
 }
@@ -315,7 +346,7 @@ impl<K: Watchable> Watcher<K> {
     ///
     /// Events already queued can still be received; then the iterator ends.
     pub fn stop(&self) {
-        self.shared.request_stop();
+        self.shared.abandon();
         join(std::mem::take(&mut *self.workers.lock()), &self.shared.name);
     }
 
@@ -327,7 +358,7 @@ impl<K: Watchable> Watcher<K> {
 
 impl<K> Drop for Watcher<K> {
     fn drop(&mut self) {
-        self.shared.request_stop();
+        self.shared.abandon();
         join(std::mem::take(self.workers.get_mut()), &self.shared.name);
     }
 }
@@ -593,6 +624,7 @@ impl<K: Watchable> WatcherBuilder<K> {
         };
         let (writers, store) = Writer::partitioned(self.indexes, self.predicates, parts.clone());
         let (stop_tx, stop_rx) = bounded(1);
+        let (abandon_tx, abandon_rx) = bounded(1);
         let https: Vec<Http> = parts.iter().map(|_| Http::new(Arc::clone(&self.api.client.conn))).collect();
         let name = thread_name(&self.api.resource.plural);
         let shared = Arc::new(Shared {
@@ -600,6 +632,10 @@ impl<K: Watchable> WatcherBuilder<K> {
             stopping: AtomicBool::new(false),
             stop_tx: Mutex::new(Some(stop_tx)),
             stop_rx,
+            abandon_tx: Mutex::new(Some(abandon_tx)),
+            abandon_rx,
+            terminal: Mutex::new(None),
+            store: store.clone(),
             hub: Mutex::new(Hub::default()),
             counters: Counters::default(),
             notices: Notices::default(),
@@ -656,13 +692,13 @@ fn spawn<K: Watchable>(
         .spawn(move || {
             let _done = done_tx; // dropped when the thread exits, even by panic
             if let Err(panic) = catch_unwind(AssertUnwindSafe(|| worker.run())) {
-                let msg = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| (*s).to_owned())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_default();
-                log::error!("bug: {} thread panicked: {msg}", thread_shared.name);
-                thread_shared.end_with(&Error::Spawn(format!("watcher thread panicked: {msg}").into()));
+                let e = guard::into_error(panic.as_ref());
+                if guard::is_callback(panic.as_ref()) {
+                    log::warn!("{}: {e}", thread_shared.name);
+                } else {
+                    log::error!("bug: {}: {e}", thread_shared.name);
+                }
+                thread_shared.finish(e);
                 thread_shared.exited();
             }
         })

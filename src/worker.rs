@@ -13,7 +13,8 @@ use crate::decode::{self, WatchEvent};
 use crate::drift;
 use crate::error::{Error, Result};
 use crate::event::Event;
-use crate::hub::{Notice, Stopped};
+use crate::guard;
+use crate::hub::{Notice, Stopped, Sub};
 use crate::key::ObjectKey;
 use crate::machine::{Action, Input, Machine, RelistReason, WatchInput};
 use crate::request::{ListParams, WatchParams};
@@ -28,10 +29,12 @@ pub(crate) type Transform<K> = Arc<dyn Fn(&mut K) + Send + Sync>;
 /// Encodes an object as compact JSON (compact store mode, after a transform changed it).
 pub(crate) type Encode<K> = fn(&K) -> serde_json::Result<Vec<u8>>;
 
-/// The object of the input being processed: decoded, plus its compact JSON in compact mode.
+/// The object of the input being processed: decoded and transformed, its index values, and
+/// its compact JSON in compact mode. Everything user code computes is here before any lock.
 struct Incoming<K> {
     obj: Arc<K>,
-    json: Option<Box<[u8]>>,
+    json: Option<Arc<[u8]>>,
+    values: Vec<Vec<String>>,
 }
 
 /// What the worker writes to: the store, the consumers, the counters.
@@ -80,10 +83,15 @@ impl<K: Watchable> Sink<K> {
         let mut error = None;
         // Apply and take the subscribers under the hub lock, so a consumer subscribing now sees
         // either the state before this change (and then the event) or after it, never both.
-        let hub = self.shared.hub.lock();
+        // No user code runs under it (a callback may call `stats()` or `subscribe()`).
+        let shared = Arc::clone(&self.shared);
+        let mut hub = Some(shared.hub.lock());
         match (action, input.as_mut()) {
             (Action::BeginInit, _) => self.writer.begin_init(&mut self.out),
-            (Action::InitApply, Some(i)) => self.writer.init_apply(Arc::clone(&i.obj), i.json.take(), &mut self.out),
+            (Action::InitApply, Some(i)) => {
+                let values = std::mem::take(&mut i.values);
+                self.writer.init_apply(Arc::clone(&i.obj), i.json.take(), values, &mut self.out);
+            }
             (Action::InitDone, _) => {
                 let inferred = self.writer.init_done(&mut self.out);
                 stats::add(&self.shared.counters.inferred_deletes, inferred as u64);
@@ -92,9 +100,16 @@ impl<K: Watchable> Sink<K> {
             }
             (Action::AbortInit, _) => self.writer.abort_init(),
             (Action::Apply, Some(i)) => {
-                if !self.writer.apply(Arc::clone(&i.obj), i.json.take(), &mut self.out) {
+                let old = self.writer.apply(&i.obj, i.json.take(), std::mem::take(&mut i.values));
+                // The predicates compare outside the hub lock, after the subscribers are taken:
+                // a consumer subscribing meanwhile gets the new state in its replay instead.
+                let subs = hub.take().map(|h| h.subscribers());
+                if self.writer.passes(old, &i.obj) {
+                    self.out.push(Event::Apply(Arc::clone(&i.obj)));
+                } else {
                     stats::add(&self.shared.counters.filtered, 1);
                 }
+                return self.publish(subs.unwrap_or_else(|| self.shared.hub.lock().subscribers()), None);
             }
             (Action::Delete, Some(i)) => self.writer.delete(Arc::clone(&i.obj), &mut self.out),
             (Action::Report(e), _) => {
@@ -128,8 +143,15 @@ impl<K: Watchable> Sink<K> {
         if self.out.is_empty() && error.is_none() {
             return Ok(());
         }
-        let subs = hub.subscribers();
-        drop(hub);
+        let subs = hub.map_or_else(|| self.shared.hub.lock().subscribers(), |h| h.subscribers());
+        self.publish(subs, error)
+    }
+
+    /// Sends the events in `self.out` and then `error` to `subs`.
+    fn publish(&mut self, subs: Arc<[Sub<K>]>, error: Option<Error>) -> Result<(), Stopped> {
+        if self.out.is_empty() && error.is_none() {
+            return Ok(());
+        }
         let mut events = std::mem::take(&mut self.out);
         let items = events.drain(..).map(Ok).chain(error.map(Err));
         let delivered = self.shared.outbox().deliver(&subs, items);
@@ -180,7 +202,7 @@ impl<K: Watchable> Sink<K> {
             self.warned_kind = true;
         }
         if let Some(t) = &self.transform {
-            t(&mut obj);
+            guard::call(|| "transform".to_owned(), || t(&mut obj));
         }
         let json = match (self.compact, wire) {
             (None, _) => None,
@@ -189,7 +211,11 @@ impl<K: Watchable> Sink<K> {
                 Some(encode(&obj).map_err(|e| format!("re-encode for the compact store: {e}"))?.into())
             }
         };
-        Ok(Incoming { obj: Arc::new(obj), json })
+        let values = match ObjectKey::of(&obj) {
+            Some(key) => self.writer.index_values(&key, &obj),
+            None => Vec::new(),
+        };
+        Ok(Incoming { obj: Arc::new(obj), json, values })
     }
 }
 
@@ -215,8 +241,7 @@ impl<K: Watchable> Worker<K> {
             Err(Stopped) => Error::Stopped,
         };
         let shared = Arc::clone(&self.sink.shared);
-        shared.end_with(&end);
-        self.sink.writer.set_ended(end);
+        shared.finish(end);
         shared.exited();
         log::debug!("{}: watcher thread exits", shared.name);
     }

@@ -79,22 +79,20 @@ mod fan_out {
         eventually("the store holds all 30 pods", || w.store().len() == 30);
         eventually("events were dropped", || w.stats().lagged > 0);
         let queued: Vec<_> = slow.try_iter().collect();
-        assert!(queued.len() <= 4, "the queue stays bounded: {} items", queued.len());
-        let markers: Vec<u64> = queued
-            .iter()
-            .filter_map(|e| match e {
-                Err(Error::Lagged { dropped }) => Some(*dropped),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(markers.len(), 1, "one marker in the queue: {queued:?}");
+        assert_eq!(queued.len(), 5, "the 4 events that fitted, then the marker: {queued:?}");
+        assert!(matches!(queued.last(), Some(Err(Error::Lagged { dropped: 1 }))), "{queued:?}");
+        assert!(queued[..4].iter().all(Result::is_ok), "{queued:?}");
         assert!(!Error::Lagged { dropped: 1 }.is_terminal());
-        let lagged = notices_until(&notices, |n| matches!(n, Notice::Lagged { .. }));
-        assert!(matches!(lagged.last(), Some(Notice::Lagged { dropped }) if *dropped > 0));
-        // After the marker, events flow again.
+        // After the marker, events flow again, and the episode's total is announced.
         server.create(&pod("apps", "after")).unwrap();
         let seen = collect_from(&slow, |s| s.iter().any(|e| e == "Apply(after)"));
-        assert!(seen.len() <= 4, "{seen:?}");
+        assert_eq!(seen, ["Apply(after)"]);
+        let lagged = notices_until(&notices, |n| matches!(n, Notice::Lagged { .. }));
+        let total = w.stats().lagged;
+        assert!(
+            matches!(lagged.last(), Some(Notice::Lagged { dropped }) if *dropped == total && total > 1),
+            "{lagged:?}"
+        );
     }
 
     #[test]

@@ -75,3 +75,138 @@ fn a_watch_timeout_too_large_for_a_deadline_is_a_configuration_error() {
     let err = Watcher::new(pods(&server), Config::default().timeout(Duration::MAX)).unwrap_err();
     assert!(matches!(&err, Error::Config { field, .. } if &**field == "timeout"), "{err}");
 }
+
+mod panics {
+    use super::*;
+    use k8s_openapi::api::core::v1::Pod;
+    use kube_watcher::Notice;
+
+    /// The watcher ends at once with an error naming the callback and its message: waiters,
+    /// consumers and the notices all learn it; nothing hangs until a timeout.
+    fn assert_ends_with_panic(w: &Watcher<Pod>, callback: &str, message: &str) {
+        let notices = w.notices();
+        let rx = w.receiver().clone();
+        let err = w.store().wait_until_ready(Duration::from_secs(600)).unwrap_err();
+        let expected = format!("{callback} panicked: {message}");
+        assert!(matches!(&err, Error::Panicked { .. }), "{err}");
+        assert!(err.to_string().starts_with(&expected), "{err}");
+        assert!(err.is_terminal());
+        let last = rx.iter().last().expect("the channel carries the error");
+        assert!(matches!(&last, Err(e) if e.to_string().starts_with(&expected)), "{last:?}");
+        let gave_up = notices.try_iter().find_map(|n| match n {
+            Notice::GaveUp { error } => Some(error),
+            _ => None,
+        });
+        assert!(gave_up.is_some_and(|e| e.to_string().starts_with(&expected)));
+    }
+
+    #[test]
+    fn a_panicking_transform_ends_the_watcher_with_a_named_error() {
+        let server = server();
+        create_pods(&server, 0..2);
+        let w = Watcher::builder(pods(&server)).transform(|_: &mut Pod| panic!("boom")).start().unwrap();
+        assert_ends_with_panic(&w, "transform", "boom");
+    }
+
+    #[test]
+    fn a_panicking_index_function_is_named_with_its_index() {
+        let server = server();
+        create_pods(&server, 0..2);
+        let w = Watcher::builder(pods(&server)).index("node", |_: &Pod| panic!("no node")).start().unwrap();
+        assert_ends_with_panic(&w, "index \"node\"", "no node");
+    }
+
+    #[test]
+    fn a_panicking_predicate_ends_the_watcher_after_the_sync() {
+        let server = server();
+        create_pods(&server, 0..1);
+        let w = Watcher::builder(pods(&server)).predicate(|_: &Pod, _: &Pod| panic!("bad predicate")).start().unwrap();
+        w.store().wait_until_ready(WAIT).unwrap();
+        let rx = w.receiver().clone();
+        server.replace(&labelled(pod("apps", "p0"), "v", "2")).unwrap();
+        let last = rx.iter().last().expect("events, then the error");
+        assert!(matches!(&last, Err(Error::Panicked { callback, .. }) if &**callback == "predicate"), "{last:?}");
+    }
+
+    /// Callbacks run outside the hub lock: one that asks for stats or subscribes does not
+    /// deadlock the watcher.
+    #[test]
+    fn callbacks_may_call_back_into_the_watcher() {
+        let server = server();
+        create_pods(&server, 0..3);
+        let slot: std::sync::Arc<std::sync::OnceLock<std::sync::Weak<Watcher<Pod>>>> = Default::default();
+        let (in_index, in_predicate) = (slot.clone(), slot.clone());
+        let w = std::sync::Arc::new(
+            Watcher::builder(pods(&server))
+                .index("calls-back", move |_: &Pod| {
+                    if let Some(w) = in_index.get().and_then(std::sync::Weak::upgrade) {
+                        let _ = w.stats();
+                        drop(w.subscribe());
+                    }
+                    Vec::new()
+                })
+                .predicate(move |_: &Pod, _: &Pod| {
+                    if let Some(w) = in_predicate.get().and_then(std::sync::Weak::upgrade) {
+                        let _ = w.stats();
+                    }
+                    true
+                })
+                .start()
+                .unwrap(),
+        );
+        slot.set(std::sync::Arc::downgrade(&w)).unwrap();
+        w.store().wait_until_ready(WAIT).unwrap();
+        server.replace(&labelled(pod("apps", "p1"), "v", "2")).unwrap();
+        collect_until(&w, |seen| seen.iter().any(|e| e == "Apply(p1)"));
+    }
+}
+
+mod endings {
+    use super::*;
+    use kube_watcher::SlowConsumer;
+
+    fn forbidden() -> Fault {
+        Fault::Status { code: 403, reason: "Forbidden".into(), message: "no".into(), retry_after: None }
+    }
+
+    /// Issue 13 item 9: a consumer whose channel is full when the watcher gives up still gets
+    /// the terminal error, after what was queued.
+    #[test]
+    fn the_terminal_error_reaches_a_consumer_whose_channel_was_full() {
+        let server = server();
+        for _ in 0..3 {
+            server.push_fault(Match::List, forbidden());
+        }
+        let w = Watcher::builder(pods(&server))
+            .config(Config::default().backoff(fast_backoff()).max_retries(1))
+            // Room for Init, the first 403 and the second Init: full when the watcher gives up.
+            .channel_capacity(3)
+            .start()
+            .unwrap();
+        let rx = w.receiver().clone();
+        // Ended (waiters learn at once), while the consumer has not read anything yet.
+        let err = w.store().wait_until_ready(WAIT).unwrap_err();
+        assert!(matches!(err, Error::GaveUp { .. }), "{err}");
+        let items: Vec<String> =
+            rx.iter().map(|i| i.map(|e| describe(&e)).unwrap_or_else(|e| format!("Err({e})"))).collect();
+        assert_eq!(items.len(), 4, "{items:?}");
+        assert!(items[3].starts_with("Err(gave up after 2 consecutive failures"), "{items:?}");
+        // A consumer attaching after the end learns why, too.
+        let late = w.subscribe();
+        assert!(matches!(late.recv_timeout(WAIT), Ok(Err(Error::GaveUp { .. }))));
+    }
+
+    /// Issue 13 item 5: a dropped lagging subscription is forgotten like a blocking one.
+    #[test]
+    fn a_dropped_lagging_subscription_is_forgotten() {
+        let server = server();
+        let w = Watcher::builder(pods(&server)).channel_capacity(2).start().unwrap();
+        w.store().wait_until_ready(WAIT).unwrap();
+        let lagging = w.subscribe_with(SlowConsumer::Lag);
+        assert_eq!(w.stats().subscribers, 1);
+        drop(lagging);
+        create_pods(&server, 0..3);
+        eventually("the dropped subscription is forgotten", || w.stats().subscribers == 0);
+        assert_eq!(w.stats().lagged, 0, "nothing was dropped for a consumer that is gone");
+    }
+}
