@@ -366,6 +366,11 @@ impl<K: Watchable> Store<K> {
     }
 }
 
+/// `old`, when it is another incarnation than `new` (both have uids, and they differ).
+fn other_incarnation<K: Watchable>(old: Option<Entry<K>>, new: &K) -> Option<Entry<K>> {
+    old.filter(|old| old.uid().is_some() && new.meta().uid.is_some() && old.uid() != new.meta().uid.as_deref())
+}
+
 /// Decodes entries handed out of the lock (an `Arc` clone each in the default mode).
 fn decode_all<K: Watchable>(entries: Vec<Entry<K>>) -> Vec<Arc<K>> {
     entries.iter().filter_map(Entry::object).collect()
@@ -683,8 +688,8 @@ impl<K: Watchable> Writer<K> {
     }
 
     /// An object was added or modified, with its [`index_values`](Self::index_values). Returns
-    /// the entry it replaced, for [`passes`](Self::passes) to compare after the caller has let
-    /// go of its locks. Pushes no event: the predicates decide.
+    /// the entry it replaced, for [`applied`](Self::applied) to turn into events after the
+    /// caller has let go of its locks.
     pub(crate) fn apply(
         &mut self,
         obj: &Arc<K>,
@@ -700,25 +705,37 @@ impl<K: Watchable> Writer<K> {
         old
     }
 
-    /// Whether the `Apply` of `new`, which replaced `old`, is delivered: always without
-    /// predicates or an old copy, else when any predicate sees a change. Runs user code: call it
-    /// without locks.
-    pub(crate) fn passes(&self, old: Option<Entry<K>>, new: &K) -> bool {
-        if self.predicates.is_empty() {
+    /// The events for the `Apply` of `new`, which replaced `old`: a `Delete` of `old` first when
+    /// it was another incarnation (another uid: events were lost in between), then the `Apply`
+    /// unless the predicates hold it back (they compare only two versions of one incarnation).
+    /// Returns false when held back. Runs user code: call it without locks.
+    pub(crate) fn applied(&self, old: Option<Entry<K>>, new: Arc<K>, out: &mut Vec<Event<K>>) -> bool {
+        if let Some(gone) = other_incarnation(old.as_ref().map(Entry::share), &new) {
+            out.extend(gone.object().map(Event::Delete));
+            out.push(Event::Apply(new));
             return true;
         }
-        let Some(old) = old.as_ref().and_then(Entry::object) else { return true };
-        guard::call(|| "predicate".to_owned(), || self.predicates.iter().any(|p| p(&old, new)))
+        let passes = self.predicates.is_empty()
+            || old.as_ref().and_then(Entry::object).is_none_or(|old| {
+                guard::call(|| "predicate".to_owned(), || self.predicates.iter().any(|p| p(&old, &new)))
+            });
+        if passes {
+            out.push(Event::Apply(new));
+        }
+        passes
     }
 
-    /// An object was deleted; `obj` is its last state as the server sent it.
+    /// An object was deleted; `obj` is its last state as the server sent it. When the store
+    /// held another incarnation (another uid: events were lost in between), that one is
+    /// reported deleted first.
     pub(crate) fn delete(&mut self, obj: Arc<K>, out: &mut Vec<Event<K>>) {
         if let Some(key) = ObjectKey::of(&*obj) {
             let mut objects = self.shared.objects.write();
             index_remove(&mut objects.live_index, &key);
-            let _old = objects.live.remove(&key);
+            let old = objects.live.remove(&key);
             self.shared.generation.fetch_add(1, Ordering::AcqRel);
             drop(objects);
+            out.extend(other_incarnation(old, &obj).as_ref().and_then(Entry::object).map(Event::Delete));
         }
         out.push(Event::Delete(obj));
     }
@@ -827,9 +844,7 @@ mod tests {
         fn apply_t(&mut self, obj: Arc<ConfigMap>, out: &mut Vec<Event<ConfigMap>>) {
             let values = self.values(&obj);
             let old = self.apply(&obj, None, values);
-            if self.passes(old, &obj) {
-                out.push(Event::Apply(obj));
-            }
+            self.applied(old, obj, out);
         }
     }
 
@@ -1037,6 +1052,26 @@ mod tests {
         assert_eq!(kinds(&out), ["Init", "InitApply(x)", "InitDone", "Delete(y)"]);
         assert_eq!(store.len(), 3);
         assert_eq!(store.index("namespace", "y").len(), 1, "the user's index, by name: b/y only");
+    }
+
+    /// Events lost between two incarnations of one name (the DELETED of the old one, say) must
+    /// not make the old incarnation disappear unreported.
+    #[test]
+    fn a_watch_event_for_another_incarnation_reports_the_stored_one_deleted() {
+        let (mut w, _store) = Writer::new();
+        let mut out = Vec::new();
+        w.apply_t(cm("x", "1"), &mut out);
+        w.apply_t(cm("x", "2"), &mut out);
+        w.delete(cm("x", "3"), &mut out);
+        let uids: Vec<String> = out
+            .iter()
+            .map(|e| match e {
+                Event::Apply(o) => format!("Apply({})", o.metadata.uid.as_deref().unwrap()),
+                Event::Delete(o) => format!("Delete({})", o.metadata.uid.as_deref().unwrap()),
+                other => format!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(uids, ["Apply(1)", "Delete(1)", "Apply(2)", "Delete(2)", "Delete(3)"]);
     }
 
     fn names(objs: Vec<Arc<ConfigMap>>) -> Vec<String> {

@@ -104,9 +104,7 @@ impl<K: Watchable> Sink<K> {
                 // The predicates compare outside the hub lock, after the subscribers are taken:
                 // a consumer subscribing meanwhile gets the new state in its replay instead.
                 let subs = hub.take().map(|h| h.subscribers());
-                if self.writer.passes(old, &i.obj) {
-                    self.out.push(Event::Apply(Arc::clone(&i.obj)));
-                } else {
+                if !self.writer.applied(old, Arc::clone(&i.obj), &mut self.out) {
                     stats::add(&self.shared.counters.filtered, 1);
                 }
                 return self.publish(subs.unwrap_or_else(|| self.shared.hub.lock().subscribers()), None);

@@ -1,8 +1,8 @@
 //! Seeded chaos: random writes and random faults against two watchers (one with a label
 //! selector), then quiet; the stores and two model consumers must end equal to the server.
 //!
-//! The seed is printed first; `KUBE_WATCHER_CHAOS_SEED=<n>` replays the same writes, faults and
-//! configurations (thread timing still varies). `KUBE_WATCHER_CHAOS_ROUNDS=<n>` sets the number
+//! The seed is fixed (printed first); `KUBE_WATCHER_CHAOS_SEED=<n>` runs another and replays the
+//! same writes, faults and configurations (thread timing still varies). `KUBE_WATCHER_CHAOS_ROUNDS=<n>` sets the number
 //! of rounds (default 200: a few seconds).
 #![cfg(feature = "testing")]
 
@@ -23,6 +23,7 @@ use rand::{Rng, SeedableRng};
 /// How long the quiet phase may take to converge (bounded even on a slow 2-core machine).
 const CONVERGE: Duration = Duration::from_secs(90);
 const DEFAULT_ROUNDS: usize = 200;
+const DEFAULT_SEED: u64 = 20_261_124;
 const NAMES: usize = 12;
 
 fn env_u64(name: &str) -> Option<u64> {
@@ -239,7 +240,8 @@ fn random_writes_and_faults_miss_no_delete_for_an_apply_only_consumer() {
 }
 
 fn chaos(apply_only: bool) {
-    let seed = env_u64("KUBE_WATCHER_CHAOS_SEED").unwrap_or_else(rand::random);
+    // A fixed seed by default, so CI is reproducible; tests/model.rs covers hundreds of seeds.
+    let seed = env_u64("KUBE_WATCHER_CHAOS_SEED").unwrap_or(DEFAULT_SEED);
     let rounds = env_u64("KUBE_WATCHER_CHAOS_ROUNDS").map_or(DEFAULT_ROUNDS, |n| n as usize);
     eprintln!("chaos seed: {seed} ({rounds} rounds; replay with KUBE_WATCHER_CHAOS_SEED={seed})");
     let mut rng = StdRng::seed_from_u64(seed);
