@@ -19,6 +19,9 @@ use crate::stats::{self, Counters};
 /// The item type of an event channel.
 pub(crate) type Item<K> = Result<Event<K>>;
 
+/// Items held back for their subscribers, in order (see [`Outbox::deliver_or_defer`]).
+pub(crate) type Backlog<K> = Vec<(Arc<[Sub<K>]>, Item<K>)>;
+
 /// How many notices wait for a reader before the oldest are dropped.
 const NOTICE_CAPACITY: usize = 256;
 
@@ -240,6 +243,26 @@ impl<K> Outbox<'_, K> {
             self.hub.lock().remove(&gone);
         }
         Ok(())
+    }
+
+    /// Like [`deliver`](Self::deliver), but never waits: while a blocking consumer is full (or
+    /// items are already held back), items go to `backlog` with their subscribers, in order,
+    /// for [`deliver`](Self::deliver) later. Used while a response body is being read.
+    pub(crate) fn deliver_or_defer(
+        &self,
+        subs: &Arc<[Sub<K>]>,
+        items: impl IntoIterator<Item = Item<K>>,
+        backlog: &mut Backlog<K>,
+    ) {
+        for item in items {
+            // Only this thread sends, so a channel that is not full now has room for the item.
+            if backlog.is_empty() && subs.iter().all(|s| s.lag.is_some() || !s.tx.is_full()) {
+                // Cannot wait: no blocking consumer is full, and lagging ones never wait.
+                let _ = self.deliver(subs, [item]);
+            } else {
+                backlog.push((Arc::clone(subs), item));
+            }
+        }
     }
 
     fn send(&self, sub: &Sub<K>, item: Item<K>, gone: &mut Vec<u64>) -> Result<(), Stopped> {

@@ -610,14 +610,15 @@ impl<K: Watchable> Writer<K> {
 
     /// One object of the relist in progress, with its [`index_values`](Self::index_values).
     /// `json`: the object's compact JSON, to store instead of the object (compact store mode).
+    /// Returns how many objects the relist in progress holds.
     pub(crate) fn init_apply(
         &mut self,
         obj: Arc<K>,
         json: Option<Arc<[u8]>>,
         values: Vec<Vec<String>>,
         out: &mut Vec<Event<K>>,
-    ) {
-        let Some(key) = ObjectKey::of(&*obj) else { return };
+    ) -> usize {
+        let Some(key) = ObjectKey::of(&*obj) else { return 0 };
         let mut objects = self.shared.objects.write();
         // A new incarnation (new uid) under a name consumers know is a delete of the old one
         // first: the one they were last told about, by this relist, an abandoned one or the store.
@@ -632,12 +633,14 @@ impl<K: Watchable> Writer<K> {
             }
             None => {
                 log::error!("bug: InitApply outside a relist for {key}; ignored");
-                return;
+                return 0;
             }
         }
+        let held = objects.pending[self.part].as_ref().map_or(0, |(p, _)| p.len());
         drop(objects);
         out.extend(replaced.as_ref().and_then(Entry::object).map(Event::Delete));
         out.push(Event::InitApply(obj));
+        held
     }
 
     /// The relist is complete: swap it in, then report what vanished. Returns how many

@@ -14,7 +14,7 @@ use crate::drift;
 use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::guard;
-use crate::hub::{Notice, Stopped, Sub};
+use crate::hub::{self, Notice, Stopped, Sub};
 use crate::key::ObjectKey;
 use crate::machine::{Action, Input, Machine, RelistReason, WatchInput};
 use crate::request::{ListParams, WatchParams};
@@ -28,6 +28,9 @@ pub(crate) type Transform<K> = Arc<dyn Fn(&mut K) + Send + Sync>;
 
 /// Encodes an object as compact JSON (compact store mode, after a transform changed it).
 pub(crate) type Encode<K> = fn(&K) -> serde_json::Result<Vec<u8>>;
+
+/// Events that may wait in the backlog beyond one per object of the relist in progress.
+const DEFER_SLACK: usize = 1024;
 
 /// The object of the input being processed: decoded and transformed, its index values, and
 /// its compact JSON in compact mode. Everything user code computes is here before any lock.
@@ -52,6 +55,18 @@ pub(crate) struct Sink<K> {
     reason: RelistReason,
     /// False from the start and after each `Notice::Reconnecting` until a request succeeds.
     connected: bool,
+    /// Set from `Init` to `InitDone` (or an abort): events are then delivered without waiting
+    /// for blocking consumers, so that a slow consumer never slows a list download (which a
+    /// server's request deadline could then cut, again and again). What does not fit waits in
+    /// `backlog`, delivered in order before the next request or with `InitDone` (`flush`).
+    /// Its objects are `Arc`s the relist in progress holds anyway, so it may grow to the
+    /// relist's size plus [`DEFER_SLACK`] (a server repeating one key cannot make it hold more);
+    /// beyond that, and in compact mode (whose events hold decoded objects the store does not),
+    /// delivery waits for consumers as everywhere else.
+    deferring: bool,
+    backlog: hub::Backlog<K>,
+    /// Objects in the relist in progress.
+    pending: usize,
 }
 
 impl<K: Watchable> Sink<K> {
@@ -71,6 +86,9 @@ impl<K: Watchable> Sink<K> {
             warned_kind: false,
             reason: RelistReason::Initial,
             connected: false,
+            deferring: false,
+            backlog: Vec::new(),
+            pending: 0,
         }
     }
 
@@ -87,18 +105,25 @@ impl<K: Watchable> Sink<K> {
         let shared = Arc::clone(&self.shared);
         let mut hub = Some(shared.hub.lock());
         match (action, input.as_mut()) {
-            (Action::BeginInit, _) => self.writer.begin_init(&mut self.out),
+            (Action::BeginInit, _) => {
+                self.deferring = true;
+                self.writer.begin_init(&mut self.out);
+            }
             (Action::InitApply, Some(i)) => {
                 let values = std::mem::take(&mut i.values);
-                self.writer.init_apply(Arc::clone(&i.obj), i.json.take(), values, &mut self.out);
+                self.pending = self.writer.init_apply(Arc::clone(&i.obj), i.json.take(), values, &mut self.out);
             }
             (Action::InitDone, _) => {
+                self.deferring = false;
                 let inferred = self.writer.init_done(&mut self.out);
                 stats::add(&self.shared.counters.inferred_deletes, inferred as u64);
                 let objects = self.writer.store().len();
                 self.shared.notices.send(Notice::Synced { reason: self.reason, objects, inferred_deletes: inferred });
             }
-            (Action::AbortInit, _) => self.writer.abort_init(),
+            (Action::AbortInit, _) => {
+                self.deferring = false;
+                self.writer.abort_init();
+            }
             (Action::Apply, Some(i)) => {
                 let old = self.writer.apply(&i.obj, i.json.take(), std::mem::take(&mut i.values));
                 // The predicates compare outside the hub lock, after the subscribers are taken:
@@ -145,16 +170,32 @@ impl<K: Watchable> Sink<K> {
         self.publish(subs, error)
     }
 
-    /// Sends the events in `self.out` and then `error` to `subs`.
+    /// Sends the events in `self.out` and then `error` to `subs` (behind any backlog).
     fn publish(&mut self, subs: Arc<[Sub<K>]>, error: Option<Error>) -> Result<(), Stopped> {
         if self.out.is_empty() && error.is_none() {
             return Ok(());
         }
         let mut events = std::mem::take(&mut self.out);
+        if self.deferring && self.compact.is_none() && self.backlog.len() < self.pending.saturating_add(DEFER_SLACK) {
+            let items = events.drain(..).map(Ok).chain(error.map(Err));
+            self.shared.outbox().deliver_or_defer(&subs, items, &mut self.backlog);
+            self.out = events;
+            return Ok(());
+        }
+        self.flush()?;
         let items = events.drain(..).map(Ok).chain(error.map(Err));
         let delivered = self.shared.outbox().deliver(&subs, items);
         self.out = events;
         delivered
+    }
+
+    /// Delivers the events held back while a body was read, in order, waiting for consumers.
+    fn flush(&mut self) -> Result<(), Stopped> {
+        let outbox = self.shared.outbox();
+        for (subs, item) in self.backlog.drain(..) {
+            outbox.deliver(&subs, [item])?;
+        }
+        Ok(())
     }
 
     /// Performs every effect and returns the driver action (the last one).
@@ -235,7 +276,8 @@ impl<K: Watchable> Worker<K> {
     pub(crate) fn run(mut self) {
         let spread = self.start_spread;
         let end = match self.pause(rand::random_range(Duration::ZERO..=spread)).and_then(|()| self.drive()) {
-            Ok(e) => e,
+            // Events held back during an abandoned list go out before the terminal error.
+            Ok(e) => self.sink.flush().map_or(Error::Stopped, |()| e),
             Err(Stopped) => Error::Stopped,
         };
         let shared = Arc::clone(&self.sink.shared);
@@ -264,6 +306,10 @@ impl<K: Watchable> Worker<K> {
                 _ => None,
             };
             if matches!(driver, Action::List(_) | Action::DriftCheck { .. } | Action::Watch { .. }) {
+                // Events held back while the last body was read wait for slow consumers here,
+                // between two requests (a relist's last page publishes them with `InitDone`,
+                // after the store is updated).
+                self.sink.flush()?;
                 shared.gate.wait_turn(&shared.stop_rx)?;
             }
             actions = match driver {

@@ -210,3 +210,19 @@ mod endings {
         assert_eq!(w.stats().lagged, 0, "nothing was dropped for a consumer that is gone");
     }
 }
+
+/// Issue 13: a slow blocking consumer must not slow a list download (an unpaged relist could
+/// then be cut by the server's request deadline, again and again). Events wait for the consumer
+/// once the body is read; the store is ready meanwhile.
+#[test]
+fn a_consumer_that_does_not_read_does_not_hold_up_an_unpaged_list() {
+    let server = server();
+    create_pods(&server, 0..20);
+    let w = Watcher::builder(pods(&server)).config(Config::default().page_size(0)).channel_capacity(1).start().unwrap();
+    let rx = w.receiver().clone(); // attached, but nobody reads yet
+    w.store().wait_until_ready(WAIT).unwrap();
+    assert_eq!(w.store().len(), 20);
+    let first: Vec<String> = rx.iter().take(22).map(|i| describe(&i.unwrap())).collect();
+    assert_eq!(first[0], "Init");
+    assert_eq!(first[21], "InitDone", "every InitApply, in order, then InitDone: {first:?}");
+}
