@@ -31,6 +31,45 @@ pub(crate) enum WatchEvent<K> {
         initial_events_end: bool,
     },
     Error(StatusBody),
+    /// An `ADDED`, `MODIFIED` or `DELETED` event whose object is valid JSON with a
+    /// `metadata.name` but does not decode as `K` (the watcher skips it; see `Skipped`).
+    Undecodable {
+        kind: Change,
+        id: Identity,
+        message: String,
+    },
+}
+
+/// The change an object event makes.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Change {
+    Added,
+    Modified,
+    Deleted,
+}
+
+/// Who an object is, read from its metadata alone: enough to keep a store's bookkeeping right
+/// for an object whose body does not decode as the watched type.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Identity {
+    pub(crate) namespace: Option<String>,
+    pub(crate) name: Option<String>,
+    pub(crate) uid: Option<String>,
+    pub(crate) resource_version: Option<String>,
+}
+
+/// The identity of an object that is valid JSON (lenient: any field may be missing or of
+/// another type than expected, which then counts as missing).
+pub(crate) fn identity(bytes: &[u8]) -> Option<Identity> {
+    let v: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+    let meta = v.get("metadata")?;
+    let field = |name: &str| meta.get(name).and_then(serde_json::Value::as_str).map(str::to_owned);
+    Some(Identity {
+        namespace: field("namespace").filter(|ns| !ns.is_empty()),
+        name: field("name").filter(|n| !n.is_empty()),
+        uid: field("uid").filter(|u| !u.is_empty()),
+        resource_version: field("resourceVersion").filter(|rv| !rv.is_empty()),
+    })
 }
 
 #[derive(Deserialize)]
@@ -149,10 +188,27 @@ pub(crate) fn watch_event<'a, K: DeserializeOwned>(
         return Ok((event, None));
     }
     let _ = scratch;
-    watch_event_json(line, keep_raw)
+    watch_event_plain(line, keep_raw)
 }
 
-/// [`watch_event`] with serde_json only (what runs without the `simd` feature).
+/// [`watch_event`] with serde_json only (what runs without the `simd` feature, and after
+/// simd-json failed).
+fn watch_event_plain<K: DeserializeOwned>(
+    line: &[u8],
+    keep_raw: bool,
+) -> Result<(WatchEvent<K>, Option<&[u8]>), String> {
+    match watch_event_json(line, keep_raw) {
+        // Decoded straight into `K`, a bad object fails the whole line; read it again keeping
+        // the object's bytes, to tell a broken line from an object that is not a `K`.
+        Err(e) if !keep_raw => match watch_event_json::<K>(line, true) {
+            Ok((event @ WatchEvent::Undecodable { .. }, _)) => Ok((event, None)),
+            _ => Err(e),
+        },
+        other => other,
+    }
+}
+
+/// One serde_json pass over a watch line.
 fn watch_event_json<K: DeserializeOwned>(
     line: &[u8],
     keep_raw: bool,
@@ -203,7 +259,19 @@ impl<'de, K: DeserializeOwned> Visitor<'de> for EnvelopeVisitor<K> {
             (Some(ev), _) => Ok(ev),
             (None, Some(raw)) => {
                 let mut de = serde_json::Deserializer::from_str(raw.get());
-                ObjectSeed::<K>(kind, PhantomData).deserialize(&mut de).map_err(|e| e.to_string())
+                ObjectSeed::<K>(kind, PhantomData).deserialize(&mut de).map_err(|e| e.to_string()).or_else(|message| {
+                    let change = match kind {
+                        Kind::Added => Change::Added,
+                        Kind::Modified => Change::Modified,
+                        Kind::Deleted => Change::Deleted,
+                        Kind::Bookmark | Kind::Error => return Err(message),
+                    };
+                    // Valid JSON with a name: an object this type cannot hold, not a broken line.
+                    match identity(raw.get().as_bytes()) {
+                        Some(id) if id.name.is_some() => Ok(WatchEvent::Undecodable { kind: change, id, message }),
+                        _ => Err(message),
+                    }
+                })
             }
             (None, None) => Err("watch event without \"object\"".to_owned()),
         };
@@ -728,7 +796,7 @@ mod tests {
 
     /// Decodes with the build's decoder, and checks the serde_json-only path agrees.
     fn ev(line: &[u8]) -> Result<WatchEvent<ConfigMap>, String> {
-        let plain = watch_event_json::<ConfigMap>(line, false).map(|_| ());
+        let plain = watch_event_plain::<ConfigMap>(line, false).map(|_| ());
         let got = watch_event(line, false, &mut Scratch::default()).map(|(e, _)| e);
         assert_eq!(plain.is_ok(), got.is_ok(), "serde_json and the build's decoder disagree");
         got
@@ -849,6 +917,27 @@ mod tests {
         let e: WatchEvent<ConfigMap> =
             ev(br#"{"object":{"metadata":{"name":"a","resourceVersion":"5"}},"type":"DELETED"}"#).unwrap();
         assert!(matches!(e, WatchEvent::Deleted(cm) if cm.metadata.name.as_deref() == Some("a")));
+    }
+
+    #[test]
+    fn an_object_that_is_not_a_k_is_undecodable_with_its_identity() {
+        let line = br#"{"type":"MODIFIED","object":{"metadata":{"name":"a","namespace":"n","uid":"u1","resourceVersion":"5"},"data":{"k":5}}}"#;
+        for keep_raw in [false, true] {
+            let (event, _) = watch_event::<ConfigMap>(line, keep_raw, &mut Scratch::default()).unwrap();
+            let WatchEvent::Undecodable { kind, id, message } = event else { panic!("{event:?}") };
+            assert_eq!(kind, Change::Modified);
+            assert_eq!(id.name.as_deref(), Some("a"));
+            assert_eq!(id.namespace.as_deref(), Some("n"));
+            assert_eq!(id.uid.as_deref(), Some("u1"));
+            assert_eq!(id.resource_version.as_deref(), Some("5"));
+            assert!(message.starts_with("MODIFIED object: invalid type"), "{message}");
+        }
+        assert!(matches!(ev(line), Ok(WatchEvent::Undecodable { .. })));
+        // Without a name it cannot be told apart from garbage: the line is an error.
+        assert!(ev(br#"{"type":"ADDED","object":{"metadata":{"namespace":"n"},"data":{"k":5}}}"#).is_err());
+        // A broken line stays a broken line, and so do bad bookmarks and errors.
+        assert!(ev(br#"{"type":"ADDED","object":{"metadata":{"name":"a"},"data":{"k":5}"#).is_err());
+        assert!(ev(br#"{"type":"BOOKMARK","object":{"metadata":{"name":"a","resourceVersion":7}}}"#).is_err());
     }
 
     #[test]

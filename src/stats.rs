@@ -51,6 +51,11 @@ pub struct Stats {
     pub drift_checks: u64,
     /// Objects in the store now.
     pub objects: usize,
+    /// Objects on the server now that do not decode as the watched type. Each undecodable
+    /// version is reported once on the channel (and counted in `errors.decode`); the store
+    /// keeps the object's last version that decoded, if any, and never takes one of these
+    /// for a deletion.
+    pub undecodable: usize,
     /// Events waiting in the channels for their consumers, all subscribers together.
     pub queued: usize,
     /// Events dropped for consumers that fell behind with the lag policy
@@ -256,6 +261,7 @@ impl Counters {
             last_event_age,
             drift_checks: get(&self.drift_checks),
             objects: 0,
+            undecodable: 0,
             queued: 0,
             lagged: get(&self.lagged),
             subscribers: 0,

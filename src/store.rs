@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, RwLock};
@@ -161,6 +161,9 @@ struct Shared<K> {
     parts: Vec<Option<Box<str>>>,
     /// Bumped on every change to the visible state; lets callers ask "anything new?" in O(1).
     generation: AtomicU64,
+    /// Objects on the server that the store does not hold as they are now because they do not
+    /// decode as `K` (every writer's [`Writer::skipped`] together).
+    undecodable: AtomicUsize,
     readiness: Mutex<Readiness>,
     ready_changed: Condvar,
 }
@@ -367,6 +370,26 @@ impl<K: Watchable> Store<K> {
 }
 
 /// `old`, when it is another incarnation than `new` (both have uids, and they differ).
+/// Whether two uids may be the same incarnation of an object (an unknown uid may be).
+fn same_incarnation(a: Option<&str>, b: Option<&str>) -> bool {
+    a.is_none() || b.is_none() || a == b
+}
+
+/// An object that does not decode as `K`, known by its metadata alone.
+///
+/// The policy for such objects, the same in paged lists, streaming lists, watches and drift
+/// checks: the store keeps the last version of the same incarnation that did decode (or
+/// nothing, if none did), consumers are told once per resourceVersion (an `Err` naming the
+/// object), [`Stats::undecodable`](crate::Stats::undecodable) counts them, and they are
+/// never taken for deletions or drift: a `Delete` comes only when the server deletes or
+/// replaces the object. An object without a name cannot be stored: reported each time.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Skipped {
+    pub(crate) key: Option<ObjectKey>,
+    pub(crate) uid: Option<String>,
+    pub(crate) rv: Option<String>,
+}
+
 fn other_incarnation<K: Watchable>(old: Option<Entry<K>>, new: &K) -> Option<Entry<K>> {
     old.filter(|old| old.uid().is_some() && new.meta().uid.is_some() && old.uid() != new.meta().uid.as_deref())
 }
@@ -532,6 +555,16 @@ pub(crate) struct Writer<K> {
     index_fns: Arc<[Option<IndexFn<K>>]>,
     /// An `Apply` is delivered when any says the object changed (all of them when none is set).
     predicates: Arc<[PredicateFn<K>]>,
+    /// Objects of this part that do not decode as `K` now, by key, with the resourceVersion
+    /// of that undecodable version ("" when it has none); see [`Skipped`].
+    skipped: HashMap<ObjectKey, Box<str>>,
+    /// The same for the relist in progress; replaces `skipped` at `InitDone`.
+    pending_skipped: HashMap<ObjectKey, Box<str>>,
+    /// The undecodable versions already reported, so that each is reported once, however
+    /// often relists meet it.
+    reported: HashMap<ObjectKey, Box<str>>,
+    /// `skipped.len()` as last added to `Shared::undecodable`.
+    counted: usize,
 }
 
 impl<K: Watchable> Writer<K> {
@@ -571,6 +604,7 @@ impl<K: Watchable> Writer<K> {
             index_names,
             parts,
             generation: AtomicU64::new(0),
+            undecodable: AtomicUsize::new(0),
             readiness: Mutex::new(Readiness { synced: vec![false; n], ..Readiness::default() }),
             ready_changed: Condvar::new(),
         });
@@ -582,6 +616,10 @@ impl<K: Watchable> Writer<K> {
                 part,
                 index_fns: Arc::clone(&index_fns),
                 predicates: Arc::clone(&predicates),
+                skipped: HashMap::new(),
+                pending_skipped: HashMap::new(),
+                reported: HashMap::new(),
+                counted: 0,
             })
             .collect();
         (writers, Store { shared })
@@ -603,6 +641,7 @@ impl<K: Watchable> Writer<K> {
     /// A relist starts. A relist already in progress is discarded.
     pub(crate) fn begin_init(&mut self, out: &mut Vec<Event<K>>) {
         self.abort_init();
+        self.pending_skipped.clear();
         let indexes = new_indexes(self.index_fns.len());
         self.shared.objects.write().pending[self.part] = Some((HashMap::new(), indexes));
         out.push(Event::Init);
@@ -619,6 +658,8 @@ impl<K: Watchable> Writer<K> {
         out: &mut Vec<Event<K>>,
     ) -> usize {
         let Some(key) = ObjectKey::of(&*obj) else { return 0 };
+        self.pending_skipped.remove(&key);
+        self.reported.remove(&key);
         let mut objects = self.shared.objects.write();
         // A new incarnation (new uid) under a name consumers know is a delete of the old one
         // first: the one they were last told about, by this relist, an abandoned one or the store.
@@ -670,6 +711,10 @@ impl<K: Watchable> Writer<K> {
             vanished.extend(told.into_iter().filter(|(k, _)| !objects.live.contains_key(k)).filter_map(|(_, e)| e));
             vanished
         };
+        self.skipped = std::mem::take(&mut self.pending_skipped);
+        let skipped = &self.skipped;
+        self.reported.retain(|k, _| skipped.contains_key(k));
+        self.count_skipped();
         out.push(Event::InitDone);
         let before = out.len();
         out.extend(vanished.iter().filter_map(Entry::object).map(Event::Delete));
@@ -684,6 +729,7 @@ impl<K: Watchable> Writer<K> {
     /// The relist in progress failed; forget it (the next one starts with `Init` again). What
     /// it delivered is remembered as what consumers believe, for the next relist to reconcile.
     pub(crate) fn abort_init(&mut self) {
+        self.pending_skipped.clear();
         let mut objects = self.shared.objects.write();
         if let Some((abandoned, _)) = objects.pending[self.part].take() {
             objects.told[self.part].extend(abandoned.into_iter().map(|(k, e)| (k, Some(e))));
@@ -700,6 +746,7 @@ impl<K: Watchable> Writer<K> {
         values: Vec<Vec<String>>,
     ) -> Option<Entry<K>> {
         let key = ObjectKey::of(&**obj)?;
+        self.forget_skipped(&key);
         let entry = Entry::new(obj, json);
         let mut objects = self.shared.objects.write();
         index_insert(&mut objects.live_index, &key, values);
@@ -733,6 +780,7 @@ impl<K: Watchable> Writer<K> {
     /// reported deleted first.
     pub(crate) fn delete(&mut self, obj: Arc<K>, out: &mut Vec<Event<K>>) {
         if let Some(key) = ObjectKey::of(&*obj) {
+            self.forget_skipped(&key);
             let mut objects = self.shared.objects.write();
             index_remove(&mut objects.live_index, &key);
             let old = objects.live.remove(&key);
@@ -741,6 +789,101 @@ impl<K: Watchable> Writer<K> {
             out.extend(other_incarnation(old, &obj).as_ref().and_then(Entry::object).map(Event::Delete));
         }
         out.push(Event::Delete(obj));
+    }
+
+    /// An object of the relist in progress that does not decode as `K`. The store keeps the
+    /// version consumers know of the same incarnation, if any (delivered again as `InitApply`,
+    /// as the relist's state includes it); another incarnation is reported deleted at
+    /// `InitDone`, as the server no longer has it. Returns whether this version is new to
+    /// consumers: the caller reports it then, and only then.
+    pub(crate) fn init_skip(&mut self, s: &Skipped, out: &mut Vec<Event<K>>) -> bool {
+        let Some(key) = &s.key else { return true };
+        let kept = self
+            .shared
+            .objects
+            .read()
+            .believed(self.part, key)
+            .filter(|old| same_incarnation(old.uid(), s.uid.as_deref()))
+            .map(Entry::share);
+        // Decoding a compact entry and the index functions run outside the lock.
+        if let Some((entry, obj)) = kept.and_then(|e| e.object().map(|o| (e, o))) {
+            let values = self.index_values(key, &obj);
+            let mut objects = self.shared.objects.write();
+            if let Some((pending, indexes)) = objects.pending[self.part].as_mut() {
+                index_insert(indexes, key, values);
+                pending.insert(key.clone(), entry);
+                drop(objects);
+                out.push(Event::InitApply(obj));
+            }
+        }
+        self.pending_skipped.insert(key.clone(), s.rv.as_deref().unwrap_or_default().into());
+        self.first_report(key, s)
+    }
+
+    /// A watch event added or modified an object into something that does not decode as `K`.
+    /// The store keeps the version it has of the same incarnation; another incarnation is
+    /// reported deleted (the server replaced it). Returns whether to report it (see
+    /// [`init_skip`](Self::init_skip)).
+    pub(crate) fn skip(&mut self, s: &Skipped, out: &mut Vec<Event<K>>) -> bool {
+        let Some(key) = &s.key else { return true };
+        let mut objects = self.shared.objects.write();
+        let replaced = objects.live.get(key).is_some_and(|old| !same_incarnation(old.uid(), s.uid.as_deref()));
+        let gone = if replaced {
+            index_remove(&mut objects.live_index, key);
+            self.shared.generation.fetch_add(1, Ordering::AcqRel);
+            objects.live.remove(key)
+        } else {
+            None
+        };
+        drop(objects);
+        out.extend(gone.as_ref().and_then(Entry::object).map(Event::Delete));
+        self.skipped.insert(key.clone(), s.rv.as_deref().unwrap_or_default().into());
+        self.count_skipped();
+        self.first_report(key, s)
+    }
+
+    /// A watch event deleted an object whose last version does not decode as `K`: the
+    /// version the store holds, if any, is reported deleted.
+    pub(crate) fn delete_skipped(&mut self, s: &Skipped, out: &mut Vec<Event<K>>) {
+        let Some(key) = &s.key else { return };
+        self.forget_skipped(key);
+        let mut objects = self.shared.objects.write();
+        index_remove(&mut objects.live_index, key);
+        let gone = objects.live.remove(key);
+        if gone.is_some() {
+            self.shared.generation.fetch_add(1, Ordering::AcqRel);
+        }
+        drop(objects);
+        out.extend(gone.as_ref().and_then(Entry::object).map(Event::Delete));
+    }
+
+    /// A decodable version of `key` arrived, or it was deleted: it is no longer skipped.
+    fn forget_skipped(&mut self, key: &ObjectKey) {
+        self.reported.remove(key);
+        if self.skipped.remove(key).is_some() {
+            self.count_skipped();
+        }
+    }
+
+    /// Whether `s` is a version of its object not reported yet; remembers it.
+    fn first_report(&mut self, key: &ObjectKey, s: &Skipped) -> bool {
+        let rv = s.rv.as_deref().unwrap_or_default();
+        if self.reported.get(key).is_some_and(|r| **r == *rv) {
+            return false;
+        }
+        self.reported.insert(key.clone(), rv.into());
+        true
+    }
+
+    /// Publishes this writer's count of skipped objects in the store-wide total.
+    fn count_skipped(&mut self) {
+        let now = self.skipped.len();
+        let before = std::mem::replace(&mut self.counted, now);
+        if now >= before {
+            self.shared.undecodable.fetch_add(now - before, Ordering::AcqRel);
+        } else {
+            self.shared.undecodable.fetch_sub(before - now, Ordering::AcqRel);
+        }
     }
 
     /// Records the latest error, for `wait_until_ready` to explain itself.
@@ -760,7 +903,14 @@ impl<K: Watchable> Writer<K> {
         // not through the namespace index, which a user index may replace.
         let ns = self.shared.parts[self.part].as_deref();
         for (key, entry) in objects.live.iter().filter(|(k, _)| ns.is_none() || k.namespace.as_deref() == ns) {
-            check.stored(key, entry.resource_version());
+            // An object that no longer decodes is on the server at its undecodable version.
+            match self.skipped.get(key) {
+                Some(rv) => check.stored(key, Some(rv).filter(|rv| !rv.is_empty()).map(|rv| &**rv)),
+                None => check.stored(key, entry.resource_version()),
+            }
+        }
+        for (key, rv) in self.skipped.iter().filter(|(k, _)| !objects.live.contains_key(*k)) {
+            check.stored(key, Some(rv).filter(|rv| !rv.is_empty()).map(|rv| &**rv));
         }
         drop(objects);
         check.finish()
@@ -768,6 +918,11 @@ impl<K: Watchable> Writer<K> {
 }
 
 impl<K> Store<K> {
+    /// How many objects on the server do not decode as `K` now (see [`Skipped`]).
+    pub(crate) fn undecodable(&self) -> usize {
+        self.shared.undecodable.load(Ordering::Acquire)
+    }
+
     /// The watcher has ended: wake anyone waiting for readiness with `reason` (the first one
     /// that says why, when several threads end).
     pub(crate) fn set_ended(&self, reason: Error) {
@@ -881,6 +1036,97 @@ mod tests {
                 Event::Delete(o) => format!("Delete({})", o.metadata.name.as_deref().unwrap_or("")),
             })
             .collect()
+    }
+
+    fn skipped(name: &str, uid: &str, rv: &str) -> Skipped {
+        Skipped {
+            key: Some(ObjectKey { namespace: Some("ns".into()), name: name.into() }),
+            uid: Some(uid.into()),
+            rv: Some(rv.into()),
+        }
+    }
+
+    #[test]
+    fn a_relist_keeps_the_last_decodable_version_of_an_undecodable_object() {
+        let (mut w, store) = Writer::<ConfigMap>::new();
+        let mut out = Vec::new();
+        w.begin_init(&mut out);
+        w.init_apply_t(cm("a", "ua"), &mut out);
+        w.init_apply_t(cm("b", "ub"), &mut out);
+        w.init_done(&mut out);
+        out.clear();
+        // a no longer decodes (same uid), b was replaced by an incarnation that does not.
+        w.begin_init(&mut out);
+        assert!(w.init_skip(&skipped("a", "ua", "7"), &mut out), "first seen: report");
+        assert!(w.init_skip(&skipped("b", "ub2", "8"), &mut out));
+        assert_eq!(w.init_done(&mut out), 1);
+        assert_eq!(kinds(&out), ["Init", "InitApply(a)", "InitDone", "Delete(b)"]);
+        assert_eq!((store.len(), store.undecodable()), (1, 2));
+        // The next relist meets the same versions: nothing to report, nothing deleted.
+        out.clear();
+        w.begin_init(&mut out);
+        assert!(!w.init_skip(&skipped("a", "ua", "7"), &mut out), "reported once per version");
+        assert!(!w.init_skip(&skipped("b", "ub2", "8"), &mut out));
+        assert!(w.init_skip(&skipped("c", "uc", "9"), &mut out), "a new one is reported");
+        assert_eq!(w.init_done(&mut out), 0);
+        assert_eq!(kinds(&out), ["Init", "InitApply(a)", "InitDone"]);
+        assert_eq!((store.len(), store.undecodable()), (1, 3));
+        // A relist without them forgets them.
+        out.clear();
+        w.begin_init(&mut out);
+        w.init_done(&mut out);
+        assert_eq!(kinds(&out), ["Init", "InitDone", "Delete(a)"]);
+        assert_eq!(store.undecodable(), 0);
+    }
+
+    #[test]
+    fn a_watch_keeps_the_last_decodable_version_until_the_object_is_deleted_or_decodes() {
+        let (mut w, store) = Writer::<ConfigMap>::new();
+        let mut out = Vec::new();
+        w.begin_init(&mut out);
+        w.init_apply_t(cm("a", "ua"), &mut out);
+        w.init_apply_t(cm("b", "ub"), &mut out);
+        w.init_done(&mut out);
+        out.clear();
+        assert!(w.skip(&skipped("a", "ua", "7"), &mut out));
+        assert!(!w.skip(&skipped("a", "ua", "7"), &mut out), "the same version again");
+        assert!(w.skip(&skipped("a", "ua", "8"), &mut out), "a new version");
+        assert!(out.is_empty(), "{:?}", kinds(&out));
+        assert_eq!((store.len(), store.undecodable()), (2, 1));
+        // Another incarnation replaced b while events were lost: the old one is deleted.
+        assert!(w.skip(&skipped("b", "ub2", "9"), &mut out));
+        assert_eq!(kinds(&out), ["Delete(b)"]);
+        assert_eq!((store.len(), store.undecodable()), (1, 2));
+        out.clear();
+        // a decodes again; b is deleted on the server.
+        w.apply_t(cm("a", "ua"), &mut out);
+        w.delete_skipped(&skipped("b", "ub2", "10"), &mut out);
+        assert_eq!(kinds(&out), ["Apply(a)"], "b's old incarnation was already reported deleted");
+        assert_eq!((store.len(), store.undecodable()), (1, 0));
+        out.clear();
+        assert!(w.skip(&skipped("a", "ua", "11"), &mut out));
+        w.delete_skipped(&skipped("a", "ua", "12"), &mut out);
+        assert_eq!(kinds(&out), ["Delete(a)"]);
+        assert_eq!((store.len(), store.undecodable()), (0, 0));
+    }
+
+    #[test]
+    fn a_drift_check_compares_undecodable_objects_at_their_server_version() {
+        let (mut w, _store) = Writer::<ConfigMap>::new();
+        let mut out = Vec::new();
+        w.begin_init(&mut out);
+        let mut a = (*cm("a", "ua")).clone();
+        a.metadata.resource_version = Some("5".into());
+        w.init_apply_t(Arc::new(a), &mut out);
+        w.init_done(&mut out);
+        w.skip(&skipped("a", "ua", "7"), &mut out);
+        w.skip(&skipped("n", "un", "8"), &mut out);
+        let listed: HashMap<ObjectKey, Box<str>> = [("a", "7"), ("n", "8")]
+            .into_iter()
+            .map(|(n, rv)| (ObjectKey { namespace: Some("ns".into()), name: n.into() }, rv.into()))
+            .collect();
+        let mut suspects = crate::drift::Suspects::new();
+        assert_eq!(w.check_drift(crate::drift::Check::new("10", "10", listed, &mut suspects)), 0);
     }
 
     #[test]

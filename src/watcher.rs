@@ -335,6 +335,7 @@ impl<K: Watchable> Watcher<K> {
     pub fn stats(&self) -> Stats {
         let mut s = self.shared.counters.snapshot();
         s.objects = self.store.len();
+        s.undecodable = self.store.undecodable();
         let hub = self.shared.hub.lock();
         s.queued = hub.queued();
         s.subscribers = hub.len();

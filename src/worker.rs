@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{after, select};
 
 use crate::client::{Api, Http, StreamItem};
-use crate::decode::{self, WatchEvent};
+use crate::decode::{self, Change, WatchEvent};
 use crate::drift;
 use crate::error::{Error, Result};
 use crate::event::Event;
@@ -20,7 +20,7 @@ use crate::machine::{Action, Input, Machine, RelistReason, WatchInput};
 use crate::request::{ListParams, WatchParams};
 use crate::resource::{PartialObjectMetadata, Watchable};
 use crate::stats::{self, Counters};
-use crate::store::Writer;
+use crate::store::{Skipped, Writer};
 use crate::watcher::Shared;
 
 /// A user transform applied to every object before it is stored.
@@ -38,6 +38,13 @@ struct Incoming<K> {
     obj: Arc<K>,
     json: Option<Arc<[u8]>>,
     values: Vec<Vec<String>>,
+}
+
+/// What an object input carries: the object, or, when it does not decode as `K`, who it is
+/// and the error that reports it (see [`Skipped`] for the policy).
+enum Subject<K> {
+    Object(Incoming<K>),
+    Skipped(Skipped, Error),
 }
 
 /// What the worker writes to: the store, the consumers, the counters.
@@ -97,7 +104,7 @@ impl<K: Watchable> Sink<K> {
     }
 
     /// Applies one effect action, with the object of the current input, and publishes its events.
-    fn effect(&mut self, action: &Action, input: &mut Option<Incoming<K>>) -> Result<(), Stopped> {
+    fn effect(&mut self, action: &Action, input: &mut Option<Subject<K>>) -> Result<(), Stopped> {
         let mut error = None;
         // Apply and take the subscribers under the hub lock, so a consumer subscribing now sees
         // either the state before this change (and then the event) or after it, never both.
@@ -109,7 +116,23 @@ impl<K: Watchable> Sink<K> {
                 self.deferring = true;
                 self.writer.begin_init(&mut self.out);
             }
-            (Action::InitApply, Some(i)) => {
+            (Action::InitApply, Some(Subject::Skipped(s, e))) => {
+                if self.writer.init_skip(s, &mut self.out) {
+                    error = Some(self.report(e));
+                }
+            }
+            (Action::Apply, Some(Subject::Skipped(s, e))) => {
+                if self.writer.skip(s, &mut self.out) {
+                    error = Some(self.report(e));
+                }
+            }
+            (Action::Delete, Some(Subject::Skipped(s, e))) => {
+                if s.key.is_none() {
+                    error = Some(self.report(e));
+                }
+                self.writer.delete_skipped(s, &mut self.out);
+            }
+            (Action::InitApply, Some(Subject::Object(i))) => {
                 let values = std::mem::take(&mut i.values);
                 self.pending = self.writer.init_apply(Arc::clone(&i.obj), i.json.take(), values, &mut self.out);
             }
@@ -124,7 +147,7 @@ impl<K: Watchable> Sink<K> {
                 self.deferring = false;
                 self.writer.abort_init();
             }
-            (Action::Apply, Some(i)) => {
+            (Action::Apply, Some(Subject::Object(i))) => {
                 let old = self.writer.apply(&i.obj, i.json.take(), std::mem::take(&mut i.values));
                 // The predicates compare outside the hub lock, after the subscribers are taken:
                 // a consumer subscribing meanwhile gets the new state in its replay instead.
@@ -134,12 +157,8 @@ impl<K: Watchable> Sink<K> {
                 }
                 return self.publish(subs.unwrap_or_else(|| self.shared.hub.lock().subscribers()), None);
             }
-            (Action::Delete, Some(i)) => self.writer.delete(Arc::clone(&i.obj), &mut self.out),
-            (Action::Report(e), _) => {
-                self.writer.set_last_error(e);
-                self.shared.counters.error(e);
-                error = Some(e.clone());
-            }
+            (Action::Delete, Some(Subject::Object(i))) => self.writer.delete(Arc::clone(&i.obj), &mut self.out),
+            (Action::Report(e), _) => error = Some(self.report(e)),
             (Action::Relist(reason), _) => {
                 self.shared.counters.relist(*reason);
                 self.reason = *reason;
@@ -168,6 +187,13 @@ impl<K: Watchable> Sink<K> {
         }
         let subs = hub.map_or_else(|| self.shared.hub.lock().subscribers(), |h| h.subscribers());
         self.publish(subs, error)
+    }
+
+    /// Counts a non-terminal error and keeps it for `wait_until_ready`; returns it to deliver.
+    fn report(&self, e: &Error) -> Error {
+        self.writer.set_last_error(e);
+        self.shared.counters.error(e);
+        e.clone()
     }
 
     /// Sends the events in `self.out` and then `error` to `subs` (behind any backlog).
@@ -199,7 +225,7 @@ impl<K: Watchable> Sink<K> {
     }
 
     /// Performs every effect and returns the driver action (the last one).
-    fn perform(&mut self, mut actions: Vec<Action>, mut input: Option<Incoming<K>>) -> Result<Action, Stopped> {
+    fn perform(&mut self, mut actions: Vec<Action>, mut input: Option<Subject<K>>) -> Result<Action, Stopped> {
         let driver = actions.pop().unwrap_or(Action::End(Error::Stopped));
         for a in &actions {
             self.effect(a, &mut input)?;
@@ -221,14 +247,48 @@ impl<K: Watchable> Sink<K> {
         }
     }
 
-    fn decode(&mut self, item: decode::Item<'_>) -> Result<Incoming<K>, String> {
-        let obj: K = decode::item(item, &mut self.scratch)?;
-        self.prepare(obj, Some(item.bytes))
+    /// Decodes and prepares one list item; one that does not decode as `K` is skipped (see
+    /// [`Skipped`]), one that is not JSON at all is an error of the whole body.
+    fn decode(&mut self, item: decode::Item<'_>, context: &str) -> Result<Subject<K>, Error> {
+        let message = match decode::item::<K>(item, &mut self.scratch) {
+            Ok(obj) => return self.prepare(obj, Some(item.bytes), (context, None)),
+            Err(message) => message,
+        };
+        let error = |message: String| Error::Decode(Box::new(decode::decode_error(context, None, item.bytes, message)));
+        match decode::identity(item.bytes) {
+            Some(id) => Ok(self.skipped(id, error(message))),
+            None => Err(error(message)),
+        }
+    }
+
+    /// An object that does not decode as `K`, known by its metadata: the error that reports it
+    /// names the object.
+    fn skipped(&self, id: decode::Identity, error: Error) -> Subject<K> {
+        let key = id.name.map(|name| ObjectKey { namespace: id.namespace.map(Into::into), name: name.into() });
+        let what = match (&key, &id.resource_version) {
+            (None, _) => "an object without metadata.name".to_owned(),
+            (Some(k), Some(rv)) => format!("{k} at resourceVersion {rv}"),
+            (Some(k), None) => k.to_string(),
+        };
+        let error = match error {
+            Error::Decode(mut d) => {
+                let action = if key.is_some() {
+                    "the store keeps its last version that decoded, if any"
+                } else {
+                    "cannot be stored"
+                };
+                d.message = format!("{what} skipped ({action}): {}", d.message);
+                Error::Decode(d)
+            }
+            other => other,
+        };
+        Subject::Skipped(Skipped { key, uid: id.uid, rv: id.resource_version }, error)
     }
 
     /// Runs the transform, and in compact mode keeps the object's JSON: the wire bytes as they
     /// are, or re-encoded when a transform may have changed the object.
-    fn prepare(&mut self, mut obj: K, wire: Option<&[u8]>) -> Result<Incoming<K>, String> {
+    /// `at`: the context and line for errors.
+    fn prepare(&mut self, mut obj: K, wire: Option<&[u8]>, at: (&str, Option<u64>)) -> Result<Subject<K>, Error> {
         if !self.warned_kind
             && let Some(kind) = obj.unexpected_kind()
         {
@@ -246,15 +306,33 @@ impl<K: Watchable> Sink<K> {
         let json = match (self.compact, wire) {
             (None, _) => None,
             (Some(_), Some(bytes)) if self.transform.is_none() => Some(bytes.into()),
-            (Some(encode), _) => {
-                Some(encode(&obj).map_err(|e| format!("re-encode for the compact store: {e}"))?.into())
-            }
+            (Some(encode), _) => Some(
+                encode(&obj)
+                    .map_err(|e| {
+                        Error::Decode(Box::new(decode::decode_error(
+                            at.0,
+                            at.1,
+                            wire.unwrap_or_default(),
+                            format!("re-encode for the compact store: {e}"),
+                        )))
+                    })?
+                    .into(),
+            ),
         };
-        let values = match ObjectKey::of(&obj) {
-            Some(key) => self.writer.index_values(&key, &obj),
-            None => Vec::new(),
+        let Some(key) = ObjectKey::of(&obj) else {
+            // Nothing without a name can be stored or deleted by key: report and skip it.
+            let meta = obj.meta();
+            let id = decode::Identity {
+                namespace: meta.namespace.clone(),
+                name: None,
+                uid: meta.uid.clone(),
+                resource_version: meta.resource_version.clone(),
+            };
+            let e = decode::decode_error(at.0, at.1, wire.unwrap_or_default(), "no metadata.name".into());
+            return Ok(self.skipped(id, Error::Decode(Box::new(e))));
         };
-        Ok(Incoming { obj: Arc::new(obj), json, values })
+        let values = self.writer.index_values(&key, &obj);
+        Ok(Subject::Object(Incoming { obj: Arc::new(obj), json, values }))
     }
 }
 
@@ -361,21 +439,11 @@ impl<K: Watchable> Worker<K> {
         let mut stopped = false;
         let result = self.http.list(&self.api, params, |item| {
             stats::add(&sink.shared.counters.bytes, item.bytes.len() as u64);
-            match sink.decode(item) {
-                Ok(obj) => {
-                    if sink.effect(&Action::InitApply, &mut Some(obj)).is_err() {
-                        stopped = true;
-                        return Err(Error::Stopped);
-                    }
-                }
-                Err(message) => {
-                    // One undecodable item must not block the whole cache: report it, go on.
-                    let e = Error::Decode(Box::new(decode::decode_error(&context, None, item.bytes, message)));
-                    if sink.effect(&Action::Report(e), &mut None).is_err() {
-                        stopped = true;
-                        return Err(Error::Stopped);
-                    }
-                }
+            // One object that is not a `K` must not block the whole cache: it is skipped.
+            let subject = sink.decode(item, &context)?;
+            if sink.effect(&Action::InitApply, &mut Some(subject)).is_err() {
+                stopped = true;
+                return Err(Error::Stopped);
             }
             Ok(())
         });
@@ -477,13 +545,13 @@ impl<K: Watchable> Worker<K> {
                     stats::add(&self.sink.counters().bytes, bytes.len() as u64 + 1);
                     let keep_raw = self.sink.compact.is_some();
                     match decode::watch_event::<K>(bytes, keep_raw, &mut self.sink.scratch)
-                        .and_then(|(ev, raw)| self.on_event(ev, raw, &context, now))
+                        .map_err(|message| {
+                            Error::Decode(Box::new(decode::decode_error(&context, Some(line), bytes, message)))
+                        })
+                        .and_then(|(ev, raw)| self.on_event(ev, (bytes, raw), (&context, line), now))
                     {
                         Ok((input, actions)) => vec![self.sink.perform(actions, input)?],
-                        Err(message) => {
-                            let e = decode::decode_error(&context, Some(line), bytes, message);
-                            self.machine.step(Input::WatchFailed(Error::Decode(Box::new(e))), now)
-                        }
+                        Err(e) => self.machine.step(Input::WatchFailed(e), now),
                     }
                 }
                 StreamItem::End => self.machine.step(Input::WatchEnded, now),
@@ -494,18 +562,21 @@ impl<K: Watchable> Worker<K> {
     }
 
     /// Feeds one decoded event to the machine; returns the object (if any) and the actions.
+    /// `bytes`: the line and the object's raw bytes if kept; `at`: context and line number.
     fn on_event(
         &mut self,
         ev: WatchEvent<K>,
-        raw: Option<&[u8]>,
-        context: &str,
+        bytes: (&[u8], Option<&[u8]>),
+        at: (&str, u64),
         now: Instant,
-    ) -> Result<(Option<Incoming<K>>, Vec<Action>), String> {
+    ) -> Result<(Option<Subject<K>>, Vec<Action>), Error> {
+        let (line, raw) = bytes;
+        let (context, n) = at;
         let counters = &self.sink.shared.counters;
         counters.event_seen(now);
         let object_event = |obj: K, make: fn(&str) -> WatchInput<'_>, this: &mut Self| {
             let rv = obj.meta().resource_version.clone().unwrap_or_default();
-            let input = this.sink.prepare(obj, raw)?;
+            let input = this.sink.prepare(obj, raw, (context, Some(n)))?;
             let actions = this.machine.step(Input::Event(make(&rv)), now);
             Ok((Some(input), actions))
         };
@@ -530,6 +601,26 @@ impl<K: Watchable> Worker<K> {
             WatchEvent::Error(status) => {
                 let e = Error::Api(Box::new(status.into_api_error(context)));
                 Ok((None, self.machine.step(Input::WatchFailed(e), now)))
+            }
+            WatchEvent::Undecodable { kind, id, message } => {
+                // The machine moves past it as past any event; the sink applies the policy.
+                let rv = id.resource_version.clone().unwrap_or_default();
+                let input = match kind {
+                    Change::Added => WatchInput::Added { resource_version: &rv },
+                    Change::Modified => WatchInput::Modified { resource_version: &rv },
+                    Change::Deleted => WatchInput::Deleted { resource_version: &rv },
+                };
+                stats::add(
+                    match kind {
+                        Change::Added => &counters.added,
+                        Change::Modified => &counters.modified,
+                        Change::Deleted => &counters.deleted,
+                    },
+                    1,
+                );
+                let e = Error::Decode(Box::new(decode::decode_error(context, Some(n), line, message)));
+                let subject = self.sink.skipped(id, e);
+                Ok((Some(subject), self.machine.step(Input::Event(input), now)))
             }
         }
     }

@@ -1,10 +1,11 @@
 //! Issue 13's randomized model test: seeded server operations (create, update, delete, recreate
-//! under the same name, compaction) interleaved with faults (resets, stalls, 410 in both forms,
+//! under the same name, updates into and out of something that does not decode, compaction) interleaved with faults (resets, stalls, 410 in both forms,
 //! 429/5xx with any `Retry-After`, expired continue tokens, lost events), against the fake server
 //! in every list mode (paged with pages of 1, 2 and 500, streaming, metadata-only, compact store,
 //! several namespaces). After each run:
 //!
-//! - the store equals the server (key, uid and resourceVersion of every object);
+//! - the store equals the server (key, uid and resourceVersion of every object that decodes;
+//!   of one that does not, at most the same uid at a version that did);
 //! - a consumer that rebuilds its state from `Init`…`InitDone` and one that only applies
 //!   `InitApply`/`Apply` and removes on `Delete` both end equal to the store;
 //! - every uid the consumer was given that no longer exists got exactly one `Delete` (counted by
@@ -26,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use k8s_openapi::api::core::v1::Pod;
-use kube_watcher::testing::{Chunking, FakeApiServer, Fault, Match, Watch410};
+use kube_watcher::testing::{Chunking, FakeApiServer, Fault, Match, ResourceType, Watch410};
 use kube_watcher::{Api, Backoff, Client, Config, Error, Event, PartialObjectMetadata, Watchable, Watcher};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -39,6 +40,9 @@ const OPS: usize = 30;
 const NAMES: usize = 8;
 /// How long a run may take to converge once quiet (normally well under a second).
 const CONVERGE: Duration = Duration::from_secs(60);
+
+/// Seeds whose watcher met an object that did not decode (the policy is exercised, not assumed).
+static MET_UNDECODABLE: AtomicU64 = AtomicU64::new(0);
 
 fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
@@ -66,6 +70,9 @@ fn random_operations_and_faults_keep_every_promise_in_every_list_mode() {
         }
     });
     let failures = failures.into_inner().unwrap();
+    if seeds.len() >= 50 {
+        assert!(MET_UNDECODABLE.load(Ordering::Relaxed) > 0, "no seed met an undecodable object");
+    }
     assert!(
         failures.is_empty(),
         "{} of {} seeds failed (replay one with KUBE_WATCHER_MODEL_SEED=<seed>):\n{}",
@@ -278,15 +285,38 @@ impl Model {
     }
 }
 
-/// The server's objects the watcher should hold.
-fn truth(server: &FakeApiServer, mode: Mode) -> State {
+/// The server's objects the watcher should hold: those that decode as the watched type, and
+/// those that do not (`spec.containers` a number; every object decodes as metadata). For the
+/// latter the store holds the last version of the same uid that did decode, if it saw one.
+fn truth(server: &FakeApiServer, mode: Mode) -> (State, State) {
     let watched = |ns: &str| !matches!(mode, Mode::Namespaces) || NAMESPACES[..2].contains(&ns);
-    server
-        .list::<Pod>()
-        .iter()
-        .filter(|p| watched(p.metadata.namespace.as_deref().unwrap_or("")))
-        .map(|p| (key_of(p), entry_of(p)))
-        .collect()
+    let (mut decodable, mut undecodable) = (State::new(), State::new());
+    for v in server.list_values(&ResourceType::of::<Pod>()) {
+        let field = |f: &str| v["metadata"][f].as_str().unwrap_or_default().to_owned();
+        if !watched(&field("namespace")) {
+            continue;
+        }
+        let entry = (format!("{}/{}", field("namespace"), field("name")), (field("uid"), field("resourceVersion")));
+        if is_broken(&v) && !matches!(mode, Mode::Metadata) {
+            undecodable.insert(entry.0, entry.1);
+        } else {
+            decodable.insert(entry.0, entry.1);
+        }
+    }
+    (decodable, undecodable)
+}
+
+/// Whether `state` is what a watcher may hold of the server `(decodable, undecodable)`.
+fn holds(state: &State, truth: &(State, State)) -> bool {
+    let (decodable, undecodable) = truth;
+    decodable.iter().all(|(k, e)| state.get(k) == Some(e))
+        && state.iter().all(|(k, (uid, _))| {
+            decodable.contains_key(k) || undecodable.get(k).is_some_and(|(server_uid, _)| server_uid == uid)
+        })
+}
+
+fn is_broken(v: &serde_json::Value) -> bool {
+    v["spec"]["containers"].is_number()
 }
 
 fn run<K: Watchable>(
@@ -347,11 +377,18 @@ fn run<K: Watchable>(
     }
     converged?;
     let m = model.lock().unwrap();
+    if m.log.iter().any(|l| l.starts_with("Err(") && l.contains(" skipped (")) {
+        MET_UNDECODABLE.fetch_add(1, Ordering::Relaxed);
+    }
     if !m.ended {
         return Err("the event stream did not end after stop()".into());
     }
     // Deletes by uid: exactly one for every incarnation given that is gone, none for the living.
-    let alive: std::collections::HashSet<String> = server.list::<Pod>().iter().map(|p| entry_of(p).0).collect();
+    let alive: std::collections::HashSet<String> = server
+        .list_values(&ResourceType::of::<Pod>())
+        .iter()
+        .map(|v| v["metadata"]["uid"].as_str().unwrap_or_default().to_owned())
+        .collect();
     for (uid, _) in m.given.iter() {
         let deletes = m.deleted.get(uid).copied().unwrap_or(0);
         match (alive.contains(uid), deletes) {
@@ -392,8 +429,8 @@ fn converge<K: Watchable>(
         }
         // Several namespaces relist on their own, and their `Init`…`InitDone` interleave with each
         // other's events: the documented contract there is "read `InitApply` as `Apply`".
-        let replace_ok = matches!(mode, Mode::Namespaces) || (m.replace == want && m.pending.is_none());
-        if store == want && replace_ok && m.apply_only == want && w.store().is_ready() {
+        let replace_ok = matches!(mode, Mode::Namespaces) || (m.replace == store && m.pending.is_none());
+        if holds(&store, &want) && replace_ok && m.apply_only == store && w.store().is_ready() {
             if state.len() != store.len() {
                 return Err("duplicate keys in the store".into());
             }
@@ -425,7 +462,7 @@ fn random_pod(rng: &mut StdRng) -> Pod {
 fn write(server: &FakeApiServer, rng: &mut StdRng) {
     let p = random_pod(rng);
     let (ns, name) = (p.metadata.namespace.clone().unwrap(), p.metadata.name.clone().unwrap());
-    match rng.random_range(0..10) {
+    match rng.random_range(0..11) {
         0..=2 => {
             let _ = server.create(&p);
         }
@@ -443,6 +480,18 @@ fn write(server: &FakeApiServer, rng: &mut StdRng) {
             if let Some(mut cur) = server.get::<Pod>(Some(&ns), &name) {
                 cur.metadata.finalizers = None;
                 let _ = server.replace(&cur);
+            }
+        }
+        9 => {
+            // Break the object (it no longer decodes as a Pod) or mend it.
+            let rt = ResourceType::of::<Pod>();
+            if let Some(mut v) = server.get_value(&rt, Some(&ns), &name) {
+                if is_broken(&v) {
+                    v.as_object_mut().unwrap().remove("spec");
+                } else {
+                    v["spec"] = serde_json::json!({"containers": 5});
+                }
+                let _ = server.replace_value(&rt, v);
             }
         }
         7..=8 => {

@@ -120,7 +120,7 @@ pub enum Match {
 /// [`FakeApiServer::push_fault`]).
 ///
 /// Faults that only make sense on a watch (`InStreamError`, `CloseAfter`, `ResetAfter`,
-/// `MalformedLine`, `OversizedLine`, `EndlessLine`, `DropEvents`) are only taken by watch requests;
+/// `MalformedLine`, `Line`, `OversizedLine`, `EndlessLine`, `DropEvents`) are only taken by watch requests;
 /// `TruncateBody` is only taken by non-watch GETs, `EndlessList` and `GzipBomb` only by lists.
 /// All others apply to any request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -177,6 +177,9 @@ pub enum Fault {
     StallBeforeHeaders,
     /// Watch: one line that is not JSON (`<html>oops</html>`), then the stream goes on.
     MalformedLine,
+    /// Watch: this line (a newline is added), then the stream goes on: an event the server's
+    /// store cannot hold, such as an object without a name.
+    Line(String),
     /// Watch: one line of this many bytes with no newline, then a clean end.
     OversizedLine {
         /// Length of the line.

@@ -352,6 +352,7 @@ fn fault_applies(f: &Fault, class: Class) -> bool {
         | Fault::CloseAfter { .. }
         | Fault::ResetAfter { .. }
         | Fault::MalformedLine
+        | Fault::Line(_)
         | Fault::OversizedLine { .. }
         | Fault::EndlessLine
         | Fault::DropEvents { .. } => class == Class::Watch,

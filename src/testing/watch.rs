@@ -304,6 +304,10 @@ pub(crate) fn serve(
             write_chunk(out.conn, b"<html>oops</html>\n")?;
             out.conn.flush()?;
         }
+        Some(Fault::Line(line)) => {
+            write_chunk(out.conn, format!("{line}\n").as_bytes())?;
+            out.conn.flush()?;
+        }
         Some(Fault::OversizedLine { bytes }) => {
             let head = br#"{"type":"ADDED","object":{"data":""#;
             let mut remaining = bytes;
