@@ -159,6 +159,22 @@ impl fmt::Display for DecodeError {
     }
 }
 
+/// How a watch recovers from an error (see [`Error::recovery`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Recovery {
+    /// Make the same request again after backoff (a watch resumes from its resourceVersion).
+    Resume,
+    /// The resourceVersion or continue token expired: relist.
+    Expired,
+    /// The server has not reached the resourceVersion asked for: relist from scratch.
+    TooLarge,
+    /// The stream said something the watch cannot go on from: relist past it.
+    Relist,
+    /// The server refused the request: relist after backoff; it may take a fix on the user's
+    /// side (permissions, credentials, the resource).
+    Refused,
+}
+
 impl Error {
     /// The HTTP status when the server answered (or the code of an in-stream `ERROR` event).
     #[must_use]
@@ -208,20 +224,46 @@ impl Error {
         }
     }
 
-    /// True when trying again later may succeed (transport trouble, 429, 5xx, 410).
+    /// True when the watcher's own retry can get past this error with nothing changed on your
+    /// side: transport trouble, 408, 429 and 5xx, 410 Gone, "too large resource version" and
+    /// undecodable data (a relist reads past it). False for refusals that need a fix (401, 403,
+    /// 404, 422, credentials) and for the end of a watcher. See the recovery table in README.md.
     #[must_use]
     pub fn is_retryable(&self) -> bool {
+        !self.is_terminal()
+            && !matches!(self, Error::NotReady { .. } | Error::Lagged { .. })
+            && self.recovery() != Recovery::Refused
+    }
+
+    /// How a watch recovers from this error: the one table every decision uses (the state
+    /// machine for watches, lists and streaming lists; [`is_retryable`](Self::is_retryable)).
+    ///
+    /// | error | recovery |
+    /// |---|---|
+    /// | 410 Gone (HTTP or in-stream) | `Expired`: relist |
+    /// | "too large resource version" | `TooLarge`: relist from scratch |
+    /// | transport trouble; HTTP 408, 429, 5xx | `Resume`: the same request again, after backoff |
+    /// | an in-stream `ERROR` 408, 429 or 5xx; an undecodable line or body | `Relist`: past it |
+    /// | any other answer (401, 403, 404, 422, ...); credentials | `Refused`: relist, after backoff |
+    pub(crate) fn recovery(&self) -> Recovery {
         match self {
-            Error::Transport { .. } | Error::Decode(_) => true,
-            Error::Api(e) => matches!(e.code, 408 | 410 | 429 | 500..=599),
-            Error::GaveUp { .. }
-            | Error::Config { .. }
+            e if e.is_gone() => Recovery::Expired,
+            e if e.is_too_large_resource_version() => Recovery::TooLarge,
+            Error::Transport { .. } => Recovery::Resume,
+            // A stream that failed in-band cannot be resumed: what it skipped is unknown.
+            Error::Api(a) if matches!(a.code, 408 | 429 | 500..=599) && a.in_stream => Recovery::Relist,
+            Error::Api(a) if matches!(a.code, 408 | 429 | 500..=599) => Recovery::Resume,
+            Error::Decode(_) => Recovery::Relist,
+            Error::GaveUp { last, .. } => last.recovery(),
+            Error::NotReady { last_error: Some(last), .. } => last.recovery(),
+            Error::Api(_)
             | Error::Auth { .. }
+            | Error::Config { .. }
             | Error::NotReady { .. }
             | Error::Stopped
             | Error::Spawn(_)
             | Error::Lagged { .. }
-            | Error::Panicked { .. } => false,
+            | Error::Panicked { .. } => Recovery::Refused,
         }
     }
 

@@ -24,7 +24,7 @@ use rand::{Rng, SeedableRng};
 
 use crate::backoff::BackoffState;
 use crate::config::{Config, DEFAULT_TIMEOUT_SECS, ListSemantic, STALL_MARGIN};
-use crate::error::Error;
+use crate::error::{Error, Recovery, Result};
 use crate::request::{ListParams, VersionMatch, WatchParams};
 
 /// A watch that ends cleanly this soon with no event is treated as a failure, so a misbehaving
@@ -48,8 +48,19 @@ pub enum RelistReason {
     Periodic,
     /// A drift check (`Config::drift_check`) found the store out of step with the server.
     Drift,
-    /// An error that the watch cannot resume from (4xx, in-stream error, undecodable event).
+    /// An error that the watch cannot resume from (4xx, in-stream error, a broken watch line).
     Error,
+}
+
+impl Recovery {
+    /// The relist reason of an expiry (anything else relists as `Error`).
+    fn reason(self) -> RelistReason {
+        match self {
+            Recovery::Expired => RelistReason::Expired,
+            Recovery::TooLarge => RelistReason::TooLarge,
+            Recovery::Resume | Recovery::Relist | Recovery::Refused => RelistReason::Error,
+        }
+    }
 }
 
 /// Where the watcher is. Each variant holds only what is valid in it.
@@ -81,6 +92,8 @@ enum State {
 pub(crate) enum Input<'a> {
     /// The worker starts (or finished waiting): make the next request.
     Start,
+    /// One item of the list page being read.
+    Item,
     /// A list page arrived and its items were applied (`InitApply`).
     Page { resource_version: Option<&'a str>, continue_token: Option<&'a str> },
     /// A list request failed.
@@ -108,10 +121,17 @@ pub(crate) enum WatchInput<'a> {
     Bookmark { resource_version: &'a str, initial_events_end: bool },
 }
 
-/// What the worker must do, in order. Each `step` ends with exactly one driver action
-/// (`List`, `Watch`, `ReadOn`, `Wait` or `End`).
+/// What one [`Machine::step`] asks of the worker: effects to apply in order, then one next move.
+#[derive(Debug, PartialEq)]
+pub(crate) struct Step {
+    pub(crate) effects: Vec<Effect>,
+    pub(crate) next: Next,
+}
+
+/// Something to apply to the store, the consumers or the counters, with the current input's
+/// object where it names one.
 #[derive(Debug, Clone)]
-pub(crate) enum Action {
+pub(crate) enum Effect {
     /// A relist starts (emit `Init`).
     BeginInit,
     /// Apply the current input's object to the relist in progress.
@@ -128,48 +148,55 @@ pub(crate) enum Action {
     Report(Error),
     /// Count a relist and its reason.
     Relist(RelistReason),
-    /// Driver: request one list page.
+}
+
+/// What the worker does next, after the effects.
+#[derive(Debug, Clone)]
+pub(crate) enum Next {
+    /// Request one list page; feed back `Input::Item` per item, then `Page` or `ListFailed`.
     List(ListParams),
-    /// Driver: compare the store with a metadata-only list made with these parameters, at the
-    /// store's resourceVersion `rv`; feed back `Input::DriftChecked`.
+    /// Compare the store with a metadata-only list made with these parameters, at the store's
+    /// resourceVersion `rv`; feed back `Input::DriftChecked`.
     DriftCheck { params: ListParams, rv: String },
-    /// Driver: open a watch; `idle` is the per-read timeout to use.
+    /// Open a watch; `idle` is the per-read timeout to use.
     Watch { params: WatchParams, idle: Duration },
-    /// Driver: keep reading the open stream.
+    /// Keep reading the open list body or stream.
     ReadOn,
-    /// Driver: wait (interruptibly), then feed `Input::Start`.
+    /// Wait (interruptibly), then feed `Input::Start`.
     Wait(Duration),
-    /// Driver: the watcher ends with this error (`Error::Stopped` for a normal end).
+    /// The watcher ends with this error (`Error::Stopped` for a normal end).
     End(Error),
 }
 
-impl PartialEq for Action {
-    /// Errors compare by message: enough for tests and for spotting a repeated action.
-    fn eq(&self, other: &Action) -> bool {
+/// Errors compare by message: enough for tests and for spotting a repeated step.
+fn same_error(a: &Error, b: &Error) -> bool {
+    a.to_string() == b.to_string()
+}
+
+impl PartialEq for Effect {
+    fn eq(&self, other: &Effect) -> bool {
         match (self, other) {
-            (Action::Report(a), Action::Report(b)) | (Action::End(a), Action::End(b)) => a.to_string() == b.to_string(),
-            (Action::Relist(a), Action::Relist(b)) => a == b,
-            (Action::List(a), Action::List(b)) => a == b,
-            (Action::Watch { params: a, idle: x }, Action::Watch { params: b, idle: y }) => a == b && x == y,
-            (Action::Wait(a), Action::Wait(b)) => a == b,
-            (Action::DriftCheck { params: a, rv: x }, Action::DriftCheck { params: b, rv: y }) => a == b && x == y,
-            (a, b) => std::mem::discriminant(a) == std::mem::discriminant(b) && a.is_unit(),
+            (Effect::Report(a), Effect::Report(b)) => same_error(a, b),
+            (Effect::Relist(a), Effect::Relist(b)) => a == b,
+            (a, b) => {
+                std::mem::discriminant(a) == std::mem::discriminant(b)
+                    && !matches!(a, Effect::Report(_) | Effect::Relist(_))
+            }
         }
     }
 }
 
-impl Action {
-    fn is_unit(&self) -> bool {
-        matches!(
-            self,
-            Action::BeginInit
-                | Action::InitApply
-                | Action::InitDone
-                | Action::AbortInit
-                | Action::Apply
-                | Action::Delete
-                | Action::ReadOn
-        )
+impl PartialEq for Next {
+    fn eq(&self, other: &Next) -> bool {
+        match (self, other) {
+            (Next::List(a), Next::List(b)) => a == b,
+            (Next::DriftCheck { params: a, rv: x }, Next::DriftCheck { params: b, rv: y }) => a == b && x == y,
+            (Next::Watch { params: a, idle: x }, Next::Watch { params: b, idle: y }) => a == b && x == y,
+            (Next::ReadOn, Next::ReadOn) => true,
+            (Next::Wait(a), Next::Wait(b)) => a == b,
+            (Next::End(a), Next::End(b)) => same_error(a, b),
+            _ => false,
+        }
     }
 }
 
@@ -189,6 +216,9 @@ pub(crate) struct Machine {
     last_verified: Option<Instant>,
 }
 
+/// A state to be in and the move that leaves it: what each handler returns.
+type Then = (State, Next);
+
 impl Machine {
     pub(crate) fn new(config: Config, seed: u64) -> Machine {
         Machine {
@@ -203,231 +233,243 @@ impl Machine {
         }
     }
 
-    /// One transition: consume `input` observed at `now`, return the actions to perform.
-    pub(crate) fn step(&mut self, input: Input<'_>, now: Instant) -> Vec<Action> {
-        let mut out = Vec::new();
+    /// One transition: consume `input` observed at `now`; say what to apply and what to do next.
+    /// One handler per state.
+    pub(crate) fn step(&mut self, input: Input<'_>, now: Instant) -> Step {
+        let mut fx = Vec::new();
         let state = std::mem::replace(&mut self.state, State::Ended);
-        self.state = match (state, input) {
-            (State::Ended, _) => {
-                out.push(Action::End(Error::Stopped));
-                State::Ended
+        let (state, next) = match (state, input) {
+            (State::Ended, _) => (State::Ended, Next::End(Error::Stopped)),
+            (state, Input::Start) => self.request(state, now, &mut fx),
+            (State::List { next }, input) => self.on_list(next, input, now, &mut fx),
+            (State::StreamInit { resume, opened, last_seen }, input) => {
+                self.on_stream_init(resume, opened, last_seen, input, now, &mut fx)
             }
-            (state, Input::Start) => self.request(state, now, &mut out),
-
-            (State::List { mut next }, Input::Page { resource_version, continue_token }) => {
-                // Progress counts at the last page only: a list whose later pages keep failing
-                // (say, a continue token that always expires) must still back off.
-                match (continue_token, resource_version) {
-                    (Some(token), _) => {
-                        next.continue_token = Some(token.to_owned());
-                        // Follow-up pages carry no resourceVersion (protocol.md §5.1).
-                        next.resource_version = None;
-                        next.version_match = None;
-                        out.push(Action::List(next.clone()));
-                        State::List { next }
-                    }
-                    (None, Some(rv)) => {
-                        self.progress();
-                        out.push(Action::InitDone);
-                        self.last_sync = Some(now);
-                        self.last_verified = Some(now);
-                        self.request(State::Watch { rv: rv.to_owned() }, now, &mut out)
-                    }
-                    (None, None) => {
-                        out.push(Action::AbortInit);
-                        let e = Error::transport("list", "the list has no metadata.resourceVersion to watch from");
-                        self.fail(e, true, State::Sync { resume: None, reason: RelistReason::Error }, now, &mut out)
-                    }
-                }
+            (State::Watching { rv, events, opened, last_seen, stall }, input) => {
+                self.on_watching(Watching { rv, events, opened, last_seen, stall }, input, now, &mut fx)
             }
-            (State::List { next }, Input::ListFailed(e)) => {
-                out.push(Action::AbortInit);
-                let paging = next.continue_token.is_some();
-                if e.is_gone() || e.is_too_large_resource_version() {
-                    // An expired continue token or resume RV: start over, consistent and paged.
-                    let reason = if e.is_gone() { RelistReason::Expired } else { RelistReason::TooLarge };
-                    log::debug!("list failed ({e}); relisting from scratch (paging: {paging})");
-                    self.fail_quietly(State::Sync { resume: None, reason }, now, &mut out)
-                } else {
-                    let resume = next.resource_version.filter(|rv| rv != "0" && !paging);
-                    self.fail(e, true, State::Sync { resume, reason: RelistReason::Error }, now, &mut out)
-                }
-            }
-
-            (State::StreamInit { resume, opened, .. }, Input::WatchOpened) => {
-                out.push(Action::BeginInit);
-                out.push(Action::ReadOn);
-                State::StreamInit { resume, opened, last_seen: now }
-            }
-            (State::StreamInit { resume, opened, .. }, Input::Event(ev)) => match ev {
-                WatchInput::Added { .. } => {
-                    out.push(Action::InitApply);
-                    out.push(Action::ReadOn);
-                    State::StreamInit { resume, opened, last_seen: now }
-                }
-                WatchInput::Bookmark { resource_version, initial_events_end: true } => {
-                    self.progress();
-                    self.last_sync = Some(now);
-                    self.last_verified = Some(now);
-                    out.push(Action::InitDone);
-                    out.push(Action::ReadOn);
-                    let stall =
-                        self.stall_for(self.config.timeout.unwrap_or(Duration::from_secs(DEFAULT_TIMEOUT_SECS.1)));
-                    State::Watching { rv: resource_version.to_owned(), events: 1, opened, last_seen: now, stall }
-                }
-                WatchInput::Modified { .. } | WatchInput::Deleted { .. } | WatchInput::Bookmark { .. } => {
-                    // A conforming server sends only ADDED before the marker: this one ignores
-                    // sendInitialEvents (protocol.md §7.4).
-                    self.streaming_fallback("the server sent a non-ADDED event before the end marker", &mut out);
-                    self.request(State::Sync { resume, reason: RelistReason::StreamingFallback }, now, &mut out)
-                }
-            },
-            (State::StreamInit { resume, opened, last_seen }, Input::Idle) => {
-                if now.saturating_duration_since(last_seen) >= self.config.streaming_marker_timeout {
-                    self.streaming_fallback("no end-of-initial-events bookmark arrived in time", &mut out);
-                    self.request(State::Sync { resume, reason: RelistReason::StreamingFallback }, now, &mut out)
-                } else {
-                    out.push(Action::ReadOn);
-                    State::StreamInit { resume, opened, last_seen }
-                }
-            }
-            (State::StreamInit { resume, .. }, Input::WatchEnded) => {
-                self.streaming_fallback("the stream ended before the end-of-initial-events bookmark", &mut out);
-                self.request(State::Sync { resume, reason: RelistReason::StreamingFallback }, now, &mut out)
-            }
-            (State::StreamInit { resume, .. }, Input::WatchFailed(e)) => {
-                if e.is_gone() || e.is_too_large_resource_version() {
-                    out.push(Action::AbortInit);
-                    let reason = if e.is_gone() { RelistReason::Expired } else { RelistReason::TooLarge };
-                    self.fail_quietly(State::Sync { resume: None, reason }, now, &mut out)
-                } else if e.is_retryable() && !matches!(&e, Error::Api(a) if a.in_stream) {
-                    // Throttling or transport trouble says nothing about streaming support.
-                    out.push(Action::AbortInit);
-                    self.fail(e, true, State::Sync { resume, reason: RelistReason::Error }, now, &mut out)
-                } else {
-                    // Rejected (422 and friends) or failed in-stream: fall back to list + watch.
-                    self.streaming_fallback(&format!("{e}"), &mut out);
-                    self.request(State::Sync { resume, reason: RelistReason::StreamingFallback }, now, &mut out)
-                }
-            }
-
-            (s @ State::Watching { .. }, Input::WatchOpened) => {
-                out.push(Action::ReadOn);
-                s
-            }
-            (State::Watching { rv, events, opened, stall, .. }, Input::Event(ev)) => {
-                let (action, new_rv) = match ev {
-                    WatchInput::Added { resource_version } | WatchInput::Modified { resource_version } => {
-                        (Some(Action::Apply), resource_version)
-                    }
-                    WatchInput::Deleted { resource_version } => (Some(Action::Delete), resource_version),
-                    WatchInput::Bookmark { resource_version, .. } => (None, resource_version),
-                };
-                if action.is_some() {
-                    self.progress();
-                }
-                out.extend(action);
-                out.push(Action::ReadOn);
-                // Resume from the newest RV seen (protocol.md §2.3); an empty one keeps the old.
-                let rv = if new_rv.is_empty() { rv } else { new_rv.to_owned() };
-                State::Watching { rv, events: events + 1, opened, last_seen: now, stall }
-            }
-            (State::Watching { rv, events, opened, last_seen, stall }, Input::Idle) => {
-                if now.saturating_duration_since(last_seen) >= stall {
-                    let e =
-                        Error::transport("watch", format!("no data for {stall:?}; the connection is presumed dead"));
-                    self.fail(e, true, State::Watch { rv }, now, &mut out)
-                } else {
-                    out.push(Action::ReadOn);
-                    State::Watching { rv, events, opened, last_seen, stall }
-                }
-            }
-            (State::Watching { rv, events, opened, .. }, Input::WatchEnded) => {
-                if events == 0 && now.saturating_duration_since(opened) < SHORT_WATCH {
-                    let e = Error::transport("watch", "the server ended the watch at once without any event");
-                    self.fail(e, true, State::Watch { rv }, now, &mut out)
-                } else {
-                    log::trace!("watch ended cleanly at resourceVersion {rv}");
-                    self.request(State::Watch { rv }, now, &mut out)
-                }
-            }
-            (State::Watching { rv, .. }, Input::WatchFailed(e)) => self.watch_failed(rv, e, now, &mut out),
-
-            (State::Checking { rv }, Input::DriftChecked(result)) => {
-                self.last_verified = Some(now);
-                match result {
-                    Ok(0) => self.request(State::Watch { rv }, now, &mut out),
-                    Ok(n) => {
-                        log::info!("drift check: {n} objects out of step with the server; relisting");
-                        self.request(State::Sync { resume: None, reason: RelistReason::Drift }, now, &mut out)
-                    }
-                    Err(e) => {
-                        // The watch itself is fine: report, and check again next interval.
-                        out.push(Action::Report(e));
-                        self.request(State::Watch { rv }, now, &mut out)
-                    }
-                }
-            }
-
-            // Inputs that cannot happen in this state are bugs in the worker; recover by resyncing.
-            (state, input) => {
-                log::error!("bug: unexpected {input:?} in state {state:?}; resyncing");
-                out.push(Action::AbortInit);
-                self.request(State::Sync { resume: None, reason: RelistReason::Error }, now, &mut out)
-            }
+            (State::Checking { rv }, Input::DriftChecked(result)) => self.on_drift_checked(rv, result, now, &mut fx),
+            (state, input) => self.unexpected(state, input, now, &mut fx),
         };
-        out
+        self.state = state;
+        Step { effects: fx, next }
     }
 
-    /// A watch from `rv` failed: classify (protocol.md §6.9) and choose how to recover.
-    fn watch_failed(&mut self, rv: String, e: Error, now: Instant, out: &mut Vec<Action>) -> State {
-        if e.is_gone() {
-            log::debug!("watch from resourceVersion {rv} expired; relisting");
-            return self.fail_quietly(State::Sync { resume: Some(rv), reason: RelistReason::Expired }, now, out);
+    /// A paged list is in progress.
+    fn on_list(&mut self, mut next: ListParams, input: Input<'_>, now: Instant, fx: &mut Vec<Effect>) -> Then {
+        match input {
+            Input::Item => {
+                fx.push(Effect::InitApply);
+                (State::List { next }, Next::ReadOn)
+            }
+            // Progress counts at the last page only: a list whose later pages keep failing
+            // (say, a continue token that always expires) must still back off.
+            Input::Page { continue_token: Some(token), .. } => {
+                next.continue_token = Some(token.to_owned());
+                // Follow-up pages carry no resourceVersion (protocol.md §5.1).
+                next.resource_version = None;
+                next.version_match = None;
+                (State::List { next: next.clone() }, Next::List(next))
+            }
+            Input::Page { continue_token: None, resource_version: Some(rv) } => {
+                self.progress();
+                fx.push(Effect::InitDone);
+                self.last_sync = Some(now);
+                self.last_verified = Some(now);
+                self.request(State::Watch { rv: rv.to_owned() }, now, fx)
+            }
+            Input::Page { continue_token: None, resource_version: None } => {
+                fx.push(Effect::AbortInit);
+                let e = Error::transport("list", "the list has no metadata.resourceVersion to watch from");
+                self.fail(e, true, State::Sync { resume: None, reason: RelistReason::Error }, now, fx)
+            }
+            Input::ListFailed(e) => {
+                fx.push(Effect::AbortInit);
+                let paging = next.continue_token.is_some();
+                match e.recovery() {
+                    // An expired continue token or resume RV: start over, consistent and paged.
+                    r @ (Recovery::Expired | Recovery::TooLarge) => {
+                        log::debug!("list failed ({e}); relisting from scratch (paging: {paging})");
+                        self.fail_quietly(State::Sync { resume: None, reason: r.reason() }, now, fx)
+                    }
+                    Recovery::Resume | Recovery::Relist | Recovery::Refused => {
+                        let resume = next.resource_version.filter(|rv| rv != "0" && !paging);
+                        self.fail(e, true, State::Sync { resume, reason: RelistReason::Error }, now, fx)
+                    }
+                }
+            }
+            input => self.unexpected(State::List { next }, input, now, fx),
         }
-        if e.is_too_large_resource_version() {
-            return self.fail_quietly(State::Sync { resume: None, reason: RelistReason::TooLarge }, now, out);
-        }
-        let resumable = match &e {
-            Error::Transport { .. } => true,
-            Error::Api(a) => !a.in_stream && matches!(a.code, 429 | 500..=599),
-            _ => false,
+    }
+
+    /// A streaming list is open, before its end marker.
+    fn on_stream_init(
+        &mut self,
+        resume: Option<String>,
+        opened: Instant,
+        last_seen: Instant,
+        input: Input<'_>,
+        now: Instant,
+        fx: &mut Vec<Effect>,
+    ) -> Then {
+        let fallback = |m: &mut Machine, why: &str, fx: &mut Vec<Effect>, resume: Option<String>| {
+            m.streaming_fallback(why, fx);
+            m.request(State::Sync { resume, reason: RelistReason::StreamingFallback }, now, fx)
         };
-        if resumable {
-            self.fail(e, true, State::Watch { rv }, now, out)
-        } else {
-            // Undecodable event, in-stream error, 4xx: relist not older than what we have.
-            self.fail(e, true, State::Sync { resume: Some(rv), reason: RelistReason::Error }, now, out)
+        match input {
+            Input::WatchOpened => {
+                fx.push(Effect::BeginInit);
+                (State::StreamInit { resume, opened, last_seen: now }, Next::ReadOn)
+            }
+            Input::Event(WatchInput::Added { .. }) => {
+                fx.push(Effect::InitApply);
+                (State::StreamInit { resume, opened, last_seen: now }, Next::ReadOn)
+            }
+            Input::Event(WatchInput::Bookmark { resource_version, initial_events_end: true }) => {
+                self.progress();
+                self.last_sync = Some(now);
+                self.last_verified = Some(now);
+                fx.push(Effect::InitDone);
+                let stall = self.stall_for(self.config.timeout.unwrap_or(Duration::from_secs(DEFAULT_TIMEOUT_SECS.1)));
+                let rv = resource_version.to_owned();
+                (State::Watching { rv, events: 1, opened, last_seen: now, stall }, Next::ReadOn)
+            }
+            // A conforming server sends only ADDED before the marker: this one ignores
+            // sendInitialEvents (protocol.md §7.4).
+            Input::Event(_) => fallback(self, "the server sent a non-ADDED event before the end marker", fx, resume),
+            Input::Idle if now.saturating_duration_since(last_seen) >= self.config.streaming_marker_timeout => {
+                fallback(self, "no end-of-initial-events bookmark arrived in time", fx, resume)
+            }
+            Input::Idle => (State::StreamInit { resume, opened, last_seen }, Next::ReadOn),
+            Input::WatchEnded => {
+                fallback(self, "the stream ended before the end-of-initial-events bookmark", fx, resume)
+            }
+            Input::WatchFailed(e) => match e.recovery() {
+                r @ (Recovery::Expired | Recovery::TooLarge) => {
+                    fx.push(Effect::AbortInit);
+                    self.fail_quietly(State::Sync { resume: None, reason: r.reason() }, now, fx)
+                }
+                // Throttling or transport trouble says nothing about streaming support.
+                Recovery::Resume => {
+                    fx.push(Effect::AbortInit);
+                    self.fail(e, true, State::Sync { resume, reason: RelistReason::Error }, now, fx)
+                }
+                // Rejected (422 and friends), failed in-stream or a broken line: list + watch.
+                Recovery::Relist | Recovery::Refused => fallback(self, &e.to_string(), fx, resume),
+            },
+            input => self.unexpected(State::StreamInit { resume, opened, last_seen }, input, now, fx),
+        }
+    }
+
+    /// A watch is open.
+    fn on_watching(&mut self, w: Watching, input: Input<'_>, now: Instant, fx: &mut Vec<Effect>) -> Then {
+        let Watching { rv, events, opened, last_seen, stall } = w;
+        match input {
+            Input::WatchOpened => (State::Watching { rv, events, opened, last_seen, stall }, Next::ReadOn),
+            Input::Event(ev) => {
+                let new_rv = match ev {
+                    WatchInput::Added { resource_version } | WatchInput::Modified { resource_version } => {
+                        fx.push(Effect::Apply);
+                        resource_version
+                    }
+                    WatchInput::Deleted { resource_version } => {
+                        fx.push(Effect::Delete);
+                        resource_version
+                    }
+                    WatchInput::Bookmark { resource_version, .. } => resource_version,
+                };
+                if !fx.is_empty() {
+                    self.progress();
+                }
+                // Resume from the newest RV seen (protocol.md §2.3); an empty one keeps the old.
+                let rv = if new_rv.is_empty() { rv } else { new_rv.to_owned() };
+                (State::Watching { rv, events: events + 1, opened, last_seen: now, stall }, Next::ReadOn)
+            }
+            Input::Idle if now.saturating_duration_since(last_seen) >= stall => {
+                let e = Error::transport("watch", format!("no data for {stall:?}; the connection is presumed dead"));
+                self.fail(e, true, State::Watch { rv }, now, fx)
+            }
+            Input::Idle => (State::Watching { rv, events, opened, last_seen, stall }, Next::ReadOn),
+            Input::WatchEnded if events == 0 && now.saturating_duration_since(opened) < SHORT_WATCH => {
+                let e = Error::transport("watch", "the server ended the watch at once without any event");
+                self.fail(e, true, State::Watch { rv }, now, fx)
+            }
+            Input::WatchEnded => {
+                log::trace!("watch ended cleanly at resourceVersion {rv}");
+                self.request(State::Watch { rv }, now, fx)
+            }
+            Input::WatchFailed(e) => self.watch_failed(rv, e, now, fx),
+            input => self.unexpected(State::Watching { rv, events, opened, last_seen, stall }, input, now, fx),
+        }
+    }
+
+    /// A drift check finished.
+    fn on_drift_checked(&mut self, rv: String, result: Result<usize>, now: Instant, fx: &mut Vec<Effect>) -> Then {
+        self.last_verified = Some(now);
+        match result {
+            Ok(0) => self.request(State::Watch { rv }, now, fx),
+            Ok(n) => {
+                log::info!("drift check: {n} objects out of step with the server; relisting");
+                self.request(State::Sync { resume: None, reason: RelistReason::Drift }, now, fx)
+            }
+            Err(e) => {
+                // The watch itself is fine: report, and check again next interval.
+                fx.push(Effect::Report(e));
+                self.request(State::Watch { rv }, now, fx)
+            }
+        }
+    }
+
+    /// An input that cannot happen in this state: a bug in the worker; recover by resyncing.
+    fn unexpected(&mut self, state: State, input: Input<'_>, now: Instant, fx: &mut Vec<Effect>) -> Then {
+        log::error!("bug: unexpected {input:?} in state {state:?}; resyncing");
+        fx.push(Effect::AbortInit);
+        self.request(State::Sync { resume: None, reason: RelistReason::Error }, now, fx)
+    }
+
+    /// A watch from `rv` failed: recover as [`Error::recovery`] says (protocol.md §6.9).
+    fn watch_failed(&mut self, rv: String, e: Error, now: Instant, fx: &mut Vec<Effect>) -> Then {
+        match e.recovery() {
+            Recovery::Expired => {
+                log::debug!("watch from resourceVersion {rv} expired; relisting");
+                self.fail_quietly(State::Sync { resume: Some(rv), reason: RelistReason::Expired }, now, fx)
+            }
+            Recovery::TooLarge => {
+                self.fail_quietly(State::Sync { resume: None, reason: RelistReason::TooLarge }, now, fx)
+            }
+            Recovery::Resume => self.fail(e, true, State::Watch { rv }, now, fx),
+            // Broken line, in-stream error, 4xx: relist not older than what we have.
+            Recovery::Relist | Recovery::Refused => {
+                self.fail(e, true, State::Sync { resume: Some(rv), reason: RelistReason::Error }, now, fx)
+            }
         }
     }
 
     /// Turns "what to do next" into a request.
-    fn request(&mut self, state: State, now: Instant, out: &mut Vec<Action>) -> State {
+    fn request(&mut self, state: State, now: Instant, fx: &mut Vec<Effect>) -> Then {
         match state {
             State::Sync { resume, reason } => {
-                out.push(Action::Relist(reason));
+                fx.push(Effect::Relist(reason));
                 if self.config.wants_streaming() && !self.streaming_unsupported {
                     let rv = resume.clone().or_else(|| self.any_rv());
                     let timeout = self.watch_timeout(now);
                     let params =
                         WatchParams { resource_version: rv, send_initial_events: true, ..self.watch_params(timeout) };
-                    out.push(Action::Watch { params, idle: self.config.streaming_marker_timeout });
-                    State::StreamInit { resume, opened: now, last_seen: now }
+                    let next = Next::Watch { params, idle: self.config.streaming_marker_timeout };
+                    (State::StreamInit { resume, opened: now, last_seen: now }, next)
                 } else {
                     let next = self.first_page(resume);
-                    out.push(Action::BeginInit);
-                    out.push(Action::List(next.clone()));
-                    State::List { next }
+                    fx.push(Effect::BeginInit);
+                    (State::List { next: next.clone() }, Next::List(next))
                 }
             }
             State::List { next } => {
-                out.push(Action::BeginInit);
-                out.push(Action::List(next.clone()));
-                State::List { next }
+                fx.push(Effect::BeginInit);
+                (State::List { next: next.clone() }, Next::List(next))
             }
             State::Watch { rv } => {
                 if self.relist_due(now) {
-                    return self.request(State::Sync { resume: Some(rv), reason: RelistReason::Periodic }, now, out);
+                    return self.request(State::Sync { resume: Some(rv), reason: RelistReason::Periodic }, now, fx);
                 }
                 if self.due(self.config.drift_check, self.last_verified, now) {
                     let params = ListParams {
@@ -437,23 +479,21 @@ impl Machine {
                         version_match: Some(VersionMatch::NotOlderThan),
                         ..ListParams::default()
                     };
-                    out.push(Action::DriftCheck { params, rv: rv.clone() });
-                    return State::Checking { rv };
+                    return (State::Checking { rv: rv.clone() }, Next::DriftCheck { params, rv });
                 }
                 let timeout = self.watch_timeout(now);
                 let stall = self.stall_for(timeout);
                 let params = WatchParams { resource_version: Some(rv.clone()), ..self.watch_params(timeout) };
-                out.push(Action::Watch { params, idle: stall });
-                State::Watching { rv, events: 0, opened: now, last_seen: now, stall }
+                (
+                    State::Watching { rv, events: 0, opened: now, last_seen: now, stall },
+                    Next::Watch { params, idle: stall },
+                )
             }
             State::StreamInit { resume, .. } => {
-                self.request(State::Sync { resume, reason: RelistReason::Error }, now, out)
+                self.request(State::Sync { resume, reason: RelistReason::Error }, now, fx)
             }
-            State::Watching { rv, .. } | State::Checking { rv } => self.request(State::Watch { rv }, now, out),
-            State::Ended => {
-                out.push(Action::End(Error::Stopped));
-                State::Ended
-            }
+            State::Watching { rv, .. } | State::Checking { rv } => self.request(State::Watch { rv }, now, fx),
+            State::Ended => (State::Ended, Next::End(Error::Stopped)),
         }
     }
 
@@ -533,29 +573,27 @@ impl Machine {
         self.failures = 0;
     }
 
-    fn streaming_fallback(&mut self, why: &str, out: &mut Vec<Action>) {
+    fn streaming_fallback(&mut self, why: &str, fx: &mut Vec<Effect>) {
         log::debug!("streaming lists unavailable ({why}); using paged lists from now on");
         self.streaming_unsupported = true;
-        out.push(Action::AbortInit);
+        fx.push(Effect::AbortInit);
     }
 
     /// A failure: report it, count it, and either end (retry limit) or wait, then go to `then`.
-    fn fail(&mut self, e: Error, report: bool, then: State, now: Instant, out: &mut Vec<Action>) -> State {
+    fn fail(&mut self, e: Error, report: bool, then: State, now: Instant, fx: &mut Vec<Effect>) -> Then {
         self.failures = self.failures.saturating_add(1);
         if let Some(max) = self.config.max_retries
             && self.failures > max
         {
-            out.push(Action::End(Error::GaveUp { attempts: self.failures, last: Box::new(e) }));
-            return State::Ended;
+            return (State::Ended, Next::End(Error::GaveUp { attempts: self.failures, last: Box::new(e) }));
         }
         let delay = self.backoff.next_delay(now, &mut self.rng);
         let delay = self.server_wait(&e).map_or(delay, |ra| ra.max(delay));
         log::debug!("{e}; retrying in {delay:?}");
         if report {
-            out.push(Action::Report(e));
+            fx.push(Effect::Report(e));
         }
-        out.push(Action::Wait(delay));
-        then
+        (then, Next::Wait(delay))
     }
 
     /// How long the server asked us to wait (`Retry-After`), clamped to the backoff maximum: a
@@ -567,20 +605,122 @@ impl Machine {
 
     /// An expected recovery (410, too large): retry at once the first time, with backoff when it
     /// keeps happening, so a server that always answers 410 cannot cause a hot loop.
-    fn fail_quietly(&mut self, then: State, now: Instant, out: &mut Vec<Action>) -> State {
+    fn fail_quietly(&mut self, then: State, now: Instant, fx: &mut Vec<Effect>) -> Then {
         if self.failures == 0 {
             self.failures = 1;
-            return self.request(then, now, out);
+            return self.request(then, now, fx);
         }
         let e = Error::transport("relist", "the server keeps answering 410 Gone or \"too large resource version\"");
-        self.fail(e, false, then, now, out)
+        self.fail(e, false, then, now, fx)
     }
+}
+
+/// The fields of `State::Watching`, for its handler.
+struct Watching {
+    rv: String,
+    events: u64,
+    opened: Instant,
+    last_seen: Instant,
+    stall: Duration,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::error::ApiError;
+
+    /// A step flattened for assertions, in the order the worker performs it: the effects, then
+    /// the next move (always last).
+    #[derive(Debug)]
+    enum Action {
+        BeginInit,
+        InitApply,
+        InitDone,
+        AbortInit,
+        Apply,
+        Delete,
+        Report(Error),
+        Relist(RelistReason),
+        List(ListParams),
+        DriftCheck { params: ListParams, rv: String },
+        Watch { params: WatchParams, idle: Duration },
+        ReadOn,
+        Wait(Duration),
+        End(Error),
+    }
+
+    impl PartialEq for Action {
+        fn eq(&self, other: &Action) -> bool {
+            match (self.split(), other.split()) {
+                (Part::Effect(a), Part::Effect(b)) => a == b,
+                (Part::Next(a), Part::Next(b)) => a == b,
+                _ => false,
+            }
+        }
+    }
+
+    enum Part {
+        Effect(Effect),
+        Next(Next),
+    }
+
+    impl Action {
+        fn split(&self) -> Part {
+            Part::Effect(match self {
+                Action::BeginInit => Effect::BeginInit,
+                Action::InitApply => Effect::InitApply,
+                Action::InitDone => Effect::InitDone,
+                Action::AbortInit => Effect::AbortInit,
+                Action::Apply => Effect::Apply,
+                Action::Delete => Effect::Delete,
+                Action::Report(e) => Effect::Report(e.clone()),
+                Action::Relist(r) => Effect::Relist(*r),
+                Action::List(p) => return Part::Next(Next::List(p.clone())),
+                Action::DriftCheck { params, rv } => {
+                    return Part::Next(Next::DriftCheck { params: params.clone(), rv: rv.clone() });
+                }
+                Action::Watch { params, idle } => {
+                    return Part::Next(Next::Watch { params: params.clone(), idle: *idle });
+                }
+                Action::ReadOn => return Part::Next(Next::ReadOn),
+                Action::Wait(d) => return Part::Next(Next::Wait(*d)),
+                Action::End(e) => return Part::Next(Next::End(e.clone())),
+            })
+        }
+    }
+
+    fn flat(step: Step) -> Vec<Action> {
+        let mut out: Vec<Action> = step
+            .effects
+            .into_iter()
+            .map(|e| match e {
+                Effect::BeginInit => Action::BeginInit,
+                Effect::InitApply => Action::InitApply,
+                Effect::InitDone => Action::InitDone,
+                Effect::AbortInit => Action::AbortInit,
+                Effect::Apply => Action::Apply,
+                Effect::Delete => Action::Delete,
+                Effect::Report(e) => Action::Report(e),
+                Effect::Relist(r) => Action::Relist(r),
+            })
+            .collect();
+        out.push(match step.next {
+            Next::List(p) => Action::List(p),
+            Next::DriftCheck { params, rv } => Action::DriftCheck { params, rv },
+            Next::Watch { params, idle } => Action::Watch { params, idle },
+            Next::ReadOn => Action::ReadOn,
+            Next::Wait(d) => Action::Wait(d),
+            Next::End(e) => Action::End(e),
+        });
+        out
+    }
+
+    impl Machine {
+        /// [`Machine::step`], flattened.
+        fn run(&mut self, input: Input<'_>, now: Instant) -> Vec<Action> {
+            flat(self.step(input, now))
+        }
+    }
 
     fn t0() -> Instant {
         Instant::now()
@@ -631,10 +771,10 @@ mod tests {
     fn watching(config: Config, rv: &str) -> (Machine, Instant) {
         let now = t0();
         let mut m = Machine::new(config, 1);
-        m.step(Input::Start, now);
-        let a = m.step(Input::Page { resource_version: Some(rv), continue_token: None }, now);
+        m.run(Input::Start, now);
+        let a = m.run(Input::Page { resource_version: Some(rv), continue_token: None }, now);
         assert!(matches!(driver(&a), Action::Watch { .. }));
-        let a = m.step(Input::WatchOpened, now);
+        let a = m.run(Input::WatchOpened, now);
         assert_eq!(a, [Action::ReadOn]);
         (m, now)
     }
@@ -642,7 +782,7 @@ mod tests {
     #[test]
     fn first_sync_is_a_consistent_paged_list() {
         let mut m = Machine::new(Config::default().labels("app=web"), 1);
-        let a = m.step(Input::Start, t0());
+        let a = m.run(Input::Start, t0());
         assert_eq!(a[0], Action::Relist(RelistReason::Initial));
         assert_eq!(a[1], Action::BeginInit);
         let p = list_params(driver(&a));
@@ -652,17 +792,52 @@ mod tests {
     }
 
     #[test]
+    fn list_items_are_applied_to_the_relist_in_progress() {
+        let mut m = Machine::new(Config::default(), 1);
+        m.run(Input::Start, t0());
+        assert_eq!(m.run(Input::Item, t0()), [Action::InitApply, Action::ReadOn]);
+        // Outside a list an item is a bug of the worker: start over.
+        let (mut m, now) = watching(Config::default(), "5");
+        assert!(m.run(Input::Item, now).contains(&Action::Relist(RelistReason::Error)));
+    }
+
+    #[test]
+    fn one_table_decides_how_every_failure_is_recovered_from() {
+        // A 408 resumes the watch (it used to relist while `is_retryable` called it retryable).
+        let (mut m, now) = watching(Config::default(), "5");
+        let a = m.run(Input::WatchFailed(api(408, "Timeout", false)), now);
+        assert!(matches!(driver(&a), Action::Wait(_)));
+        assert!(!a.iter().any(|a| matches!(a, Action::Relist(_))), "{a:?}");
+        assert_eq!(watch_params(driver(&m.run(Input::Start, now))).resource_version.as_deref(), Some("5"));
+        // An in-stream 500 cannot be resumed: relist past it.
+        let (mut m, now) = watching(Config::default(), "5");
+        m.run(Input::WatchFailed(api(500, "InternalError", true)), now);
+        assert!(m.run(Input::Start, now).contains(&Action::Relist(RelistReason::Error)));
+        for (e, recovery, retryable) in [
+            (api(410, "Gone", true), Recovery::Expired, true),
+            (too_large(), Recovery::TooLarge, true),
+            (api(429, "TooManyRequests", false), Recovery::Resume, true),
+            (api(503, "ServiceUnavailable", true), Recovery::Relist, true),
+            (api(403, "Forbidden", false), Recovery::Refused, false),
+            (api(403, "Forbidden", true), Recovery::Refused, false),
+            (Error::transport("watch", "reset"), Recovery::Resume, true),
+        ] {
+            assert_eq!((e.recovery(), e.is_retryable()), (recovery, retryable), "{e}");
+        }
+    }
+
+    #[test]
     fn any_semantic_lists_at_resource_version_zero() {
         let mut m = Machine::new(Config::default().any_semantic(), 1);
-        let a = m.step(Input::Start, t0());
+        let a = m.run(Input::Start, t0());
         assert_eq!(list_params(driver(&a)).resource_version.as_deref(), Some("0"));
     }
 
     #[test]
     fn follow_up_pages_carry_the_token_and_no_resource_version() {
         let mut m = Machine::new(Config::default().any_semantic(), 1);
-        m.step(Input::Start, t0());
-        let a = m.step(Input::Page { resource_version: Some("10"), continue_token: Some("T1") }, t0());
+        m.run(Input::Start, t0());
+        let a = m.run(Input::Page { resource_version: Some("10"), continue_token: Some("T1") }, t0());
         let p = list_params(driver(&a));
         assert_eq!(p.continue_token.as_deref(), Some("T1"));
         assert_eq!(p.resource_version, None);
@@ -673,8 +848,8 @@ mod tests {
     #[test]
     fn the_last_page_completes_the_init_and_watches_from_the_list_rv() {
         let mut m = Machine::new(Config::default(), 1);
-        m.step(Input::Start, t0());
-        let a = m.step(Input::Page { resource_version: Some("42"), continue_token: None }, t0());
+        m.run(Input::Start, t0());
+        let a = m.run(Input::Page { resource_version: Some("42"), continue_token: None }, t0());
         assert_eq!(a[0], Action::InitDone);
         let w = watch_params(driver(&a));
         assert_eq!(w.resource_version.as_deref(), Some("42"));
@@ -687,13 +862,13 @@ mod tests {
     #[test]
     fn watch_events_apply_and_advance_the_resume_rv() {
         let (mut m, now) = watching(Config::default(), "42");
-        let a = m.step(Input::Event(WatchInput::Added { resource_version: "43" }), now);
+        let a = m.run(Input::Event(WatchInput::Added { resource_version: "43" }), now);
         assert_eq!(a, [Action::Apply, Action::ReadOn]);
-        let a = m.step(Input::Event(WatchInput::Deleted { resource_version: "44" }), now);
+        let a = m.run(Input::Event(WatchInput::Deleted { resource_version: "44" }), now);
         assert_eq!(a, [Action::Delete, Action::ReadOn]);
-        let a = m.step(Input::Event(WatchInput::Bookmark { resource_version: "50", initial_events_end: false }), now);
+        let a = m.run(Input::Event(WatchInput::Bookmark { resource_version: "50", initial_events_end: false }), now);
         assert_eq!(a, [Action::ReadOn]);
-        let a = m.step(Input::WatchEnded, now + Duration::from_secs(60));
+        let a = m.run(Input::WatchEnded, now + Duration::from_secs(60));
         assert_eq!(watch_params(driver(&a)).resource_version.as_deref(), Some("50"));
         assert!(effects(&a).is_empty(), "a clean end re-watches without relisting: {a:?}");
     }
@@ -701,8 +876,8 @@ mod tests {
     #[test]
     fn a_clean_end_rewatches_without_relisting() {
         let (mut m, now) = watching(Config::default(), "7");
-        m.step(Input::Event(WatchInput::Modified { resource_version: "8" }), now);
-        let a = m.step(Input::WatchEnded, now + Duration::from_secs(61));
+        m.run(Input::Event(WatchInput::Modified { resource_version: "8" }), now);
+        let a = m.run(Input::WatchEnded, now + Duration::from_secs(61));
         assert_eq!(a.len(), 1);
         assert_eq!(watch_params(&a[0]).resource_version.as_deref(), Some("8"));
     }
@@ -710,9 +885,9 @@ mod tests {
     #[test]
     fn a_very_short_empty_watch_backs_off() {
         let (mut m, now) = watching(Config::default(), "7");
-        let a = m.step(Input::WatchEnded, now + Duration::from_millis(10));
+        let a = m.run(Input::WatchEnded, now + Duration::from_millis(10));
         assert!(matches!(driver(&a), Action::Wait(_)), "{a:?}");
-        let a = m.step(Input::Start, now + Duration::from_secs(1));
+        let a = m.run(Input::Start, now + Duration::from_secs(1));
         assert_eq!(watch_params(driver(&a)).resource_version.as_deref(), Some("7"));
     }
 
@@ -720,7 +895,7 @@ mod tests {
     fn gone_during_a_watch_relists_not_older_than_the_resume_rv_unpaged() {
         for e in [api(410, "Expired", true), api(410, "Gone", false)] {
             let (mut m, now) = watching(Config::default(), "42");
-            let a = m.step(Input::WatchFailed(e), now);
+            let a = m.run(Input::WatchFailed(e), now);
             assert_eq!(a[0], Action::Relist(RelistReason::Expired));
             assert_eq!(a[1], Action::BeginInit);
             let p = list_params(driver(&a));
@@ -733,12 +908,12 @@ mod tests {
     #[test]
     fn gone_again_on_the_relist_falls_back_to_a_consistent_paged_list() {
         let (mut m, now) = watching(Config::default(), "42");
-        m.step(Input::WatchFailed(api(410, "Expired", true)), now);
-        let a = m.step(Input::ListFailed(api(410, "Expired", false)), now);
+        m.run(Input::WatchFailed(api(410, "Expired", true)), now);
+        let a = m.run(Input::ListFailed(api(410, "Expired", false)), now);
         assert_eq!(a[0], Action::AbortInit);
         // The second 410 in a row goes through backoff.
         assert!(matches!(driver(&a), Action::Wait(_)), "{a:?}");
-        let a = m.step(Input::Start, now);
+        let a = m.run(Input::Start, now);
         let p = list_params(driver(&a));
         assert_eq!(p.resource_version, None);
         assert_eq!(p.limit, Some(500));
@@ -747,7 +922,7 @@ mod tests {
     #[test]
     fn too_large_resource_version_forgets_the_rv() {
         let (mut m, now) = watching(Config::default(), "42");
-        let a = m.step(Input::WatchFailed(too_large()), now);
+        let a = m.run(Input::WatchFailed(too_large()), now);
         assert_eq!(a[0], Action::Relist(RelistReason::TooLarge));
         assert_eq!(list_params(driver(&a)).resource_version, None);
     }
@@ -756,9 +931,9 @@ mod tests {
     fn an_expired_continue_token_restarts_the_list() {
         let mut m = Machine::new(Config::default(), 1);
         let now = t0();
-        m.step(Input::Start, now);
-        m.step(Input::Page { resource_version: Some("10"), continue_token: Some("T1") }, now);
-        let a = m.step(Input::ListFailed(api(410, "Expired", false)), now);
+        m.run(Input::Start, now);
+        m.run(Input::Page { resource_version: Some("10"), continue_token: Some("T1") }, now);
+        let a = m.run(Input::ListFailed(api(410, "Expired", false)), now);
         assert_eq!(a[0], Action::AbortInit);
         assert!(a.contains(&Action::BeginInit));
         let p = list_params(driver(&a));
@@ -770,12 +945,12 @@ mod tests {
     fn continue_tokens_that_keep_expiring_back_off() {
         let mut m = Machine::new(Config::default().page_size(1), 1);
         let now = t0();
-        m.step(Input::Start, now);
-        m.step(Input::Page { resource_version: Some("10"), continue_token: Some("T1") }, now);
-        let a = m.step(Input::ListFailed(api(410, "Expired", false)), now);
+        m.run(Input::Start, now);
+        m.run(Input::Page { resource_version: Some("10"), continue_token: Some("T1") }, now);
+        let a = m.run(Input::ListFailed(api(410, "Expired", false)), now);
         assert!(matches!(driver(&a), Action::List(_)), "the first expiry restarts at once: {a:?}");
-        m.step(Input::Page { resource_version: Some("10"), continue_token: Some("T2") }, now);
-        let a = m.step(Input::ListFailed(api(410, "Expired", false)), now);
+        m.run(Input::Page { resource_version: Some("10"), continue_token: Some("T2") }, now);
+        let a = m.run(Input::ListFailed(api(410, "Expired", false)), now);
         assert!(matches!(driver(&a), Action::Wait(_)), "the second one backs off: {a:?}");
     }
 
@@ -787,7 +962,7 @@ mod tests {
             e.retry_after = Some(Duration::from_secs(secs));
             let e = Error::Api(e);
             assert_eq!(m.server_wait(&e), Some(Duration::from_secs(30)));
-            let a = m.step(Input::WatchFailed(e), now);
+            let a = m.run(Input::WatchFailed(e), now);
             assert_eq!(driver(&a), &Action::Wait(Duration::from_secs(30)), "Retry-After {secs}");
         }
     }
@@ -796,7 +971,7 @@ mod tests {
     fn intervals_too_long_to_add_to_an_instant_are_never_due() {
         let config = Config::default().relist_interval(Duration::MAX).drift_check(Duration::MAX);
         let (mut m, now) = watching(config, "42");
-        let a = m.step(Input::WatchEnded, now + Duration::from_secs(61));
+        let a = m.run(Input::WatchEnded, now + Duration::from_secs(61));
         let w = watch_params(driver(&a));
         assert!((60..90).contains(&w.timeout.as_secs()), "{:?}", w.timeout);
     }
@@ -806,13 +981,13 @@ mod tests {
         let (mut m, now) = watching(Config::default(), "42");
         let Error::Api(mut e) = api(429, "TooManyRequests", false) else { unreachable!() };
         e.retry_after = Some(Duration::from_secs(7));
-        let a = m.step(Input::WatchFailed(Error::Api(e)), now);
+        let a = m.run(Input::WatchFailed(Error::Api(e)), now);
         assert!(matches!(a[0], Action::Report(_)));
         match driver(&a) {
             Action::Wait(d) => assert!(*d >= Duration::from_secs(7), "{d:?}"),
             other => panic!("{other:?}"),
         }
-        let a = m.step(Input::Start, now);
+        let a = m.run(Input::Start, now);
         assert_eq!(watch_params(driver(&a)).resource_version.as_deref(), Some("42"));
     }
 
@@ -820,20 +995,20 @@ mod tests {
     fn forbidden_is_reported_and_retried_with_a_full_relist() {
         let mut m = Machine::new(Config::default(), 1);
         let now = t0();
-        m.step(Input::Start, now);
-        let a = m.step(Input::ListFailed(api(403, "Forbidden", false)), now);
+        m.run(Input::Start, now);
+        let a = m.run(Input::ListFailed(api(403, "Forbidden", false)), now);
         assert!(matches!(&a[1], Action::Report(e) if e.status() == Some(403)), "{a:?}");
         assert!(matches!(driver(&a), Action::Wait(_)));
-        let a = m.step(Input::Start, now);
+        let a = m.run(Input::Start, now);
         assert!(matches!(driver(&a), Action::List(_)));
     }
 
     #[test]
     fn a_transport_error_mid_watch_resumes_after_backoff() {
         let (mut m, now) = watching(Config::default(), "42");
-        let a = m.step(Input::WatchFailed(Error::transport("watch pods", "connection reset")), now);
+        let a = m.run(Input::WatchFailed(Error::transport("watch pods", "connection reset")), now);
         assert!(matches!(driver(&a), Action::Wait(d) if *d <= Duration::from_millis(800)));
-        let a = m.step(Input::Start, now);
+        let a = m.run(Input::Start, now);
         assert_eq!(watch_params(driver(&a)).resource_version.as_deref(), Some("42"));
     }
 
@@ -847,8 +1022,8 @@ mod tests {
             message: "bad".into(),
             snippet: "abc".into(),
         }));
-        m.step(Input::WatchFailed(e), now);
-        let a = m.step(Input::Start, now);
+        m.run(Input::WatchFailed(e), now);
+        let a = m.run(Input::Start, now);
         assert_eq!(list_params(driver(&a)).resource_version.as_deref(), Some("42"));
     }
 
@@ -856,9 +1031,9 @@ mod tests {
     fn idle_beyond_the_stall_timeout_declares_the_connection_dead() {
         let config = Config::default().timeout(Duration::from_secs(60));
         let (mut m, now) = watching(config, "42");
-        let a = m.step(Input::Idle, now + Duration::from_secs(10));
+        let a = m.run(Input::Idle, now + Duration::from_secs(10));
         assert_eq!(a, [Action::ReadOn], "idle before the stall limit keeps reading");
-        let a = m.step(Input::Idle, now + Duration::from_secs(91));
+        let a = m.run(Input::Idle, now + Duration::from_secs(91));
         assert!(matches!(&a[0], Action::Report(Error::Transport { .. })), "{a:?}");
         assert!(matches!(driver(&a), Action::Wait(_)));
     }
@@ -869,7 +1044,7 @@ mod tests {
         let State::Watching { stall, .. } = m.state.clone() else { panic!() };
         assert!(stall < Duration::from_secs(120), "{stall:?}");
         assert!(stall > Duration::from_secs(60), "{stall:?}");
-        let a = m.step(Input::Idle, now + stall);
+        let a = m.run(Input::Idle, now + stall);
         assert!(matches!(driver(&a), Action::Wait(_)));
     }
 
@@ -877,25 +1052,25 @@ mod tests {
     fn max_retries_ends_the_watcher_with_gave_up() {
         let mut m = Machine::new(Config::default().max_retries(2), 1);
         let now = t0();
-        m.step(Input::Start, now);
+        m.run(Input::Start, now);
         for _ in 0..2 {
-            let a = m.step(Input::ListFailed(api(503, "ServiceUnavailable", false)), now);
+            let a = m.run(Input::ListFailed(api(503, "ServiceUnavailable", false)), now);
             assert!(matches!(driver(&a), Action::Wait(_)));
-            m.step(Input::Start, now);
+            m.run(Input::Start, now);
         }
-        let a = m.step(Input::ListFailed(api(503, "ServiceUnavailable", false)), now);
+        let a = m.run(Input::ListFailed(api(503, "ServiceUnavailable", false)), now);
         assert!(matches!(driver(&a), Action::End(Error::GaveUp { attempts: 3, .. })), "{a:?}");
-        assert!(matches!(driver(&m.step(Input::Start, now)), Action::End(_)));
+        assert!(matches!(driver(&m.run(Input::Start, now)), Action::End(_)));
     }
 
     #[test]
     fn progress_resets_the_retry_count() {
         let (mut m, now) = watching(Config::default().max_retries(1), "1");
-        m.step(Input::WatchFailed(Error::transport("w", "reset")), now);
-        m.step(Input::Start, now);
-        m.step(Input::WatchOpened, now);
-        m.step(Input::Event(WatchInput::Modified { resource_version: "2" }), now);
-        let a = m.step(Input::WatchFailed(Error::transport("w", "reset")), now);
+        m.run(Input::WatchFailed(Error::transport("w", "reset")), now);
+        m.run(Input::Start, now);
+        m.run(Input::WatchOpened, now);
+        m.run(Input::Event(WatchInput::Modified { resource_version: "2" }), now);
+        let a = m.run(Input::WatchFailed(Error::transport("w", "reset")), now);
         assert!(matches!(driver(&a), Action::Wait(_)), "{a:?}");
     }
 
@@ -906,11 +1081,11 @@ mod tests {
         let State::Watching { .. } = m.state else { panic!() };
         // The watch opened at `now`, right after the sync: its timeout is capped at 30 s.
         let mut m2 = Machine::new(Config::default().relist_interval(Duration::from_secs(30)), 1);
-        m2.step(Input::Start, now);
-        let a = m2.step(Input::Page { resource_version: Some("5"), continue_token: None }, now);
+        m2.run(Input::Start, now);
+        let a = m2.run(Input::Page { resource_version: Some("5"), continue_token: None }, now);
         assert_eq!(watch_params(driver(&a)).timeout, Duration::from_secs(30));
-        m.step(Input::Event(WatchInput::Modified { resource_version: "6" }), now);
-        let a = m.step(Input::WatchEnded, now + Duration::from_secs(31));
+        m.run(Input::Event(WatchInput::Modified { resource_version: "6" }), now);
+        let a = m.run(Input::WatchEnded, now + Duration::from_secs(31));
         assert!(a.contains(&Action::Relist(RelistReason::Periodic)), "{a:?}");
         assert_eq!(list_params(driver(&a)).resource_version.as_deref(), Some("6"));
     }
@@ -919,29 +1094,29 @@ mod tests {
     fn a_due_drift_check_runs_between_watches_and_relists_only_on_a_mismatch() {
         let config = Config::default().drift_check(Duration::from_secs(30));
         let (mut m, now) = watching(config, "5");
-        m.step(Input::Event(WatchInput::Modified { resource_version: "6" }), now);
+        m.run(Input::Event(WatchInput::Modified { resource_version: "6" }), now);
         // Not due yet: a plain re-watch.
-        let a = m.step(Input::WatchEnded, now + Duration::from_secs(10));
+        let a = m.run(Input::WatchEnded, now + Duration::from_secs(10));
         assert_eq!(watch_params(driver(&a)).resource_version.as_deref(), Some("6"));
-        m.step(Input::WatchOpened, now + Duration::from_secs(10));
-        let a = m.step(Input::WatchEnded, now + Duration::from_secs(31));
+        m.run(Input::WatchOpened, now + Duration::from_secs(10));
+        let a = m.run(Input::WatchEnded, now + Duration::from_secs(31));
         let Action::DriftCheck { params, rv } = driver(&a) else { panic!("{a:?}") };
         assert_eq!((rv.as_str(), params.resource_version.as_deref()), ("6", Some("6")));
         assert_eq!((params.version_match, params.limit), (Some(VersionMatch::NotOlderThan), None));
         // In step: watch on, and the next check is a full interval away.
         let later = now + Duration::from_secs(32);
-        let a = m.step(Input::DriftChecked(Ok(0)), later);
+        let a = m.run(Input::DriftChecked(Ok(0)), later);
         assert_eq!(watch_params(driver(&a)).timeout, Duration::from_secs(30));
-        m.step(Input::WatchOpened, later);
-        let a = m.step(Input::WatchEnded, later + Duration::from_secs(30));
+        m.run(Input::WatchOpened, later);
+        let a = m.run(Input::WatchEnded, later + Duration::from_secs(30));
         assert!(matches!(driver(&a), Action::DriftCheck { .. }), "{a:?}");
         // A mismatch relists; a failed check is reported and the watch goes on.
         let mut m2 = Machine::new(Config::default(), 1);
         m2.state = State::Checking { rv: "6".into() };
-        let a = m2.step(Input::DriftChecked(Ok(2)), later);
+        let a = m2.run(Input::DriftChecked(Ok(2)), later);
         assert!(a.contains(&Action::Relist(RelistReason::Drift)), "{a:?}");
         m2.state = State::Checking { rv: "6".into() };
-        let a = m2.step(Input::DriftChecked(Err(Error::transport("drift", "reset"))), later);
+        let a = m2.run(Input::DriftChecked(Err(Error::transport("drift", "reset"))), later);
         assert!(matches!(a[0], Action::Report(_)), "{a:?}");
         assert_eq!(watch_params(driver(&a)).resource_version.as_deref(), Some("6"));
     }
@@ -952,7 +1127,7 @@ mod tests {
         fn start() -> (Machine, Instant, Vec<Action>) {
             let mut m = Machine::new(Config::default().streaming_lists(), 1);
             let now = t0();
-            let a = m.step(Input::Start, now);
+            let a = m.run(Input::Start, now);
             (m, now, a)
         }
 
@@ -961,14 +1136,14 @@ mod tests {
             let (mut m, now, a) = start();
             let w = watch_params(driver(&a));
             assert!(w.send_initial_events && w.bookmarks);
-            assert_eq!(m.step(Input::WatchOpened, now), [Action::BeginInit, Action::ReadOn]);
-            let a = m.step(Input::Event(WatchInput::Added { resource_version: "3" }), now);
+            assert_eq!(m.run(Input::WatchOpened, now), [Action::BeginInit, Action::ReadOn]);
+            let a = m.run(Input::Event(WatchInput::Added { resource_version: "3" }), now);
             assert_eq!(a, [Action::InitApply, Action::ReadOn]);
-            let a = m.step(Input::Event(WatchInput::Bookmark { resource_version: "9", initial_events_end: true }), now);
+            let a = m.run(Input::Event(WatchInput::Bookmark { resource_version: "9", initial_events_end: true }), now);
             assert_eq!(a, [Action::InitDone, Action::ReadOn]);
-            let a = m.step(Input::Event(WatchInput::Modified { resource_version: "10" }), now);
+            let a = m.run(Input::Event(WatchInput::Modified { resource_version: "10" }), now);
             assert_eq!(a, [Action::Apply, Action::ReadOn]);
-            let a = m.step(Input::WatchEnded, now + Duration::from_secs(70));
+            let a = m.run(Input::WatchEnded, now + Duration::from_secs(70));
             assert_eq!(watch_params(driver(&a)).resource_version.as_deref(), Some("10"));
             assert!(!watch_params(driver(&a)).send_initial_events);
         }
@@ -976,22 +1151,22 @@ mod tests {
         #[test]
         fn a_rejected_streaming_list_falls_back_and_is_remembered() {
             let (mut m, now, _) = start();
-            let a = m.step(Input::WatchFailed(api(422, "Invalid", false)), now);
+            let a = m.run(Input::WatchFailed(api(422, "Invalid", false)), now);
             assert!(a.contains(&Action::Relist(RelistReason::StreamingFallback)), "{a:?}");
             assert!(matches!(driver(&a), Action::List(_)));
             // A later relist does not probe again.
-            m.step(Input::Page { resource_version: Some("5"), continue_token: None }, now);
-            m.step(Input::WatchOpened, now);
-            let a = m.step(Input::WatchFailed(api(410, "Expired", true)), now);
+            m.run(Input::Page { resource_version: Some("5"), continue_token: None }, now);
+            m.run(Input::WatchOpened, now);
+            let a = m.run(Input::WatchFailed(api(410, "Expired", true)), now);
             assert!(matches!(driver(&a), Action::List(_)), "{a:?}");
         }
 
         #[test]
         fn an_ignored_streaming_list_is_detected_by_a_modified_before_the_marker() {
             let (mut m, now, _) = start();
-            m.step(Input::WatchOpened, now);
-            m.step(Input::Event(WatchInput::Added { resource_version: "3" }), now);
-            let a = m.step(Input::Event(WatchInput::Modified { resource_version: "4" }), now);
+            m.run(Input::WatchOpened, now);
+            m.run(Input::Event(WatchInput::Added { resource_version: "3" }), now);
+            let a = m.run(Input::Event(WatchInput::Modified { resource_version: "4" }), now);
             assert!(a.contains(&Action::AbortInit));
             assert!(matches!(driver(&a), Action::List(_)), "{a:?}");
         }
@@ -999,27 +1174,27 @@ mod tests {
         #[test]
         fn an_ignored_streaming_list_is_detected_by_a_missing_marker() {
             let (mut m, now, _) = start();
-            m.step(Input::WatchOpened, now);
-            m.step(Input::Event(WatchInput::Added { resource_version: "3" }), now);
-            assert_eq!(m.step(Input::Idle, now + Duration::from_secs(2)), [Action::ReadOn]);
-            let a = m.step(Input::Idle, now + Duration::from_secs(11));
+            m.run(Input::WatchOpened, now);
+            m.run(Input::Event(WatchInput::Added { resource_version: "3" }), now);
+            assert_eq!(m.run(Input::Idle, now + Duration::from_secs(2)), [Action::ReadOn]);
+            let a = m.run(Input::Idle, now + Duration::from_secs(11));
             assert!(matches!(driver(&a), Action::List(_)), "{a:?}");
         }
 
         #[test]
         fn throttling_retries_the_streaming_list() {
             let (mut m, now, _) = start();
-            let a = m.step(Input::WatchFailed(api(429, "TooManyRequests", false)), now);
+            let a = m.run(Input::WatchFailed(api(429, "TooManyRequests", false)), now);
             assert!(matches!(driver(&a), Action::Wait(_)));
-            let a = m.step(Input::Start, now);
+            let a = m.run(Input::Start, now);
             assert!(watch_params(driver(&a)).send_initial_events);
         }
 
         #[test]
         fn an_in_stream_error_before_the_marker_falls_back() {
             let (mut m, now, _) = start();
-            m.step(Input::WatchOpened, now);
-            let a = m.step(Input::WatchFailed(api(500, "InternalError", true)), now);
+            m.run(Input::WatchOpened, now);
+            let a = m.run(Input::WatchFailed(api(500, "InternalError", true)), now);
             assert!(matches!(driver(&a), Action::List(_)), "{a:?}");
         }
     }

@@ -16,7 +16,7 @@ use crate::event::Event;
 use crate::guard;
 use crate::hub::{self, Notice, Stopped, Sub};
 use crate::key::ObjectKey;
-use crate::machine::{Action, Input, Machine, RelistReason, WatchInput};
+use crate::machine::{Effect, Input, Machine, Next, RelistReason, Step, WatchInput};
 use crate::request::{ListParams, WatchParams};
 use crate::resource::{PartialObjectMetadata, Watchable};
 use crate::stats::{self, Counters};
@@ -103,51 +103,51 @@ impl<K: Watchable> Sink<K> {
         &self.shared.counters
     }
 
-    /// Applies one effect action, with the object of the current input, and publishes its events.
-    fn effect(&mut self, action: &Action, input: &mut Option<Subject<K>>) -> Result<(), Stopped> {
+    /// Applies one effect, with the object of the current input, and publishes its events.
+    fn effect(&mut self, effect: &Effect, input: &mut Option<Subject<K>>) -> Result<(), Stopped> {
         let mut error = None;
         // Apply and take the subscribers under the hub lock, so a consumer subscribing now sees
         // either the state before this change (and then the event) or after it, never both.
         // No user code runs under it (a callback may call `stats()` or `subscribe()`).
         let shared = Arc::clone(&self.shared);
         let mut hub = Some(shared.hub.lock());
-        match (action, input.as_mut()) {
-            (Action::BeginInit, _) => {
+        match (effect, input.as_mut()) {
+            (Effect::BeginInit, _) => {
                 self.deferring = true;
                 self.writer.begin_init(&mut self.out);
             }
-            (Action::InitApply, Some(Subject::Skipped(s, e))) => {
+            (Effect::InitApply, Some(Subject::Skipped(s, e))) => {
                 if self.writer.init_skip(s, &mut self.out) {
                     error = Some(self.report(e));
                 }
             }
-            (Action::Apply, Some(Subject::Skipped(s, e))) => {
+            (Effect::Apply, Some(Subject::Skipped(s, e))) => {
                 if self.writer.skip(s, &mut self.out) {
                     error = Some(self.report(e));
                 }
             }
-            (Action::Delete, Some(Subject::Skipped(s, e))) => {
+            (Effect::Delete, Some(Subject::Skipped(s, e))) => {
                 if s.key.is_none() {
                     error = Some(self.report(e));
                 }
                 self.writer.delete_skipped(s, &mut self.out);
             }
-            (Action::InitApply, Some(Subject::Object(i))) => {
+            (Effect::InitApply, Some(Subject::Object(i))) => {
                 let values = std::mem::take(&mut i.values);
                 self.pending = self.writer.init_apply(Arc::clone(&i.obj), i.json.take(), values, &mut self.out);
             }
-            (Action::InitDone, _) => {
+            (Effect::InitDone, _) => {
                 self.deferring = false;
                 let inferred = self.writer.init_done(&mut self.out);
                 stats::add(&self.shared.counters.inferred_deletes, inferred as u64);
                 let objects = self.writer.store().len();
                 self.shared.notices.send(Notice::Synced { reason: self.reason, objects, inferred_deletes: inferred });
             }
-            (Action::AbortInit, _) => {
+            (Effect::AbortInit, _) => {
                 self.deferring = false;
                 self.writer.abort_init();
             }
-            (Action::Apply, Some(Subject::Object(i))) => {
+            (Effect::Apply, Some(Subject::Object(i))) => {
                 let old = self.writer.apply(&i.obj, i.json.take(), std::mem::take(&mut i.values));
                 // The predicates compare outside the hub lock, after the subscribers are taken:
                 // a consumer subscribing meanwhile gets the new state in its replay instead.
@@ -157,9 +157,9 @@ impl<K: Watchable> Sink<K> {
                 }
                 return self.publish(subs.unwrap_or_else(|| self.shared.hub.lock().subscribers()), None);
             }
-            (Action::Delete, Some(Subject::Object(i))) => self.writer.delete(Arc::clone(&i.obj), &mut self.out),
-            (Action::Report(e), _) => error = Some(self.report(e)),
-            (Action::Relist(reason), _) => {
+            (Effect::Delete, Some(Subject::Object(i))) => self.writer.delete(Arc::clone(&i.obj), &mut self.out),
+            (Effect::Report(e), _) => error = Some(self.report(e)),
+            (Effect::Relist(reason), _) => {
                 self.shared.counters.relist(*reason);
                 self.reason = *reason;
                 if *reason != RelistReason::Initial {
@@ -167,19 +167,8 @@ impl<K: Watchable> Sink<K> {
                 }
                 self.shared.notices.send(Notice::Relisting { reason: *reason });
             }
-            (Action::InitApply | Action::Apply | Action::Delete, None) => {
-                log::error!("bug: {action:?} without an object; ignored");
-            }
-            (
-                Action::List(_)
-                | Action::DriftCheck { .. }
-                | Action::Watch { .. }
-                | Action::ReadOn
-                | Action::Wait(_)
-                | Action::End(_),
-                _,
-            ) => {
-                log::error!("bug: driver action {action:?} performed as an effect; ignored");
+            (Effect::InitApply | Effect::Apply | Effect::Delete, None) => {
+                log::error!("bug: {effect:?} without an object; ignored");
             }
         }
         if self.out.is_empty() && error.is_none() {
@@ -224,19 +213,18 @@ impl<K: Watchable> Sink<K> {
         Ok(())
     }
 
-    /// Performs every effect and returns the driver action (the last one).
-    fn perform(&mut self, mut actions: Vec<Action>, mut input: Option<Subject<K>>) -> Result<Action, Stopped> {
-        let driver = actions.pop().unwrap_or(Action::End(Error::Stopped));
-        for a in &actions {
-            self.effect(a, &mut input)?;
+    /// Applies a step's effects, with the current input's object, and returns its next move.
+    fn perform(&mut self, step: Step, mut input: Option<Subject<K>>) -> Result<Next, Stopped> {
+        for e in &step.effects {
+            self.effect(e, &mut input)?;
         }
-        if let Action::Wait(delay) = &driver
-            && let Some(Action::Report(error)) = actions.iter().find(|a| matches!(a, Action::Report(_)))
+        if let Next::Wait(delay) = &step.next
+            && let Some(Effect::Report(error)) = step.effects.iter().find(|e| matches!(e, Effect::Report(_)))
         {
             self.connected = false;
             self.shared.notices.send(Notice::Reconnecting { error: error.clone(), delay: *delay });
         }
-        Ok(driver)
+        Ok(step.next)
     }
 
     /// A request succeeded: announce it if it is the first since the start or a failure.
@@ -369,40 +357,38 @@ impl<K: Watchable> Worker<K> {
     }
 
     fn drive(&mut self) -> Result<Error, Stopped> {
-        let mut actions = self.machine.step(Input::Start, Instant::now());
+        let mut step = self.machine.step(Input::Start, Instant::now());
         loop {
             if self.stopping() {
                 return Err(Stopped);
             }
-            let driver = self.sink.perform(actions, None)?;
+            let next = self.sink.perform(step, None)?;
             let shared = Arc::clone(&self.sink.shared);
             // Lists take a permit (a limit across the threads of a multi-namespace watcher),
             // held until the list returns; then every request waits out a `Retry-After` that
             // any of those threads was given.
-            let _permit = match &driver {
-                Action::List(_) | Action::DriftCheck { .. } => Some(shared.gate.list_permit(&shared.stop_rx)?),
+            let _permit = match &next {
+                Next::List(_) | Next::DriftCheck { .. } => Some(shared.gate.list_permit(&shared.stop_rx)?),
                 _ => None,
             };
-            if matches!(driver, Action::List(_) | Action::DriftCheck { .. } | Action::Watch { .. }) {
+            if matches!(next, Next::List(_) | Next::DriftCheck { .. } | Next::Watch { .. }) {
                 // Events held back while the last body was read wait for slow consumers here,
                 // between two requests (a relist's last page publishes them with `InitDone`,
                 // after the store is updated).
                 self.sink.flush()?;
                 shared.gate.wait_turn(&shared.stop_rx)?;
             }
-            actions = match driver {
-                Action::List(params) => self.list(&params)?,
-                Action::DriftCheck { params, rv } => self.drift_check(&params, &rv)?,
-                Action::Watch { params, idle } => self.watch(&params, idle)?,
-                Action::Wait(delay) => {
+            step = match next {
+                Next::List(params) => self.list(&params)?,
+                Next::DriftCheck { params, rv } => self.drift_check(&params, &rv)?,
+                Next::Watch { params, idle } => self.watch(&params, idle)?,
+                Next::Wait(delay) => {
                     self.wait(delay)?;
                     self.machine.step(Input::Start, Instant::now())
                 }
-                Action::End(e) => return Ok(e),
-                other => {
-                    log::error!("bug: {other:?} as a driver outside a watch; restarting");
-                    self.machine.step(Input::Start, Instant::now())
-                }
+                // Nothing is open to read on: the machine makes its next request.
+                Next::ReadOn => self.machine.step(Input::Start, Instant::now()),
+                Next::End(e) => return Ok(e),
             };
         }
     }
@@ -432,23 +418,34 @@ impl<K: Watchable> Worker<K> {
         }
     }
 
-    fn list(&mut self, params: &ListParams) -> Result<Vec<Action>, Stopped> {
+    fn list(&mut self, params: &ListParams) -> Result<Step, Stopped> {
         stats::add(&self.sink.counters().lists, 1);
         let context = self.api.describe("list");
-        let sink = &mut self.sink;
+        let (sink, machine) = (&mut self.sink, &mut self.machine);
         let mut stopped = false;
+        // A move other than reading on, made while reading (the machine's to decide).
+        let mut interrupted = None;
         let result = self.http.list(&self.api, params, |item| {
             stats::add(&sink.shared.counters.bytes, item.bytes.len() as u64);
             // One object that is not a `K` must not block the whole cache: it is skipped.
             let subject = sink.decode(item, &context)?;
-            if sink.effect(&Action::InitApply, &mut Some(subject)).is_err() {
-                stopped = true;
-                return Err(Error::Stopped);
+            match sink.perform(machine.step(Input::Item, Instant::now()), Some(subject)) {
+                Ok(Next::ReadOn) => Ok(()),
+                Ok(next) => {
+                    interrupted = Some(next);
+                    Err(Error::Stopped)
+                }
+                Err(Stopped) => {
+                    stopped = true;
+                    Err(Error::Stopped)
+                }
             }
-            Ok(())
         });
         if stopped || self.stopping() {
             return Err(Stopped);
+        }
+        if let Some(next) = interrupted {
+            return Ok(Step { effects: Vec::new(), next });
         }
         let now = Instant::now();
         Ok(match result {
@@ -476,7 +473,7 @@ impl<K: Watchable> Worker<K> {
     }
 
     /// Lists metadata only and compares it with the store (`Config::drift_check`).
-    fn drift_check(&mut self, params: &ListParams, rv: &str) -> Result<Vec<Action>, Stopped> {
+    fn drift_check(&mut self, params: &ListParams, rv: &str) -> Result<Step, Stopped> {
         stats::add(&self.sink.counters().drift_checks, 1);
         let api = self.api.clone().into_metadata();
         let context = api.describe("drift check: list");
@@ -510,7 +507,7 @@ impl<K: Watchable> Worker<K> {
         Ok(self.machine.step(Input::DriftChecked(outcome), Instant::now()))
     }
 
-    fn watch(&mut self, params: &WatchParams, idle: Duration) -> Result<Vec<Action>, Stopped> {
+    fn watch(&mut self, params: &WatchParams, idle: Duration) -> Result<Step, Stopped> {
         stats::add(&self.sink.counters().watches, 1);
         log::debug!(
             "{}: watch from resourceVersion {:?} (timeout {:?})",
@@ -527,20 +524,20 @@ impl<K: Watchable> Worker<K> {
             }
         };
         self.sink.connected();
-        let mut actions = self.machine.step(Input::WatchOpened, Instant::now());
+        let mut step = self.machine.step(Input::WatchOpened, Instant::now());
         let context = self.api.describe("watch");
         loop {
-            match self.sink.perform(actions, None)? {
-                Action::ReadOn => {}
+            match self.sink.perform(step, None)? {
+                Next::ReadOn => {}
                 // Anything else ends this stream (dropping it closes the connection).
-                driver => return Ok(vec![driver]),
+                next => return Ok(Step { effects: Vec::new(), next }),
             }
             let item = stream.next_line();
             if self.stopping() {
                 return Err(Stopped);
             }
             let now = Instant::now();
-            actions = match item {
+            step = match item {
                 StreamItem::Line(bytes, line) => {
                     stats::add(&self.sink.counters().bytes, bytes.len() as u64 + 1);
                     let keep_raw = self.sink.compact.is_some();
@@ -550,7 +547,7 @@ impl<K: Watchable> Worker<K> {
                         })
                         .and_then(|(ev, raw)| self.on_event(ev, (bytes, raw), (&context, line), now))
                     {
-                        Ok((input, actions)) => vec![self.sink.perform(actions, input)?],
+                        Ok((input, step)) => Step { effects: Vec::new(), next: self.sink.perform(step, input)? },
                         Err(e) => self.machine.step(Input::WatchFailed(e), now),
                     }
                 }
@@ -569,7 +566,7 @@ impl<K: Watchable> Worker<K> {
         bytes: (&[u8], Option<&[u8]>),
         at: (&str, u64),
         now: Instant,
-    ) -> Result<(Option<Subject<K>>, Vec<Action>), Error> {
+    ) -> Result<(Option<Subject<K>>, Step), Error> {
         let (line, raw) = bytes;
         let (context, n) = at;
         let counters = &self.sink.shared.counters;
