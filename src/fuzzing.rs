@@ -5,7 +5,7 @@ use std::io::{BufRead, Read};
 
 use serde::de::DeserializeOwned;
 
-use crate::decode::{self, Line};
+use crate::wire::decode::{self, Line};
 
 /// Decodes one watch line (without its `\n`) as a `K` watch event, the way the watcher does
 /// by default (straight into `K`); `Err` carries the message.
@@ -29,7 +29,7 @@ pub fn watch_event_both<K: DeserializeOwned>(line: &[u8]) -> (Result<(), String>
 /// The strict syntax check that runs before simd-json: true only for JSON that serde_json's
 /// parser accepts too (it may refuse more, e.g. a lone `\u` surrogate or deep nesting).
 pub fn strict_syntax(input: &[u8]) -> bool {
-    crate::syntax::is_valid(input)
+    crate::wire::syntax::is_valid(input)
 }
 
 /// Splits `reader` into lines of at most `max` bytes, as a watch stream is read; returns how
@@ -63,7 +63,7 @@ pub fn list<K: DeserializeOwned, R: Read>(reader: R, max_item: usize) -> Result<
     let meta = decode::list(reader, max_item, |item| {
         let bytes = item.bytes;
         assert!(bytes.len() <= max_item.saturating_add(64 * 1024), "list item of {} bytes", bytes.len());
-        assert!(!item.checked || crate::syntax::is_valid(bytes), "an item marked checked is not valid JSON");
+        assert!(!item.checked || crate::wire::syntax::is_valid(bytes), "an item marked checked is not valid JSON");
         items += 1;
         // The watcher's decoder trusting `checked` judges the item as it does from scratch.
         let trusted = decode::item::<K>(item, &mut decode::Scratch::default()).map(|_| ());

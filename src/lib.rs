@@ -111,28 +111,23 @@
 #![warn(missing_debug_implementations)]
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
+// Layers, top to bottom; a module imports only from layers below it (see ARCHITECTURE.md).
 mod auth;
-mod backoff;
-mod client;
+mod cache; // the store: read side, writer, indexes
+mod engine; // the thread that runs a watcher, the control block, delivery to subscribers
+mod machine; // the pure state machine: what to request next, backoff, drift verdicts
+mod watcher; // the public face: `Watcher`, its builder, `watch_object`
+mod wire; // HTTP, requests, decoding // kubeconfig, in-cluster, exec plugins, TLS, proxies
+// The vocabulary every layer shares.
 mod config;
-mod decode;
-mod discovery;
-mod drift;
 mod error;
 mod event;
 mod guard;
-mod hub;
 mod key;
-mod machine;
-mod object_watcher;
+mod notice;
 pub mod predicates;
-mod request;
 mod resource;
 mod stats;
-mod store;
-mod syntax;
-mod watcher;
-mod worker;
 
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -142,19 +137,18 @@ pub mod testing;
 pub mod fuzzing;
 
 pub use crate::auth::KubeconfigOptions;
-pub use crate::client::{Api, Client, ObjectList};
+pub use crate::cache::{Snapshot, Store};
 pub use crate::config::{Backoff, Config, ListSemantic};
 pub use crate::error::{ApiError, DecodeError, Error, Result};
 pub use crate::event::Event;
-pub use crate::hub::{Notice, SlowConsumer};
 pub use crate::key::ObjectRef;
-pub use crate::machine::RelistReason;
-pub use crate::object_watcher::{ObjectWatcher, watch_object};
-pub use crate::request::{ListParams, VersionMatch};
+pub use crate::notice::{Notice, RelistReason, SlowConsumer};
 pub use crate::resource::{ApiResource, DynamicObject, PartialObjectMetadata, TypeMeta, Watchable};
 pub use crate::stats::{ErrorCounts, EventCounts, RelistCounts, Stats};
-pub use crate::store::{Snapshot, Store};
+pub use crate::watcher::object::{ObjectWatcher, watch_object};
 pub use crate::watcher::{Watcher, WatcherBuilder, metadata_watcher};
+pub use crate::wire::client::{Api, Client, ObjectList};
+pub use crate::wire::request::{ListParams, VersionMatch};
 pub use crossbeam_channel::{RecvTimeoutError, TryRecvError};
 pub use k8s_openapi;
 

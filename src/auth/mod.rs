@@ -60,8 +60,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::client::Client;
 use crate::error::{Error, Result};
+use crate::wire::client::Client;
 
 pub(crate) use self::exec::ExecPlugin;
 pub(crate) use self::proxy::ProxyChoice;

@@ -17,40 +17,23 @@
 //!   └───────────────┘                                       transport error (backoff)
 //! ```
 
+pub(crate) mod backoff;
+pub(crate) mod drift;
+
 use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::backoff::BackoffState;
+use self::backoff::BackoffState;
 use crate::config::{Config, DEFAULT_TIMEOUT_SECS, ListSemantic, STALL_MARGIN};
 use crate::error::{Error, Recovery, Result};
-use crate::request::{ListParams, VersionMatch, WatchParams};
+use crate::notice::RelistReason;
+use crate::wire::request::{ListParams, VersionMatch, WatchParams};
 
 /// A watch that ends cleanly this soon with no event is treated as a failure, so a misbehaving
 /// server cannot cause a hot reconnect loop (client-go's reflector: "very short watch", 1 s).
 const SHORT_WATCH: Duration = Duration::from_secs(1);
-
-/// Why a full sync (relist) happens: logged, counted in [`Stats::relists`](crate::Stats::relists)
-/// and announced by [`Notice::Relisting`](crate::Notice::Relisting).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum RelistReason {
-    /// The watcher's first sync.
-    Initial,
-    /// The resume resourceVersion or a continue token expired (410 Gone).
-    Expired,
-    /// The server had not reached the requested resourceVersion ("too large").
-    TooLarge,
-    /// A streaming list was rejected or ignored; a paged list replaces it.
-    StreamingFallback,
-    /// `Config::relist_interval` came due.
-    Periodic,
-    /// A drift check (`Config::drift_check`) found the store out of step with the server.
-    Drift,
-    /// An error that the watch cannot resume from (4xx, in-stream error, a broken watch line).
-    Error,
-}
 
 impl Recovery {
     /// The relist reason of an expiry (anything else relists as `Error`).

@@ -1,27 +1,25 @@
 //! The public `Watcher<K>`: starts the thread; recv/try_recv/recv_timeout/iter, receiver(),
 //! subscribe(), notices(), store(), stats(), stop() and Drop.
 
+pub(crate) mod object;
+
 use std::fmt;
-use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError, bounded};
-use parking_lot::Mutex;
+use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
 
-use crate::client::{Api, Http};
+use crate::cache::{IndexFn, PredicateFn, Store};
 use crate::config::Config;
+use crate::engine::hub::Item;
+use crate::engine::prepare::{Encode, Transform};
+use crate::engine::{Engine, Spec};
 use crate::error::{Error, Result};
 use crate::event::Event;
-use crate::guard;
-use crate::hub::{Gate, Hub, Item, Notice, Notices, Outbox, SlowConsumer};
-use crate::machine::Machine;
+use crate::notice::{Notice, SlowConsumer};
 use crate::resource::{PartialObjectMetadata, Watchable};
-use crate::stats::{Counters, Stats};
-use crate::store::{IndexFn, PredicateFn, Store, Writer};
-use crate::worker::{Encode, Sink, Transform, Worker};
+use crate::stats::Stats;
+use crate::wire::client::Api;
 
 /// Default number of events the channel holds before the watcher waits for the consumer.
 const DEFAULT_CHANNEL_CAPACITY: usize = 1024;
@@ -31,107 +29,6 @@ const DEFAULT_MAX_LISTS: usize = 4;
 
 /// Default spread of the start times of the namespaces' threads.
 const DEFAULT_START_SPREAD: Duration = Duration::from_secs(1);
-
-/// How long `stop()` waits for the thread. Only DNS and TCP connect cannot be interrupted
-/// (bounded by the 10 s connect timeout); past this the thread finishes on its own.
-const STOP_JOIN_LIMIT: Duration = Duration::from_secs(2);
-
-/// State shared by the `Watcher` handle and its worker thread.
-pub(crate) struct Shared<K> {
-    /// `kw-<plural>`: the thread name, also used in logs.
-    pub(crate) name: String,
-    pub(crate) stopping: AtomicBool,
-    /// Dropped on stop: every `recv(stop_rx)` in a `select!` wakes at once.
-    stop_tx: Mutex<Option<Sender<()>>>,
-    pub(crate) stop_rx: Receiver<()>,
-    /// Dropped when the user stops the watcher (`stop`, `Drop`), not when it ends by itself: the
-    /// terminal error waits for a consumer that is behind until then.
-    abandon_tx: Mutex<Option<Sender<()>>>,
-    abandon_rx: Receiver<()>,
-    /// The terminal error a thread ended with; the last thread to exit delivers it after every
-    /// event, so nothing follows it.
-    terminal: Mutex<Option<Error>>,
-    /// The store, to wake `wait_until_ready` callers at once when the watcher ends.
-    store: Store<K>,
-    pub(crate) hub: Mutex<Hub<K>>,
-    pub(crate) counters: Counters,
-    pub(crate) notices: Notices,
-    /// List limit and shared `Retry-After` across the workers.
-    pub(crate) gate: Gate,
-    /// Workers still running; the last one to end closes the hub.
-    pub(crate) running: AtomicUsize,
-    /// A clone of each worker's agent: shutting it down interrupts a blocked read.
-    agents: Vec<ureq::Agent>,
-}
-
-impl<K> Shared<K> {
-    pub(crate) fn request_stop(&self) {
-        if !self.stopping.swap(true, Ordering::AcqRel) {
-            self.stop_tx.lock().take();
-            for agent in &self.agents {
-                agent.clone().shutdown();
-            }
-        }
-    }
-
-    /// Where the worker delivers events.
-    pub(crate) fn outbox(&self) -> Outbox<'_, K> {
-        Outbox { hub: &self.hub, stop: &self.stop_rx, counters: &self.counters, notices: &self.notices }
-    }
-
-    /// The user stops the watcher: stop, and give up delivering a terminal error.
-    fn abandon(&self) {
-        self.request_stop();
-        self.abandon_tx.lock().take();
-    }
-
-    /// A worker thread ends with `end`: `wait_until_ready` callers learn it at once; a terminal
-    /// error (the first, when several threads end) stops the sibling threads (other
-    /// namespaces), is announced by a `GaveUp` notice, and is delivered by [`exited`](Self::exited).
-    /// The one end path: a normal end, a terminal error and a panic all come here.
-    pub(crate) fn finish(&self, end: Error) {
-        if !matches!(end, Error::Stopped) {
-            log::debug!("{}: watcher ended: {end}", self.name);
-            let mut terminal = self.terminal.lock();
-            if terminal.is_none() {
-                *terminal = Some(end.clone());
-                self.notices.send(Notice::GaveUp { error: end.clone() });
-            }
-            drop(terminal);
-            self.request_stop();
-        }
-        self.store.set_ended(end);
-    }
-
-    /// A worker thread exits; the last one closes the consumers' channels, after delivering the
-    /// terminal error (if any) behind every queued event.
-    pub(crate) fn exited(&self) {
-        if self.running.fetch_sub(1, Ordering::AcqRel) != 1 {
-            return;
-        }
-        let terminal = self.terminal.lock().take();
-        let subs = {
-            let mut hub = self.hub.lock();
-            let subs = hub.subscribers();
-            hub.close(terminal.clone());
-            subs
-        };
-        if let Some(e) = terminal {
-            self.outbox().deliver_final(&subs, &e, &self.abandon_rx);
-        }
-    }
-}
-
-impl<K: Watchable> Shared<K> {
-    /// A new consumer: the current state first, then live events.
-    fn subscribe(&self, store: &Store<K>, capacity: usize, policy: SlowConsumer) -> Receiver<Item<K>> {
-        let mut hub = self.hub.lock();
-        // Under the hub lock the worker cannot apply a change: the replay and the live events
-        // that follow it fit together exactly.
-        let replay = if hub.is_closed() { Vec::new() } else { store.replay() };
-        hub.subscribe(replay, capacity, policy)
-    }
-}
 
 /// Watches one resource type in a background thread, keeping a [`Store`] current and
 /// delivering [`Event`]s.
@@ -174,16 +71,14 @@ pub struct Watcher<K> {
     capacity: usize,
     policy: SlowConsumer,
     store: Store<K>,
-    shared: Arc<Shared<K>>,
-    /// The worker threads (one, or one per namespace), each with a channel that closes when it exits.
-    workers: Mutex<Vec<(JoinHandle<()>, Receiver<()>)>>,
+    engine: Engine<K>,
 }
 
 impl<K> fmt::Debug for Watcher<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Watcher")
-            .field("name", &self.shared.name)
-            .field("stopping", &self.shared.stopping.load(Ordering::Relaxed))
+            .field("name", &self.engine.name())
+            .field("stopping", &self.engine.is_stopping())
             .field("store", &self.store)
             .finish()
     }
@@ -294,7 +189,7 @@ impl<K: Watchable> Watcher<K> {
     /// [`SlowConsumer::Lag`] for a consumer that must never hold the watcher up.
     #[must_use = "drop a subscription to unsubscribe"]
     pub fn subscribe_with(&self, policy: SlowConsumer) -> Receiver<Result<Event<K>>> {
-        self.shared.subscribe(&self.store, self.capacity, policy)
+        self.engine.subscribe(&self.store, self.capacity, policy)
     }
 
     /// Lifecycle notices: connected, reconnecting (with the error and the backoff), relisting
@@ -321,7 +216,7 @@ impl<K: Watchable> Watcher<K> {
     /// ```
     #[must_use]
     pub fn notices(&self) -> Receiver<Notice> {
-        self.shared.notices.receiver()
+        self.engine.notices()
     }
 
     /// The watcher's cache. Cheap to clone; stays current for as long as the watcher runs.
@@ -333,13 +228,7 @@ impl<K: Watchable> Watcher<K> {
     /// A snapshot of the watcher's counters.
     #[must_use]
     pub fn stats(&self) -> Stats {
-        let mut s = self.shared.counters.snapshot();
-        s.objects = self.store.len();
-        s.undecodable = self.store.undecodable();
-        let hub = self.shared.hub.lock();
-        s.queued = hub.queued();
-        s.subscribers = hub.len();
-        s
+        self.engine.stats()
     }
 
     /// Stops the thread and waits for it (normally well under a millisecond; a connect in
@@ -347,36 +236,18 @@ impl<K: Watchable> Watcher<K> {
     ///
     /// Events already queued can still be received; then the iterator ends.
     pub fn stop(&self) {
-        self.shared.abandon();
-        join(std::mem::take(&mut *self.workers.lock()), &self.shared.name);
+        self.engine.stop();
     }
 
     /// The watcher's own channel, attached on first use: the current state, then live events.
     fn attach(&self) -> &Receiver<Item<K>> {
-        self.rx.get_or_init(|| self.shared.subscribe(&self.store, self.capacity, self.policy))
+        self.rx.get_or_init(|| self.engine.subscribe(&self.store, self.capacity, self.policy))
     }
 }
 
 impl<K> Drop for Watcher<K> {
     fn drop(&mut self) {
-        self.shared.abandon();
-        join(std::mem::take(self.workers.get_mut()), &self.shared.name);
-    }
-}
-
-/// Joins stopped worker threads, waiting at most `STOP_JOIN_LIMIT` in all: a thread still in a
-/// connect (which cannot be interrupted) is left to finish when the connect times out.
-fn join(workers: Vec<(JoinHandle<()>, Receiver<()>)>, name: &str) {
-    let deadline = std::time::Instant::now() + STOP_JOIN_LIMIT;
-    for (handle, done) in workers {
-        match done.recv_deadline(deadline) {
-            Err(RecvTimeoutError::Disconnected) | Ok(()) => {
-                let _ = handle.join();
-            }
-            Err(RecvTimeoutError::Timeout) => {
-                log::debug!("{name}: thread still connecting; it exits when the connect times out");
-            }
-        }
+        self.engine.stop();
     }
 }
 
@@ -617,94 +488,19 @@ impl<K: Watchable> WatcherBuilder<K> {
                 format!("{} is cluster-scoped: it has no namespaces to watch", self.api.resource.plural),
             ));
         }
-        // One part per namespace, or one for the whole `api`.
-        let parts: Vec<Option<Box<str>>> = if self.namespaces.is_empty() {
-            vec![None]
-        } else {
-            self.namespaces.iter().map(|n| Some(n.as_str().into())).collect()
-        };
-        let (writers, store) = Writer::partitioned(self.indexes, self.predicates, parts.clone());
-        let (stop_tx, stop_rx) = bounded(1);
-        let (abandon_tx, abandon_rx) = bounded(1);
-        let https: Vec<Http> = parts.iter().map(|_| Http::new(Arc::clone(&self.api.client.conn))).collect();
-        let name = thread_name(&self.api.resource.plural);
-        let shared = Arc::new(Shared {
-            name: name.clone(),
-            stopping: AtomicBool::new(false),
-            stop_tx: Mutex::new(Some(stop_tx)),
-            stop_rx,
-            abandon_tx: Mutex::new(Some(abandon_tx)),
-            abandon_rx,
-            terminal: Mutex::new(None),
-            store: store.clone(),
-            hub: Mutex::new(Hub::default()),
-            counters: Counters::default(),
-            notices: Notices::default(),
-            gate: Gate::new(self.max_lists),
-            running: AtomicUsize::new(parts.len()),
-            agents: https.iter().map(|h| h.agent().clone()).collect(),
-        });
-        let mut workers = Vec::with_capacity(parts.len());
-        for ((part, writer), http) in parts.into_iter().zip(writers).zip(https) {
-            let mut api = self.api.clone();
-            if let Some(ns) = part {
-                api.namespace = Some(ns.into());
-            }
-            let worker = Worker {
-                api,
-                http,
-                machine: Machine::new(self.config.clone(), rand::random()),
-                sink: Sink::new(writer, Arc::clone(&shared), self.transform.clone(), self.compact),
-                max_line: self.config.max_line,
-                drift_suspects: Default::default(),
-                start_spread: self.start_spread,
-            };
-            match spawn(worker, &name, &shared) {
-                Ok(w) => workers.push(w),
-                Err(e) => {
-                    // Those already started stop; report why.
-                    shared.request_stop();
-                    join(workers, &name);
-                    return Err(e);
-                }
-            }
-        }
-        Ok(Watcher {
-            rx: OnceLock::new(),
-            capacity: self.capacity,
-            policy: self.policy,
-            store,
-            shared,
-            workers: Mutex::new(workers),
-        })
+        let engine = Engine::start(Spec {
+            api: self.api,
+            config: self.config,
+            namespaces: self.namespaces,
+            indexes: self.indexes,
+            predicates: self.predicates,
+            transform: self.transform,
+            compact: self.compact,
+            max_lists: self.max_lists,
+            start_spread: self.start_spread,
+        })?;
+        Ok(Watcher { rx: OnceLock::new(), capacity: self.capacity, policy: self.policy, store: engine.store(), engine })
     }
-}
-
-/// Starts one worker thread; the receiver disconnects when it exits.
-fn spawn<K: Watchable>(
-    worker: Worker<K>,
-    name: &str,
-    shared: &Arc<Shared<K>>,
-) -> Result<(JoinHandle<()>, Receiver<()>)> {
-    let (done_tx, done_rx) = bounded::<()>(0);
-    let thread_shared = Arc::clone(shared);
-    let handle = std::thread::Builder::new()
-        .name(name.to_owned())
-        .spawn(move || {
-            let _done = done_tx; // dropped when the thread exits, even by panic
-            if let Err(panic) = catch_unwind(AssertUnwindSafe(|| worker.run())) {
-                let e = guard::into_error(panic.as_ref());
-                if guard::is_callback(panic.as_ref()) {
-                    log::warn!("{}: {e}", thread_shared.name);
-                } else {
-                    log::error!("bug: {}: {e}", thread_shared.name);
-                }
-                thread_shared.finish(e);
-                thread_shared.exited();
-            }
-        })
-        .map_err(|e| Error::Spawn(e.to_string().into()))?;
-    Ok((handle, done_rx))
 }
 
 /// Watches only the metadata of `api`'s objects: a [`Watcher`] of [`PartialObjectMetadata<K>`].
@@ -741,26 +537,9 @@ pub fn metadata_watcher<K: 'static>(api: Api<K>, config: Config) -> Result<Watch
     Watcher::new(api.into_metadata(), config)
 }
 
-/// `kw-<plural>`, cut to the 15 bytes Linux shows.
-fn thread_name(plural: &str) -> String {
-    let mut name = format!("kw-{plural}");
-    let mut cut = name.len().min(15);
-    while !name.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    name.truncate(cut);
-    name
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn thread_names_fit_in_fifteen_bytes() {
-        assert_eq!(thread_name("pods"), "kw-pods");
-        assert_eq!(thread_name("customresourcedefinitions"), "kw-customresour");
-    }
 
     #[test]
     fn watchers_and_stores_are_send_and_sync() {

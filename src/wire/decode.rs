@@ -17,7 +17,7 @@ use serde::de::{DeserializeOwned, DeserializeSeed, Deserializer, Error as _, Ign
 use serde_json::value::RawValue;
 
 use crate::error::{ApiError, DecodeError, snippet};
-use crate::syntax::{self, Prefix};
+use crate::wire::syntax::{self, Prefix};
 
 /// One decoded watch event.
 #[derive(Debug)]

@@ -7,103 +7,20 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, TrySendError, bounded, select};
 
+use crate::engine::counters::{self, Counters};
+use crate::engine::shared::Notices;
 use crate::error::{Error, Result};
 use crate::event::Event;
-use crate::machine::RelistReason;
-use crate::stats::{self, Counters};
+use crate::notice::{Notice, SlowConsumer};
 
 /// The item type of an event channel.
 pub(crate) type Item<K> = Result<Event<K>>;
 
 /// Items held back for their subscribers, in order (see [`Outbox::deliver_or_defer`]).
 pub(crate) type Backlog<K> = Vec<(Arc<[Sub<K>]>, Item<K>)>;
-
-/// How many notices wait for a reader before the oldest are dropped.
-const NOTICE_CAPACITY: usize = 256;
-
-/// What the watcher does when a consumer's channel is full.
-///
-/// ```
-/// # let server = kube_watcher::testing::FakeApiServer::start();
-/// use kube_watcher::{Api, Client, Config, Error, SlowConsumer, Watcher};
-/// use k8s_openapi::api::core::v1::Pod;
-///
-/// let watcher = Watcher::new(Api::<Pod>::all(Client::from_url(&server.url())?), Config::default())?;
-/// let dashboard = watcher.subscribe_with(SlowConsumer::Lag); // never holds the watcher up
-/// for event in dashboard.try_iter() {
-///     if let Err(Error::Lagged { .. }) = event {
-///         let _all = watcher.store().state(); // fell behind: catch up from the store
-///     }
-/// }
-/// # Ok::<(), kube_watcher::Error>(())
-/// ```
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum SlowConsumer {
-    /// Wait until the consumer makes room (backpressure): nothing is ever lost, and the
-    /// watcher, its store and every other consumer wait for the slowest one. The default.
-    #[default]
-    Block,
-    /// Never wait: an event that does not fit in the channel is dropped, and one
-    /// [`Error::Lagged`] marker is queued after the last event that fitted. Events that arrive
-    /// while the marker is still queued are dropped too; once the consumer has received the
-    /// marker, events flow again. The store stays exact, so a consumer that reads the store
-    /// after the marker has the effect of every event it missed. A dropped subscription is
-    /// forgotten at the next event.
-    Lag,
-}
-
-/// A change in a watcher's health: for logs, dashboards and status lines
-/// (see [`Watcher::notices`](crate::Watcher::notices)).
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub enum Notice {
-    /// A request succeeded: the first one, and the first after each [`Notice::Reconnecting`].
-    Connected,
-    /// A request failed or a connection dropped; the watcher tries again after `delay`.
-    Reconnecting {
-        /// What went wrong (also delivered on the event channel).
-        error: Error,
-        /// The backoff before the next attempt.
-        delay: Duration,
-    },
-    /// A full sync (relist) starts.
-    Relisting {
-        /// Why.
-        reason: RelistReason,
-    },
-    /// A full sync completed: the store now holds `objects` objects.
-    Synced {
-        /// Why the sync happened.
-        reason: RelistReason,
-        /// Objects in the store.
-        objects: usize,
-        /// Objects that vanished while the watcher was not watching, each reported as an
-        /// inferred `Delete` right after `InitDone`.
-        inferred_deletes: usize,
-    },
-    /// A drift check compared the store with the server.
-    DriftChecked {
-        /// Objects found out of step (0: in step; otherwise a relist follows).
-        mismatched: usize,
-    },
-    /// A consumer with [`SlowConsumer::Lag`] fell behind and caught up again: `dropped` events
-    /// were dropped meanwhile (sent when the consumer has received its marker and the next
-    /// event arrives).
-    Lagged {
-        /// How many events were dropped.
-        dropped: u64,
-    },
-    /// The watcher ended with a terminal error (for instance [`Error::GaveUp`]).
-    GaveUp {
-        /// The terminal error.
-        error: Error,
-    },
-}
 
 /// One consumer's channel.
 pub(crate) struct Sub<K> {
@@ -303,7 +220,7 @@ impl<K> Outbox<'_, K> {
         if dropped > 0 {
             if !sub.tx.is_empty() {
                 lag.dropped.store(dropped + 1, Relaxed);
-                stats::add(&self.counters.lagged, 1);
+                counters::add(&self.counters.lagged, 1);
                 return;
             }
             // The consumer received the marker: the episode is over.
@@ -315,7 +232,7 @@ impl<K> Outbox<'_, K> {
             sub.tx.try_send(item)
         } else {
             lag.dropped.store(1, Relaxed);
-            stats::add(&self.counters.lagged, 1);
+            counters::add(&self.counters.lagged, 1);
             sub.tx.try_send(Err(Error::Lagged { dropped: 1 }))
         };
         if let Err(TrySendError::Disconnected(_)) = result {
@@ -346,96 +263,5 @@ fn clone_item<K>(item: &Item<K>) -> Item<K> {
     match item {
         Ok(ev) => Ok(ev.clone()),
         Err(e) => Err(e.clone()),
-    }
-}
-
-/// The lifecycle notices channel: it keeps the latest notices (the oldest are dropped when it
-/// is full), so a reader that starts late still sees how the watcher started.
-pub(crate) struct Notices {
-    tx: Sender<Notice>,
-    rx: Receiver<Notice>,
-}
-
-impl Default for Notices {
-    fn default() -> Self {
-        let (tx, rx) = bounded(NOTICE_CAPACITY);
-        Notices { tx, rx }
-    }
-}
-
-impl Notices {
-    /// Queues `notice`, dropping the oldest if the channel is full; never blocks.
-    pub(crate) fn send(&self, notice: Notice) {
-        if let Err(TrySendError::Full(notice)) = self.tx.try_send(notice) {
-            let _ = self.rx.try_recv();
-            let _ = self.tx.try_send(notice);
-        }
-    }
-
-    /// The receiving end.
-    pub(crate) fn receiver(&self) -> Receiver<Notice> {
-        self.rx.clone()
-    }
-}
-
-/// What the workers of one watcher share about the server's load: a limit on list requests in
-/// flight, and a "not before" time set by any member's `Retry-After`.
-pub(crate) struct Gate {
-    /// A token per list allowed in flight; `None`: no limit.
-    permits: Option<(Sender<()>, Receiver<()>)>,
-    not_before: parking_lot::Mutex<Option<std::time::Instant>>,
-}
-
-impl Gate {
-    pub(crate) fn new(max_lists: Option<usize>) -> Gate {
-        let permits = max_lists.map(|n| {
-            let (tx, rx) = bounded(n);
-            for _ in 0..n {
-                let _ = tx.try_send(());
-            }
-            (tx, rx)
-        });
-        Gate { permits, not_before: parking_lot::Mutex::new(None) }
-    }
-
-    /// Every member waits at least until `until` before its next request.
-    pub(crate) fn delay_all(&self, until: std::time::Instant) {
-        let mut nb = self.not_before.lock();
-        if nb.is_none_or(|t| t < until) {
-            *nb = Some(until);
-        }
-    }
-
-    /// Waits (interruptibly) until the shared delay has passed.
-    pub(crate) fn wait_turn(&self, stop: &Receiver<()>) -> Result<(), Stopped> {
-        let until = *self.not_before.lock();
-        let Some(left) = until.map(|t| t.saturating_duration_since(std::time::Instant::now())) else { return Ok(()) };
-        if left.is_zero() {
-            return Ok(());
-        }
-        select! {
-            recv(stop) -> _ => Err(Stopped),
-            recv(crossbeam_channel::after(left)) -> _ => Ok(()),
-        }
-    }
-
-    /// Takes a list permit (waiting, interruptibly, for one); it is returned when dropped.
-    pub(crate) fn list_permit(&self, stop: &Receiver<()>) -> Result<Permit<'_>, Stopped> {
-        let Some((_, rx)) = &self.permits else { return Ok(Permit(None)) };
-        select! {
-            recv(stop) -> _ => Err(Stopped),
-            recv(rx) -> _ => Ok(Permit(Some(self))),
-        }
-    }
-}
-
-/// A list permit of a [`Gate`]; returned on drop.
-pub(crate) struct Permit<'a>(Option<&'a Gate>);
-
-impl Drop for Permit<'_> {
-    fn drop(&mut self) {
-        if let Some((tx, _)) = self.0.and_then(|g| g.permits.as_ref()) {
-            let _ = tx.try_send(());
-        }
     }
 }

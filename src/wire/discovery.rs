@@ -5,11 +5,11 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use crate::client::{Client, Http};
-use crate::decode;
 use crate::error::{Error, Result};
-use crate::request::{self, ACCEPT_JSON};
 use crate::resource::ApiResource;
+use crate::wire::client::{Client, Http};
+use crate::wire::decode;
+use crate::wire::request::{self, ACCEPT_JSON};
 
 /// `APIGroupList` (`GET /apis`): the named groups and their preferred versions.
 #[derive(Deserialize)]

@@ -140,7 +140,7 @@ impl<K: Watchable> Entry<K> {
         match self {
             Entry::Typed(o) => Some(Arc::clone(o)),
             Entry::Compact { json, .. } => {
-                match crate::decode::object::<K>(json, &mut crate::decode::Scratch::default()) {
+                match crate::wire::decode::object::<K>(json, &mut crate::wire::decode::Scratch::default()) {
                     Ok(o) => Some(Arc::new(o)),
                     Err(e) => {
                         // Cannot happen: compact JSON is only stored after it decoded as K.
@@ -895,25 +895,27 @@ impl<K: Watchable> Writer<K> {
         Store { shared: Arc::clone(&self.shared) }
     }
 
-    /// Feeds every visible object's key and resourceVersion to a drift check (under the read
-    /// lock; only this thread writes, so nothing waits for it but readers, which share it).
-    pub(crate) fn check_drift(&self, mut check: crate::drift::Check<'_>) -> usize {
+    /// Calls `f` with the key and server resourceVersion (`None`: unknown) of every object of
+    /// this writer's part, for a drift check: the stored version, or for an object that does not
+    /// decode, the server's undecodable version. Runs under the read lock (only this thread
+    /// writes, so nothing waits for it but readers, which share it): `f` must be crate code.
+    pub(crate) fn versions(&self, mut f: impl FnMut(&ObjectKey, Option<&str>)) {
+        fn known(rv: &str) -> Option<&str> {
+            Some(rv).filter(|rv| !rv.is_empty())
+        }
         let objects = self.shared.objects.read();
         // One namespace of a shared store: only its objects are this writer's to check. By key,
         // not through the namespace index, which a user index may replace.
         let ns = self.shared.parts[self.part].as_deref();
         for (key, entry) in objects.live.iter().filter(|(k, _)| ns.is_none() || k.namespace.as_deref() == ns) {
-            // An object that no longer decodes is on the server at its undecodable version.
             match self.skipped.get(key) {
-                Some(rv) => check.stored(key, Some(rv).filter(|rv| !rv.is_empty()).map(|rv| &**rv)),
-                None => check.stored(key, entry.resource_version()),
+                Some(rv) => f(key, known(rv)),
+                None => f(key, entry.resource_version()),
             }
         }
         for (key, rv) in self.skipped.iter().filter(|(k, _)| !objects.live.contains_key(*k)) {
-            check.stored(key, Some(rv).filter(|rv| !rv.is_empty()).map(|rv| &**rv));
+            f(key, known(rv));
         }
-        drop(objects);
-        check.finish()
     }
 }
 
@@ -1125,8 +1127,16 @@ mod tests {
             .into_iter()
             .map(|(n, rv)| (ObjectKey { namespace: Some("ns".into()), name: n.into() }, rv.into()))
             .collect();
-        let mut suspects = crate::drift::Suspects::new();
-        assert_eq!(w.check_drift(crate::drift::Check::new("10", "10", listed, &mut suspects)), 0);
+        let mut seen: Vec<(String, Option<String>)> = Vec::new();
+        w.versions(|k, rv| seen.push((k.to_string(), rv.map(str::to_owned))));
+        seen.sort();
+        let want: Vec<(String, Option<String>)> = listed
+            .iter()
+            .map(|(k, rv)| (k.to_string(), Some(rv.to_string())))
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        assert_eq!(seen, want);
     }
 
     #[test]

@@ -15,10 +15,10 @@ use ureq::{Body, BodyReader};
 
 use crate::auth::{Connection, Credentials, Secret};
 use crate::config::DEFAULT_MAX_LIST_BYTES;
-use crate::decode::{self, Line, ListError, ListMeta};
 use crate::error::{Error, Result};
-use crate::request::{self, ListParams, WatchParams};
 use crate::resource::{ApiResource, PartialObjectMetadata, Watchable};
+use crate::wire::decode::{self, Line, ListError, ListMeta};
+use crate::wire::request::{self, ListParams, WatchParams};
 
 /// Bound on an error body we read to explain a non-2xx answer.
 const MAX_ERROR_BODY: u64 = 1 << 20;

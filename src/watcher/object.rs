@@ -7,12 +7,12 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{RecvTimeoutError, TryRecvError};
 use parking_lot::Mutex;
 
-use crate::client::Api;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::resource::Watchable;
 use crate::watcher::Watcher;
+use crate::wire::client::Api;
 
 /// What identifies one delivered state: uid and resourceVersion, or `None` for "absent".
 type Seen = Option<(Option<String>, Option<String>)>;

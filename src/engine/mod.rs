@@ -1,0 +1,233 @@
+//! The engine: the thread that runs one watcher, and the delivery of what it sees.
+//!
+//! The worker ([`worker`]) performs what the pure state machine ([`crate::machine`]) decides:
+//! it makes the requests through [`crate::wire`], prepares each object ([`prepare`]: decode,
+//! transform, index values), applies effects to the cache ([`crate::cache`]) and publishes
+//! events to the subscribers ([`sink`], [`hub`]). The control block ([`shared`]) is what the
+//! public handle and the threads share. The engine never imports the public face
+//! ([`crate::watcher`]): the face builds an [`Engine`] from a [`Spec`] and talks to it.
+
+pub(crate) mod counters;
+pub(crate) mod gate;
+pub(crate) mod hub;
+pub(crate) mod prepare;
+pub(crate) mod shared;
+pub(crate) mod sink;
+pub(crate) mod worker;
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, bounded};
+use parking_lot::Mutex;
+
+use crate::cache::{IndexFn, PredicateFn, Store, Writer};
+use crate::config::Config;
+use crate::engine::counters::Counters;
+use crate::engine::gate::Gate;
+use crate::engine::hub::{Hub, Item};
+use crate::engine::prepare::{Encode, Prepare, Transform};
+use crate::engine::shared::Notices;
+use crate::engine::shared::Shared;
+use crate::engine::sink::Sink;
+use crate::engine::worker::Worker;
+use crate::error::{Error, Result};
+use crate::guard;
+use crate::machine::Machine;
+use crate::notice::{Notice, SlowConsumer};
+use crate::resource::Watchable;
+use crate::stats::Stats;
+use crate::wire::client::{Api, Http};
+
+/// How long `stop()` waits for the threads. Only DNS and TCP connect cannot be interrupted
+/// (bounded by the 10 s connect timeout); past this a thread finishes on its own.
+const STOP_JOIN_LIMIT: Duration = Duration::from_secs(2);
+
+/// What to run, as the builder settled it (validated).
+pub(crate) struct Spec<K> {
+    pub(crate) api: Api<K>,
+    pub(crate) config: Config,
+    /// One thread per namespace; empty: one thread for the whole `api`.
+    pub(crate) namespaces: Vec<String>,
+    pub(crate) indexes: Vec<(String, IndexFn<K>)>,
+    pub(crate) predicates: Vec<PredicateFn<K>>,
+    pub(crate) transform: Option<Transform<K>>,
+    pub(crate) compact: Option<Encode<K>>,
+    pub(crate) max_lists: Option<usize>,
+    pub(crate) start_spread: Duration,
+}
+
+/// A running watcher: its control block, its store and its threads.
+pub(crate) struct Engine<K> {
+    shared: Arc<Shared<K>>,
+    /// The worker threads, each with a channel that closes when it exits.
+    workers: Mutex<Vec<(JoinHandle<()>, Receiver<()>)>>,
+}
+
+impl<K: Watchable> Engine<K> {
+    /// Builds the store, the control block and one worker per part, and starts the threads.
+    pub(crate) fn start(spec: Spec<K>) -> Result<Engine<K>> {
+        // One part per namespace, or one for the whole `api`.
+        let parts: Vec<Option<Box<str>>> = if spec.namespaces.is_empty() {
+            vec![None]
+        } else {
+            spec.namespaces.iter().map(|n| Some(n.as_str().into())).collect()
+        };
+        let (writers, store) = Writer::partitioned(spec.indexes, spec.predicates, parts.clone());
+        let (stop_tx, stop_rx) = bounded(1);
+        let (abandon_tx, abandon_rx) = bounded(1);
+        let https: Vec<Http> = parts.iter().map(|_| Http::new(Arc::clone(&spec.api.client.conn))).collect();
+        let name = thread_name(&spec.api.resource.plural);
+        let shared = Arc::new(Shared {
+            name: name.clone(),
+            stopping: AtomicBool::new(false),
+            stop_tx: Mutex::new(Some(stop_tx)),
+            stop_rx,
+            abandon_tx: Mutex::new(Some(abandon_tx)),
+            abandon_rx,
+            terminal: Mutex::new(None),
+            store: store.clone(),
+            hub: Mutex::new(Hub::default()),
+            counters: Counters::default(),
+            notices: Notices::default(),
+            gate: Gate::new(spec.max_lists),
+            running: AtomicUsize::new(parts.len()),
+            agents: https.iter().map(|h| h.agent().clone()).collect(),
+        });
+        let mut workers = Vec::with_capacity(parts.len());
+        for ((part, writer), http) in parts.into_iter().zip(writers).zip(https) {
+            let mut api = spec.api.clone();
+            if let Some(ns) = part {
+                api.namespace = Some(ns.into());
+            }
+            let worker = Worker {
+                api,
+                http,
+                machine: Machine::new(spec.config.clone(), rand::random()),
+                sink: Sink::new(writer, Arc::clone(&shared), spec.compact.is_some()),
+                prepare: Prepare::new(name.clone(), spec.transform.clone(), spec.compact),
+                max_line: spec.config.max_line,
+                drift_suspects: Default::default(),
+                start_spread: spec.start_spread,
+            };
+            match spawn(worker, &name, &shared) {
+                Ok(w) => workers.push(w),
+                Err(e) => {
+                    // Those already started stop; report why.
+                    shared.request_stop();
+                    join(workers, &name);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(Engine { shared, workers: Mutex::new(workers) })
+    }
+
+    /// A new consumer: the current state first, then live events.
+    pub(crate) fn subscribe(&self, store: &Store<K>, capacity: usize, policy: SlowConsumer) -> Receiver<Item<K>> {
+        self.shared.subscribe(store, capacity, policy)
+    }
+}
+
+impl<K> Engine<K> {
+    /// `kw-<plural>`: the threads' name, also used in logs.
+    pub(crate) fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    pub(crate) fn is_stopping(&self) -> bool {
+        self.shared.stopping.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn store(&self) -> Store<K> {
+        self.shared.store.clone()
+    }
+
+    pub(crate) fn notices(&self) -> Receiver<Notice> {
+        self.shared.notices.receiver()
+    }
+
+    pub(crate) fn stats(&self) -> Stats {
+        let mut s = self.shared.counters.snapshot();
+        s.objects = self.shared.store.len();
+        s.undecodable = self.shared.store.undecodable();
+        let hub = self.shared.hub.lock();
+        s.queued = hub.queued();
+        s.subscribers = hub.len();
+        s
+    }
+
+    /// Stops the threads and waits for them (bounded). Idempotent.
+    pub(crate) fn stop(&self) {
+        self.shared.abandon();
+        join(std::mem::take(&mut *self.workers.lock()), &self.shared.name);
+    }
+}
+
+/// Starts one worker thread; the receiver disconnects when it exits.
+fn spawn<K: Watchable>(
+    worker: Worker<K>,
+    name: &str,
+    shared: &Arc<Shared<K>>,
+) -> Result<(JoinHandle<()>, Receiver<()>)> {
+    let (done_tx, done_rx) = bounded::<()>(0);
+    let thread_shared = Arc::clone(shared);
+    let handle = std::thread::Builder::new()
+        .name(name.to_owned())
+        .spawn(move || {
+            let _done = done_tx; // dropped when the thread exits, even by panic
+            if let Err(panic) = catch_unwind(AssertUnwindSafe(|| worker.run())) {
+                let e = guard::into_error(panic.as_ref());
+                if guard::is_callback(panic.as_ref()) {
+                    log::warn!("{}: {e}", thread_shared.name);
+                } else {
+                    log::error!("bug: {}: {e}", thread_shared.name);
+                }
+                thread_shared.finish(e);
+                thread_shared.exited();
+            }
+        })
+        .map_err(|e| Error::Spawn(e.to_string().into()))?;
+    Ok((handle, done_rx))
+}
+
+/// Joins stopped worker threads, waiting at most `STOP_JOIN_LIMIT` in all: a thread still in a
+/// connect (which cannot be interrupted) is left to finish when the connect times out.
+fn join(workers: Vec<(JoinHandle<()>, Receiver<()>)>, name: &str) {
+    let deadline = std::time::Instant::now() + STOP_JOIN_LIMIT;
+    for (handle, done) in workers {
+        match done.recv_deadline(deadline) {
+            Err(RecvTimeoutError::Disconnected) | Ok(()) => {
+                let _ = handle.join();
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                log::debug!("{name}: thread still connecting; it exits when the connect times out");
+            }
+        }
+    }
+}
+
+/// `kw-<plural>`, cut to the 15 bytes Linux shows.
+fn thread_name(plural: &str) -> String {
+    let mut name = format!("kw-{plural}");
+    let mut cut = name.len().min(15);
+    while !name.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    name.truncate(cut);
+    name
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thread_names_fit_in_fifteen_bytes() {
+        assert_eq!(thread_name("pods"), "kw-pods");
+        assert_eq!(thread_name("customresourcedefinitions"), "kw-customresour");
+    }
+}

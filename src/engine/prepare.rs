@@ -1,0 +1,156 @@
+//! Preparing objects: decode, transform, index values, compact JSON, before any lock is taken.
+
+use std::sync::Arc;
+
+use crate::cache::{Skipped, Writer};
+use crate::error::Error;
+use crate::guard;
+use crate::key::ObjectKey;
+use crate::resource::Watchable;
+use crate::wire::decode;
+
+/// A user transform applied to every object before it is stored.
+pub(crate) type Transform<K> = Arc<dyn Fn(&mut K) + Send + Sync>;
+
+/// Encodes an object as compact JSON (compact store mode, after a transform changed it).
+pub(crate) type Encode<K> = fn(&K) -> serde_json::Result<Vec<u8>>;
+
+/// The object of the input being processed: decoded and transformed, its index values, and
+/// its compact JSON in compact mode. Everything user code computes is here before any lock.
+pub(crate) struct Incoming<K> {
+    pub(crate) obj: Arc<K>,
+    pub(crate) json: Option<Arc<[u8]>>,
+    pub(crate) values: Vec<Vec<String>>,
+}
+
+/// What an object input carries: the object, or, when it does not decode as `K`, who it is
+/// and the error that reports it (see [`Skipped`] for the policy).
+pub(crate) enum Subject<K> {
+    Object(Incoming<K>),
+    Skipped(Skipped, Error),
+}
+
+/// Turns what the server sent into what the store and the consumers take: decodes, runs the
+/// user's transform and index functions (guarded: a panic names its callback), keeps compact
+/// JSON in compact store mode, and applies the undecodable-object policy's first half (who
+/// the object is, and the error that reports it; the cache does the rest).
+pub(crate) struct Prepare<K> {
+    /// The watcher's name, for logs.
+    name: String,
+    transform: Option<Transform<K>>,
+    /// Compact store mode: keep objects as JSON (encoded with this after a transform).
+    compact: Option<Encode<K>>,
+    pub(crate) scratch: decode::Scratch,
+    /// Whether the "server ignored the metadata-only request" warning was logged (once).
+    warned_kind: bool,
+}
+
+impl<K: Watchable> Prepare<K> {
+    pub(crate) fn new(name: String, transform: Option<Transform<K>>, compact: Option<Encode<K>>) -> Self {
+        Prepare { name, transform, compact, scratch: decode::Scratch::default(), warned_kind: false }
+    }
+
+    /// Compact store mode: watch events should keep their object's bytes.
+    pub(crate) fn keeps_json(&self) -> bool {
+        self.compact.is_some()
+    }
+
+    /// Decodes and prepares one list item; one that does not decode as `K` is skipped (see
+    /// [`Skipped`]), one that is not JSON at all is an error of the whole body.
+    pub(crate) fn item(
+        &mut self,
+        item: decode::Item<'_>,
+        context: &str,
+        writer: &Writer<K>,
+    ) -> Result<Subject<K>, Error> {
+        let message = match decode::item::<K>(item, &mut self.scratch) {
+            Ok(obj) => return self.object(obj, Some(item.bytes), (context, None), writer),
+            Err(message) => message,
+        };
+        let error = |message: String| Error::Decode(Box::new(decode::decode_error(context, None, item.bytes, message)));
+        match decode::identity(item.bytes) {
+            Some(id) => Ok(self.skipped(id, error(message))),
+            None => Err(error(message)),
+        }
+    }
+
+    /// An object that does not decode as `K`, known by its metadata: the error that reports it
+    /// names the object.
+    pub(crate) fn skipped(&self, id: decode::Identity, error: Error) -> Subject<K> {
+        let key = id.name.map(|name| ObjectKey { namespace: id.namespace.map(Into::into), name: name.into() });
+        let what = match (&key, &id.resource_version) {
+            (None, _) => "an object without metadata.name".to_owned(),
+            (Some(k), Some(rv)) => format!("{k} at resourceVersion {rv}"),
+            (Some(k), None) => k.to_string(),
+        };
+        let error = match error {
+            Error::Decode(mut d) => {
+                let action = if key.is_some() {
+                    "the store keeps its last version that decoded, if any"
+                } else {
+                    "cannot be stored"
+                };
+                d.message = format!("{what} skipped ({action}): {}", d.message);
+                Error::Decode(d)
+            }
+            other => other,
+        };
+        Subject::Skipped(Skipped { key, uid: id.uid, rv: id.resource_version }, error)
+    }
+
+    /// Runs the transform, and in compact mode keeps the object's JSON: the wire bytes as they
+    /// are, or re-encoded when a transform may have changed the object.
+    /// `at`: the context and line for errors; `writer`: whose index functions to run.
+    pub(crate) fn object(
+        &mut self,
+        mut obj: K,
+        wire: Option<&[u8]>,
+        at: (&str, Option<u64>),
+        writer: &Writer<K>,
+    ) -> Result<Subject<K>, Error> {
+        if !self.warned_kind
+            && let Some(kind) = obj.unexpected_kind()
+        {
+            // Decoding still keeps only the metadata, so the store is right; only bandwidth is lost.
+            log::warn!(
+                "{}: asked for metadata only (PartialObjectMetadata) but the server sent {kind:?} objects; \
+                 keeping only their metadata",
+                self.name
+            );
+            self.warned_kind = true;
+        }
+        if let Some(t) = &self.transform {
+            guard::call(|| "transform".to_owned(), || t(&mut obj));
+        }
+        let json = match (self.compact, wire) {
+            (None, _) => None,
+            (Some(_), Some(bytes)) if self.transform.is_none() => Some(bytes.into()),
+            (Some(encode), _) => Some(
+                encode(&obj)
+                    .map_err(|e| {
+                        Error::Decode(Box::new(decode::decode_error(
+                            at.0,
+                            at.1,
+                            wire.unwrap_or_default(),
+                            format!("re-encode for the compact store: {e}"),
+                        )))
+                    })?
+                    .into(),
+            ),
+        };
+        let Some(key) = ObjectKey::of(&obj) else {
+            // Nothing without a name can be stored or deleted by key: report and skip it.
+            let meta = obj.meta();
+            let id = decode::Identity {
+                namespace: meta.namespace.clone(),
+                name: None,
+                uid: meta.uid.clone(),
+                resource_version: meta.resource_version.clone(),
+            };
+            let e = decode::decode_error(at.0, at.1, wire.unwrap_or_default(), "no metadata.name".into());
+            return Ok(self.skipped(id, Error::Decode(Box::new(e))));
+        };
+        let values = writer.index_values(&key, &obj);
+        Ok(Subject::Object(Incoming { obj: Arc::new(obj), json, values }))
+    }
+}

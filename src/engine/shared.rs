@@ -1,0 +1,145 @@
+//! The control block one watcher's handle and threads share: the stop signal, the hub of
+//! subscribers, the counters, the notices, the list gate, and the one end path every thread
+//! takes ([`Shared::finish`], then [`Shared::exited`]).
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
+use parking_lot::Mutex;
+
+use crate::cache::Store;
+use crate::engine::counters::Counters;
+use crate::engine::gate::Gate;
+use crate::engine::hub::{Hub, Item, Outbox};
+use crate::error::Error;
+use crate::notice::{Notice, SlowConsumer};
+use crate::resource::Watchable;
+
+/// How many notices wait for a reader before the oldest are dropped.
+const NOTICE_CAPACITY: usize = 256;
+
+/// The control block: what the public handle and the worker threads share.
+pub(crate) struct Shared<K> {
+    /// `kw-<plural>`: the thread name, also used in logs.
+    pub(crate) name: String,
+    pub(crate) stopping: AtomicBool,
+    /// Dropped on stop: every `recv(stop_rx)` in a `select!` wakes at once.
+    pub(crate) stop_tx: Mutex<Option<Sender<()>>>,
+    pub(crate) stop_rx: Receiver<()>,
+    /// Dropped when the user stops the watcher (`stop`, `Drop`), not when it ends by itself: the
+    /// terminal error waits for a consumer that is behind until then.
+    pub(crate) abandon_tx: Mutex<Option<Sender<()>>>,
+    pub(crate) abandon_rx: Receiver<()>,
+    /// The terminal error a thread ended with; the last thread to exit delivers it after every
+    /// event, so nothing follows it.
+    pub(crate) terminal: Mutex<Option<Error>>,
+    /// The store, to wake `wait_until_ready` callers at once when the watcher ends.
+    pub(crate) store: Store<K>,
+    pub(crate) hub: Mutex<Hub<K>>,
+    pub(crate) counters: Counters,
+    pub(crate) notices: Notices,
+    /// List limit and shared `Retry-After` across the workers.
+    pub(crate) gate: Gate,
+    /// Workers still running; the last one to end closes the hub.
+    pub(crate) running: AtomicUsize,
+    /// A clone of each worker's agent: shutting it down interrupts a blocked read.
+    pub(crate) agents: Vec<ureq::Agent>,
+}
+
+impl<K> Shared<K> {
+    pub(crate) fn request_stop(&self) {
+        if !self.stopping.swap(true, Ordering::AcqRel) {
+            self.stop_tx.lock().take();
+            for agent in &self.agents {
+                agent.clone().shutdown();
+            }
+        }
+    }
+
+    /// Where the worker delivers events.
+    pub(crate) fn outbox(&self) -> Outbox<'_, K> {
+        Outbox { hub: &self.hub, stop: &self.stop_rx, counters: &self.counters, notices: &self.notices }
+    }
+
+    /// The user stops the watcher: stop, and give up delivering a terminal error.
+    pub(crate) fn abandon(&self) {
+        self.request_stop();
+        self.abandon_tx.lock().take();
+    }
+
+    /// A worker thread ends with `end`: `wait_until_ready` callers learn it at once; a terminal
+    /// error (the first, when several threads end) stops the sibling threads (other
+    /// namespaces), is announced by a `GaveUp` notice, and is delivered by [`exited`](Self::exited).
+    /// The one end path: a normal end, a terminal error and a panic all come here.
+    pub(crate) fn finish(&self, end: Error) {
+        if !matches!(end, Error::Stopped) {
+            log::debug!("{}: watcher ended: {end}", self.name);
+            let mut terminal = self.terminal.lock();
+            if terminal.is_none() {
+                *terminal = Some(end.clone());
+                self.notices.send(Notice::GaveUp { error: end.clone() });
+            }
+            drop(terminal);
+            self.request_stop();
+        }
+        self.store.set_ended(end);
+    }
+
+    /// A worker thread exits; the last one closes the consumers' channels, after delivering the
+    /// terminal error (if any) behind every queued event.
+    pub(crate) fn exited(&self) {
+        if self.running.fetch_sub(1, Ordering::AcqRel) != 1 {
+            return;
+        }
+        let terminal = self.terminal.lock().take();
+        let subs = {
+            let mut hub = self.hub.lock();
+            let subs = hub.subscribers();
+            hub.close(terminal.clone());
+            subs
+        };
+        if let Some(e) = terminal {
+            self.outbox().deliver_final(&subs, &e, &self.abandon_rx);
+        }
+    }
+}
+
+impl<K: Watchable> Shared<K> {
+    /// A new consumer: the current state first, then live events.
+    pub(crate) fn subscribe(&self, store: &Store<K>, capacity: usize, policy: SlowConsumer) -> Receiver<Item<K>> {
+        let mut hub = self.hub.lock();
+        // Under the hub lock the worker cannot apply a change: the replay and the live events
+        // that follow it fit together exactly.
+        let replay = if hub.is_closed() { Vec::new() } else { store.replay() };
+        hub.subscribe(replay, capacity, policy)
+    }
+}
+
+/// The lifecycle notices channel: it keeps the latest notices (the oldest are dropped when it
+/// is full), so a reader that starts late still sees how the watcher started.
+pub(crate) struct Notices {
+    tx: Sender<Notice>,
+    rx: Receiver<Notice>,
+}
+
+impl Default for Notices {
+    fn default() -> Self {
+        let (tx, rx) = bounded(NOTICE_CAPACITY);
+        Notices { tx, rx }
+    }
+}
+
+impl Notices {
+    /// Queues `notice`, dropping the oldest if the channel is full; never blocks.
+    pub(crate) fn send(&self, notice: Notice) {
+        if let Err(TrySendError::Full(notice)) = self.tx.try_send(notice) {
+            let _ = self.rx.try_recv();
+            let _ = self.tx.try_send(notice);
+        }
+    }
+
+    /// The receiving end.
+    pub(crate) fn receiver(&self) -> Receiver<Notice> {
+        self.rx.clone()
+    }
+}

@@ -1,0 +1,324 @@
+//! The background thread: performs the machine's next moves through the wire (lists, drift
+//! checks, watches), feeds back what happened, and stops promptly.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{after, select};
+
+use crate::engine::counters;
+use crate::engine::hub::Stopped;
+use crate::engine::prepare::{Prepare, Subject};
+use crate::engine::sink::Sink;
+use crate::error::Error;
+use crate::key::ObjectKey;
+use crate::machine::drift;
+use crate::machine::{Input, Machine, Next, Step, WatchInput};
+use crate::notice::Notice;
+use crate::resource::{PartialObjectMetadata, Watchable};
+use crate::wire::client::{Api, Http, StreamItem};
+use crate::wire::decode::{self, Change, WatchEvent};
+use crate::wire::request::{ListParams, WatchParams};
+
+/// The watcher thread's state.
+pub(crate) struct Worker<K> {
+    pub(crate) api: Api<K>,
+    pub(crate) http: Http,
+    pub(crate) machine: Machine,
+    pub(crate) sink: Sink<K>,
+    pub(crate) prepare: Prepare<K>,
+    pub(crate) max_line: usize,
+    /// Objects a drift check could not yet judge (see `drift`).
+    pub(crate) drift_suspects: drift::Suspects,
+    /// Start after a random delay up to this (watchers over several namespaces).
+    pub(crate) start_spread: Duration,
+}
+
+impl<K: Watchable> Worker<K> {
+    /// Runs until stopped or a terminal error; then marks the store ended and closes the channel.
+    pub(crate) fn run(mut self) {
+        let spread = self.start_spread;
+        let end = match self.pause(rand::random_range(Duration::ZERO..=spread)).and_then(|()| self.drive()) {
+            // Events held back during an abandoned list go out before the terminal error.
+            Ok(e) => self.sink.flush().map_or(Error::Stopped, |()| e),
+            Err(Stopped) => Error::Stopped,
+        };
+        let shared = Arc::clone(&self.sink.shared);
+        shared.finish(end);
+        shared.exited();
+        log::debug!("{}: watcher thread exits", shared.name);
+    }
+
+    fn stopping(&self) -> bool {
+        self.sink.shared.stopping.load(Ordering::Acquire)
+    }
+
+    fn drive(&mut self) -> Result<Error, Stopped> {
+        let mut step = self.machine.step(Input::Start, Instant::now());
+        loop {
+            if self.stopping() {
+                return Err(Stopped);
+            }
+            let next = self.sink.perform(step, None)?;
+            let shared = Arc::clone(&self.sink.shared);
+            // Lists take a permit (a limit across the threads of a multi-namespace watcher),
+            // held until the list returns; then every request waits out a `Retry-After` that
+            // any of those threads was given.
+            let _permit = match &next {
+                Next::List(_) | Next::DriftCheck { .. } => Some(shared.gate.list_permit(&shared.stop_rx)?),
+                _ => None,
+            };
+            if matches!(next, Next::List(_) | Next::DriftCheck { .. } | Next::Watch { .. }) {
+                // Events held back while the last body was read wait for slow consumers here,
+                // between two requests (a relist's last page publishes them with `InitDone`,
+                // after the store is updated).
+                self.sink.flush()?;
+                shared.gate.wait_turn(&shared.stop_rx)?;
+            }
+            step = match next {
+                Next::List(params) => self.list(&params)?,
+                Next::DriftCheck { params, rv } => self.drift_check(&params, &rv)?,
+                Next::Watch { params, idle } => self.watch(&params, idle)?,
+                Next::Wait(delay) => {
+                    self.wait(delay)?;
+                    self.machine.step(Input::Start, Instant::now())
+                }
+                // Nothing is open to read on: the machine makes its next request.
+                Next::ReadOn => self.machine.step(Input::Start, Instant::now()),
+                Next::End(e) => return Ok(e),
+            };
+        }
+    }
+
+    /// A `Retry-After` from the server delays every thread of this watcher (set before this
+    /// thread lets go of its list permit, so none slips through).
+    fn note_retry_after(&self, e: &Error) {
+        if let Some(until) = self.machine.server_wait(e).and_then(|after| Instant::now().checked_add(after)) {
+            self.sink.shared.gate.delay_all(until);
+        }
+    }
+
+    /// Sleeps `delay`, waking at once on stop. Never `thread::sleep`.
+    fn wait(&self, delay: Duration) -> Result<(), Stopped> {
+        self.sink.counters().backoff(delay);
+        self.pause(delay)
+    }
+
+    /// Sleeps `delay`, waking at once on stop, without counting it as backoff.
+    fn pause(&self, delay: Duration) -> Result<(), Stopped> {
+        if delay.is_zero() {
+            return Ok(());
+        }
+        select! {
+            recv(self.sink.shared.stop_rx) -> _ => Err(Stopped),
+            recv(after(delay)) -> _ => Ok(()),
+        }
+    }
+
+    fn list(&mut self, params: &ListParams) -> Result<Step, Stopped> {
+        counters::add(&self.sink.counters().lists, 1);
+        let context = self.api.describe("list");
+        let (sink, machine, prepare) = (&mut self.sink, &mut self.machine, &mut self.prepare);
+        let mut stopped = false;
+        // A move other than reading on, made while reading (the machine's to decide).
+        let mut interrupted = None;
+        let result = self.http.list(&self.api, params, |item| {
+            counters::add(&sink.shared.counters.bytes, item.bytes.len() as u64);
+            // One object that is not a `K` must not block the whole cache: it is skipped.
+            let subject = prepare.item(item, &context, &sink.writer)?;
+            match sink.perform(machine.step(Input::Item, Instant::now()), Some(subject)) {
+                Ok(Next::ReadOn) => Ok(()),
+                Ok(next) => {
+                    interrupted = Some(next);
+                    Err(Error::Stopped)
+                }
+                Err(Stopped) => {
+                    stopped = true;
+                    Err(Error::Stopped)
+                }
+            }
+        });
+        if stopped || self.stopping() {
+            return Err(Stopped);
+        }
+        if let Some(next) = interrupted {
+            return Ok(Step { effects: Vec::new(), next });
+        }
+        let now = Instant::now();
+        Ok(match result {
+            Ok(meta) => {
+                self.sink.connected();
+                log::debug!(
+                    "{}: list page done at resourceVersion {:?} (more: {})",
+                    self.sink.shared.name,
+                    meta.resource_version,
+                    meta.continue_token.is_some()
+                );
+                self.machine.step(
+                    Input::Page {
+                        resource_version: meta.resource_version.as_deref(),
+                        continue_token: meta.continue_token.as_deref(),
+                    },
+                    now,
+                )
+            }
+            Err(e) => {
+                self.note_retry_after(&e);
+                self.machine.step(Input::ListFailed(e), now)
+            }
+        })
+    }
+
+    /// Lists metadata only and compares it with the store (`Config::drift_check`).
+    fn drift_check(&mut self, params: &ListParams, rv: &str) -> Result<Step, Stopped> {
+        counters::add(&self.sink.counters().drift_checks, 1);
+        let api = self.api.clone().into_metadata();
+        let context = api.describe("drift check: list");
+        let scratch = &mut self.prepare.scratch;
+        let mut listed = HashMap::new();
+        let result = self.http.list(&api, params, |item| {
+            let meta: PartialObjectMetadata<K> = decode::item(item, scratch)
+                .map_err(|e| Error::Decode(Box::new(decode::decode_error(&context, None, item.bytes, e))))?;
+            if let (Some(key), Some(rv)) = (ObjectKey::of(&meta), meta.metadata.resource_version) {
+                listed.insert(key, rv.into_boxed_str());
+            }
+            Ok(())
+        });
+        if self.stopping() {
+            return Err(Stopped);
+        }
+        if let Err(e) = &result {
+            self.note_retry_after(e);
+        }
+        let outcome = result.map(|meta| {
+            let list_rv = meta.resource_version.unwrap_or_default();
+            let mut check = drift::Check::new(rv, &list_rv, listed, &mut self.drift_suspects);
+            self.sink.writer.versions(|key, rv| check.stored(key, rv));
+            let mismatched = check.finish();
+            log::debug!(
+                "{}: drift check at {rv} against list at {list_rv}: {mismatched} out of step",
+                self.sink.shared.name
+            );
+            self.sink.shared.notices.send(Notice::DriftChecked { mismatched });
+            mismatched
+        });
+        Ok(self.machine.step(Input::DriftChecked(outcome), Instant::now()))
+    }
+
+    fn watch(&mut self, params: &WatchParams, idle: Duration) -> Result<Step, Stopped> {
+        counters::add(&self.sink.counters().watches, 1);
+        log::debug!(
+            "{}: watch from resourceVersion {:?} (timeout {:?})",
+            self.sink.shared.name,
+            params.resource_version,
+            params.timeout
+        );
+        let mut stream = match self.http.watch(&self.api, params, idle, self.max_line) {
+            Ok(s) => s,
+            Err(_) if self.stopping() => return Err(Stopped),
+            Err(e) => {
+                self.note_retry_after(&e);
+                return Ok(self.machine.step(Input::WatchFailed(e), Instant::now()));
+            }
+        };
+        self.sink.connected();
+        let mut step = self.machine.step(Input::WatchOpened, Instant::now());
+        let context = self.api.describe("watch");
+        loop {
+            match self.sink.perform(step, None)? {
+                Next::ReadOn => {}
+                // Anything else ends this stream (dropping it closes the connection).
+                next => return Ok(Step { effects: Vec::new(), next }),
+            }
+            let item = stream.next_line();
+            if self.stopping() {
+                return Err(Stopped);
+            }
+            let now = Instant::now();
+            step = match item {
+                StreamItem::Line(bytes, line) => {
+                    counters::add(&self.sink.counters().bytes, bytes.len() as u64 + 1);
+                    let keep_raw = self.prepare.keeps_json();
+                    match decode::watch_event::<K>(bytes, keep_raw, &mut self.prepare.scratch)
+                        .map_err(|message| {
+                            Error::Decode(Box::new(decode::decode_error(&context, Some(line), bytes, message)))
+                        })
+                        .and_then(|(ev, raw)| self.on_event(ev, (bytes, raw), (&context, line), now))
+                    {
+                        Ok((input, step)) => Step { effects: Vec::new(), next: self.sink.perform(step, input)? },
+                        Err(e) => self.machine.step(Input::WatchFailed(e), now),
+                    }
+                }
+                StreamItem::End => self.machine.step(Input::WatchEnded, now),
+                StreamItem::Idle => self.machine.step(Input::Idle, now),
+                StreamItem::Failed(e) => self.machine.step(Input::WatchFailed(e), now),
+            };
+        }
+    }
+
+    /// Feeds one decoded event to the machine; returns the object (if any) and the actions.
+    /// `bytes`: the line and the object's raw bytes if kept; `at`: context and line number.
+    fn on_event(
+        &mut self,
+        ev: WatchEvent<K>,
+        bytes: (&[u8], Option<&[u8]>),
+        at: (&str, u64),
+        now: Instant,
+    ) -> Result<(Option<Subject<K>>, Step), Error> {
+        let (line, raw) = bytes;
+        let (context, n) = at;
+        let counters = &self.sink.shared.counters;
+        counters.event_seen(now);
+        let object_event = |obj: K, make: fn(&str) -> WatchInput<'_>, this: &mut Self| {
+            let rv = obj.meta().resource_version.clone().unwrap_or_default();
+            let input = this.prepare.object(obj, raw, (context, Some(n)), &this.sink.writer)?;
+            let actions = this.machine.step(Input::Event(make(&rv)), now);
+            Ok((Some(input), actions))
+        };
+        match ev {
+            WatchEvent::Added(o) => {
+                counters::add(&counters.added, 1);
+                object_event(o, |rv| WatchInput::Added { resource_version: rv }, self)
+            }
+            WatchEvent::Modified(o) => {
+                counters::add(&counters.modified, 1);
+                object_event(o, |rv| WatchInput::Modified { resource_version: rv }, self)
+            }
+            WatchEvent::Deleted(o) => {
+                counters::add(&counters.deleted, 1);
+                object_event(o, |rv| WatchInput::Deleted { resource_version: rv }, self)
+            }
+            WatchEvent::Bookmark { resource_version, initial_events_end } => {
+                counters::add(&counters.bookmarks, 1);
+                let input = WatchInput::Bookmark { resource_version: &resource_version, initial_events_end };
+                Ok((None, self.machine.step(Input::Event(input), now)))
+            }
+            WatchEvent::Error(status) => {
+                let e = Error::Api(Box::new(status.into_api_error(context)));
+                Ok((None, self.machine.step(Input::WatchFailed(e), now)))
+            }
+            WatchEvent::Undecodable { kind, id, message } => {
+                // The machine moves past it as past any event; the sink applies the policy.
+                let rv = id.resource_version.clone().unwrap_or_default();
+                let input = match kind {
+                    Change::Added => WatchInput::Added { resource_version: &rv },
+                    Change::Modified => WatchInput::Modified { resource_version: &rv },
+                    Change::Deleted => WatchInput::Deleted { resource_version: &rv },
+                };
+                counters::add(
+                    match kind {
+                        Change::Added => &counters.added,
+                        Change::Modified => &counters.modified,
+                        Change::Deleted => &counters.deleted,
+                    },
+                    1,
+                );
+                let e = Error::Decode(Box::new(decode::decode_error(context, Some(n), line, message)));
+                let subject = self.prepare.skipped(id, e);
+                Ok((Some(subject), self.machine.step(Input::Event(input), now)))
+            }
+        }
+    }
+}

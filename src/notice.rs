@@ -1,0 +1,107 @@
+//! What a watcher tells besides events: why it relists ([`RelistReason`]), changes in its health
+//! ([`Notice`]), and what it does with a consumer that falls behind ([`SlowConsumer`]).
+
+use std::time::Duration;
+
+use crate::error::Error;
+
+/// Why a full sync (relist) happens: logged, counted in [`Stats::relists`](crate::Stats::relists)
+/// and announced by [`Notice::Relisting`](crate::Notice::Relisting).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RelistReason {
+    /// The watcher's first sync.
+    Initial,
+    /// The resume resourceVersion or a continue token expired (410 Gone).
+    Expired,
+    /// The server had not reached the requested resourceVersion ("too large").
+    TooLarge,
+    /// A streaming list was rejected or ignored; a paged list replaces it.
+    StreamingFallback,
+    /// `Config::relist_interval` came due.
+    Periodic,
+    /// A drift check (`Config::drift_check`) found the store out of step with the server.
+    Drift,
+    /// An error that the watch cannot resume from (4xx, in-stream error, a broken watch line).
+    Error,
+}
+
+/// What the watcher does when a consumer's channel is full.
+///
+/// ```
+/// # let server = kube_watcher::testing::FakeApiServer::start();
+/// use kube_watcher::{Api, Client, Config, Error, SlowConsumer, Watcher};
+/// use k8s_openapi::api::core::v1::Pod;
+///
+/// let watcher = Watcher::new(Api::<Pod>::all(Client::from_url(&server.url())?), Config::default())?;
+/// let dashboard = watcher.subscribe_with(SlowConsumer::Lag); // never holds the watcher up
+/// for event in dashboard.try_iter() {
+///     if let Err(Error::Lagged { .. }) = event {
+///         let _all = watcher.store().state(); // fell behind: catch up from the store
+///     }
+/// }
+/// # Ok::<(), kube_watcher::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SlowConsumer {
+    /// Wait until the consumer makes room (backpressure): nothing is ever lost, and the
+    /// watcher, its store and every other consumer wait for the slowest one. The default.
+    #[default]
+    Block,
+    /// Never wait: an event that does not fit in the channel is dropped, and one
+    /// [`Error::Lagged`] marker is queued after the last event that fitted. Events that arrive
+    /// while the marker is still queued are dropped too; once the consumer has received the
+    /// marker, events flow again. The store stays exact, so a consumer that reads the store
+    /// after the marker has the effect of every event it missed. A dropped subscription is
+    /// forgotten at the next event.
+    Lag,
+}
+
+/// A change in a watcher's health: for logs, dashboards and status lines
+/// (see [`Watcher::notices`](crate::Watcher::notices)).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum Notice {
+    /// A request succeeded: the first one, and the first after each [`Notice::Reconnecting`].
+    Connected,
+    /// A request failed or a connection dropped; the watcher tries again after `delay`.
+    Reconnecting {
+        /// What went wrong (also delivered on the event channel).
+        error: Error,
+        /// The backoff before the next attempt.
+        delay: Duration,
+    },
+    /// A full sync (relist) starts.
+    Relisting {
+        /// Why.
+        reason: RelistReason,
+    },
+    /// A full sync completed: the store now holds `objects` objects.
+    Synced {
+        /// Why the sync happened.
+        reason: RelistReason,
+        /// Objects in the store.
+        objects: usize,
+        /// Objects that vanished while the watcher was not watching, each reported as an
+        /// inferred `Delete` right after `InitDone`.
+        inferred_deletes: usize,
+    },
+    /// A drift check compared the store with the server.
+    DriftChecked {
+        /// Objects found out of step (0: in step; otherwise a relist follows).
+        mismatched: usize,
+    },
+    /// A consumer with [`SlowConsumer::Lag`] fell behind and caught up again: `dropped` events
+    /// were dropped meanwhile (sent when the consumer has received its marker and the next
+    /// event arrives).
+    Lagged {
+        /// How many events were dropped.
+        dropped: u64,
+    },
+    /// The watcher ended with a terminal error (for instance [`Error::GaveUp`]).
+    GaveUp {
+        /// The terminal error.
+        error: Error,
+    },
+}

@@ -1,0 +1,13 @@
+//! The wire: HTTP requests to the API server and the bytes that come back.
+//!
+//! Owns URL and query building ([`request`]), the blocking HTTP client and its bounded bodies
+//! ([`client`]), decoding of list bodies, watch lines and `Status` errors ([`decode`], with the
+//! strict JSON check in [`syntax`]) and API discovery ([`discovery`]). It knows nothing of
+//! stores, consumers or the state machine: it imports only [`crate::auth`] (to connect) and the
+//! crate's vocabulary (errors, config, resources). Nothing here decides what to request next.
+
+pub(crate) mod client;
+pub(crate) mod decode;
+pub(crate) mod discovery;
+pub(crate) mod request;
+pub(crate) mod syntax;
