@@ -41,6 +41,7 @@ use crate::notice::{Notice, SlowConsumer};
 use crate::resource::Watchable;
 use crate::stats::Stats;
 use crate::wire::client::{Api, Http};
+use crate::wire::decode;
 
 /// How long `stop()` waits for the threads. Only DNS and TCP connect cannot be interrupted
 /// (bounded by the 10 s connect timeout); past this a thread finishes on its own.
@@ -76,7 +77,7 @@ impl<K: Watchable> Engine<K> {
         } else {
             spec.namespaces.iter().map(|n| Some(n.as_str().into())).collect()
         };
-        let (writers, store) = Writer::partitioned(spec.indexes, spec.predicates, parts.clone());
+        let (writers, store) = Writer::partitioned(spec.indexes, spec.predicates, parts.clone(), decode::compact::<K>);
         let (stop_tx, stop_rx) = bounded(1);
         let (abandon_tx, abandon_rx) = bounded(1);
         let https: Vec<Http> = parts.iter().map(|_| Http::new(Arc::clone(&spec.api.client.conn))).collect();

@@ -152,6 +152,11 @@ pub(crate) fn object<K: DeserializeOwned>(bytes: &[u8], scratch: &mut Scratch) -
     item(Item { bytes, checked: false }, scratch)
 }
 
+/// Decodes a compact store entry (a fresh scratch: entries are decoded on readers' threads).
+pub(crate) fn compact<K: DeserializeOwned>(bytes: &[u8]) -> Result<K, String> {
+    object(bytes, &mut Scratch::default())
+}
+
 /// Decodes one list item.
 pub(crate) fn item<K: DeserializeOwned>(item: Item<'_>, scratch: &mut Scratch) -> Result<K, String> {
     let bytes = item.bytes;

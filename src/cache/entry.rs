@@ -1,0 +1,79 @@
+//! How the store holds one object: shared and decoded, or as compact JSON decoded on access.
+
+use std::sync::Arc;
+
+use crate::resource::Watchable;
+
+/// Decodes a compact entry's JSON (the wire layer's decoder, handed to the store; compact
+/// store mode only). `Err` carries the parser's message.
+pub(crate) type Decode<K> = fn(&[u8]) -> std::result::Result<K, String>;
+
+/// How the store holds one object.
+pub(crate) enum Entry<K> {
+    /// Decoded once and shared with the events (the default).
+    Typed(Arc<K>),
+    /// Compact JSON, decoded on access (compact store mode): a fraction of the memory.
+    /// Invariant: `json` decoded as `K` when it was stored. Shared, so that handing an entry
+    /// out of the lock (to decode it there) copies no bytes.
+    Compact { json: Arc<[u8]>, uid: Option<Box<str>>, rv: Option<Box<str>> },
+}
+
+impl<K: Watchable> Entry<K> {
+    /// What the store keeps for `obj`: the object itself, or its compact JSON when given.
+    pub(crate) fn new(obj: &Arc<K>, json: Option<Arc<[u8]>>) -> Entry<K> {
+        match json {
+            None => Entry::Typed(Arc::clone(obj)),
+            Some(json) => {
+                let meta = obj.meta();
+                Entry::Compact {
+                    json,
+                    uid: meta.uid.as_deref().map(Into::into),
+                    rv: meta.resource_version.as_deref().map(Into::into),
+                }
+            }
+        }
+    }
+
+    pub(super) fn uid(&self) -> Option<&str> {
+        match self {
+            Entry::Typed(o) => o.meta().uid.as_deref(),
+            Entry::Compact { uid, .. } => uid.as_deref(),
+        }
+    }
+
+    pub(super) fn resource_version(&self) -> Option<&str> {
+        match self {
+            Entry::Typed(o) => o.meta().resource_version.as_deref(),
+            Entry::Compact { rv, .. } => rv.as_deref(),
+        }
+    }
+
+    /// A second handle on the same entry (an `Arc` clone either way), to decode after the lock
+    /// is released.
+    pub(crate) fn share(&self) -> Entry<K> {
+        match self {
+            Entry::Typed(o) => Entry::Typed(Arc::clone(o)),
+            Entry::Compact { json, uid, rv } => {
+                Entry::Compact { json: Arc::clone(json), uid: uid.clone(), rv: rv.clone() }
+            }
+        }
+    }
+
+    /// The object; a compact entry is decoded (about as costly as decoding it off the wire), so
+    /// call this outside the store's lock.
+    pub(crate) fn object(&self, decode: Decode<K>) -> Option<Arc<K>> {
+        match self {
+            Entry::Typed(o) => Some(Arc::clone(o)),
+            Entry::Compact { json, .. } => {
+                match decode(json) {
+                    Ok(o) => Some(Arc::new(o)),
+                    Err(e) => {
+                        // Cannot happen: compact JSON is only stored after it decoded as K.
+                        log::error!("bug: a compact store entry no longer decodes: {e}");
+                        None
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,69 @@
+//! The store's indexes: value → keys and key → values, one per index name.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use crate::key::ObjectKey;
+
+/// A user index function: the index values of one object (`Watcher::builder(..).index(..)`).
+pub(crate) type IndexFn<K> = Arc<dyn Fn(&K) -> Vec<String> + Send + Sync>;
+
+/// The name of the built-in index by namespace.
+pub(crate) const NAMESPACE_INDEX: &str = "namespace";
+
+/// One named index: value → keys, and key → values (to remove an entry without its object).
+/// Invariant: `values` and `of` describe the same pairs, and no set in `values` is empty.
+#[derive(Default)]
+pub(super) struct Index {
+    pub(super) values: HashMap<String, HashSet<ObjectKey>>,
+    pub(super) of: HashMap<ObjectKey, Vec<String>>,
+}
+
+impl Index {
+    pub(super) fn insert(&mut self, key: &ObjectKey, values: Vec<String>) {
+        // A modified object mostly keeps its values (in the namespace index, always): then there
+        // is nothing to move, and no key or value to clone.
+        if self.of.get(key).is_some_and(|old| *old == values) {
+            return;
+        }
+        self.remove(key);
+        if values.is_empty() {
+            return;
+        }
+        for v in &values {
+            self.values.entry(v.clone()).or_default().insert(key.clone());
+        }
+        self.of.insert(key.clone(), values);
+    }
+
+    pub(super) fn remove(&mut self, key: &ObjectKey) {
+        for v in self.of.remove(key).into_iter().flatten() {
+            if let Some(keys) = self.values.get_mut(&v) {
+                keys.remove(key);
+                if keys.is_empty() {
+                    self.values.remove(&v);
+                }
+            }
+        }
+    }
+}
+
+/// Every index of one map, positionally matching `Shared::index_names`.
+pub(super) type Indexes = Vec<Index>;
+
+pub(super) fn new_indexes(n: usize) -> Indexes {
+    (0..n).map(|_| Index::default()).collect()
+}
+
+/// Adds (or replaces) `key`'s computed values in every index.
+pub(super) fn index_insert(indexes: &mut Indexes, key: &ObjectKey, values: Vec<Vec<String>>) {
+    for (index, values) in indexes.iter_mut().zip(values) {
+        index.insert(key, values);
+    }
+}
+
+pub(super) fn index_remove(indexes: &mut Indexes, key: &ObjectKey) {
+    for index in indexes {
+        index.remove(key);
+    }
+}

@@ -1,0 +1,937 @@
+//! The write side of the store, owned by a watcher thread: relists, changes, deletes, and the
+//! bookkeeping that makes every incarnation a consumer was given end in exactly one `Delete`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use super::entry::{Decode, Entry};
+use super::index::{IndexFn, Indexes, NAMESPACE_INDEX, index_insert, index_remove, new_indexes};
+use super::{Map, Objects, Readiness, Shared, Store};
+use crate::error::Error;
+use crate::event::Event;
+use crate::guard;
+use crate::key::ObjectKey;
+use crate::resource::Watchable;
+
+/// A user predicate: did anything that matters change from `old` to `new`?
+pub(crate) type PredicateFn<K> = Arc<dyn Fn(&K, &K) -> bool + Send + Sync>;
+
+/// Whether two uids may be the same incarnation of an object (an unknown uid may be).
+fn same_incarnation(a: Option<&str>, b: Option<&str>) -> bool {
+    a.is_none() || b.is_none() || a == b
+}
+
+/// An object that does not decode as `K`, known by its metadata alone.
+///
+/// The policy for such objects, the same in paged lists, streaming lists, watches and drift
+/// checks: the store keeps the last version of the same incarnation that did decode (or
+/// nothing, if none did), consumers are told once per resourceVersion (an `Err` naming the
+/// object), [`Stats::undecodable`](crate::Stats::undecodable) counts them, and they are
+/// never taken for deletions or drift: a `Delete` comes only when the server deletes or
+/// replaces the object. An object without a name cannot be stored: reported each time.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Skipped {
+    pub(crate) key: Option<ObjectKey>,
+    pub(crate) uid: Option<String>,
+    pub(crate) rv: Option<String>,
+}
+
+/// `old`, when it is another incarnation than `new` (both have uids, and they differ).
+fn other_incarnation<K: Watchable>(old: Option<Entry<K>>, new: &K) -> Option<Entry<K>> {
+    old.filter(|old| old.uid().is_some() && new.meta().uid.is_some() && old.uid() != new.meta().uid.as_deref())
+}
+
+/// Swaps in a relist of one namespace: its objects and index entries replace those of the
+/// namespace, the rest of the store is untouched. Returns the namespace's previous objects.
+fn replace_namespace<K>(objects: &mut Objects<K>, ns: &str, new: Map<K>, indexes: Indexes) -> Map<K> {
+    // By key, not through the namespace index: a user index may replace that one (issue 13).
+    let keys: Vec<ObjectKey> = objects.live.keys().filter(|k| k.namespace.as_deref() == Some(ns)).cloned().collect();
+    let mut old = HashMap::with_capacity(keys.len());
+    for key in keys {
+        index_remove(&mut objects.live_index, &key);
+        if let Some(entry) = objects.live.remove(&key) {
+            old.insert(key, entry);
+        }
+    }
+    objects.live.extend(new);
+    for (live, pending) in objects.live_index.iter_mut().zip(indexes) {
+        for (key, values) in pending.of {
+            live.insert(&key, values);
+        }
+    }
+    old
+}
+
+/// The write side, owned by the watcher thread. Each method applies one step and appends the
+/// events consumers must see, in order, to `out`. No user code runs under the store's lock:
+/// index values are computed before ([`Writer::index_values`]), predicates after
+/// ([`Writer::passes`]).
+pub(crate) struct Writer<K> {
+    shared: Arc<Shared<K>>,
+    /// Which of `Shared::parts` this writer fills.
+    part: usize,
+    /// One per `Shared::index_names`; `None` is the built-in namespace index.
+    index_fns: Arc<[Option<IndexFn<K>>]>,
+    /// An `Apply` is delivered when any says the object changed (all of them when none is set).
+    predicates: Arc<[PredicateFn<K>]>,
+    /// Objects of this part that do not decode as `K` now, by key, with the resourceVersion
+    /// of that undecodable version ("" when it has none); see [`Skipped`].
+    skipped: HashMap<ObjectKey, Box<str>>,
+    /// The same for the relist in progress; replaces `skipped` at `InitDone`.
+    pending_skipped: HashMap<ObjectKey, Box<str>>,
+    /// The undecodable versions already reported, so that each is reported once, however
+    /// often relists meet it.
+    reported: HashMap<ObjectKey, Box<str>>,
+    /// `skipped.len()` as last added to `Shared::undecodable`.
+    counted: usize,
+}
+
+impl<K: Watchable> Writer<K> {
+    #[cfg(test)]
+    pub(crate) fn new() -> (Writer<K>, Store<K>) {
+        fn test_decode<K: Watchable>(json: &[u8]) -> std::result::Result<K, String> {
+            serde_json::from_slice(json).map_err(|e| e.to_string())
+        }
+        let (mut writers, store) = Writer::partitioned(Vec::new(), Vec::new(), vec![None], test_decode);
+        (writers.remove(0), store)
+    }
+
+    /// One store filled by one writer per part: the whole store (`None`), or one namespace each.
+    /// It has the built-in namespace index and `indexes` (a later one of the same name replaces
+    /// an earlier one, the built-in one too).
+    /// `decode`: how compact entries are decoded.
+    pub(crate) fn partitioned(
+        indexes: Vec<(String, IndexFn<K>)>,
+        predicates: Vec<PredicateFn<K>>,
+        parts: Vec<Option<Box<str>>>,
+        decode: Decode<K>,
+    ) -> (Vec<Writer<K>>, Store<K>) {
+        let mut index_names = vec![NAMESPACE_INDEX.to_owned()];
+        let mut index_fns: Vec<Option<IndexFn<K>>> = vec![None];
+        for (name, f) in indexes {
+            match index_names.iter().position(|n| *n == name) {
+                Some(i) => index_fns[i] = Some(f),
+                None => {
+                    index_names.push(name);
+                    index_fns.push(Some(f));
+                }
+            }
+        }
+        let n = parts.len();
+        let shared = Arc::new(Shared {
+            decode,
+            objects: RwLock::new(Objects {
+                live: HashMap::new(),
+                live_index: new_indexes(index_names.len()),
+                pending: (0..n).map(|_| None).collect(),
+                told: (0..n).map(|_| HashMap::new()).collect(),
+            }),
+            index_names,
+            parts,
+            generation: AtomicU64::new(0),
+            undecodable: AtomicUsize::new(0),
+            readiness: Mutex::new(Readiness { synced: vec![false; n], ..Readiness::default() }),
+            ready_changed: Condvar::new(),
+        });
+        let index_fns: Arc<[Option<IndexFn<K>>]> = index_fns.into();
+        let predicates: Arc<[PredicateFn<K>]> = predicates.into();
+        let writers = (0..n)
+            .map(|part| Writer {
+                shared: Arc::clone(&shared),
+                part,
+                index_fns: Arc::clone(&index_fns),
+                predicates: Arc::clone(&predicates),
+                skipped: HashMap::new(),
+                pending_skipped: HashMap::new(),
+                reported: HashMap::new(),
+                counted: 0,
+            })
+            .collect();
+        (writers, Store { shared })
+    }
+
+    /// `obj`'s values for every index, to pass to [`init_apply`](Self::init_apply) or
+    /// [`apply`](Self::apply). Runs the user's index functions: call it before taking any lock.
+    pub(crate) fn index_values(&self, key: &ObjectKey, obj: &K) -> Vec<Vec<String>> {
+        self.index_fns
+            .iter()
+            .enumerate()
+            .map(|(i, f)| match f {
+                Some(f) => guard::call(|| format!("index {:?}", self.shared.index_names[i]), || f(obj)),
+                None => key.namespace.iter().map(|ns| ns.to_string()).collect(),
+            })
+            .collect()
+    }
+
+    /// A relist starts. A relist already in progress is discarded.
+    pub(crate) fn begin_init(&mut self, out: &mut Vec<Event<K>>) {
+        self.abort_init();
+        self.pending_skipped.clear();
+        let indexes = new_indexes(self.index_fns.len());
+        self.shared.objects.write().pending[self.part] = Some((HashMap::new(), indexes));
+        out.push(Event::Init);
+    }
+
+    /// One object of the relist in progress, with its [`index_values`](Self::index_values).
+    /// `json`: the object's compact JSON, to store instead of the object (compact store mode).
+    /// Returns how many objects the relist in progress holds.
+    pub(crate) fn init_apply(
+        &mut self,
+        obj: Arc<K>,
+        json: Option<Arc<[u8]>>,
+        values: Vec<Vec<String>>,
+        out: &mut Vec<Event<K>>,
+    ) -> usize {
+        let Some(key) = ObjectKey::of(&*obj) else { return 0 };
+        self.pending_skipped.remove(&key);
+        self.reported.remove(&key);
+        let mut objects = self.shared.objects.write();
+        // A new incarnation (new uid) under a name consumers know is a delete of the old one
+        // first: the one they were last told about, by this relist, an abandoned one or the store.
+        let replaced = objects
+            .believed(self.part, &key)
+            .filter(|old| old.uid().is_some() && old.uid() != obj.meta().uid.as_deref())
+            .map(Entry::share);
+        match objects.pending[self.part].as_mut() {
+            Some((pending, indexes)) => {
+                index_insert(indexes, &key, values);
+                pending.insert(key, Entry::new(&obj, json));
+            }
+            None => {
+                log::error!("bug: InitApply outside a relist for {key}; ignored");
+                return 0;
+            }
+        }
+        let held = objects.pending[self.part].as_ref().map_or(0, |(p, _)| p.len());
+        drop(objects);
+        out.extend(replaced.as_ref().and_then(|e| e.object(self.shared.decode)).map(Event::Delete));
+        out.push(Event::InitApply(obj));
+        held
+    }
+
+    /// The relist is complete: swap it in, then report what vanished. Returns how many
+    /// deletes were inferred.
+    pub(crate) fn init_done(&mut self, out: &mut Vec<Event<K>>) -> usize {
+        let vanished = {
+            let mut objects = self.shared.objects.write();
+            let Some((new, indexes)) = objects.pending[self.part].take() else {
+                log::error!("bug: InitDone outside a relist; ignored");
+                return 0;
+            };
+            self.shared.generation.fetch_add(1, Ordering::AcqRel);
+            let old = match self.shared.parts[self.part].as_deref() {
+                None => {
+                    objects.live_index = indexes;
+                    std::mem::replace(&mut objects.live, new)
+                }
+                Some(ns) => replace_namespace(&mut objects, ns, new, indexes),
+            };
+            // What consumers believed before this relist and the new state lacks was deleted
+            // while we were not watching: the old state, as abandoned relists left it.
+            let told = std::mem::take(&mut objects.told[self.part]);
+            let mut vanished: Vec<Entry<K>> = Vec::new();
+            vanished.extend(
+                old.into_iter().filter(|(k, _)| !told.contains_key(k) && !objects.live.contains_key(k)).map(|(_, e)| e),
+            );
+            vanished.extend(told.into_iter().filter(|(k, _)| !objects.live.contains_key(k)).filter_map(|(_, e)| e));
+            vanished
+        };
+        self.skipped = std::mem::take(&mut self.pending_skipped);
+        let skipped = &self.skipped;
+        self.reported.retain(|k, _| skipped.contains_key(k));
+        self.count_skipped();
+        out.push(Event::InitDone);
+        let before = out.len();
+        out.extend(vanished.iter().filter_map(|e| e.object(self.shared.decode)).map(Event::Delete));
+        let mut r = self.shared.readiness.lock();
+        if !r.synced[self.part] {
+            r.synced[self.part] = true;
+            self.shared.ready_changed.notify_all();
+        }
+        out.len() - before
+    }
+
+    /// The relist in progress failed; forget it (the next one starts with `Init` again). What
+    /// it delivered is remembered as what consumers believe, for the next relist to reconcile.
+    pub(crate) fn abort_init(&mut self) {
+        self.pending_skipped.clear();
+        let mut objects = self.shared.objects.write();
+        if let Some((abandoned, _)) = objects.pending[self.part].take() {
+            objects.told[self.part].extend(abandoned.into_iter().map(|(k, e)| (k, Some(e))));
+        }
+    }
+
+    /// An object was added or modified, with its [`index_values`](Self::index_values). Returns
+    /// the entry it replaced, for [`applied`](Self::applied) to turn into events after the
+    /// caller has let go of its locks.
+    pub(crate) fn apply(
+        &mut self,
+        obj: &Arc<K>,
+        json: Option<Arc<[u8]>>,
+        values: Vec<Vec<String>>,
+    ) -> Option<Entry<K>> {
+        let key = ObjectKey::of(&**obj)?;
+        self.forget_skipped(&key);
+        let entry = Entry::new(obj, json);
+        let mut objects = self.shared.objects.write();
+        index_insert(&mut objects.live_index, &key, values);
+        let old = objects.live.insert(key, entry);
+        self.shared.generation.fetch_add(1, Ordering::AcqRel);
+        old
+    }
+
+    /// The events for the `Apply` of `new`, which replaced `old`: a `Delete` of `old` first when
+    /// it was another incarnation (another uid: events were lost in between), then the `Apply`
+    /// unless the predicates hold it back (they compare only two versions of one incarnation).
+    /// Returns false when held back. Runs user code: call it without locks.
+    pub(crate) fn applied(&self, old: Option<Entry<K>>, new: Arc<K>, out: &mut Vec<Event<K>>) -> bool {
+        if let Some(gone) = other_incarnation(old.as_ref().map(Entry::share), &new) {
+            out.extend(gone.object(self.shared.decode).map(Event::Delete));
+            out.push(Event::Apply(new));
+            return true;
+        }
+        let passes = self.predicates.is_empty()
+            || old.as_ref().and_then(|e| e.object(self.shared.decode)).is_none_or(|old| {
+                guard::call(|| "predicate".to_owned(), || self.predicates.iter().any(|p| p(&old, &new)))
+            });
+        if passes {
+            out.push(Event::Apply(new));
+        }
+        passes
+    }
+
+    /// An object was deleted; `obj` is its last state as the server sent it. When the store
+    /// held another incarnation (another uid: events were lost in between), that one is
+    /// reported deleted first.
+    pub(crate) fn delete(&mut self, obj: Arc<K>, out: &mut Vec<Event<K>>) {
+        if let Some(key) = ObjectKey::of(&*obj) {
+            self.forget_skipped(&key);
+            let mut objects = self.shared.objects.write();
+            index_remove(&mut objects.live_index, &key);
+            let old = objects.live.remove(&key);
+            self.shared.generation.fetch_add(1, Ordering::AcqRel);
+            drop(objects);
+            out.extend(
+                other_incarnation(old, &obj).as_ref().and_then(|e| e.object(self.shared.decode)).map(Event::Delete),
+            );
+        }
+        out.push(Event::Delete(obj));
+    }
+
+    /// An object of the relist in progress that does not decode as `K`. The store keeps the
+    /// version consumers know of the same incarnation, if any (delivered again as `InitApply`,
+    /// as the relist's state includes it); another incarnation is reported deleted at
+    /// `InitDone`, as the server no longer has it. Returns whether this version is new to
+    /// consumers: the caller reports it then, and only then.
+    pub(crate) fn init_skip(&mut self, s: &Skipped, out: &mut Vec<Event<K>>) -> bool {
+        let Some(key) = &s.key else { return true };
+        let kept = self
+            .shared
+            .objects
+            .read()
+            .believed(self.part, key)
+            .filter(|old| same_incarnation(old.uid(), s.uid.as_deref()))
+            .map(Entry::share);
+        // Decoding a compact entry and the index functions run outside the lock.
+        if let Some((entry, obj)) = kept.and_then(|e| e.object(self.shared.decode).map(|o| (e, o))) {
+            let values = self.index_values(key, &obj);
+            let mut objects = self.shared.objects.write();
+            if let Some((pending, indexes)) = objects.pending[self.part].as_mut() {
+                index_insert(indexes, key, values);
+                pending.insert(key.clone(), entry);
+                drop(objects);
+                out.push(Event::InitApply(obj));
+            }
+        }
+        self.pending_skipped.insert(key.clone(), s.rv.as_deref().unwrap_or_default().into());
+        self.first_report(key, s)
+    }
+
+    /// A watch event added or modified an object into something that does not decode as `K`.
+    /// The store keeps the version it has of the same incarnation; another incarnation is
+    /// reported deleted (the server replaced it). Returns whether to report it (see
+    /// [`init_skip`](Self::init_skip)).
+    pub(crate) fn skip(&mut self, s: &Skipped, out: &mut Vec<Event<K>>) -> bool {
+        let Some(key) = &s.key else { return true };
+        let mut objects = self.shared.objects.write();
+        let replaced = objects.live.get(key).is_some_and(|old| !same_incarnation(old.uid(), s.uid.as_deref()));
+        let gone = if replaced {
+            index_remove(&mut objects.live_index, key);
+            self.shared.generation.fetch_add(1, Ordering::AcqRel);
+            objects.live.remove(key)
+        } else {
+            None
+        };
+        drop(objects);
+        out.extend(gone.as_ref().and_then(|e| e.object(self.shared.decode)).map(Event::Delete));
+        self.skipped.insert(key.clone(), s.rv.as_deref().unwrap_or_default().into());
+        self.count_skipped();
+        self.first_report(key, s)
+    }
+
+    /// A watch event deleted an object whose last version does not decode as `K`: the
+    /// version the store holds, if any, is reported deleted.
+    pub(crate) fn delete_skipped(&mut self, s: &Skipped, out: &mut Vec<Event<K>>) {
+        let Some(key) = &s.key else { return };
+        self.forget_skipped(key);
+        let mut objects = self.shared.objects.write();
+        index_remove(&mut objects.live_index, key);
+        let gone = objects.live.remove(key);
+        if gone.is_some() {
+            self.shared.generation.fetch_add(1, Ordering::AcqRel);
+        }
+        drop(objects);
+        out.extend(gone.as_ref().and_then(|e| e.object(self.shared.decode)).map(Event::Delete));
+    }
+
+    /// A decodable version of `key` arrived, or it was deleted: it is no longer skipped.
+    fn forget_skipped(&mut self, key: &ObjectKey) {
+        self.reported.remove(key);
+        if self.skipped.remove(key).is_some() {
+            self.count_skipped();
+        }
+    }
+
+    /// Whether `s` is a version of its object not reported yet; remembers it.
+    fn first_report(&mut self, key: &ObjectKey, s: &Skipped) -> bool {
+        let rv = s.rv.as_deref().unwrap_or_default();
+        if self.reported.get(key).is_some_and(|r| **r == *rv) {
+            return false;
+        }
+        self.reported.insert(key.clone(), rv.into());
+        true
+    }
+
+    /// Publishes this writer's count of skipped objects in the store-wide total.
+    fn count_skipped(&mut self) {
+        let now = self.skipped.len();
+        let before = std::mem::replace(&mut self.counted, now);
+        if now >= before {
+            self.shared.undecodable.fetch_add(now - before, Ordering::AcqRel);
+        } else {
+            self.shared.undecodable.fetch_sub(before - now, Ordering::AcqRel);
+        }
+    }
+
+    /// Records the latest error, for `wait_until_ready` to explain itself.
+    pub(crate) fn set_last_error(&self, e: &Error) {
+        self.shared.readiness.lock().last_error = Some(e.clone());
+    }
+
+    pub(crate) fn store(&self) -> Store<K> {
+        Store { shared: Arc::clone(&self.shared) }
+    }
+
+    /// Calls `f` with the key and server resourceVersion (`None`: unknown) of every object of
+    /// this writer's part, for a drift check: the stored version, or for an object that does not
+    /// decode, the server's undecodable version. Runs under the read lock (only this thread
+    /// writes, so nothing waits for it but readers, which share it): `f` must be crate code.
+    pub(crate) fn versions(&self, mut f: impl FnMut(&ObjectKey, Option<&str>)) {
+        fn known(rv: &str) -> Option<&str> {
+            Some(rv).filter(|rv| !rv.is_empty())
+        }
+        let objects = self.shared.objects.read();
+        // One namespace of a shared store: only its objects are this writer's to check. By key,
+        // not through the namespace index, which a user index may replace.
+        let ns = self.shared.parts[self.part].as_deref();
+        for (key, entry) in objects.live.iter().filter(|(k, _)| ns.is_none() || k.namespace.as_deref() == ns) {
+            match self.skipped.get(key) {
+                Some(rv) => f(key, known(rv)),
+                None => f(key, entry.resource_version()),
+            }
+        }
+        for (key, rv) in self.skipped.iter().filter(|(k, _)| !objects.live.contains_key(*k)) {
+            f(key, known(rv));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::ObjectRef;
+    use std::time::Duration;
+
+    fn test_decode<K: Watchable>(json: &[u8]) -> std::result::Result<K, String> {
+        serde_json::from_slice(json).map_err(|e| e.to_string())
+    }
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn cm(name: &str, uid: &str) -> Arc<ConfigMap> {
+        Arc::new(ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("ns".into()),
+                uid: Some(uid.into()),
+                ..ObjectMeta::default()
+            },
+            ..ConfigMap::default()
+        })
+    }
+
+    fn in_ns(ns: &str, name: &str) -> Arc<ConfigMap> {
+        let mut c = (*cm(name, name)).clone();
+        c.metadata.namespace = Some(ns.into());
+        Arc::new(c)
+    }
+
+    #[test]
+    fn a_relist_of_one_namespace_replaces_only_that_namespace() {
+        let (mut writers, store) =
+            Writer::partitioned(Vec::new(), Vec::new(), vec![Some("a".into()), Some("b".into())], test_decode);
+        let mut out = Vec::new();
+        for (w, ns) in writers.iter_mut().zip(["a", "b"]) {
+            w.begin_init(&mut out);
+            w.init_apply_t(in_ns(ns, "x"), &mut out);
+            w.init_apply_t(in_ns(ns, "y"), &mut out);
+            assert!(!store.is_ready_in(ns));
+            w.init_done(&mut out);
+            assert!(store.is_ready_in(ns));
+        }
+        assert!(store.is_ready() && !store.is_ready_in("c"));
+        assert_eq!(store.len(), 4);
+        // Namespace a relists without y: y is reported deleted; b keeps both.
+        out.clear();
+        writers[0].begin_init(&mut out);
+        writers[0].init_apply_t(in_ns("a", "x"), &mut out);
+        assert_eq!(writers[0].init_done(&mut out), 1);
+        let deleted: Vec<_> = out
+            .iter()
+            .filter_map(|e| match e {
+                Event::Delete(o) => Some(ObjectKey::of(&**o).unwrap().to_string()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(deleted, ["a/y"]);
+        assert_eq!(store.len(), 3);
+        assert_eq!(store.index("namespace", "a").len(), 1);
+        assert_eq!(store.index("namespace", "b").len(), 2);
+    }
+
+    impl Writer<ConfigMap> {
+        fn values(&self, obj: &ConfigMap) -> Vec<Vec<String>> {
+            self.index_values(&ObjectKey::of(obj).unwrap(), obj)
+        }
+        fn init_apply_t(&mut self, obj: Arc<ConfigMap>, out: &mut Vec<Event<ConfigMap>>) {
+            let values = self.values(&obj);
+            self.init_apply(obj, None, values, out);
+        }
+        fn apply_t(&mut self, obj: Arc<ConfigMap>, out: &mut Vec<Event<ConfigMap>>) {
+            let values = self.values(&obj);
+            let old = self.apply(&obj, None, values);
+            self.applied(old, obj, out);
+        }
+    }
+
+    #[test]
+    fn compact_entries_decode_on_access_and_report_deletes() {
+        let (mut w, store) = Writer::new();
+        let mut out = Vec::new();
+        let a = cm("a", "1");
+        let json: Arc<[u8]> = serde_json::to_vec(&*a).unwrap().into();
+        w.begin_init(&mut out);
+        let values = w.values(&a);
+        w.init_apply(Arc::clone(&a), Some(json), values, &mut out);
+        w.init_done(&mut out);
+        let got = store.get(&ObjectRef::new("a").within("ns")).unwrap();
+        assert_eq!(*got, *a);
+        assert!(!Arc::ptr_eq(&got, &a), "decoded from the compact JSON");
+        out.clear();
+        w.begin_init(&mut out);
+        w.init_done(&mut out);
+        assert_eq!(kinds(&out), ["Init", "InitDone", "Delete(a)"]);
+    }
+
+    fn kinds(events: &[Event<ConfigMap>]) -> Vec<String> {
+        events
+            .iter()
+            .map(|e| match e {
+                Event::Init => "Init".to_owned(),
+                Event::InitDone => "InitDone".to_owned(),
+                Event::InitApply(o) => format!("InitApply({})", o.metadata.name.as_deref().unwrap_or("")),
+                Event::Apply(o) => format!("Apply({})", o.metadata.name.as_deref().unwrap_or("")),
+                Event::Delete(o) => format!("Delete({})", o.metadata.name.as_deref().unwrap_or("")),
+            })
+            .collect()
+    }
+
+    fn skipped(name: &str, uid: &str, rv: &str) -> Skipped {
+        Skipped {
+            key: Some(ObjectKey { namespace: Some("ns".into()), name: name.into() }),
+            uid: Some(uid.into()),
+            rv: Some(rv.into()),
+        }
+    }
+
+    #[test]
+    fn a_relist_keeps_the_last_decodable_version_of_an_undecodable_object() {
+        let (mut w, store) = Writer::<ConfigMap>::new();
+        let mut out = Vec::new();
+        w.begin_init(&mut out);
+        w.init_apply_t(cm("a", "ua"), &mut out);
+        w.init_apply_t(cm("b", "ub"), &mut out);
+        w.init_done(&mut out);
+        out.clear();
+        // a no longer decodes (same uid), b was replaced by an incarnation that does not.
+        w.begin_init(&mut out);
+        assert!(w.init_skip(&skipped("a", "ua", "7"), &mut out), "first seen: report");
+        assert!(w.init_skip(&skipped("b", "ub2", "8"), &mut out));
+        assert_eq!(w.init_done(&mut out), 1);
+        assert_eq!(kinds(&out), ["Init", "InitApply(a)", "InitDone", "Delete(b)"]);
+        assert_eq!((store.len(), store.undecodable()), (1, 2));
+        // The next relist meets the same versions: nothing to report, nothing deleted.
+        out.clear();
+        w.begin_init(&mut out);
+        assert!(!w.init_skip(&skipped("a", "ua", "7"), &mut out), "reported once per version");
+        assert!(!w.init_skip(&skipped("b", "ub2", "8"), &mut out));
+        assert!(w.init_skip(&skipped("c", "uc", "9"), &mut out), "a new one is reported");
+        assert_eq!(w.init_done(&mut out), 0);
+        assert_eq!(kinds(&out), ["Init", "InitApply(a)", "InitDone"]);
+        assert_eq!((store.len(), store.undecodable()), (1, 3));
+        // A relist without them forgets them.
+        out.clear();
+        w.begin_init(&mut out);
+        w.init_done(&mut out);
+        assert_eq!(kinds(&out), ["Init", "InitDone", "Delete(a)"]);
+        assert_eq!(store.undecodable(), 0);
+    }
+
+    #[test]
+    fn a_watch_keeps_the_last_decodable_version_until_the_object_is_deleted_or_decodes() {
+        let (mut w, store) = Writer::<ConfigMap>::new();
+        let mut out = Vec::new();
+        w.begin_init(&mut out);
+        w.init_apply_t(cm("a", "ua"), &mut out);
+        w.init_apply_t(cm("b", "ub"), &mut out);
+        w.init_done(&mut out);
+        out.clear();
+        assert!(w.skip(&skipped("a", "ua", "7"), &mut out));
+        assert!(!w.skip(&skipped("a", "ua", "7"), &mut out), "the same version again");
+        assert!(w.skip(&skipped("a", "ua", "8"), &mut out), "a new version");
+        assert!(out.is_empty(), "{:?}", kinds(&out));
+        assert_eq!((store.len(), store.undecodable()), (2, 1));
+        // Another incarnation replaced b while events were lost: the old one is deleted.
+        assert!(w.skip(&skipped("b", "ub2", "9"), &mut out));
+        assert_eq!(kinds(&out), ["Delete(b)"]);
+        assert_eq!((store.len(), store.undecodable()), (1, 2));
+        out.clear();
+        // a decodes again; b is deleted on the server.
+        w.apply_t(cm("a", "ua"), &mut out);
+        w.delete_skipped(&skipped("b", "ub2", "10"), &mut out);
+        assert_eq!(kinds(&out), ["Apply(a)"], "b's old incarnation was already reported deleted");
+        assert_eq!((store.len(), store.undecodable()), (1, 0));
+        out.clear();
+        assert!(w.skip(&skipped("a", "ua", "11"), &mut out));
+        w.delete_skipped(&skipped("a", "ua", "12"), &mut out);
+        assert_eq!(kinds(&out), ["Delete(a)"]);
+        assert_eq!((store.len(), store.undecodable()), (0, 0));
+    }
+
+    #[test]
+    fn a_drift_check_compares_undecodable_objects_at_their_server_version() {
+        let (mut w, _store) = Writer::<ConfigMap>::new();
+        let mut out = Vec::new();
+        w.begin_init(&mut out);
+        let mut a = (*cm("a", "ua")).clone();
+        a.metadata.resource_version = Some("5".into());
+        w.init_apply_t(Arc::new(a), &mut out);
+        w.init_done(&mut out);
+        w.skip(&skipped("a", "ua", "7"), &mut out);
+        w.skip(&skipped("n", "un", "8"), &mut out);
+        let listed: HashMap<ObjectKey, Box<str>> = [("a", "7"), ("n", "8")]
+            .into_iter()
+            .map(|(n, rv)| (ObjectKey { namespace: Some("ns".into()), name: n.into() }, rv.into()))
+            .collect();
+        let mut seen: Vec<(String, Option<String>)> = Vec::new();
+        w.versions(|k, rv| seen.push((k.to_string(), rv.map(str::to_owned))));
+        seen.sort();
+        let want: Vec<(String, Option<String>)> = listed
+            .iter()
+            .map(|(k, rv)| (k.to_string(), Some(rv.to_string())))
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        assert_eq!(seen, want);
+    }
+
+    #[test]
+    fn readers_see_a_relist_only_at_init_done() {
+        let (mut w, store) = Writer::new();
+        let mut out = Vec::new();
+        w.begin_init(&mut out);
+        w.init_apply_t(cm("a", "1"), &mut out);
+        assert_eq!(store.len(), 0);
+        assert!(!store.is_ready());
+        w.init_done(&mut out);
+        assert_eq!(store.len(), 1);
+        assert!(store.is_ready());
+        assert!(store.get(&ObjectRef::new("a").within("ns")).is_some());
+    }
+
+    #[test]
+    fn objects_missing_from_a_relist_are_reported_deleted_after_init_done() {
+        let (mut w, store) = Writer::new();
+        let mut out = Vec::new();
+        w.begin_init(&mut out);
+        w.init_apply_t(cm("a", "1"), &mut out);
+        w.init_apply_t(cm("b", "2"), &mut out);
+        w.init_done(&mut out);
+        out.clear();
+        w.begin_init(&mut out);
+        w.init_apply_t(cm("a", "1"), &mut out);
+        w.init_done(&mut out);
+        assert_eq!(kinds(&out), ["Init", "InitApply(a)", "InitDone", "Delete(b)"]);
+        assert_eq!(store.len(), 1);
+    }
+
+    #[test]
+    fn a_new_uid_under_a_known_name_is_a_delete_then_an_add() {
+        let (mut w, _store) = Writer::new();
+        let mut out = Vec::new();
+        w.begin_init(&mut out);
+        w.init_apply_t(cm("a", "1"), &mut out);
+        w.init_done(&mut out);
+        out.clear();
+        w.begin_init(&mut out);
+        w.init_apply_t(cm("a", "2"), &mut out);
+        w.init_done(&mut out);
+        assert_eq!(kinds(&out), ["Init", "Delete(a)", "InitApply(a)", "InitDone"]);
+    }
+
+    #[test]
+    fn an_aborted_relist_leaves_the_store_untouched() {
+        let (mut w, store) = Writer::new();
+        let mut out = Vec::new();
+        w.begin_init(&mut out);
+        w.init_apply_t(cm("a", "1"), &mut out);
+        w.init_done(&mut out);
+        w.begin_init(&mut out);
+        w.init_apply_t(cm("b", "2"), &mut out);
+        w.abort_init();
+        assert_eq!(store.len(), 1);
+        assert!(store.get(&ObjectRef::new("b").within("ns")).is_none());
+        // A new consumer still hears of b, as the others did: the next relist reconciles it.
+        assert_eq!(store.replay().len(), 4, "Init, InitApply(a), InitApply(b), InitDone");
+    }
+
+    #[test]
+    fn objects_of_an_abandoned_relist_missing_from_the_next_are_reported_deleted() {
+        let (mut w, _store) = Writer::new();
+        let mut out = Vec::new();
+        w.begin_init(&mut out);
+        w.init_apply_t(cm("a", "1"), &mut out);
+        w.abort_init();
+        w.begin_init(&mut out);
+        w.init_apply_t(cm("b", "2"), &mut out);
+        w.init_done(&mut out);
+        assert_eq!(kinds(&out), ["Init", "InitApply(a)", "Init", "InitApply(b)", "InitDone", "Delete(a)"]);
+        out.clear();
+        w.begin_init(&mut out);
+        w.init_apply_t(cm("b", "2"), &mut out);
+        w.init_done(&mut out);
+        assert_eq!(kinds(&out), ["Init", "InitApply(b)", "InitDone"], "orphans are reported once");
+    }
+
+    /// Issue 13 item 12: an object delivered by an abandoned relist, then deleted and recreated
+    /// under the same name before the next relist completes, is reported deleted by uid.
+    #[test]
+    fn an_incarnation_delivered_by_an_abandoned_relist_and_then_replaced_is_reported_deleted() {
+        let (mut w, store) = Writer::new();
+        let mut out = Vec::new();
+        w.begin_init(&mut out);
+        w.init_apply_t(cm("x", "old-uid"), &mut out);
+        w.abort_init();
+        w.begin_init(&mut out);
+        w.init_apply_t(cm("x", "new-uid"), &mut out);
+        w.init_done(&mut out);
+        let uids: Vec<String> = out
+            .iter()
+            .map(|e| match e {
+                Event::Delete(o) => format!("Delete({})", o.metadata.uid.as_deref().unwrap()),
+                Event::InitApply(o) => format!("InitApply({})", o.metadata.uid.as_deref().unwrap()),
+                Event::Init => "Init".into(),
+                Event::InitDone => "InitDone".into(),
+                Event::Apply(_) => "Apply".into(),
+            })
+            .collect();
+        assert_eq!(uids, ["Init", "InitApply(old-uid)", "Init", "Delete(old-uid)", "InitApply(new-uid)", "InitDone"]);
+        assert_eq!(store.get(&ObjectRef::new("x").within("ns")).unwrap().metadata.uid.as_deref(), Some("new-uid"));
+    }
+
+    /// The mirror image: an abandoned relist that already reported the old uid deleted does not
+    /// make the next relist report it again.
+    #[test]
+    fn a_replaced_uid_is_reported_deleted_once_across_an_abandoned_relist() {
+        let (mut w, _store) = Writer::new();
+        let mut out = Vec::new();
+        w.begin_init(&mut out);
+        w.init_apply_t(cm("x", "1"), &mut out);
+        w.init_done(&mut out);
+        out.clear();
+        w.begin_init(&mut out);
+        w.init_apply_t(cm("x", "2"), &mut out);
+        w.abort_init();
+        w.begin_init(&mut out);
+        w.init_apply_t(cm("x", "2"), &mut out);
+        w.init_done(&mut out);
+        assert_eq!(kinds(&out), ["Init", "Delete(x)", "InitApply(x)", "Init", "InitApply(x)", "InitDone"]);
+    }
+
+    /// A new subscriber is brought to what the others believe: an abandoned relist's objects
+    /// included, so the deletes that follow are about objects it knows.
+    #[test]
+    fn the_replay_shows_what_an_abandoned_relist_delivered() {
+        let (mut w, store) = Writer::new();
+        let mut out = Vec::new();
+        w.begin_init(&mut out);
+        w.init_apply_t(cm("a", "1"), &mut out);
+        w.init_done(&mut out);
+        w.begin_init(&mut out);
+        w.init_apply_t(cm("a", "2"), &mut out);
+        w.init_apply_t(cm("b", "3"), &mut out);
+        w.abort_init();
+        let mut replay: Vec<String> = store
+            .replay()
+            .iter()
+            .filter_map(|e| {
+                e.object()
+                    .map(|o| format!("{}:{}", o.metadata.name.as_deref().unwrap(), o.metadata.uid.as_deref().unwrap()))
+            })
+            .collect();
+        replay.sort();
+        assert_eq!(replay, ["a:2", "b:3"]);
+    }
+
+    /// Issue 13 item 6: a user index named "namespace" replaces the built-in one; a relist of
+    /// one namespace must still remove that namespace's vanished objects.
+    #[test]
+    fn a_user_index_named_namespace_does_not_break_per_namespace_relists() {
+        let by_name: IndexFn<ConfigMap> = Arc::new(|c: &ConfigMap| c.metadata.name.iter().cloned().collect());
+        let (mut writers, store) = Writer::partitioned(
+            vec![(NAMESPACE_INDEX.to_owned(), by_name)],
+            Vec::new(),
+            vec![Some("a".into()), Some("b".into())],
+            test_decode,
+        );
+        let mut out = Vec::new();
+        for (w, ns) in writers.iter_mut().zip(["a", "b"]) {
+            w.begin_init(&mut out);
+            w.init_apply_t(in_ns(ns, "x"), &mut out);
+            w.init_apply_t(in_ns(ns, "y"), &mut out);
+            w.init_done(&mut out);
+        }
+        out.clear();
+        writers[0].begin_init(&mut out);
+        writers[0].init_apply_t(in_ns("a", "x"), &mut out);
+        assert_eq!(writers[0].init_done(&mut out), 1, "{:?}", kinds(&out));
+        assert_eq!(kinds(&out), ["Init", "InitApply(x)", "InitDone", "Delete(y)"]);
+        assert_eq!(store.len(), 3);
+        assert_eq!(store.index("namespace", "y").len(), 1, "the user's index, by name: b/y only");
+    }
+
+    /// Events lost between two incarnations of one name (the DELETED of the old one, say) must
+    /// not make the old incarnation disappear unreported.
+    #[test]
+    fn a_watch_event_for_another_incarnation_reports_the_stored_one_deleted() {
+        let (mut w, _store) = Writer::new();
+        let mut out = Vec::new();
+        w.apply_t(cm("x", "1"), &mut out);
+        w.apply_t(cm("x", "2"), &mut out);
+        w.delete(cm("x", "3"), &mut out);
+        let uids: Vec<String> = out
+            .iter()
+            .map(|e| match e {
+                Event::Apply(o) => format!("Apply({})", o.metadata.uid.as_deref().unwrap()),
+                Event::Delete(o) => format!("Delete({})", o.metadata.uid.as_deref().unwrap()),
+                other => format!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(uids, ["Apply(1)", "Delete(1)", "Apply(2)", "Delete(2)", "Delete(3)"]);
+    }
+
+    fn names(objs: Vec<Arc<ConfigMap>>) -> Vec<String> {
+        let mut n: Vec<String> = objs.iter().map(|o| o.metadata.name.clone().unwrap_or_default()).collect();
+        n.sort();
+        n
+    }
+
+    fn labelled(name: &str, uid: &str, tier: &str) -> Arc<ConfigMap> {
+        let mut c = (*cm(name, uid)).clone();
+        c.metadata.labels = Some([("tier".to_owned(), tier.to_owned())].into());
+        Arc::new(c)
+    }
+
+    fn tier_writer() -> (Writer<ConfigMap>, Store<ConfigMap>) {
+        let tier: IndexFn<ConfigMap> =
+            Arc::new(|c: &ConfigMap| c.metadata.labels.iter().flat_map(|l| l.get("tier").cloned()).collect());
+        let (mut writers, store) =
+            Writer::partitioned(vec![("tier".to_owned(), tier)], Vec::new(), vec![None], test_decode);
+        (writers.remove(0), store)
+    }
+
+    #[test]
+    fn indexes_follow_apply_change_and_delete() {
+        let (mut w, store) = tier_writer();
+        let mut out = Vec::new();
+        w.apply_t(labelled("a", "1", "web"), &mut out);
+        w.apply_t(labelled("b", "2", "web"), &mut out);
+        assert_eq!(names(store.index("tier", "web")), ["a", "b"]);
+        w.apply_t(labelled("a", "1", "db"), &mut out);
+        assert_eq!(names(store.index("tier", "web")), ["b"]);
+        assert_eq!(names(store.index("tier", "db")), ["a"]);
+        w.delete(labelled("b", "2", "web"), &mut out);
+        assert!(store.index("tier", "web").is_empty());
+        assert_eq!(names(store.index("namespace", "ns")), ["a"]);
+        assert!(store.index("unknown", "db").is_empty(), "an unknown index is empty");
+    }
+
+    #[test]
+    fn a_relist_replaces_the_indexes_only_at_init_done() {
+        let (mut w, store) = tier_writer();
+        let mut out = Vec::new();
+        w.begin_init(&mut out);
+        w.init_apply_t(labelled("a", "1", "web"), &mut out);
+        w.init_apply_t(labelled("b", "2", "web"), &mut out);
+        w.init_done(&mut out);
+        w.begin_init(&mut out);
+        w.init_apply_t(labelled("a", "1", "db"), &mut out);
+        assert_eq!(names(store.index("tier", "web")), ["a", "b"], "the relist is invisible until InitDone");
+        w.abort_init();
+        w.begin_init(&mut out);
+        w.init_apply_t(labelled("a", "1", "db"), &mut out);
+        w.init_done(&mut out);
+        assert!(store.index("tier", "web").is_empty());
+        assert_eq!(names(store.index("tier", "db")), ["a"]);
+    }
+
+    #[test]
+    fn wait_until_ready_explains_the_last_error() {
+        let (w, store) = Writer::<ConfigMap>::new();
+        w.set_last_error(&Error::transport("list configmaps", "connection refused"));
+        let err = store.wait_until_ready(Duration::from_millis(10)).unwrap_err();
+        assert!(err.to_string().contains("connection refused"), "{err}");
+    }
+
+    #[test]
+    fn wait_until_ready_returns_when_the_watcher_ends() {
+        let (w, store) = Writer::<ConfigMap>::new();
+        w.store().set_ended(Error::Stopped);
+        assert!(matches!(store.wait_until_ready(Duration::from_secs(60)), Err(Error::Stopped)));
+    }
+
+    #[test]
+    fn generation_moves_on_every_visible_change() {
+        let (mut w, store) = Writer::new();
+        let mut out = Vec::new();
+        let g0 = store.generation();
+        w.apply_t(cm("a", "1"), &mut out);
+        let g1 = store.generation();
+        assert_ne!(g0, g1);
+        w.delete(cm("a", "1"), &mut out);
+        assert_ne!(g1, store.generation());
+    }
+}
