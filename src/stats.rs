@@ -59,7 +59,7 @@ pub struct Stats {
     pub subscribers: usize,
 }
 
-/// Full syncs (relists) by reason; see [`RelistReason`].
+/// Full syncs (relists) by reason; see [`RelistReason`](crate::RelistReason).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RelistCounts {

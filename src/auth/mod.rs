@@ -61,7 +61,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::wire::client::Client;
 
 pub(crate) use self::exec::ExecPlugin;
 pub(crate) use self::proxy::ProxyChoice;
@@ -379,141 +378,54 @@ fn infer(env: &Env) -> Result<Connection> {
     }
 }
 
-impl Client {
-    /// A client configured the way kubectl finds its configuration: `$KUBECONFIG` (merged),
-    /// else `~/.kube/config`, else the in-cluster service account.
-    ///
-    /// Only reads files and environment variables: exec plugins run before the first request.
-    /// The first file that defines a cluster, user or context name wins, and so does the first
-    /// non-empty `current-context`; missing files in `$KUBECONFIG` are skipped. The in-cluster
-    /// configuration is used only when no kubeconfig exists or none selects a context.
-    ///
-    /// The default namespace is the context's `namespace`; else, inside a pod, `$POD_NAMESPACE`
-    /// or the service account's namespace; else `default`.
-    ///
-    /// # Errors
-    /// [`Error::Auth`] naming the file and field when a kubeconfig is broken, or listing every
-    /// source tried when there is no configuration at all.
-    ///
-    /// # Examples
-    /// ```no_run
-    /// let client = kube_watcher::Client::try_default()?;
-    /// println!("default namespace: {}", client.default_namespace());
-    /// # Ok::<(), kube_watcher::Error>(())
-    /// ```
-    pub fn try_default() -> Result<Client> {
-        Ok(Client { conn: Arc::new(infer(&Env::process())?) })
-    }
+/// The connection `Client::try_default` makes: `$KUBECONFIG` (merged), else `~/.kube/config`,
+/// else the in-cluster service account.
+pub(crate) fn default_connection() -> Result<Connection> {
+    infer(&Env::process())
+}
 
-    /// A client for the API server of the cluster this process runs in, authenticated as the
-    /// pod's service account (token re-read as the kubelet rotates it).
-    ///
-    /// # Errors
-    /// [`Error::Auth`] when `KUBERNETES_SERVICE_HOST`/`KUBERNETES_SERVICE_PORT` are unset, or the
-    /// service-account token or `ca.crt` cannot be read.
-    ///
-    /// # Examples
-    /// ```no_run
-    /// let client = kube_watcher::Client::in_cluster()?;
-    /// # Ok::<(), kube_watcher::Error>(())
-    /// ```
-    pub fn in_cluster() -> Result<Client> {
-        let env = Env::process();
-        match in_cluster::connection(&env) {
-            Ok(conn) => Ok(Client { conn: Arc::new(conn) }),
-            Err(in_cluster::InClusterError::Broken(e)) => Err(e),
-            Err(in_cluster::InClusterError::NotInCluster(why)) => Err(Error::Auth {
-                source_name: "in-cluster configuration".into(),
-                message: format!("not running in a cluster: {why}").into(),
-            }),
+/// The connection `Client::in_cluster` makes.
+pub(crate) fn in_cluster_connection() -> Result<Connection> {
+    let env = Env::process();
+    match in_cluster::connection(&env) {
+        Ok(conn) => Ok(conn),
+        Err(in_cluster::InClusterError::Broken(e)) => Err(e),
+        Err(in_cluster::InClusterError::NotInCluster(why)) => Err(Error::Auth {
+            source_name: "in-cluster configuration".into(),
+            message: format!("not running in a cluster: {why}").into(),
+        }),
+    }
+}
+
+/// Where `Client::from_kubeconfig*` read its kubeconfig.
+pub(crate) enum KubeconfigSource<'a> {
+    /// `$KUBECONFIG` (merged) or `~/.kube/config`.
+    Default,
+    /// One file only.
+    Path(&'a Path),
+    /// Text held in memory.
+    Yaml(&'a str),
+}
+
+/// The connection a kubeconfig selects, with `options` overriding context, cluster, user or
+/// namespace. Never falls back to the in-cluster configuration.
+pub(crate) fn kubeconfig_connection(source: KubeconfigSource<'_>, options: &KubeconfigOptions) -> Result<Connection> {
+    let env = Env::process();
+    let config = match source {
+        KubeconfigSource::Default => {
+            let mut tried = Vec::new();
+            kubeconfig::load_default(&env, &mut tried)?.ok_or_else(|| Error::Auth {
+                source_name: "kubeconfig".into(),
+                message: format!("no kubeconfig file found; tried: {}", tried.join(", ")).into(),
+            })?
         }
-    }
-
-    /// A client from `$KUBECONFIG` (merged) or `~/.kube/config`, with `options` overriding the
-    /// context, cluster, user or namespace. Never falls back to the in-cluster configuration.
-    ///
-    /// # Errors
-    /// [`Error::Auth`] naming the file and field at fault, or when no file exists or none
-    /// selects a context.
-    ///
-    /// # Examples
-    /// ```no_run
-    /// use kube_watcher::{Client, KubeconfigOptions};
-    ///
-    /// let options = KubeconfigOptions { context: Some("kind-kind".into()), ..Default::default() };
-    /// let client = Client::from_kubeconfig(&options)?;
-    /// # Ok::<(), kube_watcher::Error>(())
-    /// ```
-    pub fn from_kubeconfig(options: &KubeconfigOptions) -> Result<Client> {
-        let env = Env::process();
-        let mut tried = Vec::new();
-        let config = kubeconfig::load_default(&env, &mut tried)?.ok_or_else(|| Error::Auth {
-            source_name: "kubeconfig".into(),
-            message: format!("no kubeconfig file found; tried: {}", tried.join(", ")).into(),
-        })?;
-        Self::from_loaded(&config, options, &env)
-    }
-
-    /// A client from the kubeconfig file at `path` only (like `kubectl --kubeconfig`): the file
-    /// must exist, and no other file is merged. Relative paths inside it are resolved against its
-    /// directory.
-    ///
-    /// # Errors
-    /// [`Error::Auth`] naming the file (and the field) when it is missing, unreadable, invalid,
-    /// selects no context, or its credentials cannot be loaded.
-    ///
-    /// # Examples
-    /// ```
-    /// # let server = kube_watcher::testing::FakeApiServer::start();
-    /// # let dir = std::env::temp_dir().join(format!("kw-doc-{}", std::process::id()));
-    /// # std::fs::create_dir_all(&dir).unwrap();
-    /// # let path = dir.join("config");
-    /// # std::fs::write(&path, server.kubeconfig()).unwrap();
-    /// use kube_watcher::{Client, KubeconfigOptions};
-    ///
-    /// let client = Client::from_kubeconfig_path(&path, &KubeconfigOptions::default())?;
-    /// assert_eq!(client.default_namespace(), "default");
-    /// # std::fs::remove_dir_all(&dir).unwrap();
-    /// # Ok::<(), kube_watcher::Error>(())
-    /// ```
-    pub fn from_kubeconfig_path(path: impl AsRef<Path>, options: &KubeconfigOptions) -> Result<Client> {
-        let env = Env::process();
-        let config = kubeconfig::load_path(path.as_ref())?;
-        Self::from_loaded(&config, options, &env)
-    }
-
-    /// A client from kubeconfig text held in memory (YAML or JSON). Relative paths in it are
-    /// relative to the working directory.
-    ///
-    /// # Errors
-    /// [`Error::Auth`] naming the field at fault, as for a file.
-    ///
-    /// # Examples
-    /// ```
-    /// # let server = kube_watcher::testing::FakeApiServer::start();
-    /// use kube_watcher::{Client, KubeconfigOptions};
-    ///
-    /// let yaml = server.kubeconfig(); // a kubeconfig with one cluster, user and context
-    /// let options = KubeconfigOptions { namespace: Some("shop".into()), ..Default::default() };
-    /// let client = Client::from_kubeconfig_yaml(&yaml, &options)?;
-    /// assert_eq!(client.default_namespace(), "shop");
-    /// # Ok::<(), kube_watcher::Error>(())
-    /// ```
-    pub fn from_kubeconfig_yaml(yaml: &str, options: &KubeconfigOptions) -> Result<Client> {
-        let env = Env::process();
-        let config = kubeconfig::load_str(yaml)?;
-        Self::from_loaded(&config, options, &env)
-    }
-
-    fn from_loaded(config: &kubeconfig::Kubeconfig, options: &KubeconfigOptions, env: &Env) -> Result<Client> {
-        match kubeconfig::connection(config, options, env)? {
-            Some(conn) => Ok(Client { conn: Arc::new(conn) }),
-            None => Err(Error::Auth {
-                source_name: config.describe().into(),
-                message: "current-context: not set, and no context was chosen".into(),
-            }),
-        }
-    }
+        KubeconfigSource::Path(path) => kubeconfig::load_path(path)?,
+        KubeconfigSource::Yaml(yaml) => kubeconfig::load_str(yaml)?,
+    };
+    kubeconfig::connection(&config, options, &env)?.ok_or_else(|| Error::Auth {
+        source_name: config.describe().into(),
+        message: "current-context: not set, and no context was chosen".into(),
+    })
 }
 
 /// The most we read of any credential or configuration file: 16 MiB. A path naming a device
@@ -600,7 +512,7 @@ mod chain_tests {
 
     use super::*;
     use crate::testing::FakeApiServer;
-    use crate::{Api, ListParams};
+    use crate::{Api, Client, ListParams};
 
     struct Dir(PathBuf);
 

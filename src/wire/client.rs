@@ -13,7 +13,9 @@ use k8s_openapi::NamespaceResourceScope;
 use ureq::http::Response;
 use ureq::{Body, BodyReader};
 
-use crate::auth::{Connection, Credentials, Secret};
+use std::path::Path;
+
+use crate::auth::{self, Connection, Credentials, KubeconfigOptions, KubeconfigSource, Secret};
 use crate::config::DEFAULT_MAX_LIST_BYTES;
 use crate::error::{Error, Result};
 use crate::resource::{ApiResource, PartialObjectMetadata, Watchable};
@@ -50,6 +52,119 @@ impl std::fmt::Debug for Client {
             .field("server", &self.conn.server)
             .field("default_namespace", &self.conn.default_namespace)
             .finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// A client configured the way kubectl finds its configuration: `$KUBECONFIG` (merged),
+    /// else `~/.kube/config`, else the in-cluster service account.
+    ///
+    /// Only reads files and environment variables: exec plugins run before the first request.
+    /// The first file that defines a cluster, user or context name wins, and so does the first
+    /// non-empty `current-context`; missing files in `$KUBECONFIG` are skipped. The in-cluster
+    /// configuration is used only when no kubeconfig exists or none selects a context.
+    ///
+    /// The default namespace is the context's `namespace`; else, inside a pod, `$POD_NAMESPACE`
+    /// or the service account's namespace; else `default`.
+    ///
+    /// # Errors
+    /// [`Error::Auth`] naming the file and field when a kubeconfig is broken, or listing every
+    /// source tried when there is no configuration at all.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// let client = kube_watcher::Client::try_default()?;
+    /// println!("default namespace: {}", client.default_namespace());
+    /// # Ok::<(), kube_watcher::Error>(())
+    /// ```
+    pub fn try_default() -> Result<Client> {
+        Ok(Client { conn: Arc::new(auth::default_connection()?) })
+    }
+
+    /// A client for the API server of the cluster this process runs in, authenticated as the
+    /// pod's service account (token re-read as the kubelet rotates it).
+    ///
+    /// # Errors
+    /// [`Error::Auth`] when `KUBERNETES_SERVICE_HOST`/`KUBERNETES_SERVICE_PORT` are unset, or the
+    /// service-account token or `ca.crt` cannot be read.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// let client = kube_watcher::Client::in_cluster()?;
+    /// # Ok::<(), kube_watcher::Error>(())
+    /// ```
+    pub fn in_cluster() -> Result<Client> {
+        Ok(Client { conn: Arc::new(auth::in_cluster_connection()?) })
+    }
+
+    /// A client from `$KUBECONFIG` (merged) or `~/.kube/config`, with `options` overriding the
+    /// context, cluster, user or namespace. Never falls back to the in-cluster configuration.
+    ///
+    /// # Errors
+    /// [`Error::Auth`] naming the file and field at fault, or when no file exists or none
+    /// selects a context.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use kube_watcher::{Client, KubeconfigOptions};
+    ///
+    /// let options = KubeconfigOptions { context: Some("kind-kind".into()), ..Default::default() };
+    /// let client = Client::from_kubeconfig(&options)?;
+    /// # Ok::<(), kube_watcher::Error>(())
+    /// ```
+    pub fn from_kubeconfig(options: &KubeconfigOptions) -> Result<Client> {
+        Self::from_source(KubeconfigSource::Default, options)
+    }
+
+    /// A client from the kubeconfig file at `path` only (like `kubectl --kubeconfig`): the file
+    /// must exist, and no other file is merged. Relative paths inside it are resolved against its
+    /// directory.
+    ///
+    /// # Errors
+    /// [`Error::Auth`] naming the file (and the field) when it is missing, unreadable, invalid,
+    /// selects no context, or its credentials cannot be loaded.
+    ///
+    /// # Examples
+    /// ```
+    /// # let server = kube_watcher::testing::FakeApiServer::start();
+    /// # let dir = std::env::temp_dir().join(format!("kw-doc-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// # let path = dir.join("config");
+    /// # std::fs::write(&path, server.kubeconfig()).unwrap();
+    /// use kube_watcher::{Client, KubeconfigOptions};
+    ///
+    /// let client = Client::from_kubeconfig_path(&path, &KubeconfigOptions::default())?;
+    /// assert_eq!(client.default_namespace(), "default");
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// # Ok::<(), kube_watcher::Error>(())
+    /// ```
+    pub fn from_kubeconfig_path(path: impl AsRef<Path>, options: &KubeconfigOptions) -> Result<Client> {
+        Self::from_source(KubeconfigSource::Path(path.as_ref()), options)
+    }
+
+    /// A client from kubeconfig text held in memory (YAML or JSON). Relative paths in it are
+    /// relative to the working directory.
+    ///
+    /// # Errors
+    /// [`Error::Auth`] naming the field at fault, as for a file.
+    ///
+    /// # Examples
+    /// ```
+    /// # let server = kube_watcher::testing::FakeApiServer::start();
+    /// use kube_watcher::{Client, KubeconfigOptions};
+    ///
+    /// let yaml = server.kubeconfig(); // a kubeconfig with one cluster, user and context
+    /// let options = KubeconfigOptions { namespace: Some("shop".into()), ..Default::default() };
+    /// let client = Client::from_kubeconfig_yaml(&yaml, &options)?;
+    /// assert_eq!(client.default_namespace(), "shop");
+    /// # Ok::<(), kube_watcher::Error>(())
+    /// ```
+    pub fn from_kubeconfig_yaml(yaml: &str, options: &KubeconfigOptions) -> Result<Client> {
+        Self::from_source(KubeconfigSource::Yaml(yaml), options)
+    }
+
+    fn from_source(source: KubeconfigSource<'_>, options: &KubeconfigOptions) -> Result<Client> {
+        Ok(Client { conn: Arc::new(auth::kubeconfig_connection(source, options)?) })
     }
 }
 
