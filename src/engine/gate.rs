@@ -3,7 +3,8 @@
 
 use crossbeam_channel::{Receiver, Sender, bounded, select};
 
-use crate::engine::hub::Stopped;
+/// The worker was stopped while waiting (for a permit, a turn, or a consumer).
+pub(crate) struct Stopped;
 
 /// What the workers of one watcher share about the server's load: a limit on list requests in
 /// flight, and a "not before" time set by any member's `Retry-After`.

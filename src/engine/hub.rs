@@ -11,7 +11,8 @@ use std::sync::Arc;
 use crossbeam_channel::{Receiver, Sender, TrySendError, bounded, select};
 
 use crate::engine::counters::{self, Counters};
-use crate::engine::shared::Notices;
+pub(crate) use crate::engine::gate::Stopped;
+use crate::engine::notices::Notices;
 use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::notice::{Notice, SlowConsumer};
@@ -132,9 +133,6 @@ impl<K> Hub<K> {
         self.subs.len()
     }
 }
-
-/// The worker was stopped while delivering.
-pub(crate) struct Stopped;
 
 /// What delivery needs besides the subscribers: the stop signal, counters and notices.
 pub(crate) struct Outbox<'a, K> {

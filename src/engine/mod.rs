@@ -10,6 +10,7 @@
 pub(crate) mod counters;
 pub(crate) mod gate;
 pub(crate) mod hub;
+pub(crate) mod notices;
 pub(crate) mod prepare;
 pub(crate) mod shared;
 pub(crate) mod sink;
@@ -29,8 +30,8 @@ use crate::config::Config;
 use crate::engine::counters::Counters;
 use crate::engine::gate::Gate;
 use crate::engine::hub::{Hub, Item};
+use crate::engine::notices::Notices;
 use crate::engine::prepare::{Encode, Prepare, Transform};
-use crate::engine::shared::Notices;
 use crate::engine::shared::Shared;
 use crate::engine::sink::Sink;
 use crate::engine::worker::Worker;

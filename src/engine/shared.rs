@@ -4,19 +4,17 @@
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
+use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
 
 use crate::cache::Store;
 use crate::engine::counters::Counters;
 use crate::engine::gate::Gate;
 use crate::engine::hub::{Hub, Item, Outbox};
+use crate::engine::notices::Notices;
 use crate::error::Error;
 use crate::notice::{Notice, SlowConsumer};
 use crate::resource::Watchable;
-
-/// How many notices wait for a reader before the oldest are dropped.
-const NOTICE_CAPACITY: usize = 256;
 
 /// The control block: what the public handle and the worker threads share.
 pub(crate) struct Shared<K> {
@@ -112,34 +110,5 @@ impl<K: Watchable> Shared<K> {
         // that follow it fit together exactly.
         let replay = if hub.is_closed() { Vec::new() } else { store.replay() };
         hub.subscribe(replay, capacity, policy)
-    }
-}
-
-/// The lifecycle notices channel: it keeps the latest notices (the oldest are dropped when it
-/// is full), so a reader that starts late still sees how the watcher started.
-pub(crate) struct Notices {
-    tx: Sender<Notice>,
-    rx: Receiver<Notice>,
-}
-
-impl Default for Notices {
-    fn default() -> Self {
-        let (tx, rx) = bounded(NOTICE_CAPACITY);
-        Notices { tx, rx }
-    }
-}
-
-impl Notices {
-    /// Queues `notice`, dropping the oldest if the channel is full; never blocks.
-    pub(crate) fn send(&self, notice: Notice) {
-        if let Err(TrySendError::Full(notice)) = self.tx.try_send(notice) {
-            let _ = self.rx.try_recv();
-            let _ = self.tx.try_send(notice);
-        }
-    }
-
-    /// The receiving end.
-    pub(crate) fn receiver(&self) -> Receiver<Notice> {
-        self.rx.clone()
     }
 }
