@@ -243,6 +243,24 @@ impl Config {
         self
     }
 
+    /// The longest watch line or list item accepted, in bytes: one object, as JSON. Defaults to
+    /// 16 MiB (the API server's own limit on an object is about 1.5 MiB in etcd, more for
+    /// custom resources on other storage). A longer line is reported as a decode error and the
+    /// watcher relists; a longer list item fails that list. Between 1 KiB and 1 GiB.
+    pub fn max_line(mut self, bytes: usize) -> Self {
+        self.max_line = bytes;
+        self
+    }
+
+    /// How long a streaming list ([`streaming_lists`](Self::streaming_lists)) may go without a
+    /// byte before its end-of-initial-events marker, before the watcher concludes that the
+    /// server ignores streaming lists and falls back to paged lists for good. Defaults to 10 s;
+    /// between 1 s and 1 h.
+    pub fn streaming_marker_timeout(mut self, timeout: Duration) -> Self {
+        self.streaming_marker_timeout = timeout;
+        self
+    }
+
     /// End the watcher with a terminal [`Error::GaveUp`] after this many consecutive failures
     /// without progress. Defaults to retrying forever.
     pub fn max_retries(mut self, retries: u32) -> Self {
@@ -261,6 +279,18 @@ impl Config {
         }
         if b.max < b.initial {
             return Err(Error::config("backoff.max", "must be at least backoff.initial"));
+        }
+        if !(1 << 10..=1 << 30).contains(&self.max_line) {
+            return Err(Error::config(
+                "max_line",
+                format!("must be between 1 KiB and 1 GiB, got {} bytes", self.max_line),
+            ));
+        }
+        if !(Duration::from_secs(1)..=Duration::from_secs(3600)).contains(&self.streaming_marker_timeout) {
+            return Err(Error::config(
+                "streaming_marker_timeout",
+                format!("must be between 1 s and 1 h, got {:?}", self.streaming_marker_timeout),
+            ));
         }
         if let Some(t) = self.timeout
             && !(Duration::from_secs(1)..=MAX_TIMEOUT).contains(&t)
@@ -352,6 +382,11 @@ mod tests {
         let err = Config::default().stall_timeout(Duration::MAX).validate().unwrap_err();
         assert!(err.to_string().contains("stall_timeout: must be at most"), "{err}");
         // Intervals mean "this rarely": any length is accepted (the machine saturates them).
+        let err = Config::default().max_line(100).validate().unwrap_err();
+        assert!(err.to_string().contains("max_line"), "{err}");
+        let err = Config::default().streaming_marker_timeout(Duration::ZERO).validate().unwrap_err();
+        assert!(err.to_string().contains("streaming_marker_timeout"), "{err}");
+        Config::default().max_line(1 << 20).streaming_marker_timeout(Duration::from_secs(30)).validate().unwrap();
         Config::default().relist_interval(Duration::MAX).drift_check(Duration::MAX).validate().unwrap();
         Config::default()
             .backoff(Backoff { max: Duration::MAX, reset_after: Duration::MAX, ..Backoff::default() })

@@ -226,3 +226,17 @@ fn a_consumer_that_does_not_read_does_not_hold_up_an_unpaged_list() {
     assert_eq!(first[0], "Init");
     assert_eq!(first[21], "InitDone", "every InitApply, in order, then InitDone: {first:?}");
 }
+
+/// `Config::max_line` bounds list items as well as watch lines (lists used to ignore it).
+#[test]
+fn max_line_bounds_list_items_too() {
+    let server = server();
+    let mut big = pod("apps", "big");
+    big.metadata.annotations = Some([("blob".to_owned(), "x".repeat(4096))].into());
+    server.create(&big).unwrap();
+    let w = Watcher::new(pods(&server), Config::default().max_line(2048).backoff(fast_backoff())).unwrap();
+    let seen = collect_until(&w, |s| s.iter().any(|e| e.starts_with("Err(")));
+    let e = seen.last().unwrap();
+    assert!(e.contains("2048"), "names the limit: {seen:?}");
+    assert!(!w.store().is_ready());
+}

@@ -81,7 +81,10 @@ impl<K: Watchable> Engine<K> {
         let (writers, store) = Writer::partitioned(spec.indexes, spec.predicates, parts.clone(), decode::compact::<K>);
         let (stop_tx, stop_rx) = bounded(1);
         let (abandon_tx, abandon_rx) = bounded(1);
-        let https: Vec<Http> = parts.iter().map(|_| Http::new(Arc::clone(&spec.api.client.conn))).collect();
+        let https: Vec<Http> = parts
+            .iter()
+            .map(|_| Http::with_max_line(Arc::clone(&spec.api.client.conn), spec.config.max_line))
+            .collect();
         let name = thread_name(&spec.api.resource.plural);
         let shared = Arc::new(Shared {
             name: name.clone(),

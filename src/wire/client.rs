@@ -371,6 +371,8 @@ impl<K: Watchable> Api<K> {
 pub(crate) struct Http {
     agent: ureq::Agent,
     conn: Arc<Connection>,
+    /// The longest watch line or list item accepted (`Config::max_line`).
+    max_line: usize,
 }
 
 /// What reading a watch stream produced.
@@ -440,7 +442,12 @@ impl WatchStream {
 
 impl Http {
     pub(crate) fn new(conn: Arc<Connection>) -> Http {
-        Http { agent: conn.agent(), conn }
+        Http { agent: conn.agent(), conn, max_line: crate::config::DEFAULT_MAX_LINE }
+    }
+
+    /// The same, accepting watch lines and list items of up to `max_line` bytes.
+    pub(crate) fn with_max_line(conn: Arc<Connection>, max_line: usize) -> Http {
+        Http { max_line, ..Http::new(conn) }
     }
 
     /// The agent; `agent().clone().shutdown()` interrupts any blocked call on it, now and
@@ -480,7 +487,7 @@ impl Http {
         let accept = if api.metadata_only { request::ACCEPT_METADATA_LIST } else { request::ACCEPT_JSON };
         let res = self.call(&url, &context, REQUEST_IDLE, false, accept)?;
         let reader = Capped { inner: res.into_body().into_reader(), left: DEFAULT_MAX_LIST_BYTES };
-        decode::list(reader, crate::config::DEFAULT_MAX_LINE, &mut on_item).map_err(|e| match e {
+        decode::list(reader, self.max_line, &mut on_item).map_err(|e| match e {
             ListError::Io(e) => io_error(&context, e),
             ListError::Malformed { message, offset, snippet } => Error::Decode(Box::new(crate::error::DecodeError {
                 context,

@@ -477,7 +477,6 @@ fn reason_phrase(code: u16) -> &'static str {
 pub(crate) struct ListMeta {
     pub(crate) resource_version: Option<String>,
     pub(crate) continue_token: Option<String>,
-    pub(crate) kind: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -566,10 +565,6 @@ pub(crate) fn list<R: Read, E>(
                     serde_json::from_slice(&s.buf[a..b]).map_err(|e| s.malformed(format!("list metadata: {e}")))?;
                 meta.resource_version = m.resource_version.filter(|v| !v.is_empty());
                 meta.continue_token = m.continue_token.filter(|v| !v.is_empty());
-            }
-            "kind" => {
-                let (a, b) = s.value()?;
-                meta.kind = serde_json::from_slice(&s.buf[a..b]).ok();
             }
             _ => {
                 s.value()?;
@@ -695,6 +690,10 @@ impl<R: Read> Scanner<R> {
         loop {
             let available = self.buf.len() - start;
             match syntax::container_prefix(&self.buf[start..]) {
+                // The limit holds however much was read ahead with the item.
+                Prefix::Complete(n) if n > self.max_item => {
+                    return Err(self.malformed(format!("list item larger than {} bytes", self.max_item)));
+                }
                 Prefix::Complete(n) => {
                     self.pos = start + n;
                     self.checked = true;
@@ -836,7 +835,6 @@ mod tests {
         assert_eq!(n, ["a", "b"]);
         assert_eq!(meta.resource_version.as_deref(), Some("50"));
         assert_eq!(meta.continue_token.as_deref(), Some("tok"));
-        assert_eq!(meta.kind.as_deref(), Some("ConfigMapList"));
     }
 
     #[test]
@@ -859,6 +857,10 @@ mod tests {
     fn an_oversized_item_is_refused() {
         let big = format!(r#"{{"items":[{{"metadata":{{"name":"{}"}}}}]}}"#, "x".repeat(200_000));
         let err = names(big.as_bytes(), 1000).unwrap_err();
+        assert!(err.contains("larger than 1000 bytes"), "{err}");
+        // Also when the whole item arrived in one read (it used to pass then).
+        let small = format!(r#"{{"items":[{{"metadata":{{"name":"{}"}}}}]}}"#, "x".repeat(2000));
+        let err = names(small.as_bytes(), 1000).unwrap_err();
         assert!(err.contains("larger than 1000 bytes"), "{err}");
     }
 
