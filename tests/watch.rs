@@ -374,11 +374,14 @@ mod streaming {
             let (server, w) = watcher(mode);
             w.store().wait_until_ready(WAIT).unwrap();
             assert_eq!(w.store().len(), 3, "{mode:?}");
-            // A later relist does not probe again.
+            // A later relist does not probe again. Faults reach only new requests, and the
+            // watch may already be open (for a minute): end it, so the next one takes the 410.
             server.push_fault(
                 Match::Watch,
                 Fault::InStreamError { code: 410, reason: "Expired".into(), message: "too old".into() },
             );
+            server.end_watches();
+            eventually("the 410 is taken", || server.pending_faults() == 0);
             server.create(&pod("apps", "p3")).unwrap();
             store_matches_server(&w, &server);
             eventually("a relist", || server.requests().iter().filter(|r| !r.watch).count() >= 2);
