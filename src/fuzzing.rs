@@ -1,7 +1,7 @@
 //! Entry points for the fuzz targets in `fuzz/` and the randomized decoder tests (cargo feature
 //! `fuzzing`). Hidden and outside semver: they only forward to crate-private decoders.
 
-use std::io::{BufRead, Read};
+use std::io::{self, BufRead, Read};
 
 use serde::de::DeserializeOwned;
 
@@ -32,22 +32,27 @@ pub fn strict_syntax(input: &[u8]) -> bool {
     crate::syntax::is_valid(input)
 }
 
-/// Splits `reader` into lines of at most `max` bytes, as a watch stream is read; returns how
-/// many complete lines it saw. Stops at the end, at a too-long line, or at a read error.
-pub fn lines(mut reader: impl BufRead, max: usize) -> usize {
+/// Splits `reader` into lines of at most `max` bytes, as a watch stream is read; returns the
+/// complete lines. A read that times out (`TimedOut` or `WouldBlock`, as a socket read timeout
+/// reports) is retried, and the line it interrupted must come out whole. Stops at the end, at a
+/// too-long line, or at another read error.
+pub fn lines(mut reader: impl BufRead, max: usize) -> Vec<Vec<u8>> {
     let mut buf = Vec::new();
-    let mut n = 0;
+    let mut out = Vec::new();
     loop {
         match decode::read_line(&mut reader, &mut buf, max) {
             Ok(Line::Complete) => {
                 assert!(buf.len() <= max, "read_line kept {} bytes, more than {max}", buf.len());
-                n += 1;
+                out.push(std::mem::take(&mut buf));
             }
             Ok(Line::TooLong) => {
                 assert!(buf.len() <= max, "read_line kept {} bytes, more than {max}", buf.len());
-                return n;
+                return out;
             }
-            Ok(Line::End) | Err(_) => return n,
+            Err(e) if matches!(e.kind(), io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock) => {
+                assert!(buf.len() <= max, "read_line kept {} bytes, more than {max}", buf.len());
+            }
+            Ok(Line::End) | Err(_) => return out,
         }
     }
 }
