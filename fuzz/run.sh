@@ -5,7 +5,8 @@
 # cargo-fuzz needs a nightly toolchain (libFuzzer, sanitizer flags). It is installed with
 # `cargo install cargo-fuzz` when missing. WITHOUT A NIGHTLY TOOLCHAIN this script does not
 # fuzz with libFuzzer: it falls back to the stable randomized harness in tests/decode.rs
-# (seeded mutations of valid inputs, FUZZ_ITERATIONS per target, release build).
+# (seeded mutations of seeds/* and of its own inputs, FUZZ_ITERATIONS per target, release build).
+# Both paths assert that every decoding path gives the same verdict and the same value.
 #
 # A crash leaves its input in fuzz/artifacts/<target>/; turn each into a regression test in
 # tests/decode.rs (see the existing `regression_*` tests) before fixing it.

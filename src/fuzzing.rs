@@ -1,53 +1,142 @@
 //! Entry points for the fuzz targets in `fuzz/` and the randomized decoder tests (cargo feature
 //! `fuzzing`). Hidden and outside semver: they only forward to crate-private decoders.
+//!
+//! Decoded values are compared as text (`{:?}`), which tells `0` from `-0.0` and every field
+//! from every other, without naming each kind of watch event.
 
-use std::io::{BufRead, Read};
+use std::fmt::Debug;
+use std::io::{self, BufRead, Read};
 
 use serde::de::DeserializeOwned;
+use serde_json::value::RawValue;
 
-use crate::wire::decode::{self, Line};
+use crate::wire::decode::{self, Line, WatchEvent};
 
 /// Decodes one watch line (without its `\n`) as a `K` watch event, the way the watcher does
-/// by default (straight into `K`); `Err` carries the message.
+/// by default (straight into `K`); `Ok` holds the event as text, `Err` the message.
 ///
 /// # Errors
 ///
 /// When the line is not a valid watch event.
-pub fn watch_event<K: DeserializeOwned>(line: &[u8]) -> Result<(), String> {
-    decode::watch_event::<K>(line, false, &mut decode::Scratch::default()).map(|_| ())
+pub fn watch_event<K: DeserializeOwned + Debug>(line: &[u8]) -> Result<String, String> {
+    decode::watch_event::<K>(line, false, &mut decode::Scratch::default()).map(|(ev, _)| format!("{ev:?}"))
 }
 
 /// Decodes one watch line both ways the watcher can: straight into `K`, and through the raw
-/// object bytes (compact store mode). The two should always agree.
-pub fn watch_event_both<K: DeserializeOwned>(line: &[u8]) -> (Result<(), String>, Result<(), String>) {
+/// object bytes (compact store mode). `Ok` holds the event as text; the two should always be
+/// equal. [`watch_line`] checks more.
+pub fn watch_event_both<K: DeserializeOwned + Debug>(line: &[u8]) -> (Result<String, String>, Result<String, String>) {
     (
-        decode::watch_event::<K>(line, false, &mut decode::Scratch::default()).map(|_| ()),
-        decode::watch_event::<K>(line, true, &mut decode::Scratch::default()).map(|_| ()),
+        decode::watch_event::<K>(line, false, &mut decode::Scratch::default()).map(|(ev, _)| format!("{ev:?}")),
+        decode::watch_event::<K>(line, true, &mut decode::Scratch::default()).map(|(ev, _)| format!("{ev:?}")),
     )
 }
 
+/// The object of an object event (`ADDED`, `MODIFIED`, `DELETED`) as text; `None` for others.
+fn object_text<K: Debug>(ev: &WatchEvent<K>) -> Option<String> {
+    match ev {
+        WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) => Some(format!("{o:?}")),
+        _ => None,
+    }
+}
+
+/// A watch line read by serde_json alone, the reference.
+#[derive(serde::Deserialize)]
+struct PlainEnvelope<'a> {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(borrow)]
+    object: &'a RawValue,
+}
+
+/// Decodes one watch line every way the watcher can, and panics (naming the line) unless all
+/// agree on the verdict and on the decoded value:
+///
+/// * straight into `K` with the build's decoder (simd-json with the `simd` feature);
+/// * through the raw object bytes with serde_json (compact store mode);
+/// * those raw bytes decoded again with the build's decoder, as a compact store reads an
+///   entry back (`decode::object`);
+/// * for object events, plain serde_json: the envelope as a struct, then
+///   `serde_json::from_str::<K>` of the object.
+///
+/// Returns the direct decoder's answer, the event as text.
+///
+/// # Errors
+///
+/// When the line is not a valid watch event (as every decoder agrees), or its object is not a `K`
+/// (the watcher skips it: see `WatchEvent::Undecodable`).
+///
+/// # Panics
+///
+/// When two decoders disagree.
+pub fn watch_line<K: DeserializeOwned + Debug>(line: &[u8]) -> Result<String, String> {
+    let show = || String::from_utf8_lossy(line).into_owned();
+    let mut scratch = decode::Scratch::default();
+    let direct = decode::watch_event::<K>(line, false, &mut scratch);
+    let direct_object = direct.as_ref().ok().and_then(|(ev, _)| object_text(ev));
+    // An object that is valid JSON but not a `K` is skipped by the watcher: no `K` came of it.
+    let skipped = match &direct {
+        Ok((WatchEvent::Undecodable { message, .. }, _)) => Some(message.clone()),
+        _ => None,
+    };
+    let direct = direct.map(|(ev, _)| format!("{ev:?}"));
+    match decode::watch_event::<K>(line, true, &mut decode::Scratch::default()) {
+        Ok((ev, raw)) => {
+            let text = format!("{ev:?}");
+            assert_eq!(direct.as_ref().ok(), Some(&text), "direct vs raw decoding of {:?}", show());
+            if let (Some(object), Some(raw)) = (object_text(&ev), raw) {
+                let stored = decode::object::<K>(raw, &mut scratch).map(|o| format!("{o:?}"));
+                assert_eq!(stored.as_ref(), Ok(&object), "a stored object read back differs, in {:?}", show());
+            }
+        }
+        Err(e) => assert!(direct.is_err(), "raw decoding refuses what direct accepts ({e}): {:?}", show()),
+    }
+    let plain = std::str::from_utf8(line)
+        .ok()
+        .and_then(|text| serde_json::from_str::<PlainEnvelope<'_>>(text).ok())
+        .filter(|env| matches!(env.kind.as_str(), "ADDED" | "MODIFIED" | "DELETED"))
+        .map(|env| serde_json::from_str::<K>(env.object.get()).map(|o| format!("{o:?}")).map_err(|e| e.to_string()));
+    match (&plain, &direct_object) {
+        (Some(Ok(p)), Some(d)) => assert_eq!(p, d, "serde_json decodes another value from {:?}", show()),
+        (Some(Ok(_)), None) => panic!("serde_json accepts what the watcher refuses ({direct:?}): {:?}", show()),
+        (Some(Err(e)), Some(_)) => panic!("the watcher accepts what serde_json refuses ({e}): {:?}", show()),
+        (None, Some(_)) => panic!("the watcher decodes an object event serde_json cannot read: {:?}", show()),
+        (Some(Err(_)) | None, None) => {}
+    }
+    match skipped {
+        Some(message) => Err(message),
+        None => direct,
+    }
+}
+
 /// The strict syntax check that runs before simd-json: true only for JSON that serde_json's
-/// parser accepts too (it may refuse more, e.g. a lone `\u` surrogate or deep nesting).
+/// parser accepts too, and reads as the same values (it may refuse more, e.g. a lone `\u`
+/// surrogate, deep nesting, `-0` or a long float).
 pub fn strict_syntax(input: &[u8]) -> bool {
     crate::wire::syntax::is_valid(input)
 }
 
-/// Splits `reader` into lines of at most `max` bytes, as a watch stream is read; returns how
-/// many complete lines it saw. Stops at the end, at a too-long line, or at a read error.
-pub fn lines(mut reader: impl BufRead, max: usize) -> usize {
+/// Splits `reader` into lines of at most `max` bytes, as a watch stream is read; returns the
+/// complete lines. A read that times out (`TimedOut` or `WouldBlock`, as a socket read timeout
+/// reports) is retried, and the line it interrupted must come out whole. Stops at the end, at a
+/// too-long line, or at another read error.
+pub fn lines(mut reader: impl BufRead, max: usize) -> Vec<Vec<u8>> {
     let mut buf = Vec::new();
-    let mut n = 0;
+    let mut out = Vec::new();
     loop {
         match decode::read_line(&mut reader, &mut buf, max) {
             Ok(Line::Complete) => {
                 assert!(buf.len() <= max, "read_line kept {} bytes, more than {max}", buf.len());
-                n += 1;
+                out.push(std::mem::take(&mut buf));
             }
             Ok(Line::TooLong) => {
                 assert!(buf.len() <= max, "read_line kept {} bytes, more than {max}", buf.len());
-                return n;
+                return out;
             }
-            Ok(Line::End) | Err(_) => return n,
+            Err(e) if matches!(e.kind(), io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock) => {
+                assert!(buf.len() <= max, "read_line kept {} bytes, more than {max}", buf.len());
+            }
+            Ok(Line::End) | Err(_) => return out,
         }
     }
 }
@@ -55,21 +144,38 @@ pub fn lines(mut reader: impl BufRead, max: usize) -> usize {
 /// Streams a list body from `reader`, decoding each item as a `K` (items holding at most
 /// `max_item` bytes); returns the number of items and the list's resourceVersion.
 ///
+/// Every item is decoded three ways, and they must agree on the verdict and the value: the
+/// watcher's decoder trusting the scanner's syntax check, the same decoder from scratch
+/// (`decode::object`), and plain `serde_json::from_slice`.
+///
 /// # Errors
 ///
 /// The decoder's error, as text.
-pub fn list<K: DeserializeOwned, R: Read>(reader: R, max_item: usize) -> Result<(usize, Option<String>), String> {
+///
+/// # Panics
+///
+/// When the decoders disagree, or an item breaks the scanner's bounds.
+pub fn list<K: DeserializeOwned + Debug, R: Read>(
+    reader: R,
+    max_item: usize,
+) -> Result<(usize, Option<String>), String> {
     let mut items = 0;
     let meta = decode::list(reader, max_item, |item| {
         let bytes = item.bytes;
         assert!(bytes.len() <= max_item.saturating_add(64 * 1024), "list item of {} bytes", bytes.len());
         assert!(!item.checked || crate::wire::syntax::is_valid(bytes), "an item marked checked is not valid JSON");
         items += 1;
+        let show = || String::from_utf8_lossy(bytes).into_owned();
         // The watcher's decoder trusting `checked` judges the item as it does from scratch.
-        let trusted = decode::item::<K>(item, &mut decode::Scratch::default()).map(|_| ());
-        let fresh = decode::object::<K>(bytes, &mut decode::Scratch::default()).map(|_| ());
-        assert_eq!(trusted.is_ok(), fresh.is_ok(), "{trusted:?} vs {fresh:?}");
-        serde_json::from_slice::<K>(bytes).map(|_| ()).map_err(|e| e.to_string())
+        let trusted = decode::item::<K>(item, &mut decode::Scratch::default()).map(|o| format!("{o:?}"));
+        let fresh = decode::object::<K>(bytes, &mut decode::Scratch::default()).map(|o| format!("{o:?}"));
+        assert_eq!(trusted.as_ref().ok(), fresh.as_ref().ok(), "{trusted:?} vs {fresh:?} on {:?}", show());
+        let plain = std::str::from_utf8(bytes)
+            .map_err(|e| e.to_string())
+            .and_then(|text| serde_json::from_str::<K>(text).map_err(|e| e.to_string()))
+            .map(|o| format!("{o:?}"));
+        assert_eq!(fresh.as_ref().ok(), plain.as_ref().ok(), "{fresh:?} vs serde_json {plain:?} on {:?}", show());
+        plain.map(|_| ())
     });
     match meta {
         Ok(meta) => Ok((items, meta.resource_version)),

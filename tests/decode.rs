@@ -6,6 +6,7 @@
 mod common;
 
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::io::ErrorKind;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
@@ -88,15 +89,141 @@ fn seed() -> u64 {
     seed
 }
 
+/// Numbers the two JSON parsers might read differently (issue 13 item 11), for mutations.
+const NUMBERS: &[&str] = &[
+    "-0",
+    "-0.0",
+    "0.0",
+    "-0e0",
+    "1e2",
+    "1E+2",
+    "1.0",
+    "1.5",
+    "1e22",
+    "1e23",
+    "1e400",
+    "-1e400",
+    "1e-400",
+    "5e-324",
+    "1.7976931348623157e308",
+    "0.1",
+    "0.30000000000000004",
+    "123456789.123456",
+    "9007199254740993",
+    "2147483647",
+    "2147483648",
+    "-2147483649",
+    "9223372036854775807",
+    "9223372036854775808",
+    "-9223372036854775808",
+    "-9223372036854775809",
+    "18446744073709551615",
+    "18446744073709551616",
+    "123456789012345678901234567890",
+    "0e999999999999",
+    "1e-99999999999999999",
+];
+
+/// A random number: one of [`NUMBERS`], or digits, a fraction and an exponent of random lengths.
+fn number(rng: &mut StdRng) -> String {
+    if rng.random_bool(0.5) {
+        return NUMBERS[rng.random_range(0..NUMBERS.len())].to_owned();
+    }
+    let mut n = String::new();
+    if rng.random_bool(0.3) {
+        n.push('-');
+    }
+    let digits = |rng: &mut StdRng, n: &mut String, count: usize| {
+        for _ in 0..count {
+            n.push(char::from(b'0' + rng.random_range(0..10u8)));
+        }
+    };
+    if rng.random_bool(0.2) {
+        n.push('0');
+    } else {
+        n.push(char::from(b'1' + rng.random_range(0..9u8)));
+        let count = rng.random_range(0..20);
+        digits(rng, &mut n, count);
+    }
+    if rng.random_bool(0.5) {
+        n.push('.');
+        let count = rng.random_range(1..20);
+        digits(rng, &mut n, count);
+    }
+    if rng.random_bool(0.4) {
+        n.push(if rng.random_bool(0.5) { 'e' } else { 'E' });
+        match rng.random_range(0..3) {
+            0 => n.push('-'),
+            1 => n.push('+'),
+            _ => {}
+        }
+        let count = rng.random_range(1..4);
+        digits(rng, &mut n, count);
+    }
+    n
+}
+
+/// Where the numbers of `input` are (outside strings; `input` need not be valid JSON).
+fn number_spans(input: &[u8]) -> Vec<std::ops::Range<usize>> {
+    let mut spans = Vec::new();
+    let (mut i, mut in_str) = (0, false);
+    while i < input.len() {
+        let c = input[i];
+        if in_str {
+            match c {
+                b'\\' => i += 1,
+                b'"' => in_str = false,
+                _ => {}
+            }
+        } else if c == b'"' {
+            in_str = true;
+        } else if c == b'-' || c.is_ascii_digit() {
+            let len =
+                input[i..].iter().take_while(|b| matches!(b, b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')).count();
+            spans.push(i..i + len);
+            i += len;
+            continue;
+        }
+        i += 1;
+    }
+    spans
+}
+
+/// Whether `input` holds a number the strict syntax check may refuse though serde_json
+/// accepts it: `-0`, or a float (whose value the two parsers may read differently).
+fn has_odd_number(input: &[u8]) -> bool {
+    number_spans(input).into_iter().any(|span| {
+        let n = &input[span];
+        n == b"-0" || n.iter().any(|b| matches!(b, b'.' | b'e' | b'E'))
+    })
+}
+
+/// Replaces one number of `input` (outside strings) with [`number`]; `None` if it has none.
+fn swap_number(rng: &mut StdRng, input: &[u8]) -> Option<Vec<u8>> {
+    let mut spans = number_spans(input);
+    if spans.is_empty() {
+        return None;
+    }
+    let span = spans.swap_remove(rng.random_range(0..spans.len()));
+    let mut out = input.to_vec();
+    out.splice(span, number(rng).into_bytes());
+    Some(out)
+}
+
 /// One random edit of `input`: bit flips, interesting bytes, insertions, deletions,
-/// truncation, duplication and splicing with another valid input.
+/// truncation, duplication, splicing with another valid input and odd numbers.
 fn mutate(rng: &mut StdRng, input: &[u8], other: &[u8]) -> Vec<u8> {
     const INTERESTING: &[u8] = b"{}[]\",:\\0123456789-+.eEtrufalsn \n\r\t\x00\xff\xc3\xa9u";
     let mut out = input.to_vec();
     for _ in 0..rng.random_range(1..=4) {
         let len = out.len();
         let at = if len == 0 { 0 } else { rng.random_range(0..len) };
-        match rng.random_range(0..8) {
+        match rng.random_range(0..10) {
+            8 | 9 => {
+                if let Some(swapped) = swap_number(rng, &out) {
+                    out = swapped;
+                }
+            }
             0 if len > 0 => out[at] ^= 1 << rng.random_range(0..8),
             1 if len > 0 => out[at] = INTERESTING[rng.random_range(0..INTERESTING.len())],
             2 => out.insert(at, INTERESTING[rng.random_range(0..INTERESTING.len())]),
@@ -133,13 +260,44 @@ const WATCH_SEEDS: &[&str] = &[
     r#"{"type":"DELETED","object":{"metadata":{"name":"a","resourceVersion":"7","deletionTimestamp":"2025-01-01T00:00:00Z"}}}"#,
     r#"{"type":"BOOKMARK","object":{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"9","annotations":{"k8s.io/initial-events-end":"true"}},"spec":{"containers":null},"status":{}}}"#,
     r#"{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old","reason":"Expired","code":410,"details":{"causes":[{"reason":"ResourceVersionTooLarge"}],"retryAfterSeconds":1}}}"#,
+    r#"{"type":"MODIFIED","object":{"kind":"Pod","apiVersion":"v1","metadata":{"name":"n","namespace":"ns","resourceVersion":"8","generation":3},"spec":{"containers":[{"name":"c","ports":[{"containerPort":8080}]}],"terminationGracePeriodSeconds":30,"priority":0},"status":{"containerStatuses":[{"name":"c","restartCount":2,"ready":true,"image":"i","imageID":""}]},"x":[0.5,-1.25e-3,1e5]}}"#,
 ];
+
+/// The seed files of fuzz target `target` (fuzz/seeds/<target>/*), each whole.
+fn seed_files(target: &str) -> Vec<Vec<u8>> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds").join(target);
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "no seeds in {}", dir.display());
+    files.into_iter().map(|f| std::fs::read(&f).unwrap_or_else(|e| panic!("{}: {e}", f.display()))).collect()
+}
+
+/// Every watch line seed: [`WATCH_SEEDS`] and each line of the watch_line seed files.
+fn watch_seeds() -> Vec<Vec<u8>> {
+    let mut seeds: Vec<Vec<u8>> = WATCH_SEEDS.iter().map(|s| s.as_bytes().to_vec()).collect();
+    for file in seed_files("watch_line") {
+        seeds.extend(file.split(|b| *b == b'\n').filter(|l| !l.is_empty()).map(<[u8]>::to_vec));
+    }
+    seeds
+}
+
+/// Every list body seed: [`LIST_SEEDS`] and the list seed files (whose first byte is the
+/// fuzz target's read size, not part of the body).
+fn list_seeds() -> Vec<Vec<u8>> {
+    let mut seeds: Vec<Vec<u8>> = LIST_SEEDS.iter().map(|s| s.as_bytes().to_vec()).collect();
+    seeds.extend(seed_files("list").into_iter().map(|file| file.get(1..).unwrap_or_default().to_vec()));
+    seeds
+}
 
 const LIST_SEEDS: &[&str] = &[
     r#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"12","continue":"abc","remainingItemCount":2},"items":[{"metadata":{"name":"a","namespace":"ns"}},{"metadata":{"name":"b\"]}","namespace":"ns"},"spec":{"containers":[]}}]}"#,
     r#"{"apiVersion":"v1","items":[],"kind":"PodList","metadata":{"resourceVersion":"3"}}"#,
     r#"{"items":null,"metadata":{}}"#,
     "  {\n \"metadata\" : { \"resourceVersion\" : \"1\" } ,\n \"items\" : [ { \"metadata\" : { \"name\" : \"x\" } } ] }\n",
+    r#"{"metadata":{"resourceVersion":"4"},"items":[{"metadata":{"name":"n","generation":1},"spec":{"containers":[{"name":"c","ports":[{"containerPort":80}]}]},"x":0.25},{"metadata":{"name":"m","generation":2},"spec":{"containers":[]},"x":-1e-3}]}"#,
 ];
 
 const KUBECONFIG_SEED: &str = "apiVersion: v1
@@ -186,27 +344,61 @@ impl std::io::Read for Trickle<'_> {
     }
 }
 
-fn pick<'a>(rng: &mut StdRng, seeds: &[&'a str]) -> &'a [u8] {
-    seeds[rng.random_range(0..seeds.len())].as_bytes()
+/// Like [`Trickle`], and before some reads fails with a timeout, as a socket with a read
+/// timeout does when the server pauses: the reader must go on where it stopped.
+struct Pausing<'a> {
+    data: &'a [u8],
+    step: usize,
+    rng: StdRng,
+}
+
+impl std::io::Read for Pausing<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if !self.data.is_empty() && self.rng.random_bool(0.3) {
+            let kind = if self.rng.random_bool(0.5) { ErrorKind::TimedOut } else { ErrorKind::WouldBlock };
+            return Err(kind.into());
+        }
+        let n = self.step.min(buf.len()).min(self.data.len());
+        buf[..n].copy_from_slice(&self.data[..n]);
+        self.data = &self.data[n..];
+        Ok(n)
+    }
+}
+
+/// The complete lines of `stream` that a line reader with limit `max` returns: up to the first
+/// line longer than `max`, without a last line that has no newline.
+fn expected_lines(stream: &[u8], max: usize) -> Vec<Vec<u8>> {
+    let mut parts: Vec<&[u8]> = stream.split(|b| *b == b'\n').collect();
+    parts.pop(); // after the last newline: incomplete (or empty)
+    parts.into_iter().take_while(|l| l.len() <= max).map(<[u8]>::to_vec).collect()
+}
+
+fn pick<'a>(rng: &mut StdRng, seeds: &'a [Vec<u8>]) -> &'a [u8] {
+    &seeds[rng.random_range(0..seeds.len())]
 }
 
 #[test]
 fn randomized_watch_lines_never_panic_and_lines_stay_bounded() {
     let _serial = serial();
     let mut rng = StdRng::seed_from_u64(seed());
-    for seed in WATCH_SEEDS {
-        fuzzing::watch_event::<Pod>(seed.as_bytes()).unwrap_or_else(|e| panic!("valid seed rejected: {e}: {seed}"));
-    }
+    let seeds = watch_seeds();
     for _ in 0..iterations() {
-        let (a, b) = (pick(&mut rng, WATCH_SEEDS), pick(&mut rng, WATCH_SEEDS));
-        let line = mutate(&mut rng, a, b);
-        let _ = fuzzing::watch_event_both::<Pod>(&line);
-        let _ = fuzzing::watch_event_both::<serde_json::Value>(&line);
-        let mut stream = line.clone();
-        stream.push(b'\n');
-        stream.extend_from_slice(&mutate(&mut rng, b, a));
+        let (a, b) = (pick(&mut rng, &seeds), pick(&mut rng, &seeds));
+        let mut stream = mutate(&mut rng, a, b);
+        for _ in 0..rng.random_range(0..4) {
+            stream.push(b'\n');
+            stream.extend_from_slice(&mutate(&mut rng, b, a));
+        }
+        if rng.random_bool(0.5) {
+            stream.push(b'\n');
+        }
         let max = rng.random_range(1..512);
-        fuzzing::lines(std::io::BufReader::with_capacity(rng.random_range(1..32), &stream[..]), max);
+        let capacity = rng.random_range(1..32);
+        let whole = fuzzing::lines(std::io::BufReader::with_capacity(capacity, &stream[..]), max);
+        assert_eq!(whole, expected_lines(&stream, max));
+        let paused = Pausing { data: &stream, step: rng.random_range(1..64), rng: StdRng::seed_from_u64(rng.random()) };
+        let resumed = fuzzing::lines(std::io::BufReader::with_capacity(capacity, paused), max);
+        assert_eq!(resumed, whole, "lines read with pauses differ from lines read at once");
     }
 }
 
@@ -217,8 +409,13 @@ fn randomized_list_bodies_never_panic_and_items_stay_bounded() {
     for seed in LIST_SEEDS {
         fuzzing::list::<Pod, _>(seed.as_bytes(), 4096).unwrap_or_else(|e| panic!("valid seed rejected: {e}: {seed}"));
     }
+    let seeds = list_seeds();
+    for seed in &seeds {
+        let _ = fuzzing::list::<Pod, _>(&seed[..], 4096);
+        let _ = fuzzing::list::<serde_json::Value, _>(&seed[..], 1 << 20);
+    }
     for _ in 0..iterations() {
-        let (a, b) = (pick(&mut rng, LIST_SEEDS), pick(&mut rng, LIST_SEEDS));
+        let (a, b) = (pick(&mut rng, &seeds), pick(&mut rng, &seeds));
         let body = mutate(&mut rng, a, b);
         let step = rng.random_range(1..17);
         let _ = fuzzing::list::<Pod, _>(Trickle { data: &body, step }, rng.random_range(1..4096));
@@ -230,10 +427,15 @@ fn randomized_list_bodies_never_panic_and_items_stay_bounded() {
 fn randomized_kubeconfigs_never_panic() {
     let _serial = serial();
     let mut rng = StdRng::seed_from_u64(seed());
-    fuzzing::kubeconfig(KUBECONFIG_SEED).unwrap();
+    let mut seeds = vec![KUBECONFIG_SEED.as_bytes().to_vec()];
+    seeds.extend(seed_files("kubeconfig"));
+    for seed in &seeds {
+        fuzzing::kubeconfig(std::str::from_utf8(seed).unwrap()).unwrap();
+    }
     // Each one builds a TLS client: fewer iterations than the decoders get.
     for _ in 0..iterations() / 10 {
-        let text = mutate(&mut rng, KUBECONFIG_SEED.as_bytes(), KUBECONFIG_SEED.as_bytes());
+        let (a, b) = (pick(&mut rng, &seeds), pick(&mut rng, &seeds));
+        let text = mutate(&mut rng, a, b);
         if let Ok(text) = std::str::from_utf8(&text) {
             let _ = fuzzing::kubeconfig(text);
         }
@@ -336,25 +538,65 @@ fn regression_a_truncated_deleted_event_with_a_syntax_error_is_rejected_by_both_
     assert!(direct.is_err(), "accepted invalid JSON: {direct:?}");
 }
 
+/// Every decoding path (simd-json straight into the type, serde_json through the raw bytes, a
+/// compact store's read-back, plain serde_json) gives the same verdict and the same value;
+/// `fuzzing::watch_line` panics otherwise.
 #[test]
-fn randomized_watch_lines_decode_the_same_both_ways() {
+fn randomized_watch_lines_decode_to_the_same_value_every_way() {
     let _serial = serial();
     let mut rng = StdRng::seed_from_u64(seed());
-    for _ in 0..iterations() {
-        let (a, b) = (pick(&mut rng, WATCH_SEEDS), pick(&mut rng, WATCH_SEEDS));
-        let line = mutate(&mut rng, a, b);
-        let (direct, raw) = fuzzing::watch_event_both::<Pod>(&line);
-        assert_eq!(direct.is_ok(), raw.is_ok(), "{direct:?} vs {raw:?} on {:?}", String::from_utf8_lossy(&line));
+    for seed in WATCH_SEEDS {
+        fuzzing::watch_line::<Pod>(seed.as_bytes()).unwrap_or_else(|e| panic!("valid seed rejected: {e}: {seed}"));
+        fuzzing::watch_line::<serde_json::Value>(seed.as_bytes())
+            .unwrap_or_else(|e| panic!("valid seed rejected: {e}: {seed}"));
     }
+    // The seed files hold odd cases too (`-0` in an integer field): they need only agreement.
+    let seeds = watch_seeds();
+    for seed in &seeds {
+        let _ = fuzzing::watch_line::<Pod>(seed);
+        let _ = fuzzing::watch_line::<serde_json::Value>(seed);
+    }
+    for _ in 0..iterations() {
+        let (a, b) = (pick(&mut rng, &seeds), pick(&mut rng, &seeds));
+        let line = mutate(&mut rng, a, b);
+        let _ = fuzzing::watch_line::<Pod>(&line);
+        let _ = fuzzing::watch_line::<serde_json::Value>(&line);
+    }
+}
+
+/// Numbers of every shape, in integer fields (i64 `generation`, i32 `containerPort`) and in
+/// untyped JSON, decode alike every way (issue 13 item 11).
+#[test]
+fn randomized_numbers_decode_to_the_same_value_every_way() {
+    let _serial = serial();
+    let mut rng = StdRng::seed_from_u64(seed());
+    let (mut accepted, mut refused) = (0, 0);
+    for _ in 0..iterations() * 3 {
+        let (g, p, x) = (number(&mut rng), number(&mut rng), number(&mut rng));
+        let object = format!(
+            r#"{{"metadata":{{"name":"n","generation":{g}}},"spec":{{"containers":[{{"name":"c","ports":[{{"containerPort":{p}}}]}}]}},"x":[{x}]}}"#
+        );
+        let line = format!(r#"{{"type":"ADDED","object":{object}}}"#);
+        match fuzzing::watch_line::<Pod>(line.as_bytes()) {
+            Ok(_) => accepted += 1,
+            Err(_) => refused += 1,
+        }
+        let _ = fuzzing::watch_line::<serde_json::Value>(line.as_bytes());
+        let body = format!(r#"{{"metadata":{{}},"items":[{object}]}}"#);
+        let _ = fuzzing::list::<Pod, _>(body.as_bytes(), 1 << 20);
+        let _ = fuzzing::list::<serde_json::Value, _>(body.as_bytes(), 1 << 20);
+    }
+    assert!(accepted > 0 && refused > 0, "{accepted} accepted, {refused} refused");
 }
 
 #[test]
 fn randomized_json_passes_the_strict_syntax_check_only_if_serde_json_accepts_it() {
     let _serial = serial();
     let mut rng = StdRng::seed_from_u64(seed());
+    let (watch, list) = (watch_seeds(), list_seeds());
     let mut agreed = 0;
     for _ in 0..iterations() * 10 {
-        let (a, b) = (pick(&mut rng, WATCH_SEEDS), pick(&mut rng, LIST_SEEDS));
+        let (a, b) = (pick(&mut rng, &watch), pick(&mut rng, &list));
         let input = mutate(&mut rng, a, b);
         let strict = fuzzing::strict_syntax(&input);
         let serde = serde_json::from_slice::<serde::de::IgnoredAny>(&input).is_ok();
@@ -363,7 +605,8 @@ fn randomized_json_passes_the_strict_syntax_check_only_if_serde_json_accepts_it(
             "strict check accepts what serde_json refuses: {:?}",
             String::from_utf8_lossy(&input)
         );
-        agreed += usize::from(strict == serde);
+        // It refuses numbers the two parsers read differently on purpose.
+        agreed += usize::from(strict == serde || (serde && has_odd_number(&input)));
     }
     // It may refuse more (lone surrogates, deep nesting), but hardly ever does on these inputs.
     assert!(agreed >= iterations() * 10 * 99 / 100, "agreed on only {agreed}");
@@ -378,4 +621,79 @@ const INVALID_UTF8_IN_UNKNOWN_KEY: &[u8] = b"{\"type\":\"ADDED\",\"object\":{\"k
 fn regression_invalid_utf8_in_an_unknown_key_is_judged_the_same_by_both_decoding_paths() {
     let (direct, raw) = fuzzing::watch_event_both::<Pod>(INVALID_UTF8_IN_UNKNOWN_KEY);
     assert_eq!(direct.is_ok(), raw.is_ok(), "{direct:?} vs {raw:?}");
+}
+
+/// A pod line with `number` as its `metadata.generation` (i64) and, separately, as a
+/// container's `containerPort` (i32).
+fn pods_with(number: &str) -> [String; 2] {
+    [
+        format!(r#"{{"type":"ADDED","object":{{"metadata":{{"name":"a","generation":{number}}}}}}}"#),
+        format!(
+            r#"{{"type":"ADDED","object":{{"metadata":{{"name":"a"}},"spec":{{"containers":[{{"name":"c","ports":[{{"containerPort":{number}}}]}}]}}}}}}"#
+        ),
+    ]
+}
+
+/// Issue 13 item 11: each number form is judged alike by the watcher's direct decoder
+/// (simd-json), its raw path (serde_json, compact store), a compact store's read-back, a list
+/// item and plain serde_json (`fuzzing::watch_line` and `fuzzing::list` panic otherwise), with
+/// the verdict serde_json gives: `-0` is the float -0.0 to serde_json, and a float is never an
+/// integer, whatever its value.
+#[test]
+fn regression_number_forms_in_integer_fields_are_judged_alike_by_every_decoding_path() {
+    for (number, generation_ok, port_ok) in [
+        ("-0", false, false),
+        ("-0.0", false, false),
+        ("0.0", false, false),
+        ("-0e0", false, false),
+        ("1e2", false, false),
+        ("1.0", false, false),
+        ("1e400", false, false),
+        ("0e999999999999", false, false),
+        ("0", true, true),
+        ("2147483647", true, true),
+        ("2147483648", true, false),
+        ("-9223372036854775808", true, false),
+        ("-9223372036854775809", false, false),
+        ("9223372036854775807", true, false),
+        ("9223372036854775808", false, false),
+        ("18446744073709551615", false, false),
+        ("18446744073709551616", false, false),
+    ] {
+        for (line, ok) in pods_with(number).iter().zip([generation_ok, port_ok]) {
+            let got = fuzzing::watch_line::<Pod>(line.as_bytes());
+            assert_eq!(got.is_ok(), ok, "{line}: {got:?}");
+            if number == "-9223372036854775808" && ok {
+                assert!(got.unwrap().contains("generation: Some(-9223372036854775808)"));
+            }
+            let object = &line[r#"{"type":"ADDED","object":"#.len()..line.len() - 1];
+            let body = format!(r#"{{"metadata":{{"resourceVersion":"1"}},"items":[{object}]}}"#);
+            assert_eq!(fuzzing::list::<Pod, _>(body.as_bytes(), 1 << 20).is_ok(), ok, "{body}");
+        }
+    }
+}
+
+/// Issue 13 item 11: untyped JSON keeps each number as serde_json reads it, on every path:
+/// `-0` stays the float -0.0 (simd-json alone reads the integer 0), and long floats get
+/// serde_json's rounding.
+#[test]
+fn regression_number_forms_in_untyped_json_decode_to_serde_json_values() {
+    for (number, value) in [
+        ("-0", "Number(-0.0)"),
+        ("-0.0", "Number(-0.0)"),
+        ("1e2", "Number(100.0)"),
+        ("1.0", "Number(1.0)"),
+        ("-9223372036854775808", "Number(-9223372036854775808)"),
+        ("18446744073709551615", "Number(18446744073709551615)"),
+        ("18446744073709551616", "Number(1.8446744073709552e+19)"),
+        ("0.000000000000000000000000000000000000000000001", "Number(1.0000000000000001e-45)"),
+    ] {
+        let line = format!(r#"{{"type":"ADDED","object":{{"n":{number}}}}}"#);
+        let got = fuzzing::watch_line::<serde_json::Value>(line.as_bytes()).unwrap();
+        assert!(got.contains(&format!(r#""n": {value}"#)), "{number}: {got}");
+        let body = format!(r#"{{"metadata":{{}},"items":[{{"n":{number}}}]}}"#);
+        fuzzing::list::<serde_json::Value, _>(body.as_bytes(), 1 << 20).unwrap();
+    }
+    let line = r#"{"type":"ADDED","object":{"n":1e400}}"#;
+    assert!(fuzzing::watch_line::<serde_json::Value>(line.as_bytes()).is_err());
 }

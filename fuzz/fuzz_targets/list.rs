@@ -1,4 +1,6 @@
-//! List bodies: the streaming scanner, fed in small reads, with items decoded as Pods.
+//! List bodies: the streaming scanner, fed in small reads, with items decoded as Pods and as
+//! untyped JSON, each item every way the watcher can (`fuzzing::list` panics when two ways
+//! disagree on the verdict or the value).
 #![no_main]
 
 use std::io::Read;

@@ -120,7 +120,8 @@ pub enum Match {
 /// [`FakeApiServer::push_fault`]).
 ///
 /// Faults that only make sense on a watch (`InStreamError`, `CloseAfter`, `ResetAfter`,
-/// `MalformedLine`, `Line`, `OversizedLine`, `EndlessLine`, `DropEvents`) are only taken by watch requests;
+/// `MalformedLine`, `Line`, `OversizedLine`, `EndlessLine`, `PauseInLine`, `DropEvents`) are only
+/// taken by watch requests;
 /// `TruncateBody` is only taken by non-watch GETs, `EndlessList` and `GzipBomb` only by lists.
 /// All others apply to any request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -189,6 +190,15 @@ pub enum Fault {
     DelayHeaders(Duration),
     /// Watch: 200, then one line that never ends (no newline), until the client leaves.
     EndlessLine,
+    /// Watch: after `after` whole lines (events and bookmarks), the next line is cut in the
+    /// middle: its first half is sent, then nothing until [`FakeApiServer::resume_lines`] (or
+    /// the client leaves, or shutdown), then the rest, and the stream goes on. A slow or
+    /// congested connection can pause a client's read anywhere; this pauses it where a line
+    /// is half read. [`FakeApiServer::paused_lines`] tells when the pause has begun.
+    PauseInLine {
+        /// Whole lines to send first.
+        after: usize,
+    },
     /// Watch: the next `events` object events of this watch are silently lost (later events
     /// still flow and move the client past them), as a buggy proxy or server could do: the drift that
     /// [`Config::drift_check`](crate::Config::drift_check) exists to find.
@@ -910,6 +920,37 @@ impl FakeApiServer {
         state.next_hold += 1;
         state.holds.push(server::HoldSlot { id, when, skip, holding: false });
         Hold { shared: Arc::clone(&self.shared), id }
+    }
+
+    /// How many watches are paused inside a line right now ([`Fault::PauseInLine`]): the
+    /// first half of the line has been sent and flushed.
+    #[must_use]
+    pub fn paused_lines(&self) -> usize {
+        self.shared.lock().paused_lines
+    }
+
+    /// Waits up to `timeout` until at least `n` watches are paused inside a line
+    /// ([`Fault::PauseInLine`]); `true` if they are.
+    #[must_use]
+    pub fn wait_for_paused_lines(&self, n: usize, timeout: Duration) -> bool {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut state = self.shared.lock();
+        loop {
+            if state.paused_lines >= n {
+                return true;
+            }
+            let now = std::time::Instant::now();
+            if now >= deadline || self.shared.is_shutdown() {
+                return false;
+            }
+            state = self.shared.wait(state, (deadline - now).min(Duration::from_millis(50)));
+        }
+    }
+
+    /// Lets every watch paused inside a line ([`Fault::PauseInLine`]) send the rest of it.
+    pub fn resume_lines(&self) {
+        self.shared.lock().line_resumes += 1;
+        self.shared.notify();
     }
 
     /// Ends every open watch cleanly (the terminating chunk), as the real server does when its

@@ -51,6 +51,10 @@ pub(crate) struct State {
     pub watch_epoch: u64,
     /// Source of hold ids.
     pub next_hold: u64,
+    /// Watches paused inside a line ([`Fault::PauseInLine`]).
+    pub paused_lines: usize,
+    /// Bumped by [`FakeApiServer::resume_lines`]: paused watches send the rest of their line.
+    pub line_resumes: u64,
 }
 
 /// One gate of [`FakeApiServer::hold`].
@@ -143,6 +147,8 @@ pub(crate) fn start(settings: Settings) -> io::Result<FakeApiServer> {
             holds: Vec::new(),
             watch_epoch: 0,
             next_hold: 0,
+            paused_lines: 0,
+            line_resumes: 0,
         }),
         settings,
         changed: Condvar::new(),
@@ -355,6 +361,7 @@ fn fault_applies(f: &Fault, class: Class) -> bool {
         | Fault::Line(_)
         | Fault::OversizedLine { .. }
         | Fault::EndlessLine
+        | Fault::PauseInLine { .. }
         | Fault::DropEvents { .. } => class == Class::Watch,
         Fault::TruncateBody => matches!(class, Class::List | Class::Get),
         Fault::EndlessList | Fault::GzipBomb { .. } => class == Class::List,

@@ -47,6 +47,9 @@ struct Emitter<'a> {
     limit: Option<(usize, bool)>,
     /// Object events still to lose (`DropEvents` fault).
     drop: usize,
+    /// The line to cut and pause in (`PauseInLine` fault), counted like `sent`.
+    pause_at: Option<usize>,
+    shared: &'a Shared,
 }
 
 impl Emitter<'_> {
@@ -79,6 +82,19 @@ impl Emitter<'_> {
                 self.drop -= 1;
                 continue;
             }
+            if self.pause_at == Some(self.sent) {
+                self.pause_at = None;
+                write_chunk(self.conn, &std::mem::take(&mut coalesced))?;
+                let half = ev.len() / 2;
+                write_chunk(self.conn, &ev[..half])?;
+                self.conn.flush()?;
+                if let Some(flow) = self.pause() {
+                    return Ok(Some(flow));
+                }
+                write_chunk(self.conn, &ev[half..])?;
+                self.sent += 1;
+                continue;
+            }
             match self.chunking {
                 Chunking::PerEvent => write_chunk(self.conn, &ev)?,
                 Chunking::Coalesce => coalesced.extend_from_slice(&ev),
@@ -95,6 +111,32 @@ impl Emitter<'_> {
         write_chunk(self.conn, &coalesced)?;
         self.conn.flush()?;
         self.limit_reached()
+    }
+}
+
+impl Emitter<'_> {
+    /// Waits for [`FakeApiServer::resume_lines`](super::FakeApiServer::resume_lines), counted
+    /// in `paused_lines` meanwhile; `Some` when the client left or the server shuts down first.
+    fn pause(&mut self) -> Option<Flow> {
+        let shared = self.shared;
+        let mut state = shared.lock();
+        let resumes = state.line_resumes;
+        state.paused_lines += 1;
+        shared.notify();
+        let flow = loop {
+            if state.line_resumes != resumes {
+                break None;
+            }
+            if shared.is_shutdown() {
+                break Some(Flow::Close);
+            }
+            state = shared.wait(state, PEER_POLL);
+            if peer_gone(self.conn) {
+                break Some(Flow::Close);
+            }
+        };
+        state.paused_lines -= 1;
+        flow
     }
 }
 
@@ -293,7 +335,11 @@ pub(crate) fn serve(
         Some(Fault::DropEvents { events }) => events,
         _ => 0,
     };
-    let mut out = Emitter { conn, chunking: shared.settings.chunking, sent: 0, limit, drop: lose };
+    let pause_at = match fault {
+        Some(Fault::PauseInLine { after }) => Some(after),
+        _ => None,
+    };
+    let mut out = Emitter { conn, chunking: shared.settings.chunking, sent: 0, limit, drop: lose, pause_at, shared };
     match fault {
         Some(Fault::InStreamError { code, reason, message }) => {
             out.send(vec![error_event(&status(code, &reason, &message, None))])?;

@@ -388,9 +388,17 @@ pub(crate) enum StreamItem<'a> {
 }
 
 /// An open watch response, read line by line with a bounded, reused buffer.
+///
+/// Its read timeout is fixed when the request is made (ureq cannot change it on an open
+/// response): a streaming list keeps the short end-marker wait for the life of the stream. So a
+/// read timeout is never the end of a stream: [`next_line`](Self::next_line) answers `Idle`, the
+/// line in progress is kept, and the worker's state machine, which knows which phase the stream
+/// is in, decides whether the silence has lasted too long.
 pub(crate) struct WatchStream {
     reader: BufReader<BodyReader<'static>>,
     buf: Vec<u8>,
+    /// `buf` holds the start of a line that a read timeout interrupted: read on into it.
+    partial: bool,
     line: u64,
     max_line: usize,
     context: String,
@@ -399,6 +407,9 @@ pub(crate) struct WatchStream {
 impl WatchStream {
     pub(crate) fn next_line(&mut self) -> StreamItem<'_> {
         loop {
+            if !std::mem::take(&mut self.partial) {
+                self.buf.clear();
+            }
             match decode::read_line(&mut self.reader, &mut self.buf, self.max_line) {
                 Ok(Line::Complete) => {
                     self.line += 1;
@@ -431,7 +442,10 @@ impl WatchStream {
                 }
                 Err(e) => {
                     return match ureq::Error::from(e) {
-                        ureq::Error::Timeout(ureq::Timeout::PerRead) => StreamItem::Idle,
+                        ureq::Error::Timeout(ureq::Timeout::PerRead) => {
+                            self.partial = true;
+                            StreamItem::Idle
+                        }
                         other => StreamItem::Failed(ureq_error(&self.context, other)),
                     };
                 }
@@ -500,7 +514,8 @@ impl Http {
         })
     }
 
-    /// Opens a watch on `api`; `idle` bounds the silence between two reads.
+    /// Opens a watch on `api`; `idle` bounds the silence between two reads: past it,
+    /// [`WatchStream::next_line`] answers `Idle` (for the whole life of the stream).
     pub(crate) fn watch<K>(
         &self,
         api: &Api<K>,
@@ -515,6 +530,7 @@ impl Http {
         Ok(WatchStream {
             reader: BufReader::with_capacity(64 * 1024, res.into_body().into_reader()),
             buf: Vec::with_capacity(16 * 1024),
+            partial: false,
             line: 0,
             max_line,
             context,
@@ -641,5 +657,115 @@ mod tests {
         for absent in [&b""[..], b"-5", b"soon", b"Wed, 21 Oct 2026 07:28:00 GMT", b"1.5", b"+3", b"\xff"] {
             assert_eq!(parse_retry_after(absent), None, "{}", String::from_utf8_lossy(absent));
         }
+    }
+}
+
+#[cfg(all(test, feature = "testing"))]
+mod stream_tests {
+    use std::time::Instant;
+
+    use k8s_openapi::api::core::v1::Pod;
+    use serde_json::Value;
+
+    use super::*;
+    use crate::testing::{FakeApiServer, Fault, Match};
+
+    /// The bound on any wait: generous for a slow, noisy 2-core CI machine.
+    const WAIT: Duration = Duration::from_secs(20);
+
+    fn pod(name: &str) -> Pod {
+        let mut p = Pod::default();
+        p.metadata.name = Some(name.to_owned());
+        p.metadata.namespace = Some("apps".to_owned());
+        p
+    }
+
+    /// The next line that is not `Idle`, as JSON.
+    fn next_event(stream: &mut WatchStream) -> Value {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            match stream.next_line() {
+                StreamItem::Line(bytes, _) => {
+                    return serde_json::from_slice(bytes)
+                        .unwrap_or_else(|e| panic!("{e}: {:?}", String::from_utf8_lossy(bytes)));
+                }
+                StreamItem::Idle => assert!(Instant::now() < deadline, "no line within {WAIT:?}"),
+                StreamItem::End => panic!("the stream ended"),
+                StreamItem::Failed(e) => panic!("{e}"),
+            }
+        }
+    }
+
+    /// Reads while the server is paused inside a line: a read must time out (nothing else comes),
+    /// with the first half of the line kept; then resumes the server and returns the line.
+    fn read_through_a_pause(server: &FakeApiServer, stream: &mut WatchStream) -> Value {
+        assert!(server.wait_for_paused_lines(1, WAIT), "the server did not pause");
+        let deadline = Instant::now() + WAIT;
+        let mut half = Vec::new();
+        let mut idles_with_half = 0;
+        // The half line was sent before the pause began: wait until it has been read, then
+        // time out twice more with it kept.
+        while idles_with_half < 2 {
+            assert!(matches!(stream.next_line(), StreamItem::Idle), "a line arrived during the pause");
+            if half.is_empty() {
+                half.clone_from(&stream.buf);
+            } else {
+                let (now, before) = (String::from_utf8_lossy(&stream.buf), String::from_utf8_lossy(&half));
+                assert_eq!(now, before, "the start of the line was lost at a read timeout");
+                idles_with_half += 1;
+            }
+            assert!(Instant::now() < deadline, "the half line never arrived");
+        }
+        server.resume_lines();
+        next_event(stream)
+    }
+
+    /// Issue 13 item 10: after a streaming list the stream keeps the short end-marker read
+    /// timeout, so a pause inside a later line times a read out; the line must still arrive
+    /// whole (the bytes before the pause were dropped, and the rest decoded as garbage).
+    #[test]
+    fn a_line_paused_past_the_read_timeout_after_a_streaming_list_arrives_whole() {
+        let server = FakeApiServer::builder().bookmark_interval(Duration::from_secs(3600)).start();
+        server.create(&pod("a")).unwrap();
+        // ADDED a, then the end marker, then the line to pause in.
+        server.push_fault(Match::Watch, Fault::PauseInLine { after: 2 });
+        let api: Api<Pod> = Api::all(Client::from_url(&server.url()).unwrap());
+        let http = Http::new(Arc::clone(&api.client.conn));
+        let params = WatchParams {
+            timeout: Duration::from_secs(600),
+            bookmarks: true,
+            send_initial_events: true,
+            ..WatchParams::default()
+        };
+        let mut stream = http.watch(&api, &params, Duration::from_millis(100), 1 << 20).unwrap();
+        assert_eq!(next_event(&mut stream)["type"], "ADDED");
+        let marker = next_event(&mut stream);
+        assert_eq!(marker["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true");
+        server.create(&pod("b")).unwrap();
+        let event = read_through_a_pause(&server, &mut stream);
+        assert_eq!(event["type"], "ADDED");
+        assert_eq!(event["object"]["metadata"]["name"], "b");
+        // The stream goes on.
+        server.create(&pod("c")).unwrap();
+        assert_eq!(next_event(&mut stream)["object"]["metadata"]["name"], "c");
+    }
+
+    /// The same over TLS: a read timeout inside a TLS record leaves the session usable.
+    #[test]
+    fn a_line_paused_past_the_read_timeout_over_tls_arrives_whole() {
+        let server = FakeApiServer::builder().tls(true).token("t0ken").start();
+        let rv = server.resource_version();
+        server.push_fault(Match::Watch, Fault::PauseInLine { after: 0 });
+        let client =
+            Client::from_kubeconfig_yaml(&server.kubeconfig(), &crate::auth::KubeconfigOptions::default()).unwrap();
+        let api: Api<Pod> = Api::all(client);
+        let http = Http::new(Arc::clone(&api.client.conn));
+        let params =
+            WatchParams { resource_version: Some(rv), timeout: Duration::from_secs(600), ..WatchParams::default() };
+        let mut stream = http.watch(&api, &params, Duration::from_millis(100), 1 << 20).unwrap();
+        server.create(&pod("a")).unwrap();
+        let event = read_through_a_pause(&server, &mut stream);
+        assert_eq!(event["type"], "ADDED");
+        assert_eq!(event["object"]["metadata"]["name"], "a");
     }
 }

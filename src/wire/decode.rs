@@ -338,9 +338,12 @@ pub(crate) enum Line {
     TooLong,
 }
 
-/// Reads up to and excluding the next `\n` into `out` (cleared first), holding at most `max` bytes.
+/// Reads up to and excluding the next `\n`, appending to `out`, which holds at most `max` bytes.
+///
+/// `out` is not cleared: the caller clears it once it has used a complete line. After an error
+/// (a read timeout in the middle of a line) `out` keeps the bytes already read, and the next
+/// call goes on with the same line.
 pub(crate) fn read_line(r: &mut impl BufRead, out: &mut Vec<u8>, max: usize) -> io::Result<Line> {
-    out.clear();
     loop {
         let available = match r.fill_buf() {
             Ok(b) => b,
@@ -1049,6 +1052,7 @@ mod tests {
         let mut buf = Vec::new();
         assert_eq!(read_line(&mut r, &mut buf, 10).unwrap(), Line::Complete);
         assert_eq!(buf, b"short");
+        buf.clear();
         assert_eq!(read_line(&mut r, &mut buf, 10).unwrap(), Line::TooLong);
         assert_eq!(buf.len(), 10);
     }
@@ -1058,7 +1062,83 @@ mod tests {
         let mut r = io::BufReader::new(&b"a\nb"[..]);
         let mut buf = Vec::new();
         assert_eq!(read_line(&mut r, &mut buf, 10).unwrap(), Line::Complete);
+        buf.clear();
         assert_eq!(read_line(&mut r, &mut buf, 10).unwrap(), Line::End);
         assert_eq!(buf, b"b");
+    }
+
+    /// Issue 13 item 10: a read timeout inside a line kept only the bytes after it.
+    #[test]
+    fn a_line_resumed_after_a_read_timeout_is_whole() {
+        /// Hands out its parts one read at a time; an empty part is a timeout of that kind.
+        struct Pausing(std::collections::VecDeque<(&'static [u8], io::ErrorKind)>);
+        impl Read for Pausing {
+            fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+                match self.0.pop_front() {
+                    None => Ok(0),
+                    Some((b"", kind)) => Err(kind.into()),
+                    Some((part, _)) => {
+                        out[..part.len()].copy_from_slice(part);
+                        Ok(part.len())
+                    }
+                }
+            }
+        }
+        let ok = io::ErrorKind::Other;
+        let parts = [
+            (&br#"{"type":"ADD"#[..], ok),
+            (b"", io::ErrorKind::TimedOut),
+            (br#"ED","object":{}}"#, ok),
+            (b"", io::ErrorKind::WouldBlock),
+            (b"\nnext", ok),
+            (b"", io::ErrorKind::TimedOut),
+            (b"", io::ErrorKind::TimedOut),
+            (b" line\n", ok),
+        ];
+        let mut r = io::BufReader::with_capacity(64, Pausing(parts.into()));
+        let mut buf = Vec::new();
+        let mut lines = Vec::new();
+        let mut timeouts = 0;
+        loop {
+            match read_line(&mut r, &mut buf, 100) {
+                Ok(Line::Complete) => {
+                    lines.push(String::from_utf8(buf.clone()).unwrap());
+                    buf.clear();
+                }
+                Ok(Line::End) => break,
+                Ok(Line::TooLong) => panic!("too long"),
+                Err(e) => {
+                    assert!(matches!(e.kind(), io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock), "{e}");
+                    timeouts += 1;
+                }
+            }
+        }
+        assert_eq!(timeouts, 4);
+        assert_eq!(lines, [r#"{"type":"ADDED","object":{}}"#, "next line"]);
+        assert!(buf.is_empty());
+    }
+
+    #[test]
+    fn a_resumed_line_is_bounded_as_a_whole() {
+        struct Pausing(Vec<&'static [u8]>);
+        impl Read for Pausing {
+            fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+                match self.0.pop() {
+                    None => Ok(0),
+                    Some(b"") => Err(io::ErrorKind::TimedOut.into()),
+                    Some(part) => {
+                        out[..part.len()].copy_from_slice(part);
+                        Ok(part.len())
+                    }
+                }
+            }
+        }
+        // Read from the back: six bytes, a timeout, six more; the limit is ten.
+        let mut r = io::BufReader::new(Pausing(vec![b"ghijkl\n", b"", b"abcdef"]));
+        let mut buf = Vec::new();
+        assert!(read_line(&mut r, &mut buf, 10).is_err());
+        assert_eq!(buf, b"abcdef");
+        assert_eq!(read_line(&mut r, &mut buf, 10).unwrap(), Line::TooLong);
+        assert_eq!(buf, b"abcdefghij");
     }
 }
