@@ -1,0 +1,369 @@
+//! Bytes → list items, watch events and `Status` errors; names the bad line and its first bytes.
+//!
+//! Lists are decoded as they stream in: a small scanner walks the top-level object and hands each
+//! element of `items` to the caller as a byte slice, so at most one item (plus one read buffer) is
+//! held, whatever the page size. Watch lines are split on `\n` with a bounded length, the envelope
+//! is parsed with the object kept as a raw slice, and the object is decoded by event type.
+
+mod line;
+mod list;
+mod object;
+mod status;
+mod watch;
+
+pub(crate) use line::{Line, read_line};
+pub(crate) use list::{Item, ListError, ListMeta, list};
+pub(crate) use object::{Scratch, compact, decode_error, item, object};
+pub(crate) use status::http_error;
+pub(crate) use watch::{Change, Identity, WatchEvent, identity, watch_event};
+
+#[cfg(test)]
+mod tests {
+    use super::status::StatusBody;
+    use super::watch::{watch_event_json, watch_event_plain};
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use std::io::{self, Read};
+    use std::time::Duration;
+
+    /// Decodes with the build's decoder, and checks the serde_json-only path agrees.
+    fn ev(line: &[u8]) -> Result<WatchEvent<ConfigMap>, String> {
+        let plain = watch_event_plain::<ConfigMap>(line, false).map(|_| ());
+        let got = watch_event(line, false, &mut Scratch::default()).map(|(e, _)| e);
+        assert_eq!(plain.is_ok(), got.is_ok(), "serde_json and the build's decoder disagree");
+        got
+    }
+
+    #[test]
+    fn raw_object_bytes_are_kept_on_request() {
+        let line = br#"{"type":"ADDED","object":{"metadata":{"name":"a"}}}"#;
+        let (e, raw) = watch_event::<ConfigMap>(line, true, &mut Scratch::default()).unwrap();
+        assert!(matches!(e, WatchEvent::Added(_)));
+        assert_eq!(raw, Some(&br#"{"metadata":{"name":"a"}}"#[..]));
+    }
+
+    fn names(body: &[u8], max_item: usize) -> Result<(Vec<String>, ListMeta), String> {
+        let mut out = Vec::new();
+        let meta = list(body, max_item, |item| -> Result<(), String> {
+            let cm: ConfigMap = serde_json::from_slice(item.bytes).map_err(|e| e.to_string())?;
+            out.push(cm.metadata.name.unwrap_or_default());
+            Ok(())
+        })
+        .map_err(|e| format!("{e:?}"))?;
+        Ok((out, meta))
+    }
+
+    #[test]
+    fn list_items_and_metadata_are_read_in_any_order() {
+        let body = br#"{"kind":"ConfigMapList","apiVersion":"v1","items":[
+            {"metadata":{"name":"a","resourceVersion":"3"},"data":{"k":"}]\"{"}},
+            {"metadata":{"name":"b"}}],
+            "metadata":{"resourceVersion":"50","continue":"tok","remainingItemCount":3}}"#;
+        let (n, meta) = names(body, 1 << 20).unwrap();
+        assert_eq!(n, ["a", "b"]);
+        assert_eq!(meta.resource_version.as_deref(), Some("50"));
+        assert_eq!(meta.continue_token.as_deref(), Some("tok"));
+    }
+
+    #[test]
+    fn empty_and_null_items_are_accepted() {
+        assert!(names(br#"{"metadata":{"resourceVersion":"1","continue":""},"items":[]}"#, 100).unwrap().0.is_empty());
+        let (n, meta) = names(br#"{"items":null,"metadata":{"resourceVersion":"1"}}"#, 100).unwrap();
+        assert!(n.is_empty());
+        assert_eq!(meta.continue_token, None);
+        assert!(names(br#"{"metadata":{"resourceVersion":"1"}}"#, 100).unwrap().0.is_empty());
+    }
+
+    #[test]
+    fn a_truncated_list_is_an_io_error_not_a_partial_list() {
+        let err = names(br#"{"metadata":{"resourceVersion":"1"},"items":[{"metadata":{"name":"a"}},{"meta"#, 100)
+            .unwrap_err();
+        assert!(err.contains("UnexpectedEof"), "{err}");
+    }
+
+    #[test]
+    fn an_oversized_item_is_refused() {
+        let big = format!(r#"{{"items":[{{"metadata":{{"name":"{}"}}}}]}}"#, "x".repeat(200_000));
+        let err = names(big.as_bytes(), 1000).unwrap_err();
+        assert!(err.contains("larger than 1000 bytes"), "{err}");
+        // Also when the whole item arrived in one read (it used to pass then).
+        let small = format!(r#"{{"items":[{{"metadata":{{"name":"{}"}}}}]}}"#, "x".repeat(2000));
+        let err = names(small.as_bytes(), 1000).unwrap_err();
+        assert!(err.contains("larger than 1000 bytes"), "{err}");
+    }
+
+    #[test]
+    fn html_is_malformed_with_a_snippet() {
+        let err = names(b"<html>bad gateway</html>", 100).unwrap_err();
+        assert!(err.contains("<html>"), "{err}");
+    }
+
+    #[test]
+    fn items_split_across_reads_are_reassembled() {
+        struct Trickle<'a>(&'a [u8]);
+        impl Read for Trickle<'_> {
+            fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+                let n = self.0.len().min(3).min(out.len());
+                out[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        let body =
+            br#"{"items":[{"metadata":{"name":"a\"b"}},{"metadata":{"name":"c"}}],"metadata":{"resourceVersion":"9"}}"#;
+        let mut got = Vec::new();
+        list(Trickle(body), 1000, |item| -> Result<(), ()> {
+            got.push(serde_json::from_slice::<ConfigMap>(item.bytes).unwrap().metadata.name.unwrap());
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(got, ["a\"b", "c"]);
+    }
+
+    #[test]
+    fn watch_lines_decode_by_type() {
+        let e: WatchEvent<ConfigMap> =
+            ev(br#"{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","resourceVersion":"5"}}}"#).unwrap();
+        assert!(matches!(e, WatchEvent::Added(cm) if cm.metadata.name.as_deref() == Some("a")));
+        let b: WatchEvent<ConfigMap> = ev(
+            br#"{"type":"BOOKMARK","object":{"kind":"Pod","metadata":{"resourceVersion":"77","creationTimestamp":null,"annotations":{"k8s.io/initial-events-end":"true"}},"spec":{"containers":null},"status":{}}}"#,
+        )
+        .unwrap();
+        assert!(
+            matches!(b, WatchEvent::Bookmark { ref resource_version, initial_events_end: true } if resource_version == "77")
+        );
+    }
+
+    #[test]
+    fn error_events_become_api_errors() {
+        let e: WatchEvent<ConfigMap> = ev(
+            br#"{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 1 (5)","reason":"Expired","code":410}}"#,
+        )
+        .unwrap();
+        let WatchEvent::Error(status) = e else { panic!("not an error") };
+        let api = status.into_api_error("watch configmaps");
+        assert_eq!(api.code, 410);
+        assert!(api.in_stream);
+        assert_eq!(api.reason, "Expired");
+    }
+
+    #[test]
+    fn an_object_before_its_type_is_still_decoded() {
+        let e: WatchEvent<ConfigMap> =
+            ev(br#"{"object":{"metadata":{"name":"a","resourceVersion":"5"}},"type":"DELETED"}"#).unwrap();
+        assert!(matches!(e, WatchEvent::Deleted(cm) if cm.metadata.name.as_deref() == Some("a")));
+    }
+
+    #[test]
+    fn an_object_that_is_not_a_k_is_undecodable_with_its_identity() {
+        let line = br#"{"type":"MODIFIED","object":{"metadata":{"name":"a","namespace":"n","uid":"u1","resourceVersion":"5"},"data":{"k":5}}}"#;
+        for keep_raw in [false, true] {
+            let (event, _) = watch_event::<ConfigMap>(line, keep_raw, &mut Scratch::default()).unwrap();
+            let WatchEvent::Undecodable { kind, id, message } = event else { panic!("{event:?}") };
+            assert_eq!(kind, Change::Modified);
+            assert_eq!(id.name.as_deref(), Some("a"));
+            assert_eq!(id.namespace.as_deref(), Some("n"));
+            assert_eq!(id.uid.as_deref(), Some("u1"));
+            assert_eq!(id.resource_version.as_deref(), Some("5"));
+            assert!(message.starts_with("MODIFIED object: invalid type"), "{message}");
+        }
+        assert!(matches!(ev(line), Ok(WatchEvent::Undecodable { .. })));
+        // Without a name it cannot be told apart from garbage: the line is an error.
+        assert!(ev(br#"{"type":"ADDED","object":{"metadata":{"namespace":"n"},"data":{"k":5}}}"#).is_err());
+        // A broken line stays a broken line, and so do bad bookmarks and errors.
+        assert!(ev(br#"{"type":"ADDED","object":{"metadata":{"name":"a"},"data":{"k":5}"#).is_err());
+        assert!(ev(br#"{"type":"BOOKMARK","object":{"metadata":{"name":"a","resourceVersion":7}}}"#).is_err());
+    }
+
+    #[test]
+    fn a_bad_object_names_its_event_type() {
+        let err = watch_event::<ConfigMap>(
+            br#"{"type":"MODIFIED","object":{"metadata":{"name":7}}}"#,
+            false,
+            &mut Scratch::default(),
+        )
+        .map(|e| e.0)
+        .unwrap_err();
+        assert!(err.starts_with("MODIFIED object: invalid type"), "{err}");
+    }
+
+    #[test]
+    fn trailing_garbage_and_missing_fields_are_errors() {
+        assert!(
+            watch_event::<ConfigMap>(br#"{"type":"ADDED","object":{}} x"#, false, &mut Scratch::default())
+                .map(|e| e.0)
+                .is_err()
+        );
+        assert!(
+            watch_event::<ConfigMap>(br#"{"type":"ADDED"}"#, false, &mut Scratch::default())
+                .map(|e| e.0)
+                .unwrap_err()
+                .contains("without \"object\"")
+        );
+        assert!(
+            watch_event::<ConfigMap>(br#"{"object":{}}"#, false, &mut Scratch::default())
+                .map(|e| e.0)
+                .unwrap_err()
+                .contains("without \"type\"")
+        );
+        assert!(watch_event::<ConfigMap>(b"<html>", false, &mut Scratch::default()).map(|e| e.0).is_err());
+    }
+
+    #[test]
+    fn a_syntax_error_inside_the_object_fails_the_line_in_both_paths() {
+        let line = br#"{"type":"DELETED","object":{"metadata":{"name":"a","reso","object":{"metadata":{"name":"a"}}}"#;
+        for keep_raw in [false, true] {
+            assert!(watch_event::<ConfigMap>(line, keep_raw, &mut Scratch::default()).is_err(), "keep_raw={keep_raw}");
+            assert!(watch_event_json::<ConfigMap>(line, keep_raw).is_err(), "keep_raw={keep_raw}");
+        }
+        let twice = br#"{"type":"ADDED","object":{},"object":{}}"#;
+        assert!(watch_event::<ConfigMap>(twice, false, &mut Scratch::default()).is_err());
+    }
+
+    #[test]
+    fn a_raw_control_byte_between_tokens_is_rejected_by_every_decoder() {
+        let line = b"{\"type\":\"ERROR\",\"object\":{\"code\":4\x0810,\"reason\":\"Expired\"}}";
+        assert!(watch_event::<ConfigMap>(line, false, &mut Scratch::default()).is_err());
+        assert!(watch_event_json::<ConfigMap>(line, false).is_err());
+        assert!(object::<StatusBody>(br#"{"code":4"#, &mut Scratch::default()).is_err());
+        assert!(object::<StatusBody>(b"{\"code\":4\x0810}", &mut Scratch::default()).is_err());
+    }
+
+    #[test]
+    fn unknown_event_types_are_errors() {
+        let err = watch_event::<ConfigMap>(br#"{"type":"WEIRD","object":{}}"#, false, &mut Scratch::default())
+            .map(|e| e.0)
+            .unwrap_err();
+        assert!(err.contains("unknown watch event type"), "{err}");
+    }
+
+    #[test]
+    fn too_large_resource_version_is_detected_in_all_three_forms() {
+        let modern = br#"{"code":504,"reason":"Timeout","message":"Timeout: Too large resource version: 9, current: 5","details":{"causes":[{"reason":"ResourceVersionTooLarge","message":"Too large resource version"}],"retryAfterSeconds":1}}"#;
+        let middle = br#"{"code":504,"details":{"causes":[{"message":"Too large resource version"}]}}"#;
+        let old = br#"{"code":504,"message":"Too large resource version: 9, current: 5"}"#;
+        for body in [&modern[..], middle, old] {
+            let e = http_error("list pods", 504, body, None);
+            assert!(e.too_large_resource_version, "{}", String::from_utf8_lossy(body));
+        }
+        let modern = http_error("list pods", 504, modern, None);
+        assert_eq!(modern.retry_after, Some(Duration::from_secs(1)));
+    }
+
+    #[test]
+    fn plain_text_errors_keep_status_and_quote_the_body() {
+        let e = http_error(
+            "watch pods",
+            429,
+            b"Too many requests, please try again later.\n",
+            Some(Duration::from_secs(3)),
+        );
+        assert_eq!(e.code, 429);
+        assert_eq!(e.reason, "TooManyRequests");
+        assert_eq!(e.message, "Too many requests, please try again later.");
+        assert_eq!(e.retry_after, Some(Duration::from_secs(3)));
+    }
+
+    #[test]
+    fn status_without_kind_is_still_a_status() {
+        let e = http_error("list pods", 504, br#"{"metadata":{},"status":"Failure","message":"Timeout: request did not complete within 60s","reason":"Timeout","code":504}"#, None);
+        assert_eq!(e.message, "Timeout: request did not complete within 60s");
+    }
+
+    #[test]
+    fn lines_are_bounded() {
+        let data = b"short\nthis line is far too long\nnext\n";
+        let mut r = io::BufReader::with_capacity(4, &data[..]);
+        let mut buf = Vec::new();
+        assert_eq!(read_line(&mut r, &mut buf, 10).unwrap(), Line::Complete);
+        assert_eq!(buf, b"short");
+        buf.clear();
+        assert_eq!(read_line(&mut r, &mut buf, 10).unwrap(), Line::TooLong);
+        assert_eq!(buf.len(), 10);
+    }
+
+    #[test]
+    fn a_last_line_without_newline_is_returned_at_end() {
+        let mut r = io::BufReader::new(&b"a\nb"[..]);
+        let mut buf = Vec::new();
+        assert_eq!(read_line(&mut r, &mut buf, 10).unwrap(), Line::Complete);
+        buf.clear();
+        assert_eq!(read_line(&mut r, &mut buf, 10).unwrap(), Line::End);
+        assert_eq!(buf, b"b");
+    }
+
+    /// Issue 13 item 10: a read timeout inside a line kept only the bytes after it.
+    #[test]
+    fn a_line_resumed_after_a_read_timeout_is_whole() {
+        /// Hands out its parts one read at a time; an empty part is a timeout of that kind.
+        struct Pausing(std::collections::VecDeque<(&'static [u8], io::ErrorKind)>);
+        impl Read for Pausing {
+            fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+                match self.0.pop_front() {
+                    None => Ok(0),
+                    Some((b"", kind)) => Err(kind.into()),
+                    Some((part, _)) => {
+                        out[..part.len()].copy_from_slice(part);
+                        Ok(part.len())
+                    }
+                }
+            }
+        }
+        let ok = io::ErrorKind::Other;
+        let parts = [
+            (&br#"{"type":"ADD"#[..], ok),
+            (b"", io::ErrorKind::TimedOut),
+            (br#"ED","object":{}}"#, ok),
+            (b"", io::ErrorKind::WouldBlock),
+            (b"\nnext", ok),
+            (b"", io::ErrorKind::TimedOut),
+            (b"", io::ErrorKind::TimedOut),
+            (b" line\n", ok),
+        ];
+        let mut r = io::BufReader::with_capacity(64, Pausing(parts.into()));
+        let mut buf = Vec::new();
+        let mut lines = Vec::new();
+        let mut timeouts = 0;
+        loop {
+            match read_line(&mut r, &mut buf, 100) {
+                Ok(Line::Complete) => {
+                    lines.push(String::from_utf8(buf.clone()).unwrap());
+                    buf.clear();
+                }
+                Ok(Line::End) => break,
+                Ok(Line::TooLong) => panic!("too long"),
+                Err(e) => {
+                    assert!(matches!(e.kind(), io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock), "{e}");
+                    timeouts += 1;
+                }
+            }
+        }
+        assert_eq!(timeouts, 4);
+        assert_eq!(lines, [r#"{"type":"ADDED","object":{}}"#, "next line"]);
+        assert!(buf.is_empty());
+    }
+
+    #[test]
+    fn a_resumed_line_is_bounded_as_a_whole() {
+        struct Pausing(Vec<&'static [u8]>);
+        impl Read for Pausing {
+            fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+                match self.0.pop() {
+                    None => Ok(0),
+                    Some(b"") => Err(io::ErrorKind::TimedOut.into()),
+                    Some(part) => {
+                        out[..part.len()].copy_from_slice(part);
+                        Ok(part.len())
+                    }
+                }
+            }
+        }
+        // Read from the back: six bytes, a timeout, six more; the limit is ten.
+        let mut r = io::BufReader::new(Pausing(vec![b"ghijkl\n", b"", b"abcdef"]));
+        let mut buf = Vec::new();
+        assert!(read_line(&mut r, &mut buf, 10).is_err());
+        assert_eq!(buf, b"abcdef");
+        assert_eq!(read_line(&mut r, &mut buf, 10).unwrap(), Line::TooLong);
+        assert_eq!(buf, b"abcdefghij");
+    }
+}
