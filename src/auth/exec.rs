@@ -4,7 +4,7 @@
 use std::fmt;
 use std::io::{self, Read};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -203,40 +203,36 @@ impl ExecPlugin {
             }
             self.error(message)
         })?;
-        let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(2);
-        let stdout = child.stdout.take();
-        let stderr = child.stderr.take();
-        let tx = done_tx.clone();
-        let out_reader = thread::Builder::new()
-            .name("kw-exec-stdout".into())
-            .spawn(move || {
-                let r = stdout.map(|s| read_capped(s, MAX_STDOUT));
-                let _ = tx.send(());
-                r
-            })
-            .map_err(|e| self.error(format!("cannot start a thread: {e}")))?;
-        let err_reader = thread::Builder::new()
-            .name("kw-exec-stderr".into())
-            .spawn(move || {
-                let r = stderr.map(|s| read_capped(s, MAX_STDERR));
-                let _ = done_tx.send(());
-                r
-            })
-            .map_err(|e| self.error(format!("cannot start a thread: {e}")))?;
-
-        let deadline = Instant::now() + c.timeout;
-        let mut timed_out = false;
-        for _ in 0..2 {
-            if done_rx.recv_deadline(deadline).is_err() {
-                timed_out = true;
-                // Killing the child closes its pipes, which ends both readers.
-                let _ = child.kill();
-                break;
-            }
+        // Nothing here waits past the deadline: a child the plugin left behind holding our
+        // pipes used to keep the readers (and so this call, the plugin lock and every watcher
+        // sharing the client) waiting for it.
+        let (out_tx, out_rx) = crossbeam_channel::bounded(1);
+        let (err_tx, err_rx) = crossbeam_channel::bounded(1);
+        for (name, pipe, cap, tx) in [
+            ("kw-exec-stdout", child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>), MAX_STDOUT, out_tx),
+            ("kw-exec-stderr", child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>), MAX_STDERR, err_tx),
+        ] {
+            // Detached: at the deadline nobody waits for them any more; they end with the pipe.
+            thread::Builder::new()
+                .name(name.into())
+                .spawn(move || {
+                    let _ = tx.send(pipe.map(|p| read_capped(p, cap)));
+                })
+                .map_err(|e| self.error(format!("cannot start a thread: {e}")))?;
         }
-        let status = child.wait();
-        let stdout = out_reader.join().ok().flatten();
-        let stderr = err_reader.join().ok().flatten();
+        let deadline = Instant::now().checked_add(c.timeout).unwrap_or_else(far_future);
+        let stdout = out_rx.recv_deadline(deadline).ok();
+        let stderr = err_rx.recv_deadline(deadline).ok();
+        // Both pipes closed; the plugin itself may still run (it closed them and went on).
+        let status = match (&stdout, &stderr) {
+            (Some(_), Some(_)) => wait_until(&mut child, deadline),
+            _ => None,
+        };
+        if status.is_none() {
+            kill(&mut child);
+        }
+        let stdout = stdout.flatten();
+        let stderr = stderr.flatten();
         let stderr_text = match &stderr {
             Some(Ok((bytes, _))) => quote(bytes),
             _ => String::new(),
@@ -247,9 +243,9 @@ impl ExecPlugin {
         let with_stderr = |m: String| {
             if stderr_text.is_empty() { m } else { format!("{m}; stderr: \"{stderr_text}\"") }
         };
-        if timed_out {
+        let Some(status) = status else {
             return Err(self.error(with_stderr(format!("did not finish within {:?}; killed", c.timeout))));
-        }
+        };
         let status = status.map_err(|e| self.error(format!("cannot wait for the plugin: {e}")))?;
         if !status.success() {
             return Err(self.error(with_stderr(format!("failed: {status}"))));
@@ -346,6 +342,30 @@ fn read_capped(mut r: impl Read, cap: u64) -> io::Result<(Vec<u8>, bool)> {
     Ok((buf, more > 0))
 }
 
+/// A deadline that never comes (a timeout too large to add to now).
+fn far_future() -> Instant {
+    Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600)
+}
+
+/// Waits for `child` to exit, until `deadline`; `None` when it has not by then.
+fn wait_until(child: &mut Child, deadline: Instant) -> Option<io::Result<ExitStatus>> {
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Some(Ok(status)),
+            Ok(None) if Instant::now() >= deadline => return None,
+            Ok(None) => thread::sleep(Duration::from_millis(5)),
+            Err(e) => return Some(Err(e)),
+        }
+    }
+}
+
+/// Kills the plugin and reaps it. A child it started may live on (holding our pipes until it
+/// ends); the readers are detached, so nothing waits for it.
+fn kill(child: &mut Child) {
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 /// The first bytes of stderr, escaped, for an error message.
 fn quote(bytes: &[u8]) -> String {
     let text = String::from_utf8_lossy(&bytes[..bytes.len().min(STDERR_QUOTE)]);
@@ -413,5 +433,56 @@ mod tests {
     fn plugin_debug_hides_env_values() {
         let p = plugin(ApiVersion::V1);
         assert!(!format!("{p:?}").contains("env-s3cret"));
+    }
+
+    /// A plugin run through `sh -c`, with a timeout.
+    #[cfg(unix)]
+    fn script(script: &str, timeout: Duration) -> ExecPlugin {
+        ExecPlugin::new(ExecConfig {
+            source_name: "exec plugin test".into(),
+            command: "sh".into(),
+            args: vec!["-c".into(), script.into()],
+            env: vec![],
+            api_version: ApiVersion::V1,
+            interactive: InteractiveMode::Never,
+            install_hint: None,
+            cluster: None,
+            timeout,
+        })
+    }
+
+    /// Issue 13 item 8: a plugin that leaves a child holding its stdout used to keep the call
+    /// waiting for that child (15 s with a 1 s timeout), holding the plugin lock meanwhile.
+    #[cfg(unix)]
+    #[test]
+    fn a_plugin_whose_child_holds_stdout_is_killed_at_the_timeout() {
+        let p = script("sleep 30 & sleep 30", Duration::from_secs(1));
+        let started = Instant::now();
+        let e = p.run().unwrap_err().to_string();
+        assert!(e.contains("did not finish within 1s; killed"), "{e}");
+        assert!(started.elapsed() < Duration::from_secs(20), "took {:?}", started.elapsed());
+    }
+
+    /// The same when the plugin itself exits at once but its child keeps stdout open.
+    #[cfg(unix)]
+    #[test]
+    fn a_plugin_that_exits_but_leaves_stdout_open_is_cut_at_the_timeout() {
+        let p = script("sleep 30 & exit 0", Duration::from_secs(1));
+        let started = Instant::now();
+        let e = p.run().unwrap_err().to_string();
+        assert!(e.contains("killed"), "{e}");
+        assert!(started.elapsed() < Duration::from_secs(20), "took {:?}", started.elapsed());
+    }
+
+    /// A background child that does not hold the pipes does not delay a good answer.
+    #[cfg(unix)]
+    #[test]
+    fn a_plugin_with_a_detached_child_answers_normally() {
+        let ok = r#"{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"t"}}"#;
+        let p = script(&format!("sleep 30 >/dev/null 2>&1 & echo '{ok}'"), Duration::from_secs(20));
+        let started = Instant::now();
+        let c = p.run().unwrap();
+        assert_eq!(c.token.unwrap().expose(), "t");
+        assert!(started.elapsed() < Duration::from_secs(15), "took {:?}", started.elapsed());
     }
 }
