@@ -15,7 +15,7 @@ use super::Secret;
 use crate::error::{Error, Result};
 
 /// How long a plugin may run before it is killed. client-go sets none; 60 s leaves room for a
-/// slow cloud CLI (auth.md §6.2 suggests a generous, non-interactive bound).
+/// slow cloud CLI (docs/auth.md §6.2 suggests a generous, non-interactive bound).
 pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// Cap on a plugin's stdout: an `ExecCredential` is a few KiB.
 const MAX_STDOUT: u64 = 1 << 20;
@@ -24,10 +24,10 @@ const MAX_STDERR: u64 = 4096;
 /// How many bytes of stderr an error message quotes.
 const STDERR_QUOTE: usize = 512;
 /// Refresh this long before `expirationTimestamp`, so a credential never expires in flight
-/// (client-go uses no margin; auth.md §6.5 recommends about 30 s).
+/// (client-go uses no margin; docs/auth.md §6.5 recommends about 30 s).
 const EXPIRY_MARGIN: Duration = Duration::from_secs(30);
 /// A failed run is reported again for this long instead of re-running the plugin on every
-/// request (client-go re-runs it each time; auth.md §6.5).
+/// request (client-go re-runs it each time; docs/auth.md §6.5).
 const FAILURE_CACHE: Duration = Duration::from_secs(5);
 
 /// The `ExecCredential` API version the plugin speaks.
@@ -91,7 +91,7 @@ impl fmt::Debug for ExecConfig {
 pub(crate) struct ExecPlugin {
     config: ExecConfig,
     /// Held while the plugin runs: one execution at a time, and requests that arrive meanwhile
-    /// wait for it and use its result (auth.md §6.2). Only this lock is held across the run.
+    /// wait for it and use its result (docs/auth.md §6.2). Only this lock is held across the run.
     running: Mutex<()>,
     state: Mutex<State>,
 }
@@ -261,7 +261,7 @@ impl ExecPlugin {
         self.parse(&bytes).map_err(|m| self.error(with_stderr(m)))
     }
 
-    /// Validates the plugin's `ExecCredential` (auth.md §6.3). Messages never quote the output,
+    /// Validates the plugin's `ExecCredential` (docs/auth.md §6.3). Messages never quote the output,
     /// which holds the token.
     fn parse(&self, bytes: &[u8]) -> std::result::Result<Credential, String> {
         let out: ExecCredentialOut = serde_json::from_slice(bytes).map_err(|e| {

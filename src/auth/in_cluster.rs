@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::{Connection, Credentials, Env, TlsSettings, TokenFile, proxy, tls};
 use crate::error::Error;
 
-/// Where the kubelet mounts the service account (auth.md §8.2).
+/// Where the kubelet mounts the service account (docs/auth.md §8.2).
 pub(crate) const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 
 /// Why the in-cluster configuration is not used.
@@ -18,7 +18,7 @@ pub(crate) enum InClusterError {
     Broken(Error),
 }
 
-/// Whether the in-cluster environment is present (auth.md §8.1): both variables set and the
+/// Whether the in-cluster environment is present (docs/auth.md §8.1): both variables set and the
 /// token file a regular file.
 pub(crate) fn detected(env: &Env) -> Result<(String, String), String> {
     let host = env.var("KUBERNETES_SERVICE_HOST").ok_or("KUBERNETES_SERVICE_HOST unset")?;
@@ -31,7 +31,7 @@ pub(crate) fn detected(env: &Env) -> Result<(String, String), String> {
 }
 
 /// The pod's namespace: `$POD_NAMESPACE`, else the service account's `namespace` file, when the
-/// in-cluster environment is present (auth.md §9 rule 3).
+/// in-cluster environment is present (docs/auth.md §9 rule 3).
 pub(crate) fn namespace(env: &Env) -> Option<String> {
     detected(env).ok()?;
     if let Some(ns) = env.var("POD_NAMESPACE") {
@@ -69,7 +69,7 @@ pub(crate) fn connection(env: &Env) -> Result<Connection, InClusterError> {
 }
 
 fn read_ca(path: &Path) -> Result<Vec<ureq::tls::Certificate<'static>>, String> {
-    // client-go only logs a missing ca.crt and falls back to system roots; we fail (auth.md §8.2).
+    // client-go only logs a missing ca.crt and falls back to system roots; we fail (docs/auth.md §8.2).
     let pem = super::read_file(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     tls::parse_ca_bundle(&pem).map_err(|e| format!("{}: {e}", path.display()))
 }

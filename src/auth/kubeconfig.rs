@@ -474,7 +474,7 @@ fn cluster_connection(entry: &Entry<RawCluster>, env: &Env) -> Result<Connection
     Ok(conn)
 }
 
-/// `spec.cluster` for exec plugins with `provideClusterInfo` (auth.md §6.4).
+/// `spec.cluster` for exec plugins with `provideClusterInfo` (docs/auth.md §6.4).
 fn cluster_info(entry: &Entry<RawCluster>, conn: &Connection) -> Result<serde_json::Value> {
     use base64::Engine as _;
     let c = &entry.value;
@@ -509,7 +509,7 @@ fn cluster_info(entry: &Entry<RawCluster>, conn: &Connection) -> Result<serde_js
     Ok(serde_json::Value::Object(info))
 }
 
-/// Credentials, client certificate and impersonation of a user entry (auth.md §4.5 precedence).
+/// Credentials, client certificate and impersonation of a user entry (docs/auth.md §4.5 precedence).
 fn apply_user(conn: &mut Connection, entry: &Entry<RawUser>, cluster_info: serde_json::Value) -> Result<()> {
     let u = &entry.value;
     let origin = &entry.origin;
@@ -593,7 +593,7 @@ fn apply_user(conn: &mut Connection, entry: &Entry<RawUser>, cluster_info: serde
     } else if let Some(exec) = &u.exec {
         let plugin = exec_config(origin, &field("exec"), exec, cluster_info)?;
         if conn.tls.client_cert.is_some() {
-            // Static credentials win over plugins (auth.md §4.5).
+            // Static credentials win over plugins (docs/auth.md §4.5).
             log::debug!("{}: {}: not run, a client certificate is set", origin.source_name, field("exec"));
             Credentials::None
         } else {
@@ -658,7 +658,7 @@ fn exec_config(origin: &Origin, prefix: &str, e: &RawExec, cluster_info: serde_j
         }
     };
     // A command with a path separator is relative to the kubeconfig's directory; a bare name
-    // is looked up on PATH (auth.md §3.3).
+    // is looked up on PATH (docs/auth.md §3.3).
     let has_separator = command.contains('/') || (cfg!(windows) && command.contains('\\'));
     let command_path = if has_separator { origin.resolve(command) } else { PathBuf::from(command) };
     let mut env = Vec::new();

@@ -213,12 +213,12 @@ impl Connection {
     /// A new ureq agent for one watcher (or one one-shot call), configured for this server.
     ///
     /// Never sets `timeout_global`, `timeout_per_call` or `timeout_recv_body`: they would kill
-    /// healthy watches (http-notes.md §2).
+    /// healthy watches (docs/http.md §2).
     pub(crate) fn agent(&self) -> ureq::Agent {
         let mut builder = ureq::Agent::config_builder()
             .http_status_as_error(false)
             // Always explicit: ureq would otherwise pick up proxy variables for every scheme
-            // (http-notes.md §6); `self.proxy` already applies kubectl's policy.
+            // (docs/http.md §6); `self.proxy` already applies kubectl's policy.
             .proxy(self.proxy.as_ref().map(|p| p.proxy.clone()))
             .user_agent(concat!("kube-watcher/", env!("CARGO_PKG_VERSION")))
             .timeout_connect(Some(Duration::from_secs(10)))

@@ -73,7 +73,7 @@ fn certificates(pem: &[u8]) -> Result<Vec<Certificate<'static>>, String> {
 }
 
 /// Parses a client certificate chain and its key, and checks with rustls that they belong
-/// together: ureq would otherwise panic on the first connection (http-notes.md §4).
+/// together: ureq would otherwise panic on the first connection (docs/http.md §4).
 pub(crate) fn parse_client_identity(cert_pem: &[u8], key_pem: &[u8]) -> Result<ClientCert, (bool, String)> {
     let chain = certificates(cert_pem).map_err(|e| (true, e))?;
     if chain.is_empty() {
@@ -104,7 +104,7 @@ fn validate_pair(chain: &[Certificate<'static>], key: &PrivateKey<'static>) -> R
 }
 
 /// An agent whose TLS connections to the server use `server_name` for SNI and verification,
-/// while TCP (and a proxy's CONNECT) still go to the URL's host (http-notes.md §4).
+/// while TCP (and a proxy's CONNECT) still go to the URL's host (docs/http.md §4).
 pub(crate) fn agent_with_server_name(config: ureq::config::Config, server: &str, server_name: &str) -> ureq::Agent {
     let host = server.parse::<ureq::http::Uri>().ok().and_then(|u| u.host().map(str::to_owned)).unwrap_or_default();
     // Same order as ureq's DefaultConnector: SOCKS, CONNECT proxy, TCP, then TLS.

@@ -87,7 +87,7 @@ impl TokenFile {
     fn read(&self) -> Result<Secret> {
         let fail =
             |message: String| Error::Auth { source_name: self.source_name.clone().into(), message: message.into() };
-        // Always re-open the path: the kubelet swaps a symlinked directory (auth.md §8.3).
+        // Always re-open the path: the kubelet swaps a symlinked directory (docs/auth.md §8.3).
         let bytes =
             super::read_file(&self.path).map_err(|e| fail(format!("cannot read {}: {e}", self.path.display())))?;
         let text = String::from_utf8(bytes).map_err(|_| fail(format!("{} is not UTF-8", self.path.display())))?;

@@ -249,7 +249,7 @@ impl Machine {
             // (say, a continue token that always expires) must still back off.
             Input::Page { continue_token: Some(token), .. } => {
                 next.continue_token = Some(token.to_owned());
-                // Follow-up pages carry no resourceVersion (protocol.md §5.1).
+                // Follow-up pages carry no resourceVersion (docs/protocol.md §5.1).
                 next.resource_version = None;
                 next.version_match = None;
                 (State::List { next: next.clone() }, Next::List(next))
@@ -318,7 +318,7 @@ impl Machine {
                 (State::Watching { rv, events: 1, opened, last_seen: now, stall }, Next::ReadOn)
             }
             // A conforming server sends only ADDED before the marker: this one ignores
-            // sendInitialEvents (protocol.md §7.4).
+            // sendInitialEvents (docs/protocol.md §7.4).
             Input::Event(_) => fallback(self, "the server sent a non-ADDED event before the end marker", fx, resume),
             Input::Idle if now.saturating_duration_since(last_seen) >= self.config.streaming_marker_timeout => {
                 fallback(self, "no end-of-initial-events bookmark arrived in time", fx, resume)
@@ -364,7 +364,7 @@ impl Machine {
                 if !fx.is_empty() {
                     self.progress();
                 }
-                // Resume from the newest RV seen (protocol.md §2.3); an empty one keeps the old.
+                // Resume from the newest RV seen (docs/protocol.md §2.3); an empty one keeps the old.
                 let rv = if new_rv.is_empty() { rv } else { new_rv.to_owned() };
                 (State::Watching { rv, events: events + 1, opened, last_seen: now, stall }, Next::ReadOn)
             }
@@ -410,7 +410,7 @@ impl Machine {
         self.request(State::Sync { resume: None, reason: RelistReason::Error }, now, fx)
     }
 
-    /// A watch from `rv` failed: recover as [`Error::recovery`] says (protocol.md §6.9).
+    /// A watch from `rv` failed: recover as [`Error::recovery`] says (docs/protocol.md §6.9).
     fn watch_failed(&mut self, rv: String, e: Error, now: Instant, fx: &mut Vec<Effect>) -> Then {
         match e.recovery() {
             Recovery::Expired => {
@@ -489,7 +489,7 @@ impl Machine {
         };
         match resume {
             // Relist "not older than" what we had, unpaged: a paged list at an RV would be an
-            // exact (etcd) read under the legacy rules (protocol.md §3.4, client-go reflector).
+            // exact (etcd) read under the legacy rules (docs/protocol.md §3.4, client-go reflector).
             Some(rv) => ListParams { resource_version: Some(rv), ..base },
             None => ListParams {
                 limit: Some(self.config.page_size).filter(|l| *l > 0),

@@ -244,7 +244,7 @@ impl<'a, K: Watchable> IntoIterator for &'a Watcher<K> {
 
 /// Watches only the metadata of `api`'s objects: a [`Watcher`] of [`PartialObjectMetadata<K>`].
 ///
-/// Lists and watches ask for `PartialObjectMetadata` with the `Accept` header (protocol.md §8),
+/// Lists and watches ask for `PartialObjectMetadata` with the `Accept` header (docs/protocol.md §8),
 /// so spec and status never cross the wire nor reach memory: for a typical pod the store holds
 /// a fraction of the bytes. Use it when names, labels, annotations, owners or resource versions
 /// are all you need. A server that ignores the header (it is allowed to, and then sends full

@@ -301,7 +301,7 @@ impl<K> Api<K> {
     }
 
     /// The same type and namespace, listed, watched and read as metadata only
-    /// ([`PartialObjectMetadata`], requested with the `Accept` header; protocol.md §8).
+    /// ([`PartialObjectMetadata`], requested with the `Accept` header; docs/protocol.md §8).
     ///
     /// [`metadata_watcher`](crate::metadata_watcher) is `Watcher::new(api.into_metadata(), config)`;
     /// use this with [`Watcher::builder`](crate::Watcher::builder) for its other options.
@@ -465,7 +465,7 @@ impl Http {
     }
 
     /// The agent; `agent().clone().shutdown()` interrupts any blocked call on it, now and
-    /// forever (http-notes.md §3).
+    /// forever (docs/http.md §3).
     pub(crate) fn agent(&self) -> &ureq::Agent {
         &self.agent
     }
@@ -627,7 +627,7 @@ fn io_error(context: &str, e: io::Error) -> Error {
     ureq_error(context, ureq::Error::from(e))
 }
 
-/// Caps the decoded bytes of a body (gzip limits count compressed bytes; http-notes.md §1).
+/// Caps the decoded bytes of a body (gzip limits count compressed bytes; docs/http.md §1).
 struct Capped<R> {
     inner: R,
     left: u64,

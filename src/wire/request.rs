@@ -8,7 +8,7 @@ use crate::resource::ApiResource;
 /// `Accept` for full objects.
 pub(crate) const ACCEPT_JSON: &str = "application/json";
 /// `Accept` for a metadata-only list, falling back to full objects on servers without it
-/// (protocol.md §8: without the fallback such a server answers 406).
+/// (docs/protocol.md §8: without the fallback such a server answers 406).
 pub(crate) const ACCEPT_METADATA_LIST: &str =
     "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
 /// `Accept` for a metadata-only watch or get: the singular form (the list form makes a watch

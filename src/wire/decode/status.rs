@@ -32,7 +32,7 @@ pub(crate) struct StatusCause {
 }
 
 impl StatusBody {
-    /// "Too large resource version" in any of its three historical forms (protocol.md §3.4).
+    /// "Too large resource version" in any of its three historical forms (docs/protocol.md §3.4).
     fn too_large(&self) -> bool {
         const TEXT: &str = "Too large resource version";
         let causes = self.details.as_ref().map(|d| d.causes.as_slice()).unwrap_or_default();
