@@ -56,8 +56,10 @@ fn indexes_follow_apply_delete_and_a_relist_in_both_store_modes() {
         a.spec.as_mut().unwrap().node_name = Some("n2".into());
         server.replace(&a).unwrap();
         server.delete::<Pod>(Some("apps"), "b").unwrap();
-        eventually("a moves to n2 and b goes", || names(&store, "node", "n2") == ["a", "c"]);
-        assert!(names(&store, "node", "n1").is_empty(), "{label}");
+        // Both changes, in whichever order they are seen: wait for the state after both.
+        eventually("a moves to n2 and b goes", || {
+            names(&store, "node", "n2") == ["a", "c"] && names(&store, "node", "n1").is_empty()
+        });
         assert_eq!(names(&store, "namespace", "apps"), ["a"], "{label}");
 
         // An outage with a change missed: the relist rebuilds the indexes at InitDone.
