@@ -512,11 +512,41 @@ fn cluster_info(entry: &Entry<RawCluster>, conn: &Connection) -> Result<serde_js
 /// Credentials, client certificate and impersonation of a user entry (docs/auth.md §4.5 precedence).
 fn apply_user(conn: &mut Connection, entry: &Entry<RawUser>, cluster_info: serde_json::Value) -> Result<()> {
     let u = &entry.value;
-    let origin = &entry.origin;
-    let prefix = format!("users[{}].user", entry.index);
-    let field = |f: &str| format!("{prefix}.{f}");
-    let set = |v: &Option<String>| v.as_deref().is_some_and(|s| !s.is_empty());
+    let at = UserAt { origin: &entry.origin, prefix: format!("users[{}].user", entry.index) };
+    refuse_auth_provider(u, &at)?;
+    let has_token = set(&u.token) || set(&u.token_file);
+    if has_token && set(&u.username) {
+        return Err(at.origin.error(
+            &at.field("username"),
+            "more than one authentication method: token/tokenFile and username/password; keep one",
+        ));
+    }
 
+    conn.tls.client_cert = client_identity(u, &at)?;
+    conn.credentials = credentials(u, &at, conn.tls.client_cert.is_some(), cluster_info)?;
+    conn.impersonation = impersonation(u, &at)?;
+    Ok(())
+}
+
+/// Where a user entry's fields are, for errors that name them.
+struct UserAt<'a> {
+    origin: &'a Origin,
+    prefix: String,
+}
+
+impl UserAt<'_> {
+    fn field(&self, f: &str) -> String {
+        format!("{}.{f}", self.prefix)
+    }
+}
+
+fn set(v: &Option<String>) -> bool {
+    v.as_deref().is_some_and(|s| !s.is_empty())
+}
+
+/// Legacy `auth-provider` entries are refused with what to use instead.
+fn refuse_auth_provider(u: &RawUser, at: &UserAt<'_>) -> Result<()> {
+    let (origin, field) = (at.origin, |f: &str| at.field(f));
     if let Some(provider) = &u.auth_provider {
         if u.exec.is_some() {
             return Err(origin.error(&field("auth-provider"), "set together with exec; keep only exec"));
@@ -534,23 +564,20 @@ fn apply_user(conn: &mut Connection, entry: &Entry<RawUser>, cluster_info: serde
         };
         return Err(origin.error(&field("auth-provider"), format!("auth-provider {name:?} is not supported; {advice}")));
     }
-    let has_token = set(&u.token) || set(&u.token_file);
-    if has_token && set(&u.username) {
-        return Err(origin.error(
-            &field("username"),
-            "more than one authentication method: token/tokenFile and username/password; keep one",
-        ));
-    }
+    Ok(())
+}
 
-    // Client certificate: both halves, from file or data, checked to match now.
+/// The client certificate: both halves, from file or data, checked to match now.
+fn client_identity(u: &RawUser, at: &UserAt<'_>) -> Result<Option<ureq::tls::ClientCert>> {
+    let (origin, prefix, field) = (at.origin, at.prefix.as_str(), |f: &str| at.field(f));
     let cert = pem_source(
         origin,
-        &prefix,
+        prefix,
         "client-certificate",
         u.client_certificate.as_deref(),
         u.client_certificate_data.as_deref(),
     )?;
-    let key = pem_source(origin, &prefix, "client-key", u.client_key.as_deref(), u.client_key_data.as_deref())?;
+    let key = pem_source(origin, prefix, "client-key", u.client_key.as_deref(), u.client_key_data.as_deref())?;
     let which = |data: &Option<String>, name: &str| {
         if set(data) { format!("{name}-data") } else { name.to_owned() }
     };
@@ -564,13 +591,22 @@ fn apply_user(conn: &mut Connection, entry: &Entry<RawUser>, cluster_info: serde
                 };
                 origin.error(&field(&f), m)
             })?;
-            conn.tls.client_cert = Some(identity);
+            Ok(Some(identity))
         }
-        (Some(_), None) => return Err(origin.error(&field("client-key"), "missing (client-certificate is set)")),
-        (None, Some(_)) => return Err(origin.error(&field("client-certificate"), "missing (client-key is set)")),
-        (None, None) => {}
+        (Some(_), None) => Err(origin.error(&field("client-key"), "missing (client-certificate is set)")),
+        (None, Some(_)) => Err(origin.error(&field("client-certificate"), "missing (client-key is set)")),
+        (None, None) => Ok(None),
     }
+}
 
+/// The one source of request credentials (docs/auth.md §4.5).
+fn credentials(
+    u: &RawUser,
+    at: &UserAt<'_>,
+    has_client_cert: bool,
+    cluster_info: serde_json::Value,
+) -> Result<Credentials> {
+    let (origin, field) = (at.origin, |f: &str| at.field(f));
     let token = match u.token.as_deref().filter(|t| !t.is_empty()) {
         Some(t) if t.chars().any(char::is_control) => {
             return Err(origin.error(&field("token"), "contains control characters (a trailing newline?)"));
@@ -578,7 +614,7 @@ fn apply_user(conn: &mut Connection, entry: &Entry<RawUser>, cluster_info: serde
         Some(t) => Some(Secret::new(t)),
         None => None,
     };
-    conn.credentials = if let Some(path) = u.token_file.as_deref().filter(|p| !p.is_empty()) {
+    Ok(if let Some(path) = u.token_file.as_deref().filter(|p| !p.is_empty()) {
         let file =
             TokenFile::new(origin.resolve(path), format!("{}: {}", origin.source_name, field("tokenFile")), token);
         file.check()?;
@@ -592,7 +628,7 @@ fn apply_user(conn: &mut Connection, entry: &Entry<RawUser>, cluster_info: serde
         }
     } else if let Some(exec) = &u.exec {
         let plugin = exec_config(origin, &field("exec"), exec, cluster_info)?;
-        if conn.tls.client_cert.is_some() {
+        if has_client_cert {
             // Static credentials win over plugins (docs/auth.md §4.5).
             log::debug!("{}: {}: not run, a client certificate is set", origin.source_name, field("exec"));
             Credentials::None
@@ -601,28 +637,26 @@ fn apply_user(conn: &mut Connection, entry: &Entry<RawUser>, cluster_info: serde
         }
     } else {
         Credentials::None
-    };
+    })
+}
 
-    // Impersonation, on top of the credentials.
+/// Impersonation (`as`, `as-uid`, `as-groups`, `as-user-extra`), on top of the credentials.
+fn impersonation(u: &RawUser, at: &UserAt<'_>) -> Result<Option<Arc<Impersonation>>> {
+    let (origin, field) = (at.origin, |f: &str| at.field(f));
     let groups = u.as_groups.clone().unwrap_or_default();
     let extra: Vec<(String, Vec<String>)> = u.as_user_extra.clone().unwrap_or_default().into_iter().collect();
     match u.as_user.as_deref().filter(|a| !a.is_empty()) {
-        Some(user) => {
-            conn.impersonation = Some(Arc::new(Impersonation {
-                user: user.to_owned(),
-                uid: u.as_uid.clone().filter(|s| !s.is_empty()),
-                groups,
-                extra,
-            }))
-        }
+        Some(user) => Ok(Some(Arc::new(Impersonation {
+            user: user.to_owned(),
+            uid: u.as_uid.clone().filter(|s| !s.is_empty()),
+            groups,
+            extra,
+        }))),
         None if set(&u.as_uid) || !groups.is_empty() || !extra.is_empty() => {
-            return Err(
-                origin.error(&field("as"), "missing: as-uid, as-groups and as-user-extra need a user to impersonate")
-            );
+            Err(origin.error(&field("as"), "missing: as-uid, as-groups and as-user-extra need a user to impersonate"))
         }
-        None => {}
+        None => Ok(None),
     }
-    Ok(())
 }
 
 fn exec_config(origin: &Origin, prefix: &str, e: &RawExec, cluster_info: serde_json::Value) -> Result<ExecConfig> {
