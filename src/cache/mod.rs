@@ -165,6 +165,42 @@ impl<K: Watchable> Store<K> {
         decode_all(entries, self.shared.decode)
     }
 
+    /// The values an index holds now, each with how many objects it lists, sorted by value:
+    /// counting objects per team, per node or per namespace without knowing the values first.
+    /// Empty for an unknown index name.
+    ///
+    /// ```
+    /// # let server = kube_watcher::testing::FakeApiServer::start();
+    /// # for (name, node) in [("a", "n1"), ("b", "n1"), ("c", "n2")] {
+    /// #     let spec = k8s_openapi::api::core::v1::PodSpec { node_name: Some(node.into()), ..Default::default() };
+    /// #     server.create(&k8s_openapi::api::core::v1::Pod { metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta { name: Some(name.into()), namespace: Some("apps".into()), ..Default::default() }, spec: Some(spec), ..Default::default() }).unwrap();
+    /// # }
+    /// use std::time::Duration;
+    /// use kube_watcher::{Api, Client, Watcher};
+    /// use k8s_openapi::api::core::v1::Pod;
+    ///
+    /// let pods: Api<Pod> = Api::all(Client::from_url(&server.url())?);
+    /// let watcher = Watcher::builder(pods)
+    ///     .index("node", |pod: &Pod| pod.spec.iter().filter_map(|s| s.node_name.clone()).collect())
+    ///     .start()?;
+    /// watcher.store().wait_until_ready(Duration::from_secs(30))?;
+    /// assert_eq!(watcher.store().index_values("node"), [("n1".to_owned(), 2), ("n2".to_owned(), 1)]);
+    /// # Ok::<(), kube_watcher::Error>(())
+    /// ```
+    #[must_use]
+    pub fn index_values(&self, name: &str) -> Vec<(String, usize)> {
+        let Some(i) = self.shared.index_names.iter().position(|n| n == name) else { return Vec::new() };
+        let objects = self.shared.objects.read();
+        let mut values: Vec<(String, usize)> = objects
+            .live_index
+            .get(i)
+            .map(|index| index.values.iter().map(|(v, keys)| (v.clone(), keys.len())).collect())
+            .unwrap_or_default();
+        drop(objects);
+        values.sort();
+        values
+    }
+
     /// Every object in the store, in no particular order.
     ///
     /// In compact store mode every object is decoded: prefer [`get`](Self::get) for a few.

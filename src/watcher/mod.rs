@@ -102,6 +102,11 @@ impl<K: Watchable> Watcher<K> {
 
     /// Waits at most `timeout` for the next event.
     ///
+    /// Two layers of `Result`: the outer one says whether an item arrived, the inner one is the
+    /// item (an event, or an error the watcher reports and retries). In a function returning
+    /// `Result<_, Box<dyn Error>>`, `watcher.recv_timeout(t)??` gives the event and passes both
+    /// kinds of failure up; match the outer one to treat a timeout as "nothing yet".
+    ///
     /// # Errors
     /// `Timeout` when nothing arrived in time; `Disconnected` once the watcher has ended.
     pub fn recv_timeout(&self, timeout: Duration) -> Result<Result<Event<K>>, RecvTimeoutError> {
