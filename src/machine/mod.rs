@@ -1,7 +1,8 @@
-//! The pure list → page → watch → relist state machine: `State`, `Input`, `Action`, `step()`.
+//! The pure list → page → watch → relist state machine: `State`, `Input`, `step()` → `Step`.
 //!
-//! No I/O, no sleeping, no locks: the worker performs the [`Action`]s and feeds back what
-//! happened as [`Input`]s, with the current time. Randomness (backoff jitter, watch timeouts)
+//! No I/O, no sleeping, no locks: [`Machine::step`] returns a [`Step`] (the [`Effect`]s to apply,
+//! then one [`Next`] move), the engine performs it and feeds back what happened as [`Input`]s,
+//! with the current time. Randomness (backoff jitter, watch timeouts)
 //! comes from a seeded RNG, so every transition is testable with plain values.
 //!
 //! ```text

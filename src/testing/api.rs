@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 
 use super::http::{Conn, Request, Response, write_response};
 use super::selectors::{FieldSelector, LabelSelector};
-use super::server::{Shared, State};
+use super::state::{Shared, State};
 use super::store::{Deleted, Key, make_key, meta_mut};
 use super::util::{base64_std, base64_url, base64_url_decode, parse_go_duration, quote_capped};
 use super::{FakeError, ResourceType};

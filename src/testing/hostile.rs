@@ -4,7 +4,7 @@
 use std::io::{self, Write};
 
 use super::http::{Conn, write_chunk, write_head, write_last_chunk};
-use super::server::{Flow, Shared};
+use super::state::{Flow, Shared};
 
 /// Filler written per chunk.
 const BLOCK: usize = 64 * 1024;

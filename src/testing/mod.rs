@@ -80,6 +80,7 @@ mod hostile;
 mod http;
 mod selectors;
 mod server;
+mod state;
 mod store;
 mod tls;
 mod util;
@@ -97,7 +98,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 pub use self::demo::DemoWorkload;
-use self::server::{Shared, State};
+use self::state::{Shared, State};
 use self::store::Deleted;
 
 /// Which requests a scripted [`Fault`] applies to.
@@ -918,7 +919,7 @@ impl FakeApiServer {
         let mut state = self.shared.lock();
         let id = state.next_hold;
         state.next_hold += 1;
-        state.holds.push(server::HoldSlot { id, when, skip, holding: false });
+        state.holds.push(state::HoldSlot { id, when, skip, holding: false });
         Hold { shared: Arc::clone(&self.shared), id }
     }
 

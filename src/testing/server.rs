@@ -1,11 +1,11 @@
 //! The server shell: shared state, the accept loop, one thread per connection, authentication,
 //! the request log, scripted faults, and shutdown.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::io::{self, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -13,6 +13,7 @@ use log::{debug, trace};
 
 use super::api::{self, Route, send, status_response};
 use super::http::{Conn, ReadError, Request, Response, Stream, read_request, write_head};
+use super::state::{Conns, Flow, Shared, State, peer_gone, wait_until_gone};
 use super::store::Store;
 use super::tls::TlsMaterial;
 use super::util::Rng;
@@ -20,107 +21,6 @@ use super::{FakeApiServer, Fault, Match, RecordedRequest, Settings, hostile, wat
 
 /// How many requests the log keeps.
 const MAX_RECORDED: usize = 100_000;
-
-/// What to do with a connection after a response.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Flow {
-    /// Read the next request.
-    KeepAlive,
-    /// Close the connection (FIN).
-    Close,
-    /// Reset the connection (RST where possible).
-    Reset,
-}
-
-/// Mutable server state, behind one mutex.
-#[derive(Debug)]
-pub(crate) struct State {
-    /// Objects and history.
-    pub store: Store,
-    /// Scripted faults, first in first out.
-    pub faults: VecDeque<(Match, Fault)>,
-    /// The request log.
-    pub requests: VecDeque<RecordedRequest>,
-    /// Accepted bearer tokens and the user each authenticates as.
-    pub tokens: Vec<(String, String)>,
-    /// Randomness for watch timeouts.
-    pub rng: Rng,
-    /// Armed and holding request gates ([`FakeApiServer::hold`]).
-    pub holds: Vec<HoldSlot>,
-    /// Bumped by [`FakeApiServer::end_watches`]: watches started under an older value end.
-    pub watch_epoch: u64,
-    /// Source of hold ids.
-    pub next_hold: u64,
-    /// Watches paused inside a line ([`Fault::PauseInLine`]).
-    pub paused_lines: usize,
-    /// Bumped by [`FakeApiServer::resume_lines`]: paused watches send the rest of their line.
-    pub line_resumes: u64,
-}
-
-/// One gate of [`FakeApiServer::hold`].
-#[derive(Debug)]
-pub(crate) struct HoldSlot {
-    pub id: u64,
-    pub when: Match,
-    /// Matching requests to let through before holding one.
-    pub skip: usize,
-    /// Whether a request is waiting at this gate (it was armed before).
-    pub holding: bool,
-}
-
-/// Open sockets and connection threads.
-#[derive(Debug, Default)]
-struct Conns {
-    next_id: u64,
-    sockets: HashMap<u64, TcpStream>,
-    handles: Vec<JoinHandle<()>>,
-}
-
-/// State shared by the handle and every server thread.
-#[derive(Debug)]
-pub(crate) struct Shared {
-    /// Settings fixed at start.
-    pub settings: Settings,
-    state: Mutex<State>,
-    changed: Condvar,
-    shutdown: AtomicBool,
-    /// Connected watch streams.
-    pub open_watches: AtomicUsize,
-    /// Accepted connections.
-    pub connections: AtomicUsize,
-    /// TLS material in TLS mode.
-    pub tls: Option<TlsMaterial>,
-    conns: Mutex<Conns>,
-}
-
-impl Shared {
-    /// Locks the state (a panicked holder does not poison it for the rest of the test).
-    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Wakes every thread waiting for changes.
-    pub(crate) fn notify(&self) {
-        self.changed.notify_all();
-    }
-
-    /// Waits for a change or the timeout.
-    pub(crate) fn wait<'a>(&self, guard: MutexGuard<'a, State>, timeout: Duration) -> MutexGuard<'a, State> {
-        match self.changed.wait_timeout(guard, timeout) {
-            Ok((g, _)) => g,
-            Err(e) => e.into_inner().0,
-        }
-    }
-
-    /// Whether the server is shutting down.
-    pub(crate) fn is_shutdown(&self) -> bool {
-        self.shutdown.load(Ordering::SeqCst)
-    }
-
-    fn conns(&self) -> MutexGuard<'_, Conns> {
-        self.conns.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
 
 /// Starts the server.
 pub(crate) fn start(settings: Settings) -> io::Result<FakeApiServer> {
@@ -235,31 +135,6 @@ pub(crate) fn shutdown(shared: &Arc<Shared>, addr: SocketAddr, accept: Option<Jo
         let _ = h.join();
     }
     debug!("fake api server on {addr} stopped");
-}
-
-/// Whether the peer closed or reset the connection (checked without blocking).
-pub(crate) fn peer_gone(conn: &Conn) -> bool {
-    let tcp = conn.stream().tcp();
-    if tcp.set_nonblocking(true).is_err() {
-        return true;
-    }
-    let mut buf = [0u8; 1];
-    let gone = match tcp.peek(&mut buf) {
-        Ok(0) => true,
-        // Bytes on a TLS watch connection can only be a close_notify: treat as gone.
-        Ok(_) => matches!(conn.stream(), Stream::Tls(_)),
-        Err(e) => e.kind() != io::ErrorKind::WouldBlock,
-    };
-    let _ = tcp.set_nonblocking(false);
-    gone
-}
-
-/// Blocks until the peer leaves or the server shuts down.
-pub(crate) fn wait_until_gone(shared: &Shared, conn: &Conn) {
-    while !shared.is_shutdown() && !peer_gone(conn) {
-        let guard = shared.lock();
-        drop(shared.wait(guard, Duration::from_millis(50)));
-    }
 }
 
 /// Sleeps up to `d`, returning early on shutdown.

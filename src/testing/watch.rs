@@ -13,7 +13,7 @@ use super::api::{
     wait_for_revision,
 };
 use super::http::{Conn, Request, write_chunk, write_head, write_last_chunk};
-use super::server::{Flow, Shared, peer_gone};
+use super::state::{Flow, Shared, peer_gone};
 use super::store::{Change, with_rv};
 use super::{Chunking, Fault, ResourceType, StreamingLists, Watch410};
 
