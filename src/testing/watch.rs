@@ -12,7 +12,7 @@ use super::api::{
     self, Filter, Repr, Route, Rv, invalid_list_options, negotiate, parse_rv, partial, send, status, status_response,
     wait_for_revision,
 };
-use super::http::{Conn, Request, write_chunk, write_head, write_last_chunk};
+use super::http::{Conn, Request, Response, write_chunk, write_head, write_last_chunk};
 use super::state::{Flow, Shared, peer_gone};
 use super::store::{Change, with_rv};
 use super::{Chunking, Fault, ResourceType, StreamingLists, Watch410};
@@ -202,6 +202,20 @@ enum Start {
     From(u64),
 }
 
+/// A watch request the server accepted: what to send, and from where.
+struct Accepted {
+    idx: usize,
+    rt: ResourceType,
+    filter: Filter,
+    repr: Repr,
+    timeout: Duration,
+    bookmarks: bool,
+    /// A streaming list (`sendInitialEvents=true`).
+    streaming: bool,
+    rv: Rv,
+    start: Start,
+}
+
 /// Serves one watch request until its deadline, a fault, the client leaving or shutdown.
 pub(crate) fn serve(
     shared: &Arc<Shared>,
@@ -212,26 +226,64 @@ pub(crate) fn serve(
 ) -> io::Result<Flow> {
     let started = Instant::now();
     let epoch = shared.lock().watch_epoch;
-    let (idx, ns, name) = match route {
-        Route::Collection { idx, ns, .. } => (*idx, ns.clone(), None),
-        Route::Object { idx, ns, name, sub: None, .. } => (*idx, ns.clone(), Some(name.clone())),
-        _ => {
-            send(
-                conn,
-                req,
-                status_response(404, "NotFound", "the server could not find the requested resource", Some(json!({}))),
-            )?;
-            return Ok(Flow::KeepAlive);
-        }
-    };
-    let rt = shared.lock().store.types[idx].rt.clone();
-    let rv = match parse_rv(req) {
-        Ok(rv) => rv,
+    let w = match accept(shared, req, route) {
+        Ok(w) => w,
         Err(resp) => {
             send(conn, req, resp)?;
             return Ok(Flow::KeepAlive);
         }
     };
+    let headers = vec![
+        ("Content-Type".to_string(), "application/json".to_string()),
+        ("Cache-Control".to_string(), "no-cache, private".to_string()),
+        ("Transfer-Encoding".to_string(), "chunked".to_string()),
+    ];
+    write_head(conn, 200, &headers)?;
+    conn.flush()?;
+    let _open = OpenWatch::new(shared);
+    let limit = match fault {
+        Some(Fault::CloseAfter { events }) => Some((events, false)),
+        Some(Fault::ResetAfter { events }) => Some((events, true)),
+        _ => None,
+    };
+    let lose = match fault {
+        Some(Fault::DropEvents { events }) => events,
+        _ => 0,
+    };
+    let pause_at = match fault {
+        Some(Fault::PauseInLine { after }) => Some(after),
+        _ => None,
+    };
+    let mut out = Emitter { conn, chunking: shared.settings.chunking, sent: 0, limit, drop: lose, pause_at, shared };
+    if let Some(flow) = opening_fault(&mut out, fault)? {
+        return Ok(flow);
+    }
+    if let Some(flow) = out.limit_reached()? {
+        return Ok(flow);
+    }
+    let (pos, sent_rv) = match initial(shared, &mut out, &w)? {
+        Ok(at) => at,
+        Err(flow) => return Ok(flow),
+    };
+    live(shared, &mut out, &w, (started, epoch), (pos, sent_rv))
+}
+
+/// Checks the request as the API server does; the answer to send when it refuses.
+fn accept(shared: &Arc<Shared>, req: &Request, route: &Route) -> Result<Accepted, Response> {
+    let (idx, ns, name) = match route {
+        Route::Collection { idx, ns, .. } => (*idx, ns.clone(), None),
+        Route::Object { idx, ns, name, sub: None, .. } => (*idx, ns.clone(), Some(name.clone())),
+        _ => {
+            return Err(status_response(
+                404,
+                "NotFound",
+                "the server could not find the requested resource",
+                Some(json!({})),
+            ));
+        }
+    };
+    let rt = shared.lock().store.types[idx].rt.clone();
+    let rv = parse_rv(req)?;
     let mode = shared.settings.streaming_lists;
     let (sie, rvm) = if mode == StreamingLists::Ignored {
         (None, None)
@@ -267,39 +319,20 @@ pub(crate) fn serve(
         ));
     }
     if !causes.is_empty() {
-        send(conn, req, invalid_list_options(&causes))?;
-        return Ok(Flow::KeepAlive);
+        return Err(invalid_list_options(&causes));
     }
-    let filter = match Filter::parse(req, &rt, ns.as_deref(), name.as_deref()) {
-        Ok(f) => f,
-        Err(resp) => {
-            send(conn, req, resp)?;
-            return Ok(Flow::KeepAlive);
-        }
-    };
+    let filter = Filter::parse(req, &rt, ns.as_deref(), name.as_deref())?;
     let Some(repr) = negotiate(req, false) else {
-        send(
-            conn,
-            req,
-            status_response(
-                406,
-                "NotAcceptable",
-                "only the following media types are accepted: application/json",
-                None,
-            ),
-        )?;
-        return Ok(Flow::KeepAlive);
+        return Err(status_response(
+            406,
+            "NotAcceptable",
+            "only the following media types are accepted: application/json",
+            None,
+        ));
     };
     let timeout = {
         let mut state = shared.lock();
-        match api::watch_duration(shared, req, &mut state) {
-            Ok(t) => t,
-            Err(resp) => {
-                drop(state);
-                send(conn, req, resp)?;
-                return Ok(Flow::KeepAlive);
-            }
-        }
+        api::watch_duration(shared, req, &mut state)?
     };
     let bookmarks = req.flag("allowWatchBookmarks") == Some(true);
     let streaming = sie == Some(true);
@@ -314,37 +347,19 @@ pub(crate) fn serve(
         let horizon = shared.lock().store.types[idx].horizon;
         if n < horizon && shared.settings.watch_410 == Watch410::Http {
             let msg = format!("too old resource version: {n} ({horizon})");
-            send(conn, req, status_response(410, "Expired", &msg, None))?;
-            return Ok(Flow::KeepAlive);
+            return Err(status_response(410, "Expired", &msg, None));
         }
     }
-    let headers = vec![
-        ("Content-Type".to_string(), "application/json".to_string()),
-        ("Cache-Control".to_string(), "no-cache, private".to_string()),
-        ("Transfer-Encoding".to_string(), "chunked".to_string()),
-    ];
-    write_head(conn, 200, &headers)?;
-    conn.flush()?;
-    let _open = OpenWatch::new(shared);
-    let limit = match fault {
-        Some(Fault::CloseAfter { events }) => Some((events, false)),
-        Some(Fault::ResetAfter { events }) => Some((events, true)),
-        _ => None,
-    };
-    let lose = match fault {
-        Some(Fault::DropEvents { events }) => events,
-        _ => 0,
-    };
-    let pause_at = match fault {
-        Some(Fault::PauseInLine { after }) => Some(after),
-        _ => None,
-    };
-    let mut out = Emitter { conn, chunking: shared.settings.chunking, sent: 0, limit, drop: lose, pause_at, shared };
+    Ok(Accepted { idx, rt, filter, repr, timeout, bookmarks, streaming, rv, start })
+}
+
+/// Faults that replace or open the stream; `Some` when the stream is over.
+fn opening_fault(out: &mut Emitter<'_>, fault: Option<Fault>) -> io::Result<Option<Flow>> {
     match fault {
         Some(Fault::InStreamError { code, reason, message }) => {
             out.send(vec![error_event(&status(code, &reason, &message, None))])?;
             write_last_chunk(out.conn)?;
-            return Ok(Flow::KeepAlive);
+            return Ok(Some(Flow::KeepAlive));
         }
         Some(Fault::MalformedLine) => {
             write_chunk(out.conn, b"<html>oops</html>\n")?;
@@ -367,14 +382,18 @@ pub(crate) fn serve(
                 remaining -= n;
             }
             write_last_chunk(out.conn)?;
-            return Ok(Flow::KeepAlive);
+            return Ok(Some(Flow::KeepAlive));
         }
         _ => {}
     }
-    if let Some(flow) = out.limit_reached()? {
-        return Ok(flow);
-    }
-    if streaming && mode == StreamingLists::InStreamError {
+    Ok(None)
+}
+
+/// Sends the initial state (or checks the starting revision); the position and the last RV
+/// sent, or how the stream ended.
+fn initial(shared: &Arc<Shared>, out: &mut Emitter<'_>, w: &Accepted) -> io::Result<Result<(u64, u64), Flow>> {
+    let (idx, rt, filter, repr, streaming, rv) = (w.idx, &w.rt, &w.filter, w.repr, w.streaming, w.rv);
+    if streaming && shared.settings.streaming_lists == StreamingLists::InStreamError {
         let st = status(
             500,
             "InternalError",
@@ -383,19 +402,18 @@ pub(crate) fn serve(
         );
         out.send(vec![error_event(&st)])?;
         write_last_chunk(out.conn)?;
-        return Ok(Flow::KeepAlive);
+        return Ok(Err(Flow::KeepAlive));
     }
-    // Initial state.
-    let (mut pos, mut sent_rv) = match start {
+    Ok(Ok(match w.start {
         Start::From(n) => {
             let horizon = shared.lock().store.types[idx].horizon;
             if n < horizon {
                 let msg = format!("too old resource version: {n} ({horizon})");
                 if let Some(flow) = out.send(vec![error_event(&status(410, "Expired", &msg, None))])? {
-                    return Ok(flow);
+                    return Ok(Err(flow));
                 }
                 write_last_chunk(out.conn)?;
-                return Ok(Flow::KeepAlive);
+                return Ok(Err(Flow::KeepAlive));
             }
             (n, n)
         }
@@ -405,10 +423,10 @@ pub(crate) fn serve(
             {
                 let current = shared.lock().store.revision;
                 if let Some(flow) = out.send(vec![error_event(&api::too_large_status(&n.to_string(), current))])? {
-                    return Ok(flow);
+                    return Ok(Err(flow));
                 }
                 write_last_chunk(out.conn)?;
-                return Ok(Flow::KeepAlive);
+                return Ok(Err(Flow::KeepAlive));
             }
             let (snapshot, snap_rv) = {
                 let state = shared.lock();
@@ -419,16 +437,26 @@ pub(crate) fn serve(
             for batch in snapshot.chunks(INITIAL_BATCH) {
                 let events = batch.iter().map(|o| encode("ADDED", &render(o, repr))).collect();
                 if let Some(flow) = out.send(events)? {
-                    return Ok(flow);
+                    return Ok(Err(flow));
                 }
             }
-            if marker && let Some(flow) = out.send(vec![bookmark(&rt, repr, snap_rv, true)])? {
-                return Ok(flow);
+            if marker && let Some(flow) = out.send(vec![bookmark(rt, repr, snap_rv, true)])? {
+                return Ok(Err(flow));
             }
             (snap_rv, snap_rv)
         }
-    };
-    // Live events.
+    }))
+}
+
+/// Live events until the deadline, an end of watches, the client leaving or shutdown.
+fn live(
+    shared: &Arc<Shared>,
+    out: &mut Emitter<'_>,
+    w: &Accepted,
+    (started, epoch): (Instant, u64),
+    (mut pos, mut sent_rv): (u64, u64),
+) -> io::Result<Flow> {
+    let (idx, rt, filter, repr, timeout, bookmarks) = (w.idx, &w.rt, &w.filter, w.repr, w.timeout, w.bookmarks);
     let deadline = started + timeout;
     let interval = shared.settings.bookmark_interval.max(Duration::from_millis(1));
     let pre_deadline = deadline - (timeout / 4).min(Duration::from_secs(2));
@@ -437,7 +465,7 @@ pub(crate) fn serve(
     let buffer = shared.settings.watcher_buffer;
     // The first catch-up from a resource version is served from history, like the real watch
     // cache's initial events; only a watcher that falls behind afterwards is closed as slow.
-    let mut catching_up = matches!(start, Start::From(_));
+    let mut catching_up = matches!(w.start, Start::From(_));
     loop {
         let now = Instant::now();
         if now >= deadline {
@@ -473,7 +501,7 @@ pub(crate) fn serve(
         let revision = state.store.revision;
         if !changes.is_empty() {
             drop(state);
-            let events: Vec<Vec<u8>> = changes.iter().filter_map(|c| event_for(c, &filter, repr)).collect();
+            let events: Vec<Vec<u8>> = changes.iter().filter_map(|c| event_for(c, filter, repr)).collect();
             pos = pos.max(revision);
             if let Some(last) = changes.last()
                 && !events.is_empty()
@@ -497,7 +525,7 @@ pub(crate) fn serve(
             if revision > sent_rv {
                 drop(state);
                 sent_rv = revision;
-                if let Some(flow) = out.send(vec![bookmark(&rt, repr, revision, false)])? {
+                if let Some(flow) = out.send(vec![bookmark(rt, repr, revision, false)])? {
                     return Ok(flow);
                 }
             }
