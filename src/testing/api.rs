@@ -670,25 +670,99 @@ pub(crate) fn wait_for_revision(shared: &Shared, rv: u64) -> bool {
 }
 
 fn list(shared: &Shared, req: &Request, idx: usize, ns: Option<&str>) -> Response {
-    // Decoding errors first (400), then ListOptions validation (422), like the real server.
+    let limit = match list_options(req) {
+        Ok(limit) => limit,
+        Err(resp) => return resp,
+    };
+    let rt = shared.lock().store.types[idx].rt.clone();
+    let filter = match Filter::parse(req, &rt, ns, None) {
+        Ok(f) => f,
+        Err(resp) => return resp,
+    };
+    let Some(repr) = negotiate(req, true) else {
+        return status_response(
+            406,
+            "NotAcceptable",
+            "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf",
+            None,
+        );
+    };
+    let rv = match parse_rv(req) {
+        Ok(rv) => rv,
+        Err(resp) => return resp,
+    };
+    let (at, limit) = match list_at(shared, req, rv, limit) {
+        Ok(at) => at,
+        Err(resp) => return resp,
+    };
+    let state = shared.lock();
+    let (snap_rv, start, consistent) = match at {
+        At::Current => (state.store.revision, None, true),
+        At::Exact(n) => (n, None, true),
+        At::Continue(token) if token.rv == -1 => (state.store.revision, Some(token.start), false),
+        At::Continue(token) => {
+            let rv = token.rv as u64;
+            // A token expires when etcd would have compacted its revision: once history is
+            // trimmed or compacted past it, or `continue_ttl` after a newer write superseded it
+            // (etcd's compactor runs every 5 minutes and always keeps the latest revision, so a
+            // token at the current revision never expires).
+            let ttl = shared.settings.continue_ttl;
+            let expired = rv < state.store.types[idx].horizon
+                || rv > state.store.revision
+                || state.store.superseded_at(rv).is_some_and(|t| t.elapsed() >= ttl);
+            if expired {
+                let inconsistent = encode_continue(-1, &token.start);
+                let mut body = status(
+                    410,
+                    "Expired",
+                    "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
+                    None,
+                );
+                body["metadata"] = json!({"continue": inconsistent});
+                return Response::json(410, &body);
+            }
+            (rv, Some(token.start), true)
+        }
+    };
+    let snapshot = match state.store.snapshot(idx, snap_rv) {
+        Ok(s) => s,
+        Err(_) => {
+            return status_response(410, "Expired", "The resourceVersion for the provided list is too old.", None);
+        }
+    };
+    let page = paginate(&snapshot, start.as_deref(), limit, &filter);
+    drop(state);
+    list_body(&rt, repr, &filter, &page, snap_rv, consistent)
+}
+
+/// Where a list reads: the current state, an exact revision, or a continue token's snapshot.
+enum At {
+    Current,
+    Exact(u64),
+    Continue(ContinueToken),
+}
+
+/// Checks a list's options as the API server does: decoding errors first (400), then
+/// `ListOptions` validation (422). Returns the page limit.
+fn list_options(req: &Request) -> Result<Option<usize>, Response> {
     let limit = match req.param("limit") {
         None | Some("") => None,
         Some(l) => match l.parse::<i64>() {
             Ok(n) if n > 0 => Some(n as usize),
             Ok(_) => None,
-            Err(_) => return bad_request(&format!("invalid value for limit: {}", quote_capped(l))),
+            Err(_) => return Err(bad_request(&format!("invalid value for limit: {}", quote_capped(l)))),
         },
     };
     if let Some(t) = req.param("timeoutSeconds")
         && t.parse::<i64>().is_err()
     {
-        return bad_request(&format!("invalid value for timeoutSeconds: {}", quote_capped(t)));
+        return Err(bad_request(&format!("invalid value for timeoutSeconds: {}", quote_capped(t))));
     }
     if let Some(t) = req.param("timeout")
         && !t.is_empty()
         && parse_go_duration(t).is_none()
     {
-        return bad_request(&format!("invalid timeout: time: invalid duration {}", quote_capped(t)));
+        return Err(bad_request(&format!("invalid timeout: time: invalid duration {}", quote_capped(t))));
     }
     let rv_text = req.param("resourceVersion").unwrap_or_default();
     let rvm = req.param("resourceVersionMatch").unwrap_or_default();
@@ -733,39 +807,24 @@ fn list(shared: &Shared, req: &Request, idx: usize, ns: Option<&str>) -> Respons
         )),
     }
     if !causes.is_empty() {
-        return invalid_list_options(&causes);
+        return Err(invalid_list_options(&causes));
     }
-    let rt = shared.lock().store.types[idx].rt.clone();
-    let filter = match Filter::parse(req, &rt, ns, None) {
-        Ok(f) => f,
-        Err(resp) => return resp,
-    };
-    let Some(repr) = negotiate(req, true) else {
-        return status_response(
-            406,
-            "NotAcceptable",
-            "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf",
-            None,
-        );
-    };
-    let rv = match parse_rv(req) {
-        Ok(rv) => rv,
-        Err(resp) => return resp,
-    };
-    // Work out the snapshot revision and paging.
-    enum At {
-        Current,
-        Exact(u64),
-        Continue(ContinueToken),
-    }
+    Ok(limit)
+}
+
+/// Where the list reads, waiting (briefly) for a revision the server has not reached; the limit
+/// to apply (the watch cache ignores it for resourceVersion "0").
+fn list_at(shared: &Shared, req: &Request, rv: Rv, limit: Option<usize>) -> Result<(At, Option<usize>), Response> {
+    let rvm = req.param("resourceVersionMatch").unwrap_or_default();
+    let cont = req.param("continue").unwrap_or_default();
     let mut limit = limit;
     let at = if !cont.is_empty() {
         let token = match decode_continue(cont) {
             Ok(t) => t,
-            Err(e) => return bad_request(&format!("invalid continue token: {e}")),
+            Err(e) => return Err(bad_request(&format!("invalid continue token: {e}"))),
         };
         if !matches!(rv, Rv::Unset | Rv::Zero) {
-            return bad_request("specifying resource version is not allowed when using continue");
+            return Err(bad_request("specifying resource version is not allowed when using continue"));
         }
         At::Continue(token)
     } else {
@@ -782,7 +841,7 @@ fn list(shared: &Shared, req: &Request, idx: usize, ns: Option<&str>) -> Respons
             (Rv::At(n), _) => {
                 if !wait_for_revision(shared, n) {
                     let current = shared.lock().store.revision;
-                    return too_large(&n.to_string(), current);
+                    return Err(too_large(&n.to_string(), current));
                 }
                 At::Current
             }
@@ -792,45 +851,13 @@ fn list(shared: &Shared, req: &Request, idx: usize, ns: Option<&str>) -> Respons
         && !wait_for_revision(shared, *n)
     {
         let current = shared.lock().store.revision;
-        return too_large(&n.to_string(), current);
+        return Err(too_large(&n.to_string(), current));
     }
-    let state = shared.lock();
-    let (snap_rv, start, consistent) = match at {
-        At::Current => (state.store.revision, None, true),
-        At::Exact(n) => (n, None, true),
-        At::Continue(token) if token.rv == -1 => (state.store.revision, Some(token.start), false),
-        At::Continue(token) => {
-            let rv = token.rv as u64;
-            // A token expires when etcd would have compacted its revision: once history is
-            // trimmed or compacted past it, or `continue_ttl` after a newer write superseded it
-            // (etcd's compactor runs every 5 minutes and always keeps the latest revision, so a
-            // token at the current revision never expires).
-            let ttl = shared.settings.continue_ttl;
-            let expired = rv < state.store.types[idx].horizon
-                || rv > state.store.revision
-                || state.store.superseded_at(rv).is_some_and(|t| t.elapsed() >= ttl);
-            if expired {
-                let inconsistent = encode_continue(-1, &token.start);
-                let mut body = status(
-                    410,
-                    "Expired",
-                    "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
-                    None,
-                );
-                body["metadata"] = json!({"continue": inconsistent});
-                return Response::json(410, &body);
-            }
-            (rv, Some(token.start), true)
-        }
-    };
-    let snapshot = match state.store.snapshot(idx, snap_rv) {
-        Ok(s) => s,
-        Err(_) => {
-            return status_response(410, "Expired", "The resourceVersion for the provided list is too old.", None);
-        }
-    };
-    let page = paginate(&snapshot, start.as_deref(), limit, &filter);
-    drop(state);
+    Ok((at, limit))
+}
+
+/// The list answer for one page.
+fn list_body(rt: &ResourceType, repr: Repr, filter: &Filter, page: &Page, snap_rv: u64, consistent: bool) -> Response {
     let mut metadata = Map::new();
     metadata.insert("resourceVersion".into(), json!(snap_rv.to_string()));
     if let Some(next) = &page.next {
