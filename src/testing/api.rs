@@ -457,21 +457,7 @@ pub(crate) fn send(conn: &mut Conn, req: &Request, mut resp: Response) -> io::Re
 /// Handles discovery, lists, GETs and writes (watches go to `watch::serve`).
 pub(crate) fn handle(shared: &Shared, req: &Request, route: &Route) -> Response {
     match route {
-        Route::OpenApiIndex => {
-            let state = shared.lock();
-            let mut paths = Map::new();
-            for t in &state.store.types {
-                let key = if t.rt.group.is_empty() {
-                    format!("api/{}", t.rt.version)
-                } else {
-                    format!("apis/{}/{}", t.rt.group, t.rt.version)
-                };
-                // The hash only changes when the set of types changes (clients cache by it).
-                let url = format!("/openapi/v3/{key}?hash={}", state.store.types.len());
-                paths.insert(key, json!({"serverRelativeURL": url}));
-            }
-            Response::json(200, &json!({"paths": paths}))
-        }
+        Route::OpenApiIndex => openapi_index(shared),
         Route::OpenApiDoc(g, v) => openapi_doc(shared, g, v),
         Route::Version => Response::json(
             200,
@@ -487,61 +473,9 @@ pub(crate) fn handle(shared: &Shared, req: &Request, route: &Route) -> Response 
             &json!({"kind": "APIVersions", "versions": ["v1"],
                     "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]}),
         ),
-        Route::Apis => {
-            let state = shared.lock();
-            let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
-            for t in &state.store.types {
-                if !t.rt.group.is_empty() {
-                    let versions = groups.entry(t.rt.group.clone()).or_default();
-                    if !versions.contains(&t.rt.version) {
-                        versions.push(t.rt.version.clone());
-                    }
-                }
-            }
-            let groups: Vec<Value> = groups.iter().map(|(g, vs)| group_json(g, vs)).collect();
-            Response::json(200, &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}))
-        }
-        Route::ApiGroup(g) => {
-            let state = shared.lock();
-            let mut versions: Vec<String> = Vec::new();
-            for t in state.store.types.iter().filter(|t| &t.rt.group == g) {
-                if !versions.contains(&t.rt.version) {
-                    versions.push(t.rt.version.clone());
-                }
-            }
-            let mut body = group_json(g, &versions);
-            body["kind"] = json!("APIGroup");
-            body["apiVersion"] = json!("v1");
-            Response::json(200, &body)
-        }
-        Route::Resources(g, v) => {
-            let state = shared.lock();
-            let mut resources = Vec::new();
-            for t in state.store.types.iter().filter(|t| &t.rt.group == g && &t.rt.version == v) {
-                let rt = &t.rt;
-                let singular = rt.singular.clone().unwrap_or_else(|| rt.kind.to_ascii_lowercase());
-                let mut r = json!({
-                    "name": rt.plural, "singularName": singular, "namespaced": rt.namespaced, "kind": rt.kind,
-                    "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
-                });
-                if !rt.short_names.is_empty() {
-                    r["shortNames"] = json!(rt.short_names);
-                }
-                if rt.built_in && matches!(rt.plural.as_str(), "pods" | "deployments" | "services") {
-                    r["categories"] = json!(["all"]);
-                }
-                resources.push(r);
-                resources.push(json!({
-                    "name": format!("{}/status", rt.plural), "singularName": "", "namespaced": rt.namespaced,
-                    "kind": rt.kind, "verbs": ["get", "patch", "update"],
-                }));
-            }
-            let gv = if g.is_empty() { v.clone() } else { format!("{g}/{v}") };
-            Response::json(
-                200,
-                &json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}),
-            )
-        }
+        Route::Apis => api_groups(shared),
+        Route::ApiGroup(g) => api_group(shared, g),
+        Route::Resources(g, v) => api_resources(shared, g, v),
         Route::NotFoundJson => {
             status_response(404, "NotFound", "the server could not find the requested resource", Some(json!({})))
         }
@@ -571,6 +505,84 @@ pub(crate) fn handle(shared: &Shared, req: &Request, route: &Route) -> Response 
             }
         }
     }
+}
+
+/// `/openapi/v3`: one path per group-version.
+fn openapi_index(shared: &Shared) -> Response {
+    let state = shared.lock();
+    let mut paths = Map::new();
+    for t in &state.store.types {
+        let key = if t.rt.group.is_empty() {
+            format!("api/{}", t.rt.version)
+        } else {
+            format!("apis/{}/{}", t.rt.group, t.rt.version)
+        };
+        // The hash only changes when the set of types changes (clients cache by it).
+        let url = format!("/openapi/v3/{key}?hash={}", state.store.types.len());
+        paths.insert(key, json!({"serverRelativeURL": url}));
+    }
+    Response::json(200, &json!({"paths": paths}))
+}
+
+/// `/apis`: every group and its versions.
+fn api_groups(shared: &Shared) -> Response {
+    let state = shared.lock();
+    let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for t in &state.store.types {
+        if !t.rt.group.is_empty() {
+            let versions = groups.entry(t.rt.group.clone()).or_default();
+            if !versions.contains(&t.rt.version) {
+                versions.push(t.rt.version.clone());
+            }
+        }
+    }
+    let groups: Vec<Value> = groups.iter().map(|(g, vs)| group_json(g, vs)).collect();
+    Response::json(200, &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}))
+}
+
+/// `/apis/<group>`.
+fn api_group(shared: &Shared, g: &str) -> Response {
+    let state = shared.lock();
+    let mut versions: Vec<String> = Vec::new();
+    for t in state.store.types.iter().filter(|t| t.rt.group == g) {
+        if !versions.contains(&t.rt.version) {
+            versions.push(t.rt.version.clone());
+        }
+    }
+    let mut body = group_json(g, &versions);
+    body["kind"] = json!("APIGroup");
+    body["apiVersion"] = json!("v1");
+    Response::json(200, &body)
+}
+
+/// `/api/v1` or `/apis/<group>/<version>`: the resources of one group-version.
+fn api_resources(shared: &Shared, g: &str, v: &str) -> Response {
+    let state = shared.lock();
+    let mut resources = Vec::new();
+    for t in state.store.types.iter().filter(|t| t.rt.group == g && t.rt.version == v) {
+        let rt = &t.rt;
+        let singular = rt.singular.clone().unwrap_or_else(|| rt.kind.to_ascii_lowercase());
+        let mut r = json!({
+            "name": rt.plural, "singularName": singular, "namespaced": rt.namespaced, "kind": rt.kind,
+            "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
+        });
+        if !rt.short_names.is_empty() {
+            r["shortNames"] = json!(rt.short_names);
+        }
+        if rt.built_in && matches!(rt.plural.as_str(), "pods" | "deployments" | "services") {
+            r["categories"] = json!(["all"]);
+        }
+        resources.push(r);
+        resources.push(json!({
+            "name": format!("{}/status", rt.plural), "singularName": "", "namespaced": rt.namespaced,
+            "kind": rt.kind, "verbs": ["get", "patch", "update"],
+        }));
+    }
+    let gv = if g.is_empty() { v.to_owned() } else { format!("{g}/{v}") };
+    Response::json(
+        200,
+        &json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}),
+    )
 }
 
 /// A minimal OpenAPI v3 document for one group-version: just enough for kubectl to see that
