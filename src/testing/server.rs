@@ -259,75 +259,23 @@ fn redact(headers: &[(String, String)]) -> Vec<(String, String)> {
         .collect()
 }
 
+/// What the server decided about a request on arrival, under one lock.
+struct Admitted {
+    route: Route,
+    class: Class,
+    authorized: bool,
+    /// The scripted fault it takes, if any.
+    fault: Option<Fault>,
+    /// The hold gate it waits at, if any.
+    gate: Option<u64>,
+}
+
 fn handle_request(shared: &Arc<Shared>, conn: &mut Conn, req: Request) -> io::Result<Flow> {
-    let cert_user = conn.stream().peer_cert().and_then(|der| shared.tls.as_ref().and_then(|t| t.user_for_cert(&der)));
-    let (route, class, user, authorized, fault, gate) = {
-        let mut state = shared.lock();
-        let route = api::route(&state, &req.path);
-        let class = match &route {
-            Route::Collection { watch_path, .. } | Route::Object { watch_path, .. }
-                if req.method == "GET" && (*watch_path || req.flag("watch") == Some(true)) =>
-            {
-                Class::Watch
-            }
-            Route::Collection { .. } if req.method == "GET" => Class::List,
-            Route::Object { .. } if req.method == "GET" => Class::Get,
-            _ => Class::Other,
-        };
-        let bearer = req
-            .header("authorization")
-            .and_then(|a| a.strip_prefix("Bearer ").or_else(|| a.strip_prefix("bearer ")))
-            .map(str::trim);
-        let token_user = bearer.and_then(|b| state.tokens.iter().find(|(t, _)| t == b).map(|(_, u)| u.clone()));
-        let user = cert_user.or(token_user);
-        let auth_required =
-            !state.tokens.is_empty() || !shared.settings.tokens.is_empty() || shared.settings.client_ca_required;
-        let authorized = !auth_required || user.is_some();
-        trace!("fake api server: {} {} ({class:?})", req.method, req.path);
-        state.requests.push_back(RecordedRequest {
-            method: req.method.clone(),
-            path: req.path.clone(),
-            query: req.query.clone(),
-            raw_query: req.raw_query.clone(),
-            headers: redact(&req.headers),
-            watch: class == Class::Watch,
-            user: user.clone(),
-        });
-        while state.requests.len() > MAX_RECORDED {
-            state.requests.pop_front();
-        }
-        let fault = if authorized {
-            let pos =
-                state.faults.iter().position(|(m, f)| fault_matches(m, class, &req.path) && fault_applies(f, class));
-            pos.and_then(|p| state.faults.remove(p)).map(|(_, f)| f)
-        } else {
-            None
-        };
-        let gate = state.holds.iter_mut().find(|h| !h.holding && fault_matches(&h.when, class, &req.path));
-        let gate = gate.and_then(|h| {
-            if h.skip > 0 {
-                h.skip -= 1;
-                return None;
-            }
-            h.holding = true;
-            Some(h.id)
-        });
-        if gate.is_some() {
-            shared.notify();
-        }
-        (route, class, user, authorized, fault, gate)
-    };
-    let _ = user;
-    if let Some(id) = gate {
-        // Held until the test releases the gate, the client leaves or the server shuts down.
-        let mut state = shared.lock();
-        while state.holds.iter().any(|h| h.id == id) && !shared.is_shutdown() {
-            state = shared.wait(state, Duration::from_millis(50));
-            if peer_gone(conn) {
-                state.holds.retain(|h| h.id != id);
-                return Ok(Flow::Close);
-            }
-        }
+    let Admitted { route, class, authorized, fault, gate } = admit(shared, conn, &req);
+    if let Some(id) = gate
+        && let Some(flow) = wait_at_gate(shared, conn, id)
+    {
+        return Ok(flow);
     }
     if !authorized {
         let resp = status_response(401, "Unauthorized", "Unauthorized", None);
@@ -339,60 +287,8 @@ fn handle_request(shared: &Arc<Shared>, conn: &mut Conn, req: Request) -> io::Re
         interruptible_sleep(shared, d);
         fault = None;
     }
-    match fault {
-        Some(Fault::Status { code, reason, message, retry_after }) => {
-            let details = retry_after.map(|r| serde_json::json!({"retryAfterSeconds": r}));
-            send(conn, &req, status_response(code, &reason, &message, details))?;
-            return Ok(Flow::KeepAlive);
-        }
-        Some(Fault::PlainText { code, body, retry_after }) => {
-            let ct = if body.trim_start().starts_with('<') { "text/html" } else { "text/plain; charset=utf-8" };
-            let mut resp = Response::new(code, ct, body.into_bytes());
-            if let Some(r) = retry_after {
-                resp = resp.header("Retry-After", &r.to_string());
-            }
-            if code == 429 {
-                // What kube-apiserver's priority & fairness adds to its plain-text 429s.
-                resp = resp
-                    .header("X-Kubernetes-Pf-Flowschema-Uid", "fake-flowschema")
-                    .header("X-Kubernetes-Pf-Prioritylevel-Uid", "fake-prioritylevel");
-            }
-            send(conn, &req, resp)?;
-            return Ok(Flow::KeepAlive);
-        }
-        Some(Fault::TooLargeResourceVersion) => {
-            let current = shared.lock().store.revision;
-            let wanted = req.param("resourceVersion").unwrap_or_default().to_string();
-            let body = api::too_large_status(&wanted, current);
-            send(conn, &req, Response::json(504, &body).header("Retry-After", "1"))?;
-            return Ok(Flow::KeepAlive);
-        }
-        Some(Fault::StallBeforeHeaders) => {
-            wait_until_gone(shared, conn);
-            return Ok(Flow::Close);
-        }
-        Some(Fault::Stall) => {
-            let headers = vec![
-                ("Content-Type".to_string(), "application/json".to_string()),
-                ("Transfer-Encoding".to_string(), "chunked".to_string()),
-            ];
-            write_head(conn, 200, &headers)?;
-            conn.flush()?;
-            wait_until_gone(shared, conn);
-            return Ok(Flow::Close);
-        }
-        Some(Fault::EndlessLine) => return hostile::endless_line(shared, conn),
-        Some(f @ (Fault::EndlessList | Fault::GzipBomb { .. })) => {
-            let rt = match route {
-                Route::Collection { idx, .. } => shared.lock().store.types[idx].rt.clone(),
-                _ => return Ok(Flow::Close),
-            };
-            return match f {
-                Fault::GzipBomb { bytes } => hostile::gzip_bomb(shared, conn, &rt.kind, bytes),
-                _ => hostile::endless_list(shared, conn, &rt.kind, &rt.api_version()),
-            };
-        }
-        _ => {}
+    if let Some(flow) = answer_with_fault(shared, conn, &req, &route, &fault)? {
+        return Ok(flow);
     }
     if class == Class::Watch {
         return watch::serve(shared, conn, &req, &route, fault);
@@ -408,4 +304,142 @@ fn handle_request(shared: &Arc<Shared>, conn: &mut Conn, req: Request) -> io::Re
     }
     send(conn, &req, resp)?;
     Ok(Flow::KeepAlive)
+}
+
+/// Routes, authenticates, records the request, and takes its fault and hold gate.
+fn admit(shared: &Arc<Shared>, conn: &Conn, req: &Request) -> Admitted {
+    let cert_user = conn.stream().peer_cert().and_then(|der| shared.tls.as_ref().and_then(|t| t.user_for_cert(&der)));
+    let mut state = shared.lock();
+    let route = api::route(&state, &req.path);
+    let class = match &route {
+        Route::Collection { watch_path, .. } | Route::Object { watch_path, .. }
+            if req.method == "GET" && (*watch_path || req.flag("watch") == Some(true)) =>
+        {
+            Class::Watch
+        }
+        Route::Collection { .. } if req.method == "GET" => Class::List,
+        Route::Object { .. } if req.method == "GET" => Class::Get,
+        _ => Class::Other,
+    };
+    let bearer = req
+        .header("authorization")
+        .and_then(|a| a.strip_prefix("Bearer ").or_else(|| a.strip_prefix("bearer ")))
+        .map(str::trim);
+    let token_user = bearer.and_then(|b| state.tokens.iter().find(|(t, _)| t == b).map(|(_, u)| u.clone()));
+    let user = cert_user.or(token_user);
+    let auth_required =
+        !state.tokens.is_empty() || !shared.settings.tokens.is_empty() || shared.settings.client_ca_required;
+    let authorized = !auth_required || user.is_some();
+    trace!("fake api server: {} {} ({class:?})", req.method, req.path);
+    state.requests.push_back(RecordedRequest {
+        method: req.method.clone(),
+        path: req.path.clone(),
+        query: req.query.clone(),
+        raw_query: req.raw_query.clone(),
+        headers: redact(&req.headers),
+        watch: class == Class::Watch,
+        user: user.clone(),
+    });
+    while state.requests.len() > MAX_RECORDED {
+        state.requests.pop_front();
+    }
+    let fault = if authorized {
+        let pos = state.faults.iter().position(|(m, f)| fault_matches(m, class, &req.path) && fault_applies(f, class));
+        pos.and_then(|p| state.faults.remove(p)).map(|(_, f)| f)
+    } else {
+        None
+    };
+    let gate = state.holds.iter_mut().find(|h| !h.holding && fault_matches(&h.when, class, &req.path));
+    let gate = gate.and_then(|h| {
+        if h.skip > 0 {
+            h.skip -= 1;
+            return None;
+        }
+        h.holding = true;
+        Some(h.id)
+    });
+    if gate.is_some() {
+        shared.notify();
+    }
+    Admitted { route, class, authorized, fault, gate }
+}
+
+/// Holds the request until the test releases the gate; `Some` when the client left first.
+fn wait_at_gate(shared: &Shared, conn: &Conn, id: u64) -> Option<Flow> {
+    let mut state = shared.lock();
+    while state.holds.iter().any(|h| h.id == id) && !shared.is_shutdown() {
+        state = shared.wait(state, Duration::from_millis(50));
+        if peer_gone(conn) {
+            state.holds.retain(|h| h.id != id);
+            return Some(Flow::Close);
+        }
+    }
+    None
+}
+
+/// Answers in place of the server for faults that replace the answer; `Some` when it did.
+fn answer_with_fault(
+    shared: &Arc<Shared>,
+    conn: &mut Conn,
+    req: &Request,
+    route: &Route,
+    fault: &Option<Fault>,
+) -> io::Result<Option<Flow>> {
+    match fault.clone() {
+        Some(Fault::Status { code, reason, message, retry_after }) => {
+            let details = retry_after.map(|r| serde_json::json!({"retryAfterSeconds": r}));
+            send(conn, req, status_response(code, &reason, &message, details))?;
+            return Ok(Some(Flow::KeepAlive));
+        }
+        Some(Fault::PlainText { code, body, retry_after }) => {
+            let ct = if body.trim_start().starts_with('<') { "text/html" } else { "text/plain; charset=utf-8" };
+            let mut resp = Response::new(code, ct, body.into_bytes());
+            if let Some(r) = retry_after {
+                resp = resp.header("Retry-After", &r.to_string());
+            }
+            if code == 429 {
+                // What kube-apiserver's priority & fairness adds to its plain-text 429s.
+                resp = resp
+                    .header("X-Kubernetes-Pf-Flowschema-Uid", "fake-flowschema")
+                    .header("X-Kubernetes-Pf-Prioritylevel-Uid", "fake-prioritylevel");
+            }
+            send(conn, req, resp)?;
+            return Ok(Some(Flow::KeepAlive));
+        }
+        Some(Fault::TooLargeResourceVersion) => {
+            let current = shared.lock().store.revision;
+            let wanted = req.param("resourceVersion").unwrap_or_default().to_string();
+            let body = api::too_large_status(&wanted, current);
+            send(conn, req, Response::json(504, &body).header("Retry-After", "1"))?;
+            return Ok(Some(Flow::KeepAlive));
+        }
+        Some(Fault::StallBeforeHeaders) => {
+            wait_until_gone(shared, conn);
+            return Ok(Some(Flow::Close));
+        }
+        Some(Fault::Stall) => {
+            let headers = vec![
+                ("Content-Type".to_string(), "application/json".to_string()),
+                ("Transfer-Encoding".to_string(), "chunked".to_string()),
+            ];
+            write_head(conn, 200, &headers)?;
+            conn.flush()?;
+            wait_until_gone(shared, conn);
+            return Ok(Some(Flow::Close));
+        }
+        Some(Fault::EndlessLine) => return hostile::endless_line(shared, conn).map(Some),
+        Some(f @ (Fault::EndlessList | Fault::GzipBomb { .. })) => {
+            let rt = match route {
+                Route::Collection { idx, .. } => shared.lock().store.types[*idx].rt.clone(),
+                _ => return Ok(Some(Flow::Close)),
+            };
+            return match f {
+                Fault::GzipBomb { bytes } => hostile::gzip_bomb(shared, conn, &rt.kind, bytes),
+                _ => hostile::endless_list(shared, conn, &rt.kind, &rt.api_version()),
+            }
+            .map(Some);
+        }
+        _ => {}
+    }
+    Ok(None)
 }
