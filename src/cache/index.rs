@@ -48,7 +48,7 @@ impl Index {
     }
 }
 
-/// Every index of one map, positionally matching `Shared::index_names`.
+/// Every index of one map, positionally matching `Inner::index_names`.
 pub(super) type Indexes = Vec<Index>;
 
 pub(super) fn new_indexes(n: usize) -> Indexes {

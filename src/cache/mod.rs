@@ -26,7 +26,7 @@ pub(crate) use writer::{PredicateFn, Skipped, Writer};
 
 type Map<K> = HashMap<ObjectKey, Entry<K>>;
 
-struct Shared<K> {
+struct Inner<K> {
     objects: RwLock<Objects<K>>,
     /// Decodes compact entries.
     decode: Decode<K>,
@@ -95,7 +95,7 @@ impl Readiness {
 /// a relist becomes visible all at once at [`Event::InitDone`]. Reads take a short read lock and
 /// return `Arc`s, so holding a result never blocks the watcher.
 pub struct Store<K> {
-    shared: Arc<Shared<K>>,
+    shared: Arc<Inner<K>>,
 }
 
 impl<K> Clone for Store<K> {

@@ -9,7 +9,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 
 use super::entry::{Decode, Entry};
 use super::index::{IndexFn, Indexes, NAMESPACE_INDEX, index_insert, index_remove, new_indexes};
-use super::{Map, Objects, Readiness, Shared, Store};
+use super::{Inner, Map, Objects, Readiness, Store};
 use crate::error::Error;
 use crate::event::Event;
 use crate::guard;
@@ -70,10 +70,10 @@ fn replace_namespace<K>(objects: &mut Objects<K>, ns: &str, new: Map<K>, indexes
 /// index values are computed before ([`Writer::index_values`]), predicates after
 /// ([`Writer::passes`]).
 pub(crate) struct Writer<K> {
-    shared: Arc<Shared<K>>,
-    /// Which of `Shared::parts` this writer fills.
+    shared: Arc<Inner<K>>,
+    /// Which of `Inner::parts` this writer fills.
     part: usize,
-    /// One per `Shared::index_names`; `None` is the built-in namespace index.
+    /// One per `Inner::index_names`; `None` is the built-in namespace index.
     index_fns: Arc<[Option<IndexFn<K>>]>,
     /// An `Apply` is delivered when any says the object changed (all of them when none is set).
     predicates: Arc<[PredicateFn<K>]>,
@@ -85,7 +85,7 @@ pub(crate) struct Writer<K> {
     /// The undecodable versions already reported, so that each is reported once, however
     /// often relists meet it.
     reported: HashMap<ObjectKey, Box<str>>,
-    /// `skipped.len()` as last added to `Shared::undecodable`.
+    /// `skipped.len()` as last added to `Inner::undecodable`.
     counted: usize,
 }
 
@@ -121,7 +121,7 @@ impl<K: Watchable> Writer<K> {
             }
         }
         let n = parts.len();
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(Inner {
             decode,
             objects: RwLock::new(Objects {
                 live: HashMap::new(),

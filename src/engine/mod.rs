@@ -32,7 +32,7 @@ use crate::engine::gate::Gate;
 use crate::engine::hub::{Hub, Item};
 use crate::engine::notices::Notices;
 use crate::engine::prepare::{Encode, Prepare, Transform};
-use crate::engine::shared::Shared;
+use crate::engine::shared::Control;
 use crate::engine::sink::Sink;
 use crate::engine::worker::Worker;
 use crate::error::{Error, Result};
@@ -64,7 +64,7 @@ pub(crate) struct Spec<K> {
 
 /// A running watcher: its control block, its store and its threads.
 pub(crate) struct Engine<K> {
-    shared: Arc<Shared<K>>,
+    shared: Arc<Control<K>>,
     /// The worker threads, each with a channel that closes when it exits.
     workers: Mutex<Vec<(JoinHandle<()>, Receiver<()>)>>,
 }
@@ -86,7 +86,7 @@ impl<K: Watchable> Engine<K> {
             .map(|_| Http::with_max_line(Arc::clone(&spec.api.client.conn), spec.config.max_line))
             .collect();
         let name = thread_name(&spec.api.resource.plural);
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(Control {
             name: name.clone(),
             stopping: AtomicBool::new(false),
             stop_tx: Mutex::new(Some(stop_tx)),
@@ -176,7 +176,7 @@ impl<K> Engine<K> {
 fn spawn<K: Watchable>(
     worker: Worker<K>,
     name: &str,
-    shared: &Arc<Shared<K>>,
+    shared: &Arc<Control<K>>,
 ) -> Result<(JoinHandle<()>, Receiver<()>)> {
     let (done_tx, done_rx) = bounded::<()>(0);
     let thread_shared = Arc::clone(shared);

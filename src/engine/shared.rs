@@ -1,6 +1,6 @@
 //! The control block one watcher's handle and threads share: the stop signal, the hub of
 //! subscribers, the counters, the notices, the list gate, and the one end path every thread
-//! takes ([`Shared::finish`], then [`Shared::exited`]).
+//! takes ([`Control::finish`], then [`Control::exited`]).
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -17,7 +17,7 @@ use crate::notice::{Notice, SlowConsumer};
 use crate::resource::Watchable;
 
 /// The control block: what the public handle and the worker threads share.
-pub(crate) struct Shared<K> {
+pub(crate) struct Control<K> {
     /// `kw-<plural>`: the thread name, also used in logs.
     pub(crate) name: String,
     pub(crate) stopping: AtomicBool,
@@ -44,7 +44,7 @@ pub(crate) struct Shared<K> {
     pub(crate) agents: Vec<ureq::Agent>,
 }
 
-impl<K> Shared<K> {
+impl<K> Control<K> {
     pub(crate) fn request_stop(&self) {
         if !self.stopping.swap(true, Ordering::AcqRel) {
             self.stop_tx.lock().take();
@@ -102,7 +102,7 @@ impl<K> Shared<K> {
     }
 }
 
-impl<K: Watchable> Shared<K> {
+impl<K: Watchable> Control<K> {
     /// A new consumer: the current state first, then live events.
     pub(crate) fn subscribe(&self, store: &Store<K>, capacity: usize, policy: SlowConsumer) -> Receiver<Item<K>> {
         let mut hub = self.hub.lock();

@@ -7,7 +7,7 @@ use crate::cache::Writer;
 use crate::engine::counters::{self, Counters};
 use crate::engine::hub::{self, Stopped, Sub};
 use crate::engine::prepare::Subject;
-use crate::engine::shared::Shared;
+use crate::engine::shared::Control;
 use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::machine::{Effect, Next, Step};
@@ -20,7 +20,7 @@ const DEFER_SLACK: usize = 1024;
 /// What the worker writes to: the store, the consumers, the counters.
 pub(crate) struct Sink<K> {
     pub(crate) writer: Writer<K>,
-    pub(crate) shared: Arc<Shared<K>>,
+    pub(crate) shared: Arc<Control<K>>,
     /// Compact store mode: events hold decoded objects the store does not (see `deferring`).
     compact: bool,
     out: Vec<Event<K>>,
@@ -43,7 +43,7 @@ pub(crate) struct Sink<K> {
 }
 
 impl<K: Watchable> Sink<K> {
-    pub(crate) fn new(writer: Writer<K>, shared: Arc<Shared<K>>, compact: bool) -> Self {
+    pub(crate) fn new(writer: Writer<K>, shared: Arc<Control<K>>, compact: bool) -> Self {
         Sink {
             writer,
             shared,

@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 
 use super::http::{Conn, Request, Response, write_response};
 use super::selectors::{FieldSelector, LabelSelector};
-use super::state::{Shared, State};
+use super::state::{ServerCore, State};
 use super::store::{Deleted, Key, make_key, meta_mut};
 use super::util::{base64_std, base64_url, base64_url_decode, parse_go_duration, quote_capped};
 use super::{FakeError, ResourceType};
@@ -455,7 +455,7 @@ pub(crate) fn send(conn: &mut Conn, req: &Request, mut resp: Response) -> io::Re
 }
 
 /// Handles discovery, lists, GETs and writes (watches go to `watch::serve`).
-pub(crate) fn handle(shared: &Shared, req: &Request, route: &Route) -> Response {
+pub(crate) fn handle(shared: &ServerCore, req: &Request, route: &Route) -> Response {
     match route {
         Route::OpenApiIndex => openapi_index(shared),
         Route::OpenApiDoc(g, v) => openapi_doc(shared, g, v),
@@ -508,7 +508,7 @@ pub(crate) fn handle(shared: &Shared, req: &Request, route: &Route) -> Response 
 }
 
 /// `/openapi/v3`: one path per group-version.
-fn openapi_index(shared: &Shared) -> Response {
+fn openapi_index(shared: &ServerCore) -> Response {
     let state = shared.lock();
     let mut paths = Map::new();
     for t in &state.store.types {
@@ -525,7 +525,7 @@ fn openapi_index(shared: &Shared) -> Response {
 }
 
 /// `/apis`: every group and its versions.
-fn api_groups(shared: &Shared) -> Response {
+fn api_groups(shared: &ServerCore) -> Response {
     let state = shared.lock();
     let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for t in &state.store.types {
@@ -541,7 +541,7 @@ fn api_groups(shared: &Shared) -> Response {
 }
 
 /// `/apis/<group>`.
-fn api_group(shared: &Shared, g: &str) -> Response {
+fn api_group(shared: &ServerCore, g: &str) -> Response {
     let state = shared.lock();
     let mut versions: Vec<String> = Vec::new();
     for t in state.store.types.iter().filter(|t| t.rt.group == g) {
@@ -556,7 +556,7 @@ fn api_group(shared: &Shared, g: &str) -> Response {
 }
 
 /// `/api/v1` or `/apis/<group>/<version>`: the resources of one group-version.
-fn api_resources(shared: &Shared, g: &str, v: &str) -> Response {
+fn api_resources(shared: &ServerCore, g: &str, v: &str) -> Response {
     let state = shared.lock();
     let mut resources = Vec::new();
     for t in state.store.types.iter().filter(|t| t.rt.group == g && t.rt.version == v) {
@@ -588,7 +588,7 @@ fn api_resources(shared: &Shared, g: &str, v: &str) -> Response {
 /// A minimal OpenAPI v3 document for one group-version: just enough for kubectl to see that
 /// the server validates fields itself (`fieldValidation` on every PATCH), so it skips
 /// client-side schema validation.
-fn openapi_doc(shared: &Shared, group: &str, version: &str) -> Response {
+fn openapi_doc(shared: &ServerCore, group: &str, version: &str) -> Response {
     let state = shared.lock();
     let mut paths = Map::new();
     let types: Vec<&ResourceType> =
@@ -668,7 +668,7 @@ pub(crate) fn parse_rv(req: &Request) -> Result<Rv, Response> {
 }
 
 /// Waits (briefly) until the store reaches `rv`; `false` if it did not.
-pub(crate) fn wait_for_revision(shared: &Shared, rv: u64) -> bool {
+pub(crate) fn wait_for_revision(shared: &ServerCore, rv: u64) -> bool {
     let deadline = Instant::now() + shared.settings.too_large_wait;
     let mut state = shared.lock();
     while state.store.revision < rv {
@@ -681,7 +681,7 @@ pub(crate) fn wait_for_revision(shared: &Shared, rv: u64) -> bool {
     true
 }
 
-fn list(shared: &Shared, req: &Request, idx: usize, ns: Option<&str>) -> Response {
+fn list(shared: &ServerCore, req: &Request, idx: usize, ns: Option<&str>) -> Response {
     let limit = match list_options(req) {
         Ok(limit) => limit,
         Err(resp) => return resp,
@@ -826,7 +826,7 @@ fn list_options(req: &Request) -> Result<Option<usize>, Response> {
 
 /// Where the list reads, waiting (briefly) for a revision the server has not reached; the limit
 /// to apply (the watch cache ignores it for resourceVersion "0").
-fn list_at(shared: &Shared, req: &Request, rv: Rv, limit: Option<usize>) -> Result<(At, Option<usize>), Response> {
+fn list_at(shared: &ServerCore, req: &Request, rv: Rv, limit: Option<usize>) -> Result<(At, Option<usize>), Response> {
     let rvm = req.param("resourceVersionMatch").unwrap_or_default();
     let cont = req.param("continue").unwrap_or_default();
     let mut limit = limit;
@@ -938,7 +938,7 @@ fn paginate(snapshot: &BTreeMap<Key, Arc<Value>>, start: Option<&str>, limit: Op
     Page { items, next: if more { last_key.map(|k| format!("{k}\u{0}")) } else { None }, remaining: rest.len() }
 }
 
-fn get(shared: &Shared, req: &Request, idx: usize, key: &str, name: &str) -> Response {
+fn get(shared: &ServerCore, req: &Request, idx: usize, key: &str, name: &str) -> Response {
     let Some(repr) = negotiate(req, false) else {
         return status_response(
             406,
@@ -971,7 +971,7 @@ fn parse_body(req: &Request) -> Result<Value, Response> {
         .map_err(|e| bad_request(&format!("the body of the request was in an unknown format: {e}")))
 }
 
-fn create(shared: &Shared, req: &Request, idx: usize, ns: Option<&str>) -> Response {
+fn create(shared: &ServerCore, req: &Request, idx: usize, ns: Option<&str>) -> Response {
     let obj = match parse_body(req) {
         Ok(v) => v,
         Err(r) => return r,
@@ -991,7 +991,7 @@ fn create(shared: &Shared, req: &Request, idx: usize, ns: Option<&str>) -> Respo
 }
 
 fn update(
-    shared: &Shared,
+    shared: &ServerCore,
     req: &Request,
     idx: usize,
     ns: Option<&str>,
@@ -1087,7 +1087,7 @@ fn all_named(items: &[Value]) -> bool {
 }
 
 fn patch(
-    shared: &Shared,
+    shared: &ServerCore,
     req: &Request,
     idx: usize,
     ns: Option<&str>,
@@ -1122,7 +1122,7 @@ fn patch(
     update(shared, req, idx, ns, name, status_only, Some(obj))
 }
 
-fn delete(shared: &Shared, req: &Request, idx: usize, key: &str) -> Response {
+fn delete(shared: &ServerCore, req: &Request, idx: usize, key: &str) -> Response {
     let opts: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
     let mut state = shared.lock();
     let rt = state.store.types[idx].rt.clone();
@@ -1155,7 +1155,7 @@ fn delete(shared: &Shared, req: &Request, idx: usize, key: &str) -> Response {
     }
 }
 
-fn delete_collection(shared: &Shared, req: &Request, idx: usize, ns: Option<&str>) -> Response {
+fn delete_collection(shared: &ServerCore, req: &Request, idx: usize, ns: Option<&str>) -> Response {
     let mut state = shared.lock();
     let rt = state.store.types[idx].rt.clone();
     let filter = match Filter::parse(req, &rt, ns, None) {
@@ -1181,7 +1181,7 @@ fn delete_collection(shared: &Shared, req: &Request, idx: usize, ns: Option<&str
 }
 
 /// How long the watch should last given `timeoutSeconds`.
-pub(crate) fn watch_duration(shared: &Shared, req: &Request, state: &mut State) -> Result<Duration, Response> {
+pub(crate) fn watch_duration(shared: &ServerCore, req: &Request, state: &mut State) -> Result<Duration, Response> {
     let max = shared.settings.max_watch_timeout;
     match req.param("timeoutSeconds") {
         Some(t) if !t.is_empty() => match t.parse::<i64>() {

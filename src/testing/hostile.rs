@@ -4,7 +4,7 @@
 use std::io::{self, Write};
 
 use super::http::{Conn, write_chunk, write_head, write_last_chunk};
-use super::state::{Flow, Shared};
+use super::state::{Flow, ServerCore};
 
 /// Filler written per chunk.
 const BLOCK: usize = 64 * 1024;
@@ -20,7 +20,7 @@ fn chunked_head(conn: &mut Conn, extra: &[(&str, &str)]) -> io::Result<()> {
 }
 
 /// Watch: 200, then one line that never ends, until the client leaves or shutdown.
-pub(crate) fn endless_line(shared: &Shared, conn: &mut Conn) -> io::Result<Flow> {
+pub(crate) fn endless_line(shared: &ServerCore, conn: &mut Conn) -> io::Result<Flow> {
     chunked_head(conn, &[])?;
     write_chunk(conn, br#"{"type":"ADDED","object":{"metadata":{"name":""#)?;
     let filler = vec![b'x'; BLOCK];
@@ -33,7 +33,7 @@ pub(crate) fn endless_line(shared: &Shared, conn: &mut Conn) -> io::Result<Flow>
 
 /// List: 200, a list header, then the same small item over and over, until the client leaves
 /// or shutdown.
-pub(crate) fn endless_list(shared: &Shared, conn: &mut Conn, kind: &str, api_version: &str) -> io::Result<Flow> {
+pub(crate) fn endless_list(shared: &ServerCore, conn: &mut Conn, kind: &str, api_version: &str) -> io::Result<Flow> {
     chunked_head(conn, &[])?;
     let rv = shared.lock().store.revision;
     let head = format!(
@@ -59,7 +59,7 @@ pub(crate) fn endless_list(shared: &Shared, conn: &mut Conn, kind: &str, api_ver
 /// List: 200 with `Content-Encoding: gzip` (whether or not the client offered it); the body
 /// inflates to `bytes`: a list header, then one item whose name never ends. Compressed about
 /// 1000:1; compression stops as soon as the client leaves.
-pub(crate) fn gzip_bomb(shared: &Shared, conn: &mut Conn, kind: &str, bytes: u64) -> io::Result<Flow> {
+pub(crate) fn gzip_bomb(shared: &ServerCore, conn: &mut Conn, kind: &str, bytes: u64) -> io::Result<Flow> {
     chunked_head(conn, &[("Content-Encoding", "gzip"), ("Vary", "Accept-Encoding")])?;
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     let head = format!(r#"{{"kind":"{kind}List","apiVersion":"v1","metadata":{{}},"items":[{{"metadata":{{"name":""#);

@@ -102,7 +102,7 @@ use serde_json::Value;
 pub use self::builder::FakeApiServerBuilder;
 pub(crate) use self::builder::Settings;
 pub use self::demo::DemoWorkload;
-use self::state::{Shared, State};
+use self::state::{ServerCore, State};
 use self::store::Deleted;
 pub use self::types::{Chunking, FakeError, Fault, Match, RecordedRequest, ResourceType, StreamingLists, Watch410};
 
@@ -111,7 +111,7 @@ pub use self::types::{Chunking, FakeError, Fault, Match, RecordedRequest, Resour
 /// Dropping it shuts the server down: every connection (including stalled watches) is shut
 /// down and every thread joined.
 pub struct FakeApiServer {
-    shared: Arc<Shared>,
+    shared: Arc<ServerCore>,
     addr: SocketAddr,
     accept: Option<JoinHandle<()>>,
 }
@@ -152,7 +152,7 @@ impl FakeApiServer {
         FakeApiServerBuilder::default()
     }
 
-    pub(crate) fn from_parts(shared: Arc<Shared>, addr: SocketAddr, accept: JoinHandle<()>) -> Self {
+    pub(crate) fn from_parts(shared: Arc<ServerCore>, addr: SocketAddr, accept: JoinHandle<()>) -> Self {
         FakeApiServer { shared, addr, accept: Some(accept) }
     }
 
@@ -522,7 +522,7 @@ impl Drop for FakeApiServer {
 /// (or, if none arrived yet, the gate itself) go.
 #[must_use = "dropping a Hold releases it at once"]
 pub struct Hold {
-    shared: Arc<Shared>,
+    shared: Arc<ServerCore>,
     id: u64,
 }
 

@@ -13,7 +13,7 @@ use log::{debug, trace};
 
 use super::api::{self, Route, send, status_response};
 use super::http::{Conn, ReadError, Request, Response, Stream, read_request, write_head};
-use super::state::{Conns, Flow, Shared, State, peer_gone, wait_until_gone};
+use super::state::{Conns, Flow, ServerCore, State, peer_gone, wait_until_gone};
 use super::store::Store;
 use super::tls::TlsMaterial;
 use super::util::Rng;
@@ -37,7 +37,7 @@ pub(crate) fn start(settings: Settings) -> io::Result<FakeApiServer> {
             store.register(rt);
         }
     }
-    let shared = Arc::new(Shared {
+    let shared = Arc::new(ServerCore {
         state: Mutex::new(State {
             store,
             faults: VecDeque::new(),
@@ -65,7 +65,7 @@ pub(crate) fn start(settings: Settings) -> io::Result<FakeApiServer> {
     Ok(FakeApiServer::from_parts(shared, addr, accept))
 }
 
-fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
+fn accept_loop(shared: &Arc<ServerCore>, listener: &TcpListener) {
     for stream in listener.incoming() {
         if shared.is_shutdown() {
             break;
@@ -115,7 +115,7 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
 }
 
 /// Shuts the server down and joins every thread.
-pub(crate) fn shutdown(shared: &Arc<Shared>, addr: SocketAddr, accept: Option<JoinHandle<()>>) {
+pub(crate) fn shutdown(shared: &Arc<ServerCore>, addr: SocketAddr, accept: Option<JoinHandle<()>>) {
     shared.shutdown.store(true, Ordering::SeqCst);
     shared.notify();
     // Wake the accept loop.
@@ -138,7 +138,7 @@ pub(crate) fn shutdown(shared: &Arc<Shared>, addr: SocketAddr, accept: Option<Jo
 }
 
 /// Sleeps up to `d`, returning early on shutdown.
-fn interruptible_sleep(shared: &Shared, d: Duration) {
+fn interruptible_sleep(shared: &ServerCore, d: Duration) {
     let deadline = Instant::now() + d;
     let mut guard = shared.lock();
     loop {
@@ -150,7 +150,7 @@ fn interruptible_sleep(shared: &Shared, d: Duration) {
     }
 }
 
-fn serve_connection(shared: &Arc<Shared>, id: u64, tcp: TcpStream) {
+fn serve_connection(shared: &Arc<ServerCore>, id: u64, tcp: TcpStream) {
     let _ = tcp.set_nodelay(true);
     let _ = tcp.set_read_timeout(Some(shared.settings.idle_timeout));
     let stream = match &shared.tls {
@@ -270,7 +270,7 @@ struct Admitted {
     gate: Option<u64>,
 }
 
-fn handle_request(shared: &Arc<Shared>, conn: &mut Conn, req: Request) -> io::Result<Flow> {
+fn handle_request(shared: &Arc<ServerCore>, conn: &mut Conn, req: Request) -> io::Result<Flow> {
     let Admitted { route, class, authorized, fault, gate } = admit(shared, conn, &req);
     if let Some(id) = gate
         && let Some(flow) = wait_at_gate(shared, conn, id)
@@ -307,7 +307,7 @@ fn handle_request(shared: &Arc<Shared>, conn: &mut Conn, req: Request) -> io::Re
 }
 
 /// Routes, authenticates, records the request, and takes its fault and hold gate.
-fn admit(shared: &Arc<Shared>, conn: &Conn, req: &Request) -> Admitted {
+fn admit(shared: &Arc<ServerCore>, conn: &Conn, req: &Request) -> Admitted {
     let cert_user = conn.stream().peer_cert().and_then(|der| shared.tls.as_ref().and_then(|t| t.user_for_cert(&der)));
     let mut state = shared.lock();
     let route = api::route(&state, &req.path);
@@ -365,7 +365,7 @@ fn admit(shared: &Arc<Shared>, conn: &Conn, req: &Request) -> Admitted {
 }
 
 /// Holds the request until the test releases the gate; `Some` when the client left first.
-fn wait_at_gate(shared: &Shared, conn: &Conn, id: u64) -> Option<Flow> {
+fn wait_at_gate(shared: &ServerCore, conn: &Conn, id: u64) -> Option<Flow> {
     let mut state = shared.lock();
     while state.holds.iter().any(|h| h.id == id) && !shared.is_shutdown() {
         state = shared.wait(state, Duration::from_millis(50));
@@ -379,7 +379,7 @@ fn wait_at_gate(shared: &Shared, conn: &Conn, id: u64) -> Option<Flow> {
 
 /// Answers in place of the server for faults that replace the answer; `Some` when it did.
 fn answer_with_fault(
-    shared: &Arc<Shared>,
+    shared: &Arc<ServerCore>,
     conn: &mut Conn,
     req: &Request,
     route: &Route,

@@ -73,7 +73,7 @@ pub(crate) struct Conns {
 
 /// State shared by the handle and every server thread.
 #[derive(Debug)]
-pub(crate) struct Shared {
+pub(crate) struct ServerCore {
     /// Settings fixed at start.
     pub settings: Settings,
     pub(crate) state: Mutex<State>,
@@ -88,7 +88,7 @@ pub(crate) struct Shared {
     pub(crate) conns: Mutex<Conns>,
 }
 
-impl Shared {
+impl ServerCore {
     /// Locks the state (a panicked holder does not poison it for the rest of the test).
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
@@ -135,7 +135,7 @@ pub(crate) fn peer_gone(conn: &Conn) -> bool {
 }
 
 /// Blocks until the peer leaves or the server shuts down.
-pub(crate) fn wait_until_gone(shared: &Shared, conn: &Conn) {
+pub(crate) fn wait_until_gone(shared: &ServerCore, conn: &Conn) {
     while !shared.is_shutdown() && !peer_gone(conn) {
         let guard = shared.lock();
         drop(shared.wait(guard, Duration::from_millis(50)));

@@ -13,7 +13,7 @@ use super::api::{
     wait_for_revision,
 };
 use super::http::{Conn, Request, Response, write_chunk, write_head, write_last_chunk};
-use super::state::{Flow, Shared, peer_gone};
+use super::state::{Flow, ServerCore, peer_gone};
 use super::store::{Change, with_rv};
 use super::{Chunking, Fault, ResourceType, StreamingLists, Watch410};
 
@@ -23,10 +23,10 @@ const PEER_POLL: Duration = Duration::from_millis(50);
 const INITIAL_BATCH: usize = 100;
 
 /// Counts a connected watch for as long as it lives.
-struct OpenWatch<'a>(&'a Shared);
+struct OpenWatch<'a>(&'a ServerCore);
 
 impl<'a> OpenWatch<'a> {
-    fn new(shared: &'a Shared) -> Self {
+    fn new(shared: &'a ServerCore) -> Self {
         shared.open_watches.fetch_add(1, Ordering::SeqCst);
         OpenWatch(shared)
     }
@@ -49,7 +49,7 @@ struct Emitter<'a> {
     drop: usize,
     /// The line to cut and pause in (`PauseInLine` fault), counted like `sent`.
     pause_at: Option<usize>,
-    shared: &'a Shared,
+    shared: &'a ServerCore,
 }
 
 impl Emitter<'_> {
@@ -218,7 +218,7 @@ struct Accepted {
 
 /// Serves one watch request until its deadline, a fault, the client leaving or shutdown.
 pub(crate) fn serve(
-    shared: &Arc<Shared>,
+    shared: &Arc<ServerCore>,
     conn: &mut Conn,
     req: &Request,
     route: &Route,
@@ -269,7 +269,7 @@ pub(crate) fn serve(
 }
 
 /// Checks the request as the API server does; the answer to send when it refuses.
-fn accept(shared: &Arc<Shared>, req: &Request, route: &Route) -> Result<Accepted, Response> {
+fn accept(shared: &Arc<ServerCore>, req: &Request, route: &Route) -> Result<Accepted, Response> {
     let (idx, ns, name) = match route {
         Route::Collection { idx, ns, .. } => (*idx, ns.clone(), None),
         Route::Object { idx, ns, name, sub: None, .. } => (*idx, ns.clone(), Some(name.clone())),
@@ -391,7 +391,7 @@ fn opening_fault(out: &mut Emitter<'_>, fault: Option<Fault>) -> io::Result<Opti
 
 /// Sends the initial state (or checks the starting revision); the position and the last RV
 /// sent, or how the stream ended.
-fn initial(shared: &Arc<Shared>, out: &mut Emitter<'_>, w: &Accepted) -> io::Result<Result<(u64, u64), Flow>> {
+fn initial(shared: &Arc<ServerCore>, out: &mut Emitter<'_>, w: &Accepted) -> io::Result<Result<(u64, u64), Flow>> {
     let (idx, rt, filter, repr, streaming, rv) = (w.idx, &w.rt, &w.filter, w.repr, w.streaming, w.rv);
     if streaming && shared.settings.streaming_lists == StreamingLists::InStreamError {
         let st = status(
@@ -450,7 +450,7 @@ fn initial(shared: &Arc<Shared>, out: &mut Emitter<'_>, w: &Accepted) -> io::Res
 
 /// Live events until the deadline, an end of watches, the client leaving or shutdown.
 fn live(
-    shared: &Arc<Shared>,
+    shared: &Arc<ServerCore>,
     out: &mut Emitter<'_>,
     w: &Accepted,
     (started, epoch): (Instant, u64),
