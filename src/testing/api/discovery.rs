@@ -1,0 +1,131 @@
+//! Discovery answers: API groups, versions, resources, and the minimal OpenAPI documents kubectl reads.
+
+use super::*;
+
+/// `/openapi/v3`: one path per group-version.
+pub(super) fn openapi_index(shared: &ServerCore) -> Response {
+    let state = shared.lock();
+    let mut paths = Map::new();
+    for t in &state.store.types {
+        let key = if t.rt.group.is_empty() {
+            format!("api/{}", t.rt.version)
+        } else {
+            format!("apis/{}/{}", t.rt.group, t.rt.version)
+        };
+        // The hash only changes when the set of types changes (clients cache by it).
+        let url = format!("/openapi/v3/{key}?hash={}", state.store.types.len());
+        paths.insert(key, json!({"serverRelativeURL": url}));
+    }
+    Response::json(200, &json!({"paths": paths}))
+}
+
+/// `/apis`: every group and its versions.
+pub(super) fn api_groups(shared: &ServerCore) -> Response {
+    let state = shared.lock();
+    let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for t in &state.store.types {
+        if !t.rt.group.is_empty() {
+            let versions = groups.entry(t.rt.group.clone()).or_default();
+            if !versions.contains(&t.rt.version) {
+                versions.push(t.rt.version.clone());
+            }
+        }
+    }
+    let groups: Vec<Value> = groups.iter().map(|(g, vs)| group_json(g, vs)).collect();
+    Response::json(200, &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}))
+}
+
+/// `/apis/<group>`.
+pub(super) fn api_group(shared: &ServerCore, g: &str) -> Response {
+    let state = shared.lock();
+    let mut versions: Vec<String> = Vec::new();
+    for t in state.store.types.iter().filter(|t| t.rt.group == g) {
+        if !versions.contains(&t.rt.version) {
+            versions.push(t.rt.version.clone());
+        }
+    }
+    let mut body = group_json(g, &versions);
+    body["kind"] = json!("APIGroup");
+    body["apiVersion"] = json!("v1");
+    Response::json(200, &body)
+}
+
+/// `/api/v1` or `/apis/<group>/<version>`: the resources of one group-version.
+pub(super) fn api_resources(shared: &ServerCore, g: &str, v: &str) -> Response {
+    let state = shared.lock();
+    let mut resources = Vec::new();
+    for t in state.store.types.iter().filter(|t| t.rt.group == g && t.rt.version == v) {
+        let rt = &t.rt;
+        let singular = rt.singular.clone().unwrap_or_else(|| rt.kind.to_ascii_lowercase());
+        let mut r = json!({
+            "name": rt.plural, "singularName": singular, "namespaced": rt.namespaced, "kind": rt.kind,
+            "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
+        });
+        if !rt.short_names.is_empty() {
+            r["shortNames"] = json!(rt.short_names);
+        }
+        if rt.built_in && matches!(rt.plural.as_str(), "pods" | "deployments" | "services") {
+            r["categories"] = json!(["all"]);
+        }
+        resources.push(r);
+        resources.push(json!({
+            "name": format!("{}/status", rt.plural), "singularName": "", "namespaced": rt.namespaced,
+            "kind": rt.kind, "verbs": ["get", "patch", "update"],
+        }));
+    }
+    let gv = if g.is_empty() { v.to_owned() } else { format!("{g}/{v}") };
+    Response::json(
+        200,
+        &json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}),
+    )
+}
+
+/// A minimal OpenAPI v3 document for one group-version: just enough for kubectl to see that
+/// the server validates fields itself (`fieldValidation` on every PATCH), so it skips
+/// client-side schema validation.
+pub(super) fn openapi_doc(shared: &ServerCore, group: &str, version: &str) -> Response {
+    let state = shared.lock();
+    let mut paths = Map::new();
+    let types: Vec<&ResourceType> =
+        state.store.types.iter().map(|t| &t.rt).filter(|rt| rt.group == group && rt.version == version).collect();
+    if types.is_empty() {
+        return Response::text(404, "404 page not found\n");
+    }
+    let params = json!([
+        {"name": "dryRun", "in": "query", "schema": {"type": "string"}},
+        {"name": "fieldManager", "in": "query", "schema": {"type": "string"}},
+        {"name": "fieldValidation", "in": "query", "schema": {"type": "string"}},
+    ]);
+    for rt in types {
+        let base = if group.is_empty() { format!("/api/{version}") } else { format!("/apis/{group}/{version}") };
+        let path = if rt.namespaced {
+            format!("{base}/namespaces/{{namespace}}/{}/{{name}}", rt.plural)
+        } else {
+            format!("{base}/{}/{{name}}", rt.plural)
+        };
+        let gvk = json!({"group": rt.group, "version": rt.version, "kind": rt.kind});
+        let op = |id: &str| {
+            json!({"operationId": format!("{id}{}", rt.kind), "parameters": params,
+                   "responses": {"200": {"description": "OK"}},
+                   "x-kubernetes-action": id, "x-kubernetes-group-version-kind": gvk})
+        };
+        paths.insert(path, json!({"get": op("get"), "put": op("put"), "patch": op("patch"), "delete": op("delete")}));
+        let collection = if rt.namespaced {
+            format!("{base}/namespaces/{{namespace}}/{}", rt.plural)
+        } else {
+            format!("{base}/{}", rt.plural)
+        };
+        paths.insert(collection, json!({"get": op("list"), "post": op("post")}));
+    }
+    Response::json(
+        200,
+        &json!({"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.34.0"},
+                "paths": paths, "components": {"schemas": {}}}),
+    )
+}
+
+fn group_json(group: &str, versions: &[String]) -> Value {
+    let vs: Vec<Value> =
+        versions.iter().map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v})).collect();
+    json!({"name": group, "versions": vs, "preferredVersion": vs.first().cloned().unwrap_or(Value::Null)})
+}
