@@ -192,5 +192,5 @@ pub fn list<K: DeserializeOwned + Debug, R: Read>(
 ///
 /// The parse or resolution error.
 pub fn kubeconfig(yaml: &str) -> crate::Result<()> {
-    crate::Client::from_kubeconfig_yaml(yaml, &crate::auth::KubeconfigOptions::default()).map(|_| ())
+    crate::wire::client::Client::from_kubeconfig_yaml(yaml, &crate::auth::KubeconfigOptions::default()).map(|_| ())
 }
