@@ -145,7 +145,8 @@ impl<K: Watchable> ObjectWatcher<K> {
         }
         let mut state = self.watcher.store().state();
         if state.len() > 1 {
-            let mut keys: Vec<String> = state.iter().map(|o| crate::key::ObjectRef::from_obj(&**o).to_string()).collect();
+            let mut keys: Vec<String> =
+                state.iter().map(|o| crate::key::ObjectRef::from_obj(&**o).to_string()).collect();
             keys.sort();
             self.watcher.stop();
             return Some(Err(Error::config(
