@@ -159,7 +159,9 @@ impl Options {
             return Err("--namespace and --all-namespaces exclude each other".into());
         }
         if opts.resource.is_none() && !opts.demo {
-            return Err("which resource? for example: kwatch pods".into());
+            return Err(
+                "which resource? for example: kwatch pods, or kwatch --demo to watch a simulated cluster".into()
+            );
         }
         Ok(Some(opts))
     }
@@ -195,7 +197,7 @@ fn run(opts: &Options) -> Result<(), String> {
     let mut demo = if opts.demo { Some(demo::start()?) } else { None };
     let client = connect(opts, demo.as_ref()).map_err(|e| explain(&e, None, false))?;
     let name = opts.resource.as_deref().unwrap_or("pods");
-    let resource = client.discover(name).map_err(|e| explain(&e, None, false))?;
+    let resource = discover(&client, name, &stop)?;
     let namespace = match (resource.namespaced, opts.all_namespaces, &opts.namespace) {
         (false, _, _) | (true, true, _) => None,
         (true, false, Some(ns)) => Some(ns.clone()),
@@ -243,6 +245,27 @@ fn connect(opts: &Options, demo: Option<&demo::Demo>) -> Result<Client, Error> {
 }
 
 /// A channel that receives `()` on the first Ctrl-C; a second Ctrl-C exits at once.
+/// Discovers `name`, retrying what retrying can fix (429, 5xx, a refused or dropped connection)
+/// with the library's backoff (0.8 s doubling to 30 s), saying so on stderr; a 403, an unknown
+/// resource or a bad configuration ends kwatch at once. Ctrl-C interrupts the wait.
+fn discover(client: &Client, name: &str, stop: &Receiver<()>) -> Result<ApiResource, String> {
+    let backoff = kube_watcher::Backoff::default();
+    let mut delay = backoff.initial;
+    loop {
+        match client.discover(name) {
+            Ok(resource) => return Ok(resource),
+            Err(e) if e.is_retryable() => {
+                eprintln!("kwatch: {}; retrying in {:.1} s", explain(&e, None, false), delay.as_secs_f64());
+                if stop.recv_timeout(delay).is_ok() {
+                    return Err("interrupted".to_owned());
+                }
+                delay = delay.mul_f64(backoff.factor).min(backoff.max);
+            }
+            Err(e) => return Err(explain(&e, None, false)),
+        }
+    }
+}
+
 fn ctrl_c() -> Result<Receiver<()>, String> {
     let (tx, rx) = crossbeam_channel::bounded(1);
     let pressed = AtomicBool::new(false);

@@ -251,3 +251,36 @@ fn kwatch_rejects_an_unknown_flag_before_connecting() {
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(out.stderr.trim(), "kwatch: unknown flag \"--follow\" (see kwatch --help)");
 }
+
+/// Issue 16 item 5: a transient error during start-up (here a 429 on discovery) is retried with
+/// backoff and said on stderr; an error retrying cannot fix (the 403 on the list) ends kwatch.
+#[test]
+fn kwatch_retries_a_transient_error_at_start_up() {
+    let server = FakeApiServer::start();
+    server.push_fault(
+        Match::Any,
+        Fault::Status { code: 429, reason: "TooManyRequests".into(), message: "slow down".into(), retry_after: None },
+    );
+    let message =
+        r#"pods is forbidden: User "jane" cannot list resource "pods" in API group "" in the namespace "shop""#;
+    server.push_fault(
+        Match::Path("/api/v1/namespaces/shop/pods".into()),
+        Fault::Status { code: 403, reason: "Forbidden".into(), message: message.into(), retry_after: None },
+    );
+    let dir = std::env::temp_dir().join(format!("kube-watcher-kwatch-retry-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("config");
+    std::fs::write(&kubeconfig, server.kubeconfig()).unwrap();
+
+    let mut child =
+        command("kwatch", &["po", "-n", "shop", "--kubeconfig", kubeconfig.to_str().unwrap()]).spawn().unwrap();
+    let stdout = drain(child.stdout.take().unwrap());
+    let out = wait(child, stdout, RUN_TIMEOUT, "kwatch po -n shop after a 429");
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    assert_eq!(out.status.code(), Some(1), "{}", out.stderr);
+    let lines: Vec<&str> = out.stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", out.stderr);
+    assert!(lines[0].contains("429") && lines[0].contains("retrying in"), "{}", out.stderr);
+    assert!(lines[1].contains("HTTP 403 Forbidden"), "{}", out.stderr);
+}
