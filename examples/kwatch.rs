@@ -905,7 +905,7 @@ mod tests {
         assert_eq!(parse(&["pods", "-n"]).unwrap_err(), "--namespace needs a value");
         assert!(parse(&["pods", "-o", "xml"]).unwrap_err().contains("unknown output format \"xml\""));
         assert!(parse(&["pods", "-A", "-n", "x"]).unwrap_err().contains("exclude each other"));
-        assert!(parse(&[]).unwrap_err().contains("which resource"));
+        assert!(parse(&[]).unwrap_err().contains("kwatch --demo"));
         assert!(parse(&["--help"]).unwrap().is_none());
     }
 
