@@ -214,6 +214,20 @@ fn kwatch_demo_prints_changes_like_kubectl_and_stops_on_ctrl_c() {
     }
 }
 
+/// Runs `kwatch po -n shop` against `server` through a kubeconfig file, until it exits.
+fn kwatch_pods_in_shop(server: &FakeApiServer, label: &str) -> Output {
+    let dir = std::env::temp_dir().join(format!("kube-watcher-kwatch-{label}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("config");
+    std::fs::write(&kubeconfig, server.kubeconfig()).unwrap();
+    let mut child =
+        command("kwatch", &["po", "-n", "shop", "--kubeconfig", kubeconfig.to_str().unwrap()]).spawn().unwrap();
+    let stdout = drain(child.stdout.take().unwrap());
+    let out = wait(child, stdout, RUN_TIMEOUT, &format!("kwatch po -n shop ({label})"));
+    std::fs::remove_dir_all(&dir).unwrap();
+    out
+}
+
 /// A forbidden list ends kwatch with one line naming the verb, the resource and how to check.
 #[test]
 fn kwatch_explains_a_forbidden_list_in_one_line() {
@@ -224,16 +238,7 @@ fn kwatch_explains_a_forbidden_list_in_one_line() {
         Match::Path("/api/v1/namespaces/shop/pods".into()),
         Fault::Status { code: 403, reason: "Forbidden".into(), message: message.into(), retry_after: None },
     );
-    let dir = std::env::temp_dir().join(format!("kube-watcher-kwatch-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let kubeconfig = dir.join("config");
-    std::fs::write(&kubeconfig, server.kubeconfig()).unwrap();
-
-    let mut child =
-        command("kwatch", &["po", "-n", "shop", "--kubeconfig", kubeconfig.to_str().unwrap()]).spawn().unwrap();
-    let stdout = drain(child.stdout.take().unwrap());
-    let out = wait(child, stdout, RUN_TIMEOUT, "kwatch po -n shop");
-    std::fs::remove_dir_all(&dir).unwrap();
+    let out = kwatch_pods_in_shop(&server, "forbidden");
 
     assert_eq!(out.status.code(), Some(1), "{}", out.stderr);
     assert_eq!(out.stdout, "");
@@ -267,16 +272,7 @@ fn kwatch_retries_a_transient_error_at_start_up() {
         Match::Path("/api/v1/namespaces/shop/pods".into()),
         Fault::Status { code: 403, reason: "Forbidden".into(), message: message.into(), retry_after: None },
     );
-    let dir = std::env::temp_dir().join(format!("kube-watcher-kwatch-retry-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let kubeconfig = dir.join("config");
-    std::fs::write(&kubeconfig, server.kubeconfig()).unwrap();
-
-    let mut child =
-        command("kwatch", &["po", "-n", "shop", "--kubeconfig", kubeconfig.to_str().unwrap()]).spawn().unwrap();
-    let stdout = drain(child.stdout.take().unwrap());
-    let out = wait(child, stdout, RUN_TIMEOUT, "kwatch po -n shop after a 429");
-    std::fs::remove_dir_all(&dir).unwrap();
+    let out = kwatch_pods_in_shop(&server, "retry");
 
     assert_eq!(out.status.code(), Some(1), "{}", out.stderr);
     let lines: Vec<&str> = out.stderr.lines().collect();
