@@ -186,8 +186,10 @@ impl<K: Watchable> Writer<K> {
         out: &mut Vec<Event<K>>,
     ) -> usize {
         let Some(key) = ObjectKey::of(&*obj) else { return 0 };
-        self.pending_skipped.remove(&key);
-        self.reported.remove(&key);
+        if !self.pending_skipped.is_empty() || !self.reported.is_empty() {
+            self.pending_skipped.remove(&key);
+            self.reported.remove(&key);
+        }
         let mut objects = self.shared.objects.write();
         // A new incarnation (new uid) under a name consumers know is a delete of the old one
         // first: the one they were last told about, by this relist, an abandoned one or the store.
@@ -389,6 +391,10 @@ impl<K: Watchable> Writer<K> {
 
     /// A decodable version of `key` arrived, or it was deleted: it is no longer skipped.
     fn forget_skipped(&mut self, key: &ObjectKey) {
+        // Nearly always nothing is skipped: spare the hot path two lookups.
+        if self.skipped.is_empty() && self.reported.is_empty() {
+            return;
+        }
         self.reported.remove(key);
         if self.skipped.remove(key).is_some() {
             self.count_skipped();

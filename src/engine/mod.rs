@@ -114,7 +114,6 @@ impl<K: Watchable> Engine<K> {
                 machine: Machine::new(spec.config.clone(), rand::random()),
                 sink: Sink::new(writer, Arc::clone(&shared), spec.compact.is_some()),
                 prepare: Prepare::new(name.clone(), spec.transform.clone(), spec.compact),
-                max_line: spec.config.max_line,
                 drift_suspects: Default::default(),
                 start_spread: spec.start_spread,
             };

@@ -29,7 +29,6 @@ pub(crate) struct Worker<K> {
     pub(crate) machine: Machine,
     pub(crate) sink: Sink<K>,
     pub(crate) prepare: Prepare<K>,
-    pub(crate) max_line: usize,
     /// Objects a drift check could not yet judge (see `drift`).
     pub(crate) drift_suspects: drift::Suspects,
     /// Start after a random delay up to this (watchers over several namespaces).
@@ -215,7 +214,7 @@ impl<K: Watchable> Worker<K> {
             params.resource_version,
             params.timeout
         );
-        let mut stream = match self.http.watch(&self.api, params, idle, self.max_line) {
+        let mut stream = match self.http.watch(&self.api, params, idle) {
             Ok(s) => s,
             Err(_) if self.stopping() => return Err(Stopped),
             Err(e) => {
@@ -302,19 +301,12 @@ impl<K: Watchable> Worker<K> {
             WatchEvent::Undecodable { kind, id, message } => {
                 // The machine moves past it as past any event; the sink applies the policy.
                 let rv = id.resource_version.clone().unwrap_or_default();
-                let input = match kind {
-                    Change::Added => WatchInput::Added { resource_version: &rv },
-                    Change::Modified => WatchInput::Modified { resource_version: &rv },
-                    Change::Deleted => WatchInput::Deleted { resource_version: &rv },
+                let (input, counter) = match kind {
+                    Change::Added => (WatchInput::Added { resource_version: &rv }, &counters.added),
+                    Change::Modified => (WatchInput::Modified { resource_version: &rv }, &counters.modified),
+                    Change::Deleted => (WatchInput::Deleted { resource_version: &rv }, &counters.deleted),
                 };
-                counters::add(
-                    match kind {
-                        Change::Added => &counters.added,
-                        Change::Modified => &counters.modified,
-                        Change::Deleted => &counters.deleted,
-                    },
-                    1,
-                );
+                counters::add(counter, 1);
                 let e = Error::Decode(Box::new(decode::decode_error(context, Some(n), line, message)));
                 let subject = self.prepare.skipped(id, e);
                 Ok((Some(subject), self.machine.step(Input::Event(input), now)))

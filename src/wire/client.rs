@@ -516,13 +516,7 @@ impl Http {
 
     /// Opens a watch on `api`; `idle` bounds the silence between two reads: past it,
     /// [`WatchStream::next_line`] answers `Idle` (for the whole life of the stream).
-    pub(crate) fn watch<K>(
-        &self,
-        api: &Api<K>,
-        params: &WatchParams,
-        idle: Duration,
-        max_line: usize,
-    ) -> Result<WatchStream> {
+    pub(crate) fn watch<K>(&self, api: &Api<K>, params: &WatchParams, idle: Duration) -> Result<WatchStream> {
         let context = api.describe("watch");
         let url = self.url(&request::collection_path(&api.resource, api.namespace.as_deref()), &params.query());
         let accept = if api.metadata_only { request::ACCEPT_METADATA } else { request::ACCEPT_JSON };
@@ -532,7 +526,7 @@ impl Http {
             buf: Vec::with_capacity(16 * 1024),
             partial: false,
             line: 0,
-            max_line,
+            max_line: self.max_line,
             context,
         })
     }
@@ -737,7 +731,7 @@ mod stream_tests {
             send_initial_events: true,
             ..WatchParams::default()
         };
-        let mut stream = http.watch(&api, &params, Duration::from_millis(100), 1 << 20).unwrap();
+        let mut stream = http.watch(&api, &params, Duration::from_millis(100)).unwrap();
         assert_eq!(next_event(&mut stream)["type"], "ADDED");
         let marker = next_event(&mut stream);
         assert_eq!(marker["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true");
@@ -762,7 +756,7 @@ mod stream_tests {
         let http = Http::new(Arc::clone(&api.client.conn));
         let params =
             WatchParams { resource_version: Some(rv), timeout: Duration::from_secs(600), ..WatchParams::default() };
-        let mut stream = http.watch(&api, &params, Duration::from_millis(100), 1 << 20).unwrap();
+        let mut stream = http.watch(&api, &params, Duration::from_millis(100)).unwrap();
         server.create(&pod("a")).unwrap();
         let event = read_through_a_pause(&server, &mut stream);
         assert_eq!(event["type"], "ADDED");
