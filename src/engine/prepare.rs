@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use crate::cache::{Skipped, Writer};
-use crate::error::Error;
+use crate::error::{DecodeError, Error};
 use crate::guard;
 use crate::key::ObjectKey;
 use crate::resource::Watchable;
@@ -67,35 +67,26 @@ impl<K: Watchable> Prepare<K> {
             Ok(obj) => return self.object(obj, Some(item.bytes), (context, None), writer),
             Err(message) => message,
         };
-        let error = |message: String| Error::Decode(Box::new(decode::decode_error(context, None, item.bytes, message)));
+        let error = decode::decode_error(context, None, item.bytes, message);
         match decode::identity(item.bytes) {
-            Some(id) => Ok(self.skipped(id, error(message))),
-            None => Err(error(message)),
+            Some(id) => Ok(self.skipped(id, error)),
+            None => Err(Error::Decode(Box::new(error))),
         }
     }
 
     /// An object that does not decode as `K`, known by its metadata: the error that reports it
     /// names the object.
-    pub(crate) fn skipped(&self, id: decode::Identity, error: Error) -> Subject<K> {
+    pub(crate) fn skipped(&self, id: decode::Identity, mut error: DecodeError) -> Subject<K> {
         let key = id.name.map(|name| ObjectKey { namespace: id.namespace.map(Into::into), name: name.into() });
         let what = match (&key, &id.resource_version) {
             (None, _) => "an object without metadata.name".to_owned(),
             (Some(k), Some(rv)) => format!("{k} at resourceVersion {rv}"),
             (Some(k), None) => k.to_string(),
         };
-        let error = match error {
-            Error::Decode(mut d) => {
-                let action = if key.is_some() {
-                    "the store keeps its last version that decoded, if any"
-                } else {
-                    "cannot be stored"
-                };
-                d.message = format!("{what} skipped ({action}): {}", d.message);
-                Error::Decode(d)
-            }
-            other => other,
-        };
-        Subject::Skipped(Skipped { key, uid: id.uid, rv: id.resource_version }, error)
+        let action =
+            if key.is_some() { "the store keeps its last version that decoded, if any" } else { "cannot be stored" };
+        error.message = format!("{what} skipped ({action}): {}", error.message);
+        Subject::Skipped(Skipped { key, uid: id.uid, rv: id.resource_version }, Error::Decode(Box::new(error)))
     }
 
     /// Runs the transform, and in compact mode keeps the object's JSON: the wire bytes as they
@@ -148,7 +139,7 @@ impl<K: Watchable> Prepare<K> {
                 resource_version: meta.resource_version.clone(),
             };
             let e = decode::decode_error(at.0, at.1, wire.unwrap_or_default(), "no metadata.name".into());
-            return Ok(self.skipped(id, Error::Decode(Box::new(e))));
+            return Ok(self.skipped(id, e));
         };
         let values = writer.index_values(&key, &obj);
         Ok(Subject::Object(Incoming { obj: Arc::new(obj), json, values }))

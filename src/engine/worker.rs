@@ -307,8 +307,7 @@ impl<K: Watchable> Worker<K> {
                     Change::Deleted => (WatchInput::Deleted { resource_version: &rv }, &counters.deleted),
                 };
                 counters::add(counter, 1);
-                let e = Error::Decode(Box::new(decode::decode_error(context, Some(n), line, message)));
-                let subject = self.prepare.skipped(id, e);
+                let subject = self.prepare.skipped(id, decode::decode_error(context, Some(n), line, message));
                 Ok((Some(subject), self.machine.step(Input::Event(input), now)))
             }
         }
