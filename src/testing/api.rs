@@ -3,11 +3,14 @@
 
 mod discovery;
 mod list;
+mod protobuf;
+mod table;
 mod write;
 
-use discovery::{api_group, api_groups, api_resources, openapi_doc, openapi_index};
+use discovery::{api_group, api_groups, api_resources, openapi_doc, openapi_index, openapi_v2};
 use list::list;
-use write::{create, delete, delete_collection, get, patch, update};
+pub(crate) use table::{Include, table};
+use write::{create, delete, delete_collection, get, has_scale, patch, scale, update};
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
@@ -216,6 +219,8 @@ pub(crate) enum Route {
     Version,
     /// `/openapi/v3`: the index of group-version documents.
     OpenApiIndex,
+    /// `/openapi/v2`: an empty swagger document (kubectl before 1.27 validates with it).
+    OpenApiV2,
     /// `/openapi/v3/api/v1` or `/openapi/v3/apis/{group}/{version}`.
     OpenApiDoc(String, String),
     /// `/api`.
@@ -246,6 +251,7 @@ pub(crate) fn route(state: &State, path: &str) -> Route {
     let (group, version, rest) = match segs.as_slice() {
         ["version"] => return Route::Version,
         ["openapi", "v3"] => return Route::OpenApiIndex,
+        ["openapi", "v2"] => return Route::OpenApiV2,
         ["openapi", "v3", "api", v] => return Route::OpenApiDoc(String::new(), v.to_string()),
         ["openapi", "v3", "apis", g, v] => return Route::OpenApiDoc(g.to_string(), v.to_string()),
         ["healthz" | "readyz" | "livez", ..] => return Route::Health,
@@ -319,15 +325,31 @@ pub(crate) enum Repr {
     Full,
     /// `PartialObjectMetadata` (watch, get) or `PartialObjectMetadataList` (list).
     Metadata,
+    /// A `meta.k8s.io` Table (kubectl's `get`), `v1` or `v1beta1`.
+    Table { include: Include, beta: bool },
 }
 
-/// Negotiates the representation from `Accept`; `None` means 406.
-pub(crate) fn negotiate(req: &Request, list: bool) -> Option<Repr> {
-    let Some(accept) = req.header("accept") else {
-        return Some(Repr::Full);
+impl Repr {
+    /// The Table's `apiVersion`.
+    pub(crate) fn table_version(beta: bool) -> &'static str {
+        if beta { "meta.k8s.io/v1beta1" } else { "meta.k8s.io/v1" }
+    }
+}
+
+/// Negotiates the representation from `Accept`; `Err` is the 406 (or the 400 for a bad
+/// `includeObject`).
+pub(crate) fn negotiate(req: &Request, list: bool) -> Result<Repr, Response> {
+    let not_acceptable = || {
+        status_response(
+            406,
+            "NotAcceptable",
+            "only the following media types are accepted: application/json, application/json;as=Table;v=v1;g=meta.k8s.io, application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io",
+            None,
+        )
     };
+    let accept = req.header("accept").unwrap_or_default();
     if accept.trim().is_empty() {
-        return Some(Repr::Full);
+        return Ok(Repr::Full);
     }
     for range in accept.split(',') {
         let mut parts = range.split(';').map(str::trim);
@@ -340,25 +362,27 @@ pub(crate) fn negotiate(req: &Request, list: bool) -> Option<Repr> {
         if !(media == "application/json" || media == "*/*" || media == "application/*") {
             continue;
         }
-        match param("as") {
-            None => return Some(Repr::Full),
-            Some(kind) => {
-                if param("g") != Some("meta.k8s.io") || param("v") != Some("v1") {
-                    continue;
-                }
-                match (kind, list) {
-                    ("PartialObjectMetadataList", true) => return Some(Repr::Metadata),
-                    ("PartialObjectMetadata", false) => return Some(Repr::Metadata),
-                    // A watch asking for the list form falls back to full objects.
-                    ("PartialObjectMetadataList", false) if req.flag("watch") == Some(true) => {
-                        return Some(Repr::Full);
-                    }
-                    _ => continue,
-                }
+        let Some(kind) = param("as") else {
+            return Ok(Repr::Full);
+        };
+        if param("g") != Some("meta.k8s.io") {
+            continue;
+        }
+        match (kind, param("v"), list) {
+            ("Table", Some(v @ ("v1" | "v1beta1")), _) => {
+                let include = Include::parse(req.param("includeObject")).map_err(|e| bad_request(&e))?;
+                return Ok(Repr::Table { include, beta: v == "v1beta1" });
             }
+            ("PartialObjectMetadataList", Some("v1"), true) => return Ok(Repr::Metadata),
+            ("PartialObjectMetadata", Some("v1"), false) => return Ok(Repr::Metadata),
+            // A watch asking for the list form falls back to full objects.
+            ("PartialObjectMetadataList", Some("v1"), false) if req.flag("watch") == Some(true) => {
+                return Ok(Repr::Full);
+            }
+            _ => continue,
         }
     }
-    None
+    Err(not_acceptable())
 }
 
 /// An object as `PartialObjectMetadata`.
@@ -438,6 +462,7 @@ pub(crate) fn send(conn: &mut Conn, req: &Request, mut resp: Response) -> io::Re
 pub(crate) fn handle(shared: &ServerCore, req: &Request, route: &Route) -> Response {
     match route {
         Route::OpenApiIndex => openapi_index(shared),
+        Route::OpenApiV2 => openapi_v2(req),
         Route::OpenApiDoc(g, v) => openapi_doc(shared, g, v),
         Route::Version => Response::json(
             200,
@@ -467,6 +492,9 @@ pub(crate) fn handle(shared: &ServerCore, req: &Request, route: &Route) -> Respo
             _ => method_not_allowed(),
         },
         Route::Object { idx, ns, name, sub, .. } => {
+            if sub.as_deref() == Some("scale") && has_scale(&shared.lock().store.types[*idx].rt) {
+                return scale(shared, req, *idx, ns.as_deref(), name);
+            }
             if sub.as_deref().is_some_and(|s| s != "status") {
                 return status_response(
                     404,
@@ -572,6 +600,29 @@ mod tests {
         let patch = json!({"spec": {"$setElementOrder/containers": [{"name": "a"}], "containers": [{"name": "a", "image": "2"}, {"name": "b", "$patch": "delete"}]}});
         merge_patch(&mut obj, &patch, true);
         assert_eq!(obj, json!({"spec": {"containers": [{"name": "a", "image": "2", "ports": [1]}]}}));
+    }
+
+    #[test]
+    fn json_patches_follow_rfc_6902() {
+        use super::write::json_patch;
+        let mut obj = json!({"metadata": {"labels": {"a": "1"}}, "spec": {"items": [1, 2]}});
+        let patch = json!([
+            {"op": "add", "path": "/metadata/labels/b~1c", "value": "2"},
+            {"op": "replace", "path": "/metadata/labels/a", "value": "3"},
+            {"op": "add", "path": "/spec/items/-", "value": 4},
+            {"op": "remove", "path": "/spec/items/0"},
+            {"op": "copy", "from": "/spec/items", "path": "/spec/copy"},
+            {"op": "move", "from": "/spec/copy", "path": "/spec/moved"},
+            {"op": "test", "path": "/spec/moved/1", "value": 4},
+        ]);
+        json_patch(&mut obj, &patch).unwrap();
+        assert_eq!(
+            obj,
+            json!({"metadata": {"labels": {"a": "3", "b/c": "2"}}, "spec": {"items": [2, 4], "moved": [2, 4]}})
+        );
+        let err = json_patch(&mut obj, &json!([{"op": "remove", "path": "/nope/x"}])).unwrap_err();
+        assert!(err.contains("/nope/x"), "{err}");
+        assert!(json_patch(&mut obj, &json!([{"op": "test", "path": "/spec/items/0", "value": 9}])).is_err());
     }
 
     #[test]

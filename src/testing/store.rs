@@ -114,6 +114,33 @@ pub(crate) fn with_rv(obj: &Value, rv: u64) -> Value {
 }
 
 /// Whether the object's finalizer list is non-empty.
+/// The defaults the real server fills in on create that clients show (a new pod is `Pending`, a
+/// secret `Opaque`, a namespace `Active`, a service `ClusterIP`); only where the field is absent.
+fn defaults(rt: &ResourceType, obj: &mut Value) {
+    let (parent, field, value) = match (rt.group.as_str(), rt.plural.as_str()) {
+        ("", "pods") => (Some("status"), "phase", "Pending"),
+        ("", "secrets") => (None, "type", "Opaque"),
+        ("", "namespaces") => (Some("status"), "phase", "Active"),
+        ("", "services") => (Some("spec"), "type", "ClusterIP"),
+        _ => return,
+    };
+    let Some(top) = obj.as_object_mut() else { return };
+    let target = match parent {
+        None => top,
+        Some(p) => {
+            let slot = top.entry(p).or_insert_with(|| json!({}));
+            if slot.is_null() {
+                *slot = json!({});
+            }
+            let Some(map) = slot.as_object_mut() else { return };
+            map
+        }
+    };
+    if target.get(field).is_none_or(Value::is_null) {
+        target.insert(field.into(), json!(value));
+    }
+}
+
 fn has_finalizers(obj: &Value) -> bool {
     meta(obj).and_then(|m| m.get("finalizers")).and_then(Value::as_array).is_some_and(|f| !f.is_empty())
 }
@@ -281,6 +308,9 @@ impl Store {
         m.insert("creationTimestamp".into(), Value::String(rfc3339(SystemTime::now())));
         m.remove("deletionTimestamp");
         m.remove("deletionGracePeriodSeconds");
+        if rt.built_in {
+            defaults(&rt, &mut obj);
+        }
         let obj = Arc::new(obj);
         self.record(idx, Change { rv, key, old: None, new: Some(obj.clone()) });
         Ok(obj)

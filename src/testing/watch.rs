@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::api::{
     self, Filter, Repr, Route, Rv, invalid_list_options, negotiate, parse_rv, partial, send, status, status_response,
-    wait_for_revision,
+    table, wait_for_revision,
 };
 use super::http::{Conn, Request, Response, write_chunk, write_head, write_last_chunk};
 use super::state::{Flow, ServerCore, peer_gone};
@@ -164,25 +164,36 @@ fn bookmark(rt: &ResourceType, repr: Repr, rv: u64, initial_end: bool) -> Vec<u8
         Repr::Full => {
             json!({"kind": rt.kind, "apiVersion": rt.api_version(), "metadata": metadata})
         }
+        Repr::Table { beta, .. } => {
+            json!({"kind": "Table", "apiVersion": Repr::table_version(beta), "metadata": metadata})
+        }
     };
     encode("BOOKMARK", &object)
 }
 
-fn render(obj: &Value, repr: Repr) -> Value {
+/// An event's object in the representation asked for (a Table event holds one row).
+fn render(rt: &ResourceType, obj: &Value, repr: Repr) -> Value {
     match repr {
         Repr::Metadata => partial(obj),
         Repr::Full => obj.clone(),
+        Repr::Table { include, beta } => {
+            let metadata = serde_json::Map::from_iter([(
+                "resourceVersion".to_string(),
+                obj.pointer("/metadata/resourceVersion").cloned().unwrap_or_default(),
+            )]);
+            table(rt, &[obj], include, Repr::table_version(beta), metadata)
+        }
     }
 }
 
 /// The event a change produces for a watcher with this filter (§6.6 transition table).
-fn event_for(change: &Change, filter: &Filter, repr: Repr) -> Option<Vec<u8>> {
+fn event_for(rt: &ResourceType, change: &Change, filter: &Filter, repr: Repr) -> Option<Vec<u8>> {
     let old_m = change.old.as_ref().is_some_and(|o| filter.matches(o));
     let new_m = change.new.as_ref().is_some_and(|n| filter.matches(n));
     match (&change.old, &change.new) {
-        (_, Some(new)) if new_m && !old_m => Some(encode("ADDED", &render(new, repr))),
-        (_, Some(new)) if new_m => Some(encode("MODIFIED", &render(new, repr))),
-        (Some(old), _) if old_m => Some(encode("DELETED", &render(&with_rv(old, change.rv), repr))),
+        (_, Some(new)) if new_m && !old_m => Some(encode("ADDED", &render(rt, new, repr))),
+        (_, Some(new)) if new_m => Some(encode("MODIFIED", &render(rt, new, repr))),
+        (Some(old), _) if old_m => Some(encode("DELETED", &render(rt, &with_rv(old, change.rv), repr))),
         _ => None,
     }
 }
@@ -322,14 +333,7 @@ fn accept(shared: &Arc<ServerCore>, req: &Request, route: &Route) -> Result<Acce
         return Err(invalid_list_options(&causes));
     }
     let filter = Filter::parse(req, &rt, ns.as_deref(), name.as_deref())?;
-    let Some(repr) = negotiate(req, false) else {
-        return Err(status_response(
-            406,
-            "NotAcceptable",
-            "only the following media types are accepted: application/json",
-            None,
-        ));
-    };
+    let repr = negotiate(req, false)?;
     let timeout = {
         let mut state = shared.lock();
         api::watch_duration(shared, req, &mut state)?
@@ -435,7 +439,7 @@ fn initial(shared: &Arc<ServerCore>, out: &mut Emitter<'_>, w: &Accepted) -> io:
                 (snap, state.store.revision)
             };
             for batch in snapshot.chunks(INITIAL_BATCH) {
-                let events = batch.iter().map(|o| encode("ADDED", &render(o, repr))).collect();
+                let events = batch.iter().map(|o| encode("ADDED", &render(rt, o, repr))).collect();
                 if let Some(flow) = out.send(events)? {
                     return Ok(Err(flow));
                 }
@@ -501,7 +505,7 @@ fn live(
         let revision = state.store.revision;
         if !changes.is_empty() {
             drop(state);
-            let events: Vec<Vec<u8>> = changes.iter().filter_map(|c| event_for(c, filter, repr)).collect();
+            let events: Vec<Vec<u8>> = changes.iter().filter_map(|c| event_for(rt, c, filter, repr)).collect();
             pos = pos.max(revision);
             if let Some(last) = changes.last()
                 && !events.is_empty()

@@ -19,6 +19,21 @@ pub(super) fn openapi_index(shared: &ServerCore) -> Response {
     Response::json(200, &json!({"paths": paths}))
 }
 
+/// `/openapi/v2`: a swagger document with no definitions. Older kubectl (before 1.27) fetches it,
+/// as protobuf, to validate manifests, and skips validation for a kind the document does not
+/// describe; an empty protobuf message is a valid, empty document.
+pub(super) fn openapi_v2(req: &Request) -> Response {
+    const PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
+    if req.header("accept").is_some_and(|a| a.contains(PROTOBUF)) {
+        // Go cannot parse the media type with its `@`; the real server answers octet-stream too.
+        return Response::new(200, "application/octet-stream", Vec::new());
+    }
+    Response::json(
+        200,
+        &json!({"swagger": "2.0", "info": {"title": "Kubernetes", "version": "v1.34.0-fake"}, "paths": {}, "definitions": {}}),
+    )
+}
+
 /// `/apis`: every group and its versions.
 pub(super) fn api_groups(shared: &ServerCore) -> Response {
     let state = shared.lock();
@@ -72,6 +87,12 @@ pub(super) fn api_resources(shared: &ServerCore, g: &str, v: &str) -> Response {
             "name": format!("{}/status", rt.plural), "singularName": "", "namespaced": rt.namespaced,
             "kind": rt.kind, "verbs": ["get", "patch", "update"],
         }));
+        if super::write::has_scale(rt) {
+            resources.push(json!({
+                "name": format!("{}/scale", rt.plural), "singularName": "", "namespaced": rt.namespaced,
+                "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"],
+            }));
+        }
     }
     let gv = if g.is_empty() { v.to_owned() } else { format!("{g}/{v}") };
     Response::json(

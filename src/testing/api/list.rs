@@ -40,13 +40,9 @@ pub(super) fn list(shared: &ServerCore, req: &Request, idx: usize, ns: Option<&s
         Ok(f) => f,
         Err(resp) => return resp,
     };
-    let Some(repr) = negotiate(req, true) else {
-        return status_response(
-            406,
-            "NotAcceptable",
-            "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf",
-            None,
-        );
+    let repr = match negotiate(req, true) {
+        Ok(repr) => repr,
+        Err(response) => return response,
     };
     let rv = match parse_rv(req) {
         Ok(rv) => rv,
@@ -227,11 +223,15 @@ fn list_body(rt: &ResourceType, repr: Repr, filter: &Filter, page: &Page, snap_r
             metadata.insert("remainingItemCount".into(), json!(page.remaining));
         }
     }
+    if let Repr::Table { include, beta } = repr {
+        let objects: Vec<&Value> = page.items.iter().map(|o| &**o).collect();
+        return Response::json(200, &table(rt, &objects, include, Repr::table_version(beta), metadata));
+    }
     let items: Vec<Value> = page
         .items
         .iter()
         .map(|o| match repr {
-            Repr::Metadata => partial(o),
+            Repr::Metadata | Repr::Table { .. } => partial(o),
             Repr::Full if rt.built_in => {
                 let mut item = (**o).clone();
                 if let Some(m) = item.as_object_mut() {
@@ -244,7 +244,7 @@ fn list_body(rt: &ResourceType, repr: Repr, filter: &Filter, page: &Page, snap_r
         })
         .collect();
     let (kind, api_version) = match repr {
-        Repr::Metadata => ("PartialObjectMetadataList".to_string(), "meta.k8s.io/v1".to_string()),
+        Repr::Metadata | Repr::Table { .. } => ("PartialObjectMetadataList".to_string(), "meta.k8s.io/v1".to_string()),
         Repr::Full => (rt.effective_list_kind(), rt.api_version()),
     };
     let body = json!({"kind": kind, "apiVersion": api_version, "metadata": metadata, "items": items});

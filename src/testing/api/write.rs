@@ -3,30 +3,45 @@
 use super::*;
 
 pub(super) fn get(shared: &ServerCore, req: &Request, idx: usize, key: &str, name: &str) -> Response {
-    let Some(repr) = negotiate(req, false) else {
-        return status_response(
-            406,
-            "NotAcceptable",
-            "only the following media types are accepted: application/json",
-            None,
-        );
+    let repr = match negotiate(req, false) {
+        Ok(repr) => repr,
+        Err(response) => return response,
     };
     let state = shared.lock();
     let rt = state.store.types[idx].rt.clone();
     match state.store.types[idx].objects.get(key) {
-        Some(obj) => Response::json(200, &if repr == Repr::Metadata { partial(obj) } else { (**obj).clone() }),
+        Some(obj) => Response::json(
+            200,
+            &match repr {
+                Repr::Metadata => partial(obj),
+                Repr::Full => (**obj).clone(),
+                Repr::Table { include, beta } => {
+                    let metadata = Map::from_iter([(
+                        "resourceVersion".to_string(),
+                        obj.pointer("/metadata/resourceVersion").cloned().unwrap_or_default(),
+                    )]);
+                    table(&rt, &[obj], include, Repr::table_version(beta), metadata)
+                }
+            },
+        ),
         None => error_response(&FakeError::NotFound { resource: rt.resource_name(), name: name.to_string() }, &rt),
     }
 }
 
 fn parse_body(req: &Request) -> Result<Value, Response> {
     let ct = req.header("content-type").unwrap_or("application/json");
-    if ct.contains("yaml") && !ct.contains("apply-patch") {
+    let media = ct.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+    if media == protobuf::MEDIA_TYPE {
+        return protobuf::decode(&req.body)
+            .map_err(|e| bad_request(&format!("the body of the request could not be read as protobuf: {e}")));
+    }
+    if !(media == "application/json" || media.is_empty()) {
         return Err(status_response(
             415,
             "UnsupportedMediaType",
             &format!(
-                "the body of the request was in an unknown format - accepted media types include: application/json; got {ct}"
+                "the body of the request was in an unknown format - accepted media types include: application/json, {}; got {ct}",
+                protobuf::MEDIA_TYPE
             ),
             None,
         ));
@@ -146,6 +161,132 @@ pub(super) fn merge_patch(target: &mut Value, patch: &Value, strategic: bool) {
     }
 }
 
+/// The 422 for a JSON patch that cannot be applied, as the real server words it (older kubectl
+/// prints the causes, newer the message).
+fn patch_failed(message: &str) -> Response {
+    let message = format!("the JSON patch could not be applied: {message}");
+    let details = json!({"causes": [{"reason": "UnexpectedServerResponse", "message": message}]});
+    status_response(422, "Invalid", &message, Some(details))
+}
+
+/// The patch formats the fake reads (no server-side apply).
+enum PatchKind {
+    Merge,
+    Strategic,
+    Json,
+}
+
+impl PatchKind {
+    /// The format `Content-Type` names; `Err` is the 415.
+    fn of(req: &Request) -> Result<PatchKind, Response> {
+        let ct = req.header("content-type").unwrap_or_default().to_ascii_lowercase();
+        match ct.split(';').next().unwrap_or_default().trim() {
+            "application/merge-patch+json" => Ok(PatchKind::Merge),
+            "application/strategic-merge-patch+json" => Ok(PatchKind::Strategic),
+            "application/json-patch+json" => Ok(PatchKind::Json),
+            _ => Err(status_response(
+                415,
+                "UnsupportedMediaType",
+                &format!(
+                    "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json (the fake server has no server-side apply); got {ct}"
+                ),
+                None,
+            )),
+        }
+    }
+
+    /// Applies `patch` to `target`; `Err` is the 422 of a JSON patch that does not apply.
+    fn apply(&self, target: &mut Value, patch: &Value) -> Result<(), Response> {
+        match self {
+            PatchKind::Merge => merge_patch(target, patch, false),
+            PatchKind::Strategic => merge_patch(target, patch, true),
+            PatchKind::Json => json_patch(target, patch).map_err(|message| patch_failed(&message))?,
+        }
+        Ok(())
+    }
+}
+
+/// Applies an RFC 6902 JSON patch: `add`, `remove`, `replace`, `move`, `copy`, `test`.
+pub(super) fn json_patch(target: &mut Value, patch: &Value) -> Result<(), String> {
+    let Value::Array(ops) = patch else {
+        return Err("a JSON patch is a list of operations".into());
+    };
+    for (i, op) in ops.iter().enumerate() {
+        let field = |name: &str| {
+            op.get(name).and_then(Value::as_str).ok_or_else(|| format!("operation {i} has no string {name:?}"))
+        };
+        let value = || op.get("value").cloned().ok_or_else(|| format!("operation {i} has no \"value\""));
+        let path = field("path")?;
+        match field("op")? {
+            "add" => pointer_add(target, path, value()?)?,
+            "remove" => {
+                pointer_remove(target, path)?;
+            }
+            "replace" => {
+                pointer_remove(target, path)?;
+                pointer_add(target, path, value()?)?;
+            }
+            "move" => {
+                let moved = pointer_remove(target, field("from")?)?;
+                pointer_add(target, path, moved)?;
+            }
+            "copy" => {
+                let from = field("from")?;
+                let copied = target.pointer(from).cloned().ok_or_else(|| format!("path {from:?} does not exist"))?;
+                pointer_add(target, path, copied)?;
+            }
+            "test" => {
+                if target.pointer(path) != Some(&value()?) {
+                    return Err(format!("test of {path:?} failed"));
+                }
+            }
+            other => return Err(format!("operation {i}: unknown op {other:?}")),
+        }
+    }
+    Ok(())
+}
+
+/// Splits a JSON pointer into its parent and its last token (unescaped).
+fn pointer_parent(path: &str) -> Result<(&str, String), String> {
+    let Some(slash) = path.rfind('/') else {
+        return Err(format!("path {path:?} is not a JSON pointer"));
+    };
+    Ok((&path[..slash], path[slash + 1..].replace("~1", "/").replace("~0", "~")))
+}
+
+fn pointer_add(target: &mut Value, path: &str, value: Value) -> Result<(), String> {
+    let (parent, last) = pointer_parent(path)?;
+    match target.pointer_mut(parent) {
+        Some(Value::Object(map)) => {
+            map.insert(last, value);
+            Ok(())
+        }
+        Some(Value::Array(items)) => {
+            let at =
+                if last == "-" { items.len() } else { last.parse().map_err(|_| format!("bad index in {path:?}"))? };
+            if at > items.len() {
+                return Err(format!("index {at} of {path:?} is past the end"));
+            }
+            items.insert(at, value);
+            Ok(())
+        }
+        _ => Err(format!("the parent of {path:?} does not exist")),
+    }
+}
+
+fn pointer_remove(target: &mut Value, path: &str) -> Result<Value, String> {
+    let (parent, last) = pointer_parent(path)?;
+    let removed = match target.pointer_mut(parent) {
+        Some(Value::Object(map)) => map.remove(&last),
+        Some(Value::Array(items)) => match last.parse::<usize>() {
+            Ok(at) if at < items.len() => Some(items.remove(at)),
+            _ => None,
+        },
+        _ => None,
+    };
+    removed.ok_or_else(|| format!("path {path:?} does not exist"))
+}
+
 fn all_named(items: &[Value]) -> bool {
     items.iter().all(|i| i.get("name").is_some_and(Value::is_string))
 }
@@ -159,18 +300,10 @@ pub(super) fn patch(
     name: &str,
     status_only: bool,
 ) -> Response {
-    let ct = req.header("content-type").unwrap_or_default().to_ascii_lowercase();
-    let strategic = ct.starts_with("application/strategic-merge-patch+json");
-    if !(strategic || ct.starts_with("application/merge-patch+json")) {
-        return status_response(
-            415,
-            "UnsupportedMediaType",
-            &format!(
-                "the body of the request was in an unknown format - accepted media types include: application/merge-patch+json, application/strategic-merge-patch+json; got {ct}"
-            ),
-            None,
-        );
-    }
+    let kind = match PatchKind::of(req) {
+        Ok(kind) => kind,
+        Err(response) => return response,
+    };
     let patch: Value = match serde_json::from_slice(&req.body) {
         Ok(v) => v,
         Err(e) => return bad_request(&format!("error decoding patch: {e}")),
@@ -182,8 +315,92 @@ pub(super) fn patch(
     };
     drop(state);
     let mut obj = (*current).clone();
-    merge_patch(&mut obj, &patch, strategic);
+    if let Err(response) = kind.apply(&mut obj, &patch) {
+        return response;
+    }
     update(shared, req, idx, ns, name, status_only, Some(obj))
+}
+
+/// Whether a type has the `scale` subresource (the built-in workloads with `spec.replicas`).
+pub(super) fn has_scale(rt: &ResourceType) -> bool {
+    rt.built_in && rt.group == "apps" && matches!(rt.plural.as_str(), "deployments" | "replicasets" | "statefulsets")
+}
+
+/// The `autoscaling/v1` Scale of a workload, as the real server derives it.
+fn scale_of(obj: &Value) -> Value {
+    let meta = obj.get("metadata").cloned().unwrap_or_else(|| json!({}));
+    let mut scale_meta = Map::new();
+    for field in ["name", "namespace", "uid", "resourceVersion", "creationTimestamp"] {
+        if let Some(v) = meta.get(field) {
+            scale_meta.insert(field.into(), v.clone());
+        }
+    }
+    let selector = obj
+        .pointer("/spec/selector/matchLabels")
+        .and_then(Value::as_object)
+        .map(|labels| {
+            labels.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default())).collect::<Vec<_>>().join(",")
+        })
+        .unwrap_or_default();
+    json!({
+        "kind": "Scale", "apiVersion": "autoscaling/v1", "metadata": scale_meta,
+        "spec": {"replicas": obj.pointer("/spec/replicas").cloned().unwrap_or(json!(1))},
+        "status": {"replicas": obj.pointer("/status/replicas").cloned().unwrap_or(json!(0)), "selector": selector},
+    })
+}
+
+/// GET, PUT and PATCH of `<workload>/scale`: reads and writes `spec.replicas` through a Scale.
+pub(super) fn scale(shared: &ServerCore, req: &Request, idx: usize, ns: Option<&str>, name: &str) -> Response {
+    let key = make_key(ns.unwrap_or_default(), name);
+    let state = shared.lock();
+    let rt = state.store.types[idx].rt.clone();
+    let Some(current) = state.store.types[idx].objects.get(&key).cloned() else {
+        return error_response(&FakeError::NotFound { resource: rt.resource_name(), name: name.to_string() }, &rt);
+    };
+    drop(state);
+    let mut wanted = scale_of(&current);
+    match req.method.as_str() {
+        "GET" | "HEAD" => return Response::json(200, &wanted),
+        "PUT" => match parse_body(req) {
+            Ok(body) => wanted = body,
+            Err(r) => return r,
+        },
+        "PATCH" => {
+            let kind = match PatchKind::of(req) {
+                Ok(kind) => kind,
+                Err(response) => return response,
+            };
+            let patch: Value = match serde_json::from_slice(&req.body) {
+                Ok(v) => v,
+                Err(e) => return bad_request(&format!("error decoding patch: {e}")),
+            };
+            if let Err(response) = kind.apply(&mut wanted, &patch) {
+                return response;
+            }
+        }
+        _ => return method_not_allowed(),
+    }
+    let Some(replicas) = wanted.pointer("/spec/replicas").and_then(Value::as_i64).filter(|r| *r >= 0) else {
+        return status_response(
+            422,
+            "Invalid",
+            &format!("Scale.autoscaling {name:?} is invalid: spec.replicas: Invalid value: must be a number >= 0"),
+            None,
+        );
+    };
+    let mut obj = (*current).clone();
+    obj["spec"]["replicas"] = json!(replicas);
+    if let Some(rv) = wanted.pointer("/metadata/resourceVersion") {
+        meta_mut(&mut obj).insert("resourceVersion".into(), rv.clone());
+    }
+    let mut state = shared.lock();
+    let result = state.store.replace(idx, obj, ns);
+    drop(state);
+    shared.notify();
+    match result {
+        Ok(obj) => Response::json(200, &scale_of(&obj)),
+        Err(e) => error_response(&e, &rt),
+    }
 }
 
 pub(super) fn delete(shared: &ServerCore, req: &Request, idx: usize, key: &str) -> Response {

@@ -1,0 +1,596 @@
+//! Reads the Kubernetes protobuf encoding (`application/vnd.kubernetes.protobuf`) of the built-in
+//! types the fake serves, into the JSON the rest of the server works with.
+//!
+//! kubectl's typed `create` commands send protobuf and do not retry with JSON after a 415, so a
+//! fake that only read JSON could not be driven by them. The body is the 4-byte magic `k8s\0`
+//! followed by a `runtime.Unknown` message (`1` TypeMeta {`1` apiVersion, `2` kind}, `2` the
+//! object's own message, `3` content encoding, `4` content type); the object's fields come from
+//! `protobuf.txt`, which also says how each type maps to JSON.
+//!
+//! Go's generated code writes every non-pointer field, also when it holds its zero value; the real
+//! server reads those into Go structs and leaves them out of JSON again (`omitempty`). The same
+//! happens here: empty strings, zero numbers, `false`, empty lists and maps and a zero time are
+//! left out, except for the fields in [`KEEP_ZERO`], which are pointers in Go (a `replicas: 0`
+//! or `runAsUser: 0` means something).
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+use std::time::{Duration, UNIX_EPOCH};
+
+use serde_json::{Map, Value};
+
+use super::super::util::{base64_std, rfc3339};
+
+/// The media type.
+pub(crate) const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
+
+const MAGIC: &[u8] = b"k8s\0";
+/// Messages nest far less deeply than this in every type the table holds.
+const MAX_DEPTH: usize = 32;
+
+/// Fields whose zero value is sent on purpose (Go pointers): kept in the JSON. `Message.field`
+/// where the name alone is also a plain number elsewhere (a status's `replicas`).
+const KEEP_ZERO: &[&str] = &[
+    "DeploymentSpec.replicas",
+    "ReplicaSetSpec.replicas",
+    "StatefulSetSpec.replicas",
+    "immutable",
+    "automountServiceAccountToken",
+    "enableServiceLinks",
+    "hostUsers",
+    "shareProcessNamespace",
+    "setHostnameAsFQDN",
+    "runAsUser",
+    "runAsGroup",
+    "runAsNonRoot",
+    "fsGroup",
+    "privileged",
+    "allowPrivilegeEscalation",
+    "readOnlyRootFilesystem",
+    "optional",
+    "terminationGracePeriodSeconds",
+    "activeDeadlineSeconds",
+    "deletionGracePeriodSeconds",
+    "revisionHistoryLimit",
+    "progressDeadlineSeconds",
+    "backoffLimit",
+    "parallelism",
+    "completions",
+    "ttlSecondsAfterFinished",
+    "suspend",
+    "defaultMode",
+    "mode",
+    "priority",
+    "tolerationSeconds",
+    "controller",
+    "blockOwnerDeletion",
+    "partition",
+    "maxUnavailable",
+    "maxSurge",
+];
+
+/// The type of one field, as `protobuf.txt` names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Type {
+    String,
+    Bool,
+    Int,
+    Bytes,
+    Time {
+        micro: bool,
+    },
+    /// `Quantity` and `Duration`: a message whose field 1 is the string JSON shows.
+    StringMessage,
+    IntOrString,
+    RawJson,
+    Message(String),
+    /// A map from strings to the inner type.
+    Map(Box<Type>),
+    Repeated(Box<Type>),
+}
+
+#[derive(Debug)]
+struct Field {
+    number: u64,
+    /// `..` for a field whose message is inlined into its parent.
+    name: String,
+    ty: Type,
+}
+
+type Schema = HashMap<String, Vec<Field>>;
+
+fn parse_type(text: &str) -> Result<Type, String> {
+    Ok(match text {
+        "string" => Type::String,
+        "bool" => Type::Bool,
+        "int" => Type::Int,
+        "bytes" => Type::Bytes,
+        "time" => Type::Time { micro: false },
+        "microtime" => Type::Time { micro: true },
+        "quantity" | "duration" => Type::StringMessage,
+        "intorstr" => Type::IntOrString,
+        "raw" => Type::RawJson,
+        "map" => Type::Map(Box::new(Type::String)),
+        "mapbytes" => Type::Map(Box::new(Type::Bytes)),
+        _ => {
+            if let Some(inner) = text.strip_prefix('[').and_then(|t| t.strip_suffix(']')) {
+                Type::Repeated(Box::new(parse_type(inner)?))
+            } else if let Some(inner) = text.strip_prefix('{').and_then(|t| t.strip_suffix('}')) {
+                Type::Map(Box::new(parse_type(inner)?))
+            } else if text.chars().next().is_some_and(|c| c.is_ascii_uppercase()) {
+                Type::Message(text.to_string())
+            } else {
+                return Err(format!("unknown type {text:?}"));
+            }
+        }
+    })
+}
+
+fn parse_schema(text: &str) -> Result<Schema, String> {
+    let mut joined: Vec<String> = Vec::new();
+    for line in text.lines() {
+        if line.starts_with('#') || line.trim().is_empty() {
+            continue;
+        }
+        match joined.last_mut() {
+            Some(last) if line.starts_with(' ') => {
+                last.push(' ');
+                last.push_str(line.trim());
+            }
+            _ => joined.push(line.to_string()),
+        }
+    }
+    let mut schema = Schema::new();
+    for line in &joined {
+        let (name, rest) = line.split_once(':').ok_or_else(|| format!("no ':' in {line:?}"))?;
+        let mut fields = Vec::new();
+        for part in rest.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let words: Vec<&str> = part.split_whitespace().collect();
+            let [number, field, ty] = words[..] else {
+                return Err(format!("{name}: field {part:?} is not `number name type`"));
+            };
+            let number = number.parse().map_err(|_| format!("{name}: bad field number in {part:?}"))?;
+            fields.push(Field { number, name: field.to_string(), ty: parse_type(ty)? });
+        }
+        schema.insert(name.to_string(), fields);
+    }
+    for (name, fields) in &schema {
+        for field in fields {
+            let mut ty = &field.ty;
+            while let Type::Repeated(inner) | Type::Map(inner) = ty {
+                ty = inner;
+            }
+            if let Type::Message(m) = ty
+                && !schema.contains_key(m)
+            {
+                return Err(format!("{name}.{}: message {m} is not in the table", field.name));
+            }
+        }
+    }
+    Ok(schema)
+}
+
+fn schema() -> &'static Schema {
+    static SCHEMA: OnceLock<Schema> = OnceLock::new();
+    SCHEMA.get_or_init(|| {
+        #[allow(clippy::expect_used)]
+        parse_schema(include_str!("protobuf.txt")).expect("OK: protobuf.txt is checked by a unit test")
+    })
+}
+
+/// One field as it arrives on the wire.
+enum Wire<'a> {
+    Varint(u64),
+    Bytes(&'a [u8]),
+    /// A 32- or 64-bit fixed-width value: no type in the table uses one.
+    Fixed,
+}
+
+struct Reader<'a> {
+    data: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn new(data: &'a [u8]) -> Self {
+        Reader { data, pos: 0 }
+    }
+
+    fn varint(&mut self) -> Result<u64, String> {
+        let mut value = 0u64;
+        for shift in (0..64).step_by(7) {
+            let Some(&byte) = self.data.get(self.pos) else {
+                return Err(format!("truncated varint at byte {}", self.pos));
+            };
+            self.pos += 1;
+            value |= u64::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        Err(format!("varint longer than 10 bytes at byte {}", self.pos))
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        let end = self.pos.checked_add(n).filter(|&e| e <= self.data.len());
+        let Some(end) = end else {
+            return Err(format!("a field of {n} bytes at byte {} runs past the end", self.pos));
+        };
+        let bytes = &self.data[self.pos..end];
+        self.pos = end;
+        Ok(bytes)
+    }
+
+    /// The next field number and value, or `None` at the end.
+    fn next(&mut self) -> Result<Option<(u64, Wire<'a>)>, String> {
+        if self.pos >= self.data.len() {
+            return Ok(None);
+        }
+        let key = self.varint()?;
+        let value = match key & 7 {
+            0 => Wire::Varint(self.varint()?),
+            1 => {
+                self.take(8)?;
+                Wire::Fixed
+            }
+            2 => {
+                let len = usize::try_from(self.varint()?).map_err(|_| "length does not fit".to_string())?;
+                Wire::Bytes(self.take(len)?)
+            }
+            5 => {
+                self.take(4)?;
+                Wire::Fixed
+            }
+            other => return Err(format!("wire type {other} of field {} is not supported", key >> 3)),
+        };
+        Ok(Some((key >> 3, value)))
+    }
+}
+
+/// Decodes a protobuf request body into JSON; the error says what could not be read and where.
+pub(crate) fn decode(body: &[u8]) -> Result<Value, String> {
+    let Some(rest) = body.strip_prefix(MAGIC) else {
+        return Err("the body does not start with the Kubernetes protobuf magic \"k8s\\0\"".into());
+    };
+    let (mut api_version, mut kind, mut raw, mut encoding) = (String::new(), String::new(), None, String::new());
+    let mut reader = Reader::new(rest);
+    while let Some((number, value)) = reader.next()? {
+        match (number, value) {
+            (1, Wire::Bytes(type_meta)) => {
+                let mut tm = Reader::new(type_meta);
+                while let Some((n, v)) = tm.next()? {
+                    match (n, v) {
+                        (1, Wire::Bytes(b)) => api_version = utf8(b, "typeMeta.apiVersion")?,
+                        (2, Wire::Bytes(b)) => kind = utf8(b, "typeMeta.kind")?,
+                        _ => {}
+                    }
+                }
+            }
+            (2, Wire::Bytes(b)) => raw = Some(b),
+            (3, Wire::Bytes(b)) => encoding = utf8(b, "contentEncoding")?,
+            _ => {}
+        }
+    }
+    if !encoding.is_empty() {
+        return Err(format!("content encoding {encoding:?} is not supported"));
+    }
+    if !schema().contains_key(&kind) {
+        return Err(format!(
+            "kind {kind:?} (apiVersion {api_version:?}) cannot be read from protobuf by the fake server"
+        ));
+    }
+    let mut object = message(raw.unwrap_or_default(), &kind, 0)?;
+    if let Value::Object(map) = &mut object {
+        map.insert("apiVersion".into(), Value::String(api_version));
+        map.insert("kind".into(), Value::String(kind));
+    }
+    Ok(object)
+}
+
+fn utf8(bytes: &[u8], what: &str) -> Result<String, String> {
+    String::from_utf8(bytes.to_vec()).map_err(|_| format!("{what} is not UTF-8"))
+}
+
+fn message(bytes: &[u8], name: &str, depth: usize) -> Result<Value, String> {
+    if depth > MAX_DEPTH {
+        return Err(format!("{name} is nested more than {MAX_DEPTH} deep"));
+    }
+    let fields = schema().get(name).ok_or_else(|| format!("message {name} is not in the table"))?;
+    let mut out = Map::new();
+    let mut reader = Reader::new(bytes);
+    while let Some((number, wire)) = reader.next()? {
+        let Some(field) = fields.iter().find(|f| f.number == number) else {
+            return Err(format!(
+                "field {number} of {name} is not in the fake server's protobuf table; send JSON instead"
+            ));
+        };
+        let at = format!("{name}.{}", field.name);
+        match &field.ty {
+            Type::Repeated(inner) => {
+                let list = out.entry(field.name.clone()).or_insert_with(|| Value::Array(Vec::new()));
+                let Value::Array(items) = list else { continue };
+                match (inner.as_ref(), wire) {
+                    // Packed numbers (proto3 style): several varints in one length-delimited field.
+                    (Type::Int, Wire::Bytes(packed)) => {
+                        let mut r = Reader::new(packed);
+                        while r.pos < packed.len() {
+                            items.push(Value::from(r.varint()? as i64));
+                        }
+                    }
+                    (inner, wire) => items.push(scalar(inner, wire, &at, depth)?),
+                }
+            }
+            Type::Map(value_type) => {
+                let Wire::Bytes(entry) = wire else {
+                    return Err(format!("{at}: a map entry must be length-delimited"));
+                };
+                let (key, value) = map_entry(entry, value_type, &at, depth)?;
+                if let Value::Object(map) = out.entry(field.name.clone()).or_insert_with(|| Value::Object(Map::new())) {
+                    map.insert(key, value);
+                }
+            }
+            ty => {
+                let value = scalar(ty, wire, &at, depth)?;
+                if field.name == ".." {
+                    if let Value::Object(inner) = value {
+                        out.extend(inner);
+                    }
+                } else {
+                    out.insert(field.name.clone(), value);
+                }
+            }
+        }
+    }
+    out.retain(|field, value| {
+        let keep = |k: &&str| *k == field || k.strip_prefix(name).and_then(|k| k.strip_prefix('.')) == Some(field);
+        !is_zero(value) || (KEEP_ZERO.iter().any(keep) && !value.is_null())
+    });
+    Ok(Value::Object(out))
+}
+
+/// What Go's `omitempty` would leave out (an empty message stays, as in Go).
+fn is_zero(value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::Bool(b) => !b,
+        Value::Number(n) => n.as_i64() == Some(0),
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(_) => false,
+    }
+}
+
+fn map_entry(bytes: &[u8], value_type: &Type, at: &str, depth: usize) -> Result<(String, Value), String> {
+    let (mut key, mut value) = (String::new(), None);
+    let mut reader = Reader::new(bytes);
+    while let Some((number, wire)) = reader.next()? {
+        match (number, wire) {
+            (1, Wire::Bytes(b)) => key = utf8(b, at)?,
+            (2, wire) => value = Some(scalar(value_type, wire, at, depth)?),
+            (n, _) => return Err(format!("{at}: map entry field {n} is unknown")),
+        }
+    }
+    let value = match value {
+        Some(v) => v,
+        // An absent value is the type's zero value.
+        None => match value_type {
+            Type::Bytes | Type::String | Type::StringMessage => Value::String(String::new()),
+            _ => Value::Null,
+        },
+    };
+    Ok((key, value))
+}
+
+fn scalar(ty: &Type, wire: Wire<'_>, at: &str, depth: usize) -> Result<Value, String> {
+    Ok(match (ty, wire) {
+        (Type::String, Wire::Bytes(b)) => Value::String(utf8(b, at)?),
+        (Type::Bytes, Wire::Bytes(b)) => Value::String(base64_std(b)),
+        (Type::Bool, Wire::Varint(v)) => Value::Bool(v != 0),
+        // int32 negatives are sent sign-extended to 64 bits, so one cast serves both widths.
+        (Type::Int, Wire::Varint(v)) => Value::from(v as i64),
+        (Type::Time { micro }, Wire::Bytes(b)) => time(b, *micro, at)?,
+        (Type::StringMessage, Wire::Bytes(b)) => {
+            let mut r = Reader::new(b);
+            let mut text = String::new();
+            while let Some((n, w)) = r.next()? {
+                if let (1, Wire::Bytes(s)) = (n, w) {
+                    text = utf8(s, at)?;
+                }
+            }
+            Value::String(text)
+        }
+        (Type::IntOrString, Wire::Bytes(b)) => int_or_string(b, at)?,
+        (Type::RawJson, Wire::Bytes(b)) => {
+            let mut r = Reader::new(b);
+            let mut value = Value::Null;
+            while let Some((n, w)) = r.next()? {
+                if let (1, Wire::Bytes(json)) = (n, w) {
+                    value = serde_json::from_slice(json).map_err(|e| format!("{at}: not JSON: {e}"))?;
+                }
+            }
+            value
+        }
+        (Type::Message(name), Wire::Bytes(b)) => message(b, name, depth + 1)?,
+        (ty, _) => return Err(format!("{at}: the wire type does not match {ty:?}")),
+    })
+}
+
+fn time(bytes: &[u8], micro: bool, at: &str) -> Result<Value, String> {
+    let (mut seconds, mut nanos) = (0i64, 0i64);
+    let mut reader = Reader::new(bytes);
+    while let Some((number, wire)) = reader.next()? {
+        match (number, wire) {
+            (1, Wire::Varint(v)) => seconds = v as i64,
+            (2, Wire::Varint(v)) => nanos = v as i64,
+            _ => return Err(format!("{at}: not a time (seconds, nanos)")),
+        }
+    }
+    if seconds == 0 && nanos == 0 {
+        return Ok(Value::Null);
+    }
+    let (Ok(secs), Ok(nanos)) = (u64::try_from(seconds), u32::try_from(nanos)) else {
+        return Err(format!("{at}: time before 1970 or negative nanoseconds"));
+    };
+    let Some(t) = UNIX_EPOCH.checked_add(Duration::new(secs, nanos.min(999_999_999))) else {
+        return Err(format!("{at}: time out of range"));
+    };
+    let text = rfc3339(t);
+    if !micro {
+        return Ok(Value::String(text));
+    }
+    // MicroTime keeps microseconds: 2006-01-02T15:04:05.000000Z.
+    let base = text.trim_end_matches('Z');
+    Ok(Value::String(format!("{base}.{:06}Z", nanos / 1000)))
+}
+
+fn int_or_string(bytes: &[u8], at: &str) -> Result<Value, String> {
+    let (mut kind, mut int, mut text) = (0u64, 0i64, String::new());
+    let mut reader = Reader::new(bytes);
+    while let Some((number, wire)) = reader.next()? {
+        match (number, wire) {
+            (1, Wire::Varint(v)) => kind = v,
+            (2, Wire::Varint(v)) => int = v as i64,
+            (3, Wire::Bytes(b)) => text = utf8(b, at)?,
+            _ => return Err(format!("{at}: not an IntOrString")),
+        }
+    }
+    Ok(if kind == 1 { Value::String(text) } else { Value::from(int) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A minimal protobuf writer, so the tests can build bodies field by field.
+    #[derive(Default)]
+    struct Writer(Vec<u8>);
+
+    impl Writer {
+        fn varint(&mut self, mut v: u64) -> &mut Self {
+            loop {
+                let byte = (v & 0x7f) as u8;
+                v >>= 7;
+                if v == 0 {
+                    self.0.push(byte);
+                    return self;
+                }
+                self.0.push(byte | 0x80);
+            }
+        }
+        fn int(&mut self, field: u64, v: i64) -> &mut Self {
+            self.varint(field << 3).varint(v as u64)
+        }
+        fn bytes(&mut self, field: u64, b: &[u8]) -> &mut Self {
+            self.varint(field << 3 | 2).varint(b.len() as u64);
+            self.0.extend_from_slice(b);
+            self
+        }
+        fn str(&mut self, field: u64, s: &str) -> &mut Self {
+            self.bytes(field, s.as_bytes())
+        }
+        fn entry(&mut self, field: u64, k: &str, v: &str) -> &mut Self {
+            let e = Writer::default().str(1, k).str(2, v).0.clone();
+            self.bytes(field, &e)
+        }
+        fn done(&mut self) -> Vec<u8> {
+            std::mem::take(&mut self.0)
+        }
+    }
+
+    fn envelope(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
+        let type_meta = Writer::default().str(1, api_version).str(2, kind).done();
+        let mut body = MAGIC.to_vec();
+        body.extend(Writer::default().bytes(1, &type_meta).bytes(2, raw).str(3, "").str(4, "").done());
+        body
+    }
+
+    #[test]
+    fn the_table_parses_and_every_message_it_names_is_defined() {
+        let schema = parse_schema(include_str!("protobuf.txt")).unwrap();
+        for kind in ["Pod", "ConfigMap", "Secret", "Deployment", "Service", "Namespace", "Job"] {
+            assert!(schema.contains_key(kind), "{kind}");
+        }
+    }
+
+    #[test]
+    fn a_config_map_as_kubectl_sends_it() {
+        // Go writes empty strings, a zero generation and a zero creation time; JSON leaves them out.
+        let meta = Writer::default()
+            .str(1, "cm-1")
+            .str(2, "")
+            .str(3, "")
+            .int(7, 0)
+            .bytes(8, &[])
+            .entry(11, "app", "web")
+            .done();
+        let raw = Writer::default().bytes(1, &meta).entry(2, "k", "v").entry(3, "bin", "\u{1}").done();
+        let obj = decode(&envelope("v1", "ConfigMap", &raw)).unwrap();
+        assert_eq!(
+            obj,
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": "cm-1", "labels": {"app": "web"}},
+                   "data": {"k": "v"}, "binaryData": {"bin": "AQ=="}})
+        );
+    }
+
+    #[test]
+    fn pointers_keep_their_zero_and_inlined_fields_join_their_parent() {
+        let container = Writer::default().str(1, "c").str(2, "nginx").int(16, 0).done();
+        let volume = {
+            let empty_dir = Writer::default().done();
+            let source = Writer::default().bytes(2, &empty_dir).done();
+            Writer::default().str(1, "scratch").bytes(2, &source).done()
+        };
+        let pod_spec = Writer::default().bytes(1, &volume).bytes(2, &container).done();
+        let template = Writer::default().bytes(2, &pod_spec).done();
+        let strategy = {
+            let percent = Writer::default().int(1, 1).str(3, "25%").done();
+            let rolling = Writer::default().bytes(1, &percent).done();
+            Writer::default().str(1, "RollingUpdate").bytes(2, &rolling).done()
+        };
+        let spec = Writer::default().int(1, 0).bytes(3, &template).bytes(4, &strategy).done();
+        let meta = Writer::default().str(1, "web").done();
+        let status = Writer::default().int(2, 0).done();
+        let raw = Writer::default().bytes(1, &meta).bytes(2, &spec).bytes(3, &status).done();
+        let obj = decode(&envelope("apps/v1", "Deployment", &raw)).unwrap();
+        assert_eq!(obj["spec"]["replicas"], json!(0));
+        assert_eq!(
+            obj["spec"]["strategy"],
+            json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%"}})
+        );
+        let pod = &obj["spec"]["template"]["spec"];
+        assert_eq!(pod["containers"], json!([{"name": "c", "image": "nginx"}]));
+        assert_eq!(pod["volumes"], json!([{"name": "scratch", "emptyDir": {}}]));
+        assert_eq!(obj["status"], json!({}), "a status's zero replicas is left out");
+    }
+
+    #[test]
+    fn times_and_quantities_read_as_their_json_strings() {
+        let ts = Writer::default().int(1, 1_700_000_000).done();
+        let meta = Writer::default().str(1, "p").bytes(8, &ts).done();
+        let quantity = Writer::default().str(1, "250m").done();
+        let entry = Writer::default().str(1, "cpu").bytes(2, &quantity).done();
+        let resources = Writer::default().bytes(2, &entry).done();
+        let container = Writer::default().str(1, "c").bytes(8, &resources).done();
+        let spec = Writer::default().bytes(2, &container).done();
+        let raw = Writer::default().bytes(1, &meta).bytes(2, &spec).done();
+        let obj = decode(&envelope("v1", "Pod", &raw)).unwrap();
+        assert_eq!(obj["metadata"]["creationTimestamp"], "2023-11-14T22:13:20Z");
+        assert_eq!(obj["spec"]["containers"][0]["resources"], json!({"requests": {"cpu": "250m"}}));
+    }
+
+    #[test]
+    fn what_it_cannot_read_is_an_error_that_names_it() {
+        let meta = Writer::default().str(1, "x").str(99, "?").done();
+        let raw = Writer::default().bytes(1, &meta).done();
+        let err = decode(&envelope("v1", "ConfigMap", &raw)).unwrap_err();
+        assert!(err.contains("field 99 of ObjectMeta"), "{err}");
+        let err = decode(&envelope("example.com/v1", "Widget", &raw)).unwrap_err();
+        assert!(err.contains("\"Widget\""), "{err}");
+        assert!(decode(b"{\"kind\":\"ConfigMap\"}").unwrap_err().contains("magic"));
+        let mut truncated = envelope("v1", "ConfigMap", &raw);
+        truncated.truncate(truncated.len() - 3);
+        assert!(decode(&truncated).is_err());
+    }
+}
