@@ -112,7 +112,8 @@ fn a_required_client_certificate_is_presented() {
     assert_eq!(server.requests().pop().unwrap().user.as_deref(), Some("alice"));
 
     let without = yaml_client(&kubeconfig(&ca_data_cluster(&server), "    {}")).unwrap();
-    assert!(list_pods(without).is_err(), "the server requires a certificate");
+    let e = list_pods(without).unwrap_err().to_string();
+    assert!(e.contains("asks for a client certificate") && e.contains("none is configured"), "{e}");
 }
 
 #[test]
@@ -247,7 +248,7 @@ fn kubeconfig_errors_name_the_file_and_the_field() {
     check(
         "missing-user",
         "current-context: x\nclusters: [{name: c, cluster: {server: 'https://k'}}]\ncontexts: [{name: x, context: {cluster: c, user: nobody}}]\n",
-        "contexts[0].context.user: user \"nobody\" is not defined",
+        "contexts[0].context.user: context \"x\" refers to user \"nobody\", which the kubeconfig does not define",
     );
     check(
         "dup",
@@ -315,7 +316,7 @@ fn exec_plugin(dir: &TempDir) -> PathBuf {
     let script = format!(
         "#!/bin/sh\necho run >> '{d}/runs'\nprintf '%s' \"$KUBERNETES_EXEC_INFO\" > '{d}/info.json'\n\
          printf '%s' \"$PLUGIN_VAR\" > '{d}/var'\nif [ -f '{d}/fail' ]; then echo 'please log in first' >&2; exit 3; fi\n\
-         cat '{d}/cred.json'\n"
+         cat '{d}/cred.json'\nif [ -f '{d}/next.json' ]; then mv '{d}/next.json' '{d}/cred.json'; fi\n"
     );
     let path = dir.write("plugin.sh", &script);
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -586,4 +587,108 @@ fn disable_compression_drops_the_gzip_accept_encoding() {
     let cluster = format!("{}\n    disable-compression: true", ca_data_cluster(&server));
     list_pods(yaml_client(&kubeconfig(&cluster, "    {}")).unwrap()).unwrap();
     assert_eq!(server.requests().pop().unwrap().header("accept-encoding"), None);
+}
+
+/// An ExecCredential holding a client certificate and key (PEM text, as plugins send them).
+#[cfg(unix)]
+fn cert_credential(cert: &str, key: &str) -> String {
+    serde_json::json!({
+        "apiVersion": "client.authentication.k8s.io/v1",
+        "kind": "ExecCredential",
+        "status": {"clientCertificateData": cert, "clientKeyData": key},
+    })
+    .to_string()
+}
+
+#[cfg(unix)]
+#[test]
+fn an_exec_plugin_client_certificate_connects_and_is_refreshed_when_refused() {
+    let server = FakeApiServer::builder().tls(true).client_ca_required(true).start();
+    let stranger = tls_server();
+    let dir = TempDir::new("execcert");
+    let path = exec_kubeconfig(&server, &dir);
+    // First run: a certificate from a CA the server does not trust; the run after it: a good one.
+    let (bad_cert, bad_key) = stranger.issue_client_cert("mallory", &[]);
+    let (cert, key) = server.issue_client_cert("carol", &["devs"]);
+    dir.write("cred.json", &cert_credential(&bad_cert, &bad_key));
+    dir.write("next.json", &cert_credential(&cert, &key));
+    let client = Client::from_kubeconfig_path(&path, &KubeconfigOptions::default()).unwrap();
+    assert_eq!(list_pods(client.clone()).unwrap(), 0, "refused certificate → plugin re-run → retried");
+    assert_eq!(runs(&dir), 2);
+    assert_eq!(server.requests().pop().unwrap().user.as_deref(), Some("carol"));
+    list_pods(client).unwrap();
+    assert_eq!(runs(&dir), 2, "the certificate is cached like a token");
+}
+
+#[cfg(unix)]
+#[test]
+fn an_exec_plugin_certificate_the_server_keeps_refusing_names_the_plugin() {
+    let server = FakeApiServer::builder().tls(true).client_ca_required(true).start();
+    let stranger = tls_server();
+    let dir = TempDir::new("execcertrefused");
+    let path = exec_kubeconfig(&server, &dir);
+    let (bad_cert, bad_key) = stranger.issue_client_cert("mallory", &[]);
+    dir.write("cred.json", &cert_credential(&bad_cert, &bad_key));
+    let client = Client::from_kubeconfig_path(&path, &KubeconfigOptions::default()).unwrap();
+    let e = list_pods(client).unwrap_err().to_string();
+    assert!(e.contains("refused our client certificate") && e.contains("users[0].user.exec"), "{e}");
+    assert_eq!(runs(&dir), 2, "one refresh, then the error");
+}
+
+#[cfg(unix)]
+#[test]
+fn an_exec_plugin_certificate_and_key_that_do_not_match_are_an_error_naming_the_plugin() {
+    let server = FakeApiServer::builder().tls(true).client_ca_required(true).start();
+    let dir = TempDir::new("execcertmismatch");
+    let path = exec_kubeconfig(&server, &dir);
+    let (cert, _) = server.issue_client_cert("a", &[]);
+    let (_, other_key) = server.issue_client_cert("b", &[]);
+    dir.write("cred.json", &cert_credential(&cert, &other_key));
+    let client = Client::from_kubeconfig_path(&path, &KubeconfigOptions::default()).unwrap();
+    let e = list_pods(client).unwrap_err().to_string();
+    assert!(e.contains("users[0].user.exec"), "{e}");
+    assert!(e.contains("status.clientKeyData: the private key does not match the certificate"), "{e}");
+    assert!(!e.contains("PRIVATE KEY"), "{e}");
+}
+
+#[test]
+fn a_refused_client_certificate_names_the_kubeconfig_fields_it_came_from() {
+    let server = FakeApiServer::builder().tls(true).client_ca_required(true).start();
+    let (cert, key) = tls_server().issue_client_cert("mallory", &[]);
+    let user = format!("    client-certificate-data: {}\n    client-key-data: {}", b64(&cert), b64(&key));
+    let client = yaml_client(&kubeconfig(&ca_data_cluster(&server), &user)).unwrap();
+    let e = list_pods(client).unwrap_err().to_string();
+    assert!(e.contains("refused our client certificate"), "{e}");
+    assert!(e.contains("users[0].user.client-certificate-data and users[0].user.client-key-data"), "{e}");
+    assert!(e.contains("user \"u\""), "{e}");
+}
+
+#[test]
+fn connection_errors_name_the_host_port_and_cluster_entry() {
+    // Nothing listens on port 1.
+    let cluster = "    server: http://127.0.0.1:1";
+    let e = list_pods(yaml_client(&kubeconfig(cluster, "    {}")).unwrap()).unwrap_err().to_string();
+    assert!(e.contains("connection to 127.0.0.1:1"), "{e}");
+    assert!(e.contains("cluster \"c\", kubeconfig (in memory): clusters[0].cluster.server"), "{e}");
+    assert!(e.contains("refused"), "{e}");
+
+    // `.invalid` never resolves (RFC 2606): a DNS failure, or a resolver timeout offline.
+    let cluster = "    server: https://kube.test.invalid:6443\n    insecure-skip-tls-verify: true";
+    let e = list_pods(yaml_client(&kubeconfig(cluster, "    {}")).unwrap()).unwrap_err().to_string();
+    assert!(e.contains("kube.test.invalid:6443") && e.contains("clusters[0].cluster.server"), "{e}");
+
+    let cluster = "    server: http://127.0.0.1:1\n    proxy-url: http://proxy.test.invalid:3128";
+    let e = list_pods(yaml_client(&kubeconfig(cluster, "    {}")).unwrap()).unwrap_err().to_string();
+    assert!(e.contains("proxy proxy.test.invalid:3128") && e.contains("clusters[0].cluster.proxy-url"), "{e}");
+}
+
+#[test]
+fn a_context_naming_an_undefined_cluster_names_both() {
+    let yaml = "apiVersion: v1\nkind: Config\ncurrent-context: lost\nclusters: []\ncontexts:\n\
+                - name: lost\n  context: {cluster: ghost-cluster, user: u}\nusers:\n- name: u\n  user: {}\n";
+    let e = yaml_client(yaml).unwrap_err().to_string();
+    assert!(
+        e.contains("context \"lost\" refers to cluster \"ghost-cluster\", which the kubeconfig does not define"),
+        "{e}"
+    );
 }

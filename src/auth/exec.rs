@@ -11,7 +11,9 @@ use std::time::{Duration, Instant, SystemTime};
 use parking_lot::Mutex;
 use serde::Deserialize;
 
-use super::Secret;
+use ureq::tls::ClientCert;
+
+use super::{Secret, tls};
 use crate::error::{Error, Result};
 
 /// How long a plugin may run before it is killed. client-go sets none; 60 s leaves room for a
@@ -100,12 +102,31 @@ pub(crate) struct ExecPlugin {
 struct State {
     credential: Option<Credential>,
     failure: Option<(Instant, Error)>,
+    /// Some run answered with a client certificate.
+    gave_client_cert: bool,
 }
 
 #[derive(Debug)]
 struct Credential {
-    token: Option<Secret>,
+    out: ExecOutput,
     expires: Option<SystemTime>,
+}
+
+/// What a plugin proves who we are with: a bearer token, a client certificate, or both.
+#[derive(Clone, Default)]
+pub(crate) struct ExecOutput {
+    pub(crate) token: Option<Secret>,
+    /// Checked to match its key when the plugin's output was read.
+    pub(crate) client_cert: Option<ClientCert>,
+}
+
+impl fmt::Debug for ExecOutput {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ExecOutput")
+            .field("token", &self.token)
+            .field("client_cert", &self.client_cert.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
 }
 
 impl Credential {
@@ -119,23 +140,26 @@ impl ExecPlugin {
         ExecPlugin { config, running: Mutex::new(()), state: Mutex::new(State::default()) }
     }
 
-    /// The bearer token to send: cached, or from a new run of the plugin.
-    pub(crate) fn token(&self) -> Result<Option<Secret>> {
-        if let Some(token) = self.cached()? {
-            return Ok(token);
+    /// The credential to send: cached, or from a new run of the plugin.
+    pub(crate) fn credential(&self) -> Result<ExecOutput> {
+        if let Some(out) = self.cached()? {
+            return Ok(out);
         }
         let _running = self.running.lock();
         // Another thread may have run the plugin while we waited.
-        if let Some(token) = self.cached()? {
-            return Ok(token);
+        if let Some(out) = self.cached()? {
+            return Ok(out);
         }
         match self.run() {
             Ok(credential) => {
-                let token = credential.token.clone();
+                let out = credential.out.clone();
                 let mut state = self.state.lock();
+                if out.client_cert.is_some() {
+                    state.gave_client_cert = true;
+                }
                 state.credential = Some(credential);
                 state.failure = None;
-                Ok(token)
+                Ok(out)
             }
             Err(e) => {
                 log::warn!("{e}");
@@ -145,10 +169,21 @@ impl ExecPlugin {
         }
     }
 
-    fn cached(&self) -> Result<Option<Option<Secret>>> {
+    /// Whether the plugin has answered with a client certificate (then a TLS refusal of it is a
+    /// reason to run the plugin again, as a 401 is for a token).
+    pub(crate) fn gave_client_cert(&self) -> bool {
+        self.state.lock().gave_client_cert
+    }
+
+    /// `exec plugin aws (kubeconfig /p: users[0].user.exec)`.
+    pub(crate) fn source_name(&self) -> &str {
+        &self.config.source_name
+    }
+
+    fn cached(&self) -> Result<Option<ExecOutput>> {
         let state = self.state.lock();
         if let Some(c) = state.credential.as_ref().filter(|c| c.is_fresh()) {
-            return Ok(Some(c.token.clone()));
+            return Ok(Some(c.out.clone()));
         }
         if let Some((at, e)) = &state.failure
             && at.elapsed() < FAILURE_CACHE
@@ -291,15 +326,18 @@ impl ExecPlugin {
             (None, Some(_)) => return Err("status.clientKeyData is set without status.clientCertificateData".into()),
             _ => {}
         }
-        if token.is_none() {
-            return Err(if cert.is_some() {
-                "returned a client certificate; kube-watcher supports only tokens from exec plugins so far".into()
-            } else {
-                "status has neither a token nor a client certificate".into()
-            });
-        }
-        if cert.is_some() {
-            log::warn!("{}: client certificate from the plugin ignored; using its token", self.config.source_name);
+        let client_cert = match (cert, key) {
+            (Some(cert), Some(key)) => Some(
+                // Both fields hold PEM text (not base64 of it, unlike a kubeconfig's *-data).
+                tls::parse_client_identity(cert.as_bytes(), key.as_bytes()).map_err(|(on_cert, m)| {
+                    let field = if on_cert { "status.clientCertificateData" } else { "status.clientKeyData" };
+                    format!("{field}: {m}")
+                })?,
+            ),
+            _ => None,
+        };
+        if token.is_none() && client_cert.is_none() {
+            return Err("status has neither a token nor a client certificate".into());
         }
         let expires = match status.expiration_timestamp.filter(|t| !t.is_empty()) {
             Some(ts) => {
@@ -307,7 +345,7 @@ impl ExecPlugin {
             }
             None => None,
         };
-        Ok(Credential { token: token.map(Secret::new), expires })
+        Ok(Credential { out: ExecOutput { token: token.map(Secret::new), client_cert }, expires })
     }
 }
 
@@ -407,7 +445,7 @@ mod tests {
         let p = plugin(ApiVersion::V1);
         let ok = br#"{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"tok-123","expirationTimestamp":"2099-03-04T10:15:00Z"}}"#;
         let c = p.parse(ok).unwrap();
-        assert_eq!(c.token.unwrap().expose(), "tok-123");
+        assert_eq!(c.out.token.unwrap().expose(), "tok-123");
         assert!(c.expires.is_some());
         let wrong = br#"{"apiVersion":"client.authentication.k8s.io/v1beta1","status":{"token":"tok-123"}}"#;
         let e = p.parse(wrong).unwrap_err();
@@ -422,11 +460,13 @@ mod tests {
 
     #[test]
     fn expired_credentials_are_not_fresh() {
-        let soon = Credential { token: None, expires: Some(SystemTime::now() + Duration::from_secs(10)) };
+        let soon =
+            Credential { out: ExecOutput::default(), expires: Some(SystemTime::now() + Duration::from_secs(10)) };
         assert!(!soon.is_fresh(), "inside the 30 s margin");
-        let later = Credential { token: None, expires: Some(SystemTime::now() + Duration::from_secs(600)) };
+        let later =
+            Credential { out: ExecOutput::default(), expires: Some(SystemTime::now() + Duration::from_secs(600)) };
         assert!(later.is_fresh());
-        assert!(Credential { token: None, expires: None }.is_fresh());
+        assert!(Credential { out: ExecOutput::default(), expires: None }.is_fresh());
     }
 
     #[test]
@@ -482,7 +522,7 @@ mod tests {
         let p = script(&format!("sleep 30 >/dev/null 2>&1 & echo '{ok}'"), Duration::from_secs(20));
         let started = Instant::now();
         let c = p.run().unwrap();
-        assert_eq!(c.token.unwrap().expose(), "t");
+        assert_eq!(c.out.token.unwrap().expose(), "t");
         assert!(started.elapsed() < Duration::from_secs(15), "took {:?}", started.elapsed());
     }
 }

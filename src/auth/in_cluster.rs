@@ -61,6 +61,7 @@ pub(crate) fn connection(env: &Env) -> Result<Connection, InClusterError> {
     token.check().map_err(InClusterError::Broken)?;
     let mut conn = Connection::from_url(&server).map_err(InClusterError::Broken)?;
     conn.server = server;
+    conn.server_source = "the in-cluster environment (KUBERNETES_SERVICE_HOST, KUBERNETES_SERVICE_PORT)".to_owned();
     conn.credentials = Credentials::TokenFile(Arc::new(token));
     conn.tls = TlsSettings { roots: Some(Arc::new(roots)), ..TlsSettings::default() };
     conn.default_namespace = namespace(env).unwrap_or_else(|| "default".to_owned());

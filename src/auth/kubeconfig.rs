@@ -327,26 +327,31 @@ pub(crate) fn connection(kc: &Kubeconfig, opts: &KubeconfigOptions, env: &Env) -
             let name = ctx.value.cluster.as_deref().filter(|c| !c.is_empty());
             let name = name.ok_or_else(|| ctx.origin.error(&ctx_field(ctx, "cluster"), "missing"))?;
             find(&kc.clusters, name).ok_or_else(|| {
-                ctx.origin.error(&ctx_field(ctx, "cluster"), format!("cluster {name:?} is not defined"))
+                ctx.origin.error(
+                    &ctx_field(ctx, "cluster"),
+                    format!("context {:?} refers to cluster {name:?}, which the kubeconfig does not define", ctx.name),
+                )
             })?
         }
         // Unreachable in practice: returned above when both are None.
         (None, None) => return Ok(None),
     };
-    let user =
-        match (&opts.user, context) {
-            (Some(name), _) => Some(find(&kc.users, name).ok_or_else(|| Error::Auth {
-                source_name: kc.describe().into(),
-                message: format!("user {name:?} (from KubeconfigOptions::user) is not defined").into(),
+    let user = match (&opts.user, context) {
+        (Some(name), _) => Some(find(&kc.users, name).ok_or_else(|| Error::Auth {
+            source_name: kc.describe().into(),
+            message: format!("user {name:?} (from KubeconfigOptions::user) is not defined").into(),
+        })?),
+        (None, Some(ctx)) => match ctx.value.user.as_deref().filter(|u| !u.is_empty()) {
+            Some(name) => Some(find(&kc.users, name).ok_or_else(|| {
+                ctx.origin.error(
+                    &ctx_field(ctx, "user"),
+                    format!("context {:?} refers to user {name:?}, which the kubeconfig does not define", ctx.name),
+                )
             })?),
-            (None, Some(ctx)) => match ctx.value.user.as_deref().filter(|u| !u.is_empty()) {
-                Some(name) => Some(find(&kc.users, name).ok_or_else(|| {
-                    ctx.origin.error(&ctx_field(ctx, "user"), format!("user {name:?} is not defined"))
-                })?),
-                None => None,
-            },
-            (None, None) => None,
-        };
+            None => None,
+        },
+        (None, None) => None,
+    };
 
     let mut conn = cluster_connection(cluster, env)?;
     let cluster_info = cluster_info(cluster, &conn)?;
@@ -464,9 +469,14 @@ fn cluster_connection(entry: &Entry<RawCluster>, env: &Env) -> Result<Connection
         }
         None => None,
     };
-    conn.tls = TlsSettings { roots, insecure, client_cert: None, server_name };
+    conn.tls = TlsSettings { roots, insecure, client_cert: None, client_cert_source: None, server_name };
+    conn.server_source = format!("cluster {:?}, {}: {}", entry.name, origin.source_name, field("server"));
     conn.proxy = match c.proxy_url.as_deref().filter(|p| !p.is_empty()) {
-        Some(url) => Some(proxy::from_proxy_url(url).map_err(|m| origin.error(&field("proxy-url"), m))?),
+        Some(url) => {
+            let mut choice = proxy::from_proxy_url(url).map_err(|m| origin.error(&field("proxy-url"), m))?;
+            choice.source = format!("{}: {}", origin.source_name, field("proxy-url"));
+            Some(choice)
+        }
         None => proxy::from_env(&conn.server, env)
             .map_err(|m| Error::Auth { source_name: "proxy environment".into(), message: m.into() })?,
     };
@@ -523,6 +533,18 @@ fn apply_user(conn: &mut Connection, entry: &Entry<RawUser>, cluster_info: serde
     }
 
     conn.tls.client_cert = client_identity(u, &at)?;
+    if conn.tls.client_cert.is_some() {
+        let field = |data: &Option<String>, name: &str| {
+            if set(data) { at.field(&format!("{name}-data")) } else { at.field(name) }
+        };
+        conn.tls.client_cert_source = Some(format!(
+            "{} and {} (user {:?}, {})",
+            field(&u.client_certificate_data, "client-certificate"),
+            field(&u.client_key_data, "client-key"),
+            entry.name,
+            entry.origin.source_name
+        ));
+    }
     conn.credentials = credentials(u, &at, conn.tls.client_cert.is_some(), cluster_info)?;
     conn.impersonation = impersonation(u, &at)?;
     Ok(())

@@ -48,6 +48,7 @@
 //! CIDR ranges) or the server is a loopback address. `ALL_PROXY` is ignored, as in kubectl.
 
 mod exec;
+mod failure;
 mod in_cluster;
 mod kubeconfig;
 mod proxy;
@@ -60,9 +61,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use ureq::tls::ClientCert;
+
 use crate::error::{Error, Result};
 
 pub(crate) use self::exec::ExecPlugin;
+pub(crate) use self::failure::Failure;
 pub(crate) use self::proxy::ProxyChoice;
 pub(crate) use self::tls::TlsSettings;
 pub(crate) use self::token::TokenFile;
@@ -132,6 +136,13 @@ pub(crate) enum Credentials {
     Exec(Arc<ExecPlugin>),
 }
 
+/// The credentials of one request ([`Connection::request_auth`]).
+pub(crate) struct RequestAuth {
+    pub(crate) headers: Vec<(String, Secret)>,
+    /// A client certificate from an exec plugin, presented instead of the kubeconfig's.
+    pub(crate) client_cert: Option<ClientCert>,
+}
+
 /// Impersonation settings (`as`, `as-uid`, `as-groups`, `as-user-extra`); none of it is secret.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Impersonation {
@@ -179,6 +190,9 @@ fn escape_header_key(key: &str) -> String {
 pub(crate) struct Connection {
     /// Base URL without a trailing slash; may carry a path prefix.
     pub(crate) server: String,
+    /// Where `server` came from (a kubeconfig's cluster entry, the in-cluster environment, the
+    /// caller's URL), so that a connection error names what to fix.
+    pub(crate) server_source: String,
     pub(crate) default_namespace: String,
     pub(crate) credentials: Credentials,
     /// Impersonation headers added to every request, on top of the credentials.
@@ -197,6 +211,7 @@ impl Connection {
         let server = normalize_server(url).map_err(|message| Error::config("url", message))?;
         Ok(Connection {
             server,
+            server_source: "the URL given to Client::from_url".to_owned(),
             default_namespace: "default".to_owned(),
             credentials: Credentials::None,
             impersonation: None,
@@ -237,10 +252,12 @@ impl Connection {
         }
     }
 
-    /// The headers that prove who we are for the next request (`Authorization`, impersonation).
-    /// Called on the watcher thread before every request, so rotated credentials are picked up.
-    pub(crate) fn request_headers(&self) -> Result<Vec<(String, Secret)>> {
+    /// What proves who we are for the next request: headers (`Authorization`, impersonation)
+    /// and, from an exec plugin, a client certificate. Called on the watcher thread before every
+    /// request, so rotated credentials are picked up.
+    pub(crate) fn request_auth(&self) -> Result<RequestAuth> {
         let mut headers = Vec::new();
+        let mut client_cert = None;
         let bearer = |token: &str| ("Authorization".to_owned(), Secret::new(format!("Bearer {token}")));
         match &self.credentials {
             Credentials::None => {}
@@ -253,15 +270,42 @@ impl Connection {
                 headers.push(("Authorization".to_owned(), Secret::new(format!("Basic {encoded}"))));
             }
             Credentials::Exec(plugin) => {
-                if let Some(token) = plugin.token()? {
+                let credential = plugin.credential()?;
+                if let Some(token) = &credential.token {
                     headers.push(bearer(token.expose()));
                 }
+                client_cert = credential.client_cert;
             }
         }
         if let Some(imp) = &self.impersonation {
             imp.headers(&mut headers);
         }
-        Ok(headers)
+        Ok(RequestAuth { headers, client_cert })
+    }
+
+    /// The TLS settings of a request that presents `client_cert` (from an exec plugin) instead
+    /// of the kubeconfig's own.
+    pub(crate) fn tls_with(&self, client_cert: ClientCert) -> ureq::tls::TlsConfig {
+        TlsSettings { client_cert: Some(client_cert), ..self.tls.clone() }.to_ureq()
+    }
+
+    /// Where the client certificate this connection presents comes from, if it presents one.
+    pub(crate) fn client_cert_source(&self) -> Option<String> {
+        match &self.credentials {
+            Credentials::Exec(plugin) if plugin.gave_client_cert() => {
+                Some(format!("the client certificate from {}", plugin.source_name()))
+            }
+            _ => self.tls.client_cert_source.clone(),
+        }
+    }
+
+    /// The server refused the client certificate in the TLS handshake: if it came from an exec
+    /// plugin, forget it so the next request runs the plugin again. True if a retry may succeed.
+    pub(crate) fn client_cert_may_refresh(&self) -> bool {
+        match &self.credentials {
+            Credentials::Exec(plugin) if plugin.gave_client_cert() => plugin.refresh_after_unauthorized(),
+            _ => false,
+        }
     }
 
     /// The server answered 401: drop cached credentials. True if a retry may now succeed.
@@ -359,21 +403,34 @@ impl Env {
 fn infer(env: &Env) -> Result<Connection> {
     let mut tried = Vec::new();
     let options = KubeconfigOptions::default();
+    let mut without_context = None;
     if let Some(config) = kubeconfig::load_default(env, &mut tried)? {
         if let Some(conn) = kubeconfig::connection(&config, &options, env)? {
             return Ok(conn);
         }
-        tried.push(format!("{} (no current-context)", config.describe()));
+        without_context = Some(config.describe());
     }
     match in_cluster::connection(env) {
         Ok(conn) => Ok(conn),
-        Err(in_cluster::InClusterError::NotInCluster(why)) => {
-            tried.push(format!("in-cluster ({why})"));
-            Err(Error::Auth {
-                source_name: "client configuration".into(),
-                message: format!("no kubeconfig or in-cluster configuration found; tried: {}", tried.join(", ")).into(),
-            })
-        }
+        Err(in_cluster::InClusterError::NotInCluster(why)) => Err(match without_context {
+            // Found, but it names no context: say that, not "not found".
+            Some(source) => Error::Auth {
+                source_name: source.into(),
+                message: format!(
+                    "current-context: not set, and no context was chosen (kubectl config use-context NAME sets \
+                     one; KubeconfigOptions::context chooses one); not in a cluster either ({why})"
+                )
+                .into(),
+            },
+            None => {
+                tried.push(format!("in-cluster ({why})"));
+                Error::Auth {
+                    source_name: "client configuration".into(),
+                    message: format!("no kubeconfig or in-cluster configuration found; tried: {}", tried.join(", "))
+                        .into(),
+                }
+            }
+        }),
         Err(in_cluster::InClusterError::Broken(e)) => Err(e),
     }
 }
@@ -574,10 +631,10 @@ mod chain_tests {
         let home = d.0.display().to_string();
         let env = Env::fixed(&[("HOME", &home)], &d.0.join("sa"));
         let e = infer(&env).unwrap_err().to_string();
-        assert!(
-            e.contains("config (no current-context)") && e.contains("in-cluster (KUBERNETES_SERVICE_HOST unset)"),
-            "{e}"
-        );
+        let file = d.0.join(".kube/config").display().to_string();
+        assert!(e.starts_with(&format!("kubeconfig {file}: current-context: not set")), "the file was found: {e}");
+        assert!(!e.contains("no kubeconfig"), "{e}");
+        assert!(e.contains("not in a cluster either (KUBERNETES_SERVICE_HOST unset)"), "{e}");
     }
 
     #[test]

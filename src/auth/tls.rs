@@ -19,6 +19,8 @@ pub(crate) struct TlsSettings {
     pub(crate) insecure: bool,
     /// The client certificate chain and key, already checked to match.
     pub(crate) client_cert: Option<ClientCert>,
+    /// Where it came from (`users[0].user.client-certificate-data and ...`), for errors.
+    pub(crate) client_cert_source: Option<String>,
     /// Name for SNI and verification instead of the URL's host (`tls-server-name`).
     pub(crate) server_name: Option<String>,
 }
@@ -30,6 +32,7 @@ impl fmt::Debug for TlsSettings {
             .field("roots", &self.roots.as_ref().map(|r| r.len()))
             .field("insecure", &self.insecure)
             .field("client_cert", &self.client_cert.as_ref().map(|_| "<redacted>"))
+            .field("client_cert_source", &self.client_cert_source)
             .field("server_name", &self.server_name)
             .finish()
     }

@@ -15,7 +15,7 @@ use ureq::{Body, BodyReader};
 
 use std::path::Path;
 
-use crate::auth::{self, Connection, Credentials, KubeconfigOptions, KubeconfigSource, Secret};
+use crate::auth::{self, Connection, Credentials, Failure, KubeconfigOptions, KubeconfigSource, Secret};
 use crate::config::DEFAULT_MAX_LIST_BYTES;
 use crate::error::{Error, Result};
 use crate::resource::{ApiResource, PartialObjectMetadata, Watchable};
@@ -536,17 +536,22 @@ impl Http {
         let mut refreshed = false;
         let mut retried = false;
         loop {
-            let headers = self.conn.request_headers()?;
+            let auth = self.conn.request_auth()?;
             let mut req = self.agent.get(url).header("Accept", accept);
             if watch {
                 // Watches are not compressed by the server; ask for identity so a future
                 // multi-member gzip stream never meets a single-member decoder.
                 req = req.header("Accept-Encoding", "identity");
             }
-            for (name, value) in &headers {
+            for (name, value) in &auth.headers {
                 req = req.header(name.as_str(), value.expose());
             }
             let mut cfg = req.config().timeout_per_read(Some(idle));
+            if let Some(cert) = auth.client_cert.filter(|_| self.conn.is_https()) {
+                // A certificate from an exec plugin can change at any refresh, so it is set per
+                // request (such connections are not pooled; the agent's stop still reaches them).
+                cfg = cfg.tls_config(self.conn.tls_with(cert));
+            }
             if !watch {
                 cfg = cfg.timeout_recv_response(Some(REQUEST_IDLE));
             }
@@ -559,7 +564,23 @@ impl Http {
                     retried = true;
                     continue;
                 }
-                Err(e) => return Err(ureq_error(context, e)),
+                Err(e) => {
+                    let failure = Failure::of(&e);
+                    if matches!(failure, Some(Failure::CertificateRefused(_)))
+                        && !refreshed
+                        && self.conn.client_cert_may_refresh()
+                    {
+                        // An exec plugin's certificate the server no longer accepts: run it again.
+                        log::debug!("{context}: client certificate refused; refreshing it once");
+                        refreshed = true;
+                        continue;
+                    }
+                    let message = match failure {
+                        Some(f) => format!("{}: {}", self.conn.explain(&f), ureq_message(&e)),
+                        None => ureq_message(&e),
+                    };
+                    return Err(Error::transport(context, message));
+                }
             };
             let code = res.status().as_u16();
             // Deprecation and other advisories (`299 - "text"`): worth a log line, never an error.
@@ -608,13 +629,16 @@ fn is_stale_connection(e: &io::Error) -> bool {
     )
 }
 
-fn ureq_error(context: &str, e: ureq::Error) -> Error {
-    let message = match &e {
+fn ureq_message(e: &ureq::Error) -> String {
+    match e {
         ureq::Error::Timeout(t) => format!("timed out ({t})"),
         ureq::Error::Io(io) => io.to_string(),
         other => other.to_string(),
-    };
-    Error::transport(context, message)
+    }
+}
+
+fn ureq_error(context: &str, e: ureq::Error) -> Error {
+    Error::transport(context, ureq_message(&e))
 }
 
 fn io_error(context: &str, e: io::Error) -> Error {

@@ -1,0 +1,108 @@
+//! Connection failures explained: which host and port could not be reached, where that address
+//! came from (a kubeconfig's cluster entry, the in-cluster environment, a proxy variable), and,
+//! when the server refuses our client certificate, which fields the certificate came from.
+
+use std::error::Error as _;
+
+use super::Connection;
+
+/// What kind of failure a ureq error is, where that can be told.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Failure {
+    /// The host name did not resolve.
+    Resolve,
+    /// The host answered with a refusal (nothing listens on the port).
+    Refused,
+    /// Resolving or connecting took too long.
+    Timeout,
+    /// The proxy could not open the tunnel to the server.
+    Tunnel,
+    /// The server ended the TLS handshake with this alert about our (missing) certificate.
+    CertificateRefused(String),
+}
+
+impl Failure {
+    /// Classifies `e`; `None` for failures after the connection was made (a reset, a bad body).
+    pub(crate) fn of(e: &ureq::Error) -> Option<Failure> {
+        match e {
+            ureq::Error::HostNotFound => Some(Failure::Resolve),
+            ureq::Error::Timeout(ureq::Timeout::Connect | ureq::Timeout::Resolve) => Some(Failure::Timeout),
+            ureq::Error::ConnectProxyFailed(_) => Some(Failure::Tunnel),
+            ureq::Error::Rustls(r) => certificate_alert(r),
+            ureq::Error::Io(io) => {
+                if let Some(r) = io.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>()) {
+                    return certificate_alert(r);
+                }
+                match io.kind() {
+                    std::io::ErrorKind::ConnectionRefused => Some(Failure::Refused),
+                    std::io::ErrorKind::TimedOut => Some(Failure::Timeout),
+                    // std's resolver reports through getaddrinfo's text, with no kind of its own.
+                    _ if io.to_string().contains("failed to lookup address") => Some(Failure::Resolve),
+                    _ => io.source().and_then(|s| s.downcast_ref::<rustls::Error>()).and_then(certificate_alert),
+                }
+            }
+            _ => None,
+        }
+    }
+}
+
+/// A TLS alert the server sends about the client's certificate.
+fn certificate_alert(e: &rustls::Error) -> Option<Failure> {
+    use rustls::AlertDescription as A;
+    match e {
+        rustls::Error::AlertReceived(
+            alert @ (A::BadCertificate
+            | A::UnsupportedCertificate
+            | A::CertificateRevoked
+            | A::CertificateExpired
+            | A::CertificateUnknown
+            | A::UnknownCA
+            | A::AccessDenied
+            | A::CertificateRequired
+            // rustls servers answer a client certificate whose signature does not verify so.
+            | A::DecryptError),
+        ) => Some(Failure::CertificateRefused(format!("{alert:?}"))),
+        _ => None,
+    }
+}
+
+impl Connection {
+    /// `host:port` of the server, as TCP connects to it.
+    fn server_address(&self) -> String {
+        let uri = self.server.parse::<ureq::http::Uri>().ok();
+        let host = uri.as_ref().and_then(|u| u.host()).unwrap_or_default().to_owned();
+        let port = uri.as_ref().and_then(|u| u.port_u16()).unwrap_or(if self.is_https() { 443 } else { 80 });
+        format!("{host}:{port}")
+    }
+
+    /// What to say before ureq's own message for a failure to reach the server: the address and
+    /// where it came from, or where a refused client certificate came from.
+    pub(crate) fn explain(&self, failure: &Failure) -> String {
+        let server = format!("{} (from {})", self.server_address(), self.server_source);
+        let via =
+            self.proxy.as_ref().map(|p| format!("proxy {}:{} (from {})", p.proxy.host(), p.proxy.port(), p.source));
+        match (failure, via) {
+            (Failure::Resolve, Some(proxy)) => format!("cannot resolve the host of {proxy}"),
+            (Failure::Resolve, None) => format!("cannot resolve the host of {server}"),
+            (Failure::Refused, Some(proxy)) => format!("connection to {proxy} refused"),
+            (Failure::Refused, None) => format!("connection to {server} refused"),
+            (Failure::Timeout, Some(proxy)) => format!("connecting to {proxy} timed out"),
+            (Failure::Timeout, None) => format!("connecting to {server} timed out"),
+            (Failure::Tunnel, Some(proxy)) => format!("{proxy} could not connect to {server}"),
+            (Failure::Tunnel, None) => format!("the proxy could not connect to {server}"),
+            (Failure::CertificateRefused(alert), _) => match self.client_cert_source() {
+                Some(source) => format!(
+                    "the server {} refused our client certificate (TLS alert {alert}); it came from {source}",
+                    self.server_address()
+                ),
+                None if alert == "DecryptError" => {
+                    format!("the TLS handshake with {server} failed (TLS alert {alert})")
+                }
+                None => format!(
+                    "the server {} asks for a client certificate (TLS alert {alert}), and none is configured",
+                    self.server_address()
+                ),
+            },
+        }
+    }
+}
