@@ -1,13 +1,13 @@
-//! A standalone fake Kubernetes API server, for trying clients (kubectl, this library) by hand.
+//! A standalone fake Kubernetes API server, for trying clients (kubectl, this library, your own
+//! program) by hand or from a script.
 //!
 //! ```text
 //! cargo run --features testing --example fake_apiserver -- --pods 50 --churn 5 --fault-rate 0.2
 //! ```
 //!
-//! Options: `--port N` (default: ephemeral), `--tls`, `--token T`, `--pods N` (seed pods),
-//! `--churn PER_SEC` (random pod creates/updates/deletes per second), `--fault-rate PER_SEC`
-//! (random scripted faults per second), `--seed N`. It prints the URL and the path of a ready
-//! kubeconfig, then runs until standard input reaches end of file (or Ctrl-C).
+//! It runs until SIGINT (Ctrl-C) or SIGTERM, so it can be started as a service (`nohup
+//! fake_apiserver --kubeconfig kc.yaml &`). The last line it prints at start-up holds its URL and
+//! the path of its kubeconfig; a script can wait for that line. `--help` lists every option.
 
 #[cfg(not(feature = "testing"))]
 fn main() {
@@ -25,7 +25,6 @@ fn main() {
 #[cfg(feature = "testing")]
 mod demo {
     use std::collections::BTreeMap;
-    use std::io::Read;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::thread;
@@ -44,10 +43,46 @@ mod demo {
         churn: f64,
         fault_rate: f64,
         seed: u64,
+        kubeconfig: Option<std::path::PathBuf>,
+        exit_on_eof: bool,
     }
 
+    const HELP: &str = "\
+fake_apiserver: a fake Kubernetes API server for kubectl, kube-watcher and your own programs
+
+usage: fake_apiserver [OPTIONS]
+
+  --port N             listen on 127.0.0.1:N (default: a free port)
+  --tls                serve HTTPS with a fresh self-signed CA (the kubeconfig trusts it)
+  --token T            require `Authorization: Bearer T` (the kubeconfig carries it)
+  --pods N             pods to create at start, spread over namespaces default, shop and
+                       ops (default: 10)
+  --churn PER_SEC      random pod creates, updates and deletes per second (default: 0)
+  --fault-rate PER_SEC random faults per second: 429s, 502s, expired watches, reset and
+                       closed connections, truncated lists (default: 0)
+  --seed N             seed for the churn and faults, to replay a run (default: 1)
+  --kubeconfig PATH    write the kubeconfig to PATH and leave it there (default: a
+                       temporary file, removed when the server stops)
+  --exit-on-eof        also stop when standard input ends (for a parent that holds a pipe)
+  -h, --help           print this help
+
+It runs until SIGINT (Ctrl-C) or SIGTERM. The last line of start-up output is
+  ready: url=<URL> kubeconfig=<PATH>
+so a script can start it in the background and wait for that line.
+";
+
     fn parse_args() -> Result<Options, String> {
-        let mut opts = Options { port: 0, tls: false, token: None, pods: 10, churn: 0.0, fault_rate: 0.0, seed: 1 };
+        let mut opts = Options {
+            port: 0,
+            tls: false,
+            token: None,
+            pods: 10,
+            churn: 0.0,
+            fault_rate: 0.0,
+            seed: 1,
+            kubeconfig: None,
+            exit_on_eof: false,
+        };
         let mut args = std::env::args().skip(1);
         while let Some(arg) = args.next() {
             let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
@@ -56,21 +91,27 @@ mod demo {
                 "--tls" => opts.tls = true,
                 "--token" => opts.token = Some(value("--token")?),
                 "--pods" => opts.pods = value("--pods")?.parse().map_err(|e| format!("--pods: {e}"))?,
-                "--churn" => opts.churn = value("--churn")?.parse().map_err(|e| format!("--churn: {e}"))?,
-                "--fault-rate" => {
-                    opts.fault_rate = value("--fault-rate")?.parse().map_err(|e| format!("--fault-rate: {e}"))?
-                }
+                "--churn" => opts.churn = rate("--churn", &value("--churn")?)?,
+                "--fault-rate" => opts.fault_rate = rate("--fault-rate", &value("--fault-rate")?)?,
                 "--seed" => opts.seed = value("--seed")?.parse().map_err(|e| format!("--seed: {e}"))?,
+                "--kubeconfig" => opts.kubeconfig = Some(value("--kubeconfig")?.into()),
+                "--exit-on-eof" => opts.exit_on_eof = true,
                 "-h" | "--help" => {
-                    println!(
-                        "usage: fake_apiserver [--port N] [--tls] [--token T] [--pods N] [--churn PER_SEC] [--fault-rate PER_SEC] [--seed N]"
-                    );
+                    print!("{HELP}");
                     std::process::exit(0);
                 }
                 other => return Err(format!("unknown argument {other:?} (try --help)")),
             }
         }
         Ok(opts)
+    }
+
+    /// A rate per second: finite, not negative, at most 10,000.
+    fn rate(flag: &str, text: &str) -> Result<f64, String> {
+        match text.parse::<f64>() {
+            Ok(r) if r.is_finite() && (0.0..=10_000.0).contains(&r) => Ok(r),
+            _ => Err(format!("{flag}: {text:?} is not a rate between 0 and 10000 per second")),
+        }
     }
 
     /// A tiny xorshift generator, so the example needs nothing beyond std.
@@ -182,6 +223,15 @@ mod demo {
 
     pub fn run() -> Result<(), String> {
         let opts = parse_args()?;
+        // Signals first, so a SIGTERM that arrives during start-up still stops us cleanly.
+        let (stop_tx, stop_rx) = crossbeam_channel::bounded::<&'static str>(2);
+        {
+            let tx = stop_tx.clone();
+            ctrlc::set_handler(move || {
+                let _ = tx.try_send("signal");
+            })
+            .map_err(|e| format!("install the SIGINT/SIGTERM handler: {e}"))?;
+        }
         let mut builder = FakeApiServer::builder().port(opts.port).tls(opts.tls).seed(opts.seed);
         if let Some(t) = &opts.token {
             builder = builder.token(t);
@@ -192,12 +242,11 @@ mod demo {
             let ns = NAMESPACES[i % NAMESPACES.len()];
             server.create(&pod(ns, &format!("pod-{i}"), rng.below(1000))).map_err(|e| format!("seed pods: {e}"))?;
         }
-        let kubeconfig = std::env::temp_dir().join(format!("fake-apiserver-{}.kubeconfig", std::process::id()));
+        let (kubeconfig, temporary) = match &opts.kubeconfig {
+            Some(path) => (path.clone(), false),
+            None => (std::env::temp_dir().join(format!("fake-apiserver-{}.kubeconfig", std::process::id())), true),
+        };
         std::fs::write(&kubeconfig, server.kubeconfig()).map_err(|e| format!("write {}: {e}", kubeconfig.display()))?;
-        println!("fake api server listening on {}", server.url());
-        println!("kubeconfig written to {}", kubeconfig.display());
-        println!("try: KUBECONFIG={} kubectl get pods -A --watch", kubeconfig.display());
-        println!("stop with Ctrl-C or end of input (Ctrl-D)");
 
         let stop = Arc::new(AtomicBool::new(false));
         let churn = {
@@ -210,21 +259,53 @@ mod demo {
             let server = server.clone();
             let mut rng = Rng(rng.next() | 1);
             ticker("faults", opts.fault_rate, stop.clone(), move || {
+                // Faults wait for the next matching request: while a client backs off they would
+                // pile up and then starve it, so at most two wait at a time.
+                if server.pending_faults() >= 2 {
+                    return;
+                }
                 let (when, fault) = random_fault(&mut rng);
+                let for_watches = when == Match::Watch;
                 server.push_fault(when, fault);
+                // A long-running watch would never meet a watch fault: end the open watches so
+                // the clients' next watch request does.
+                if for_watches {
+                    server.end_watches();
+                }
             })
             .map_err(|e| format!("spawn fault thread: {e}"))?
         };
+        if opts.exit_on_eof {
+            let tx = stop_tx.clone();
+            thread::Builder::new()
+                .name("stdin".into())
+                .spawn(move || {
+                    let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+                    let _ = tx.try_send("end of input");
+                })
+                .map_err(|e| format!("spawn stdin thread: {e}"))?;
+        }
 
-        // Run until standard input ends.
-        let mut sink = Vec::new();
-        let _ = std::io::stdin().read_to_end(&mut sink);
+        println!(
+            "fake api server: {} pods in namespaces {}; churn {}/s; faults {}/s",
+            opts.pods,
+            NAMESPACES.join(", "),
+            opts.churn,
+            opts.fault_rate
+        );
+        println!("try: KUBECONFIG={} kubectl get pods -A --watch", kubeconfig.display());
+        println!("stop with Ctrl-C or SIGTERM{}", if opts.exit_on_eof { ", or by closing standard input" } else { "" });
+        println!("ready: url={} kubeconfig={}", server.url(), kubeconfig.display());
+
+        let why = stop_rx.recv().unwrap_or("channel closed");
         stop.store(true, Ordering::SeqCst);
         for handle in [churn, faults].into_iter().flatten() {
             let _ = handle.join();
         }
-        let _ = std::fs::remove_file(&kubeconfig);
-        println!("served {} connections; shutting down", server.connections());
+        if temporary {
+            let _ = std::fs::remove_file(&kubeconfig);
+        }
+        println!("stopping ({why}): served {} connections", server.connections());
         Ok(())
     }
 }

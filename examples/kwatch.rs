@@ -46,6 +46,8 @@ options:
       --context C           kubeconfig context to use
       --kubeconfig F        kubeconfig file to use (instead of $KUBECONFIG or ~/.kube/config)
       --watch-only          do not print the objects that exist at the start
+      --output-watch-events with -o json or yaml: print {\"type\": ..., \"object\": ...} per change,
+                            as kubectl does (otherwise each line is the object alone)
       --stats               print reconnects, relists and lag as they happen (to stderr)
       --demo                watch an in-process fake cluster with a simulated workload
                             (needs the `testing` feature)
@@ -86,6 +88,8 @@ struct Options {
     context: Option<String>,
     kubeconfig: Option<PathBuf>,
     watch_only: bool,
+    /// `--output-watch-events`: json and yaml lines carry the event type, as kubectl's do.
+    watch_events: bool,
     stats: bool,
     demo: bool,
 }
@@ -138,6 +142,7 @@ impl Options {
                 "--context" => opts.context = Some(value("--context")?),
                 "--kubeconfig" => opts.kubeconfig = Some(PathBuf::from(value("--kubeconfig")?)),
                 "--watch-only" => opts.watch_only = true,
+                "--output-watch-events" => opts.watch_events = true,
                 "--stats" => opts.stats = true,
                 "--demo" => opts.demo = true,
                 f if f.starts_with('-') => return Err(format!("unknown flag {arg:?}")),
@@ -149,8 +154,10 @@ impl Options {
                     ));
                 }
             }
-            if matches!(flag.as_str(), "-A" | "--all-namespaces" | "--watch-only" | "--stats" | "--demo")
-                && inline.is_some()
+            if matches!(
+                flag.as_str(),
+                "-A" | "--all-namespaces" | "--watch-only" | "--output-watch-events" | "--stats" | "--demo"
+            ) && inline.is_some()
             {
                 return Err(format!("{flag} takes no value"));
             }
@@ -210,6 +217,18 @@ fn run(opts: &Options) -> Result<(), String> {
     }
     if let Some(fields) = &opts.fields {
         config = config.fields(fields);
+    }
+    if demo.is_some() {
+        // The demo injects two failures every 9 s round; with the default backoff (up to 30 s,
+        // reset only after 120 s of health) the waits would grow until the demo went quiet.
+        // Retries after up to 0.2 s, doubling to at most 2 s: each round's outage and 410 are
+        // recovered from within the round.
+        let fast = kube_watcher::Backoff {
+            initial: Duration::from_millis(200),
+            max: Duration::from_secs(2),
+            ..kube_watcher::Backoff::default()
+        };
+        config = config.backoff(fast);
     }
     let ticks = match (&demo, opts.stats) {
         (Some(_), _) => tick(demo::STEP),
@@ -292,8 +311,9 @@ impl Session<'_> {
     fn watch<K: Watchable + Row + Serialize>(mut self, api: Api<K>, config: Config) -> Result<(), String> {
         let watcher = Watcher::new(api, config).map_err(|e| explain(&e, Some(self.target), false))?;
         let mut printer = Printer::new(self.opts, self.target);
-        // --stats: the watcher's lifecycle notices, and how many events wait for us.
-        let notices = if self.opts.stats { watcher.notices() } else { never() };
+        // --stats (and --demo, whose point is the recovery): the watcher's lifecycle notices.
+        let show_notices = self.opts.stats || self.demo.is_some();
+        let notices = if show_notices { watcher.notices() } else { never() };
         let mut waiting = 0;
         let mut out = io::stdout().lock();
         let mut synced = false;
@@ -337,17 +357,19 @@ impl Session<'_> {
             }
         };
         watcher.stop();
-        if self.opts.stats {
+        if show_notices {
             for notice in notices.try_iter() {
                 eprintln!("# stats: {}", describe(&notice));
             }
+        }
+        if self.opts.stats {
             let s = watcher.stats();
             let events = s.events.added + s.events.modified + s.events.deleted;
             eprintln!(
-                "# stats: stopped after {:.1} s: {events} watch events, {} watches, {} relists, {} errors, {} objects cached",
+                "# stats: stopped after {:.1} s: {events} watch events, {} watches, {} relists after the initial list, {} errors, {} objects cached",
                 started.elapsed().as_secs_f64(),
                 s.watches,
-                s.relists.total(),
+                s.relists.total().saturating_sub(s.relists.initial),
                 s.errors.total(),
                 s.objects,
             );
@@ -380,7 +402,7 @@ fn why(reason: RelistReason) -> &'static str {
         RelistReason::StreamingFallback => "streaming lists not supported",
         RelistReason::Periodic => "relist interval",
         RelistReason::Drift => "the drift check found differences",
-        RelistReason::Error => "an error the watch could not resume from",
+        RelistReason::Error => "retrying after an error (see the error above)",
         _ => "another reason",
     }
 }
@@ -418,9 +440,16 @@ fn explain(e: &Error, target: Option<&Target>, connected: bool) -> String {
         },
         _ => None,
     };
+    // An unknown resource type is found out by discovery, not by a request that returned 404:
+    // say what the server lacks (and what is close), without an HTTP status.
+    let text = match (api_error(e), target) {
+        (Some(api), None) if api.code == 404 && api.context.starts_with("discover") => api.message.clone(),
+        // The library names its own option; on this command line it is the --context flag.
+        _ => e.to_string().replace("(from KubeconfigOptions::context)", "(from --context)"),
+    };
     match hint {
-        Some(hint) => format!("{e} (hint: {hint})"),
-        None => e.to_string(),
+        Some(hint) => format!("{text} (hint: {hint})"),
+        None => text,
     }
 }
 
@@ -670,6 +699,7 @@ struct Printer<'a> {
     output: Output,
     target: &'a Target,
     watch_only: bool,
+    watch_events: bool,
     /// resourceVersion of every object as last printed, by namespace/name.
     seen: HashMap<String, String>,
     /// A (re)list is in progress: table rows wait for `InitDone`, to be aligned together.
@@ -695,12 +725,12 @@ impl<'a> Printer<'a> {
             output: opts.output,
             target,
             watch_only: opts.watch_only,
+            watch_events: opts.watch_events,
             seen: HashMap::new(),
             listing: false,
             synced_once: false,
             pending: Vec::new(),
-            // kubectl keeps the EVENT column as wide as its longest value, MODIFIED.
-            widths: vec!["MODIFIED".len()],
+            widths: Vec::new(),
             header_done: false,
         }
     }
@@ -783,12 +813,17 @@ impl<'a> Printer<'a> {
                     map.entry("apiVersion").or_insert_with(|| r.api_version.clone().into());
                     map.entry("kind").or_insert_with(|| r.kind.clone().into());
                 }
-                let event = WatchEvent { kind, object };
+                // kubectl prints the object alone; with --output-watch-events, in an envelope.
+                let value = if self.watch_events {
+                    serde_json::to_value(WatchEvent { kind, object }).map_err(io::Error::other)?
+                } else {
+                    object
+                };
                 if self.output == Output::Json {
-                    serde_json::to_writer(&mut *out, &event).map_err(io::Error::other)?;
+                    serde_json::to_writer_pretty(&mut *out, &value).map_err(io::Error::other)?;
                     writeln!(out)?;
                 } else {
-                    let yaml = serde_norway::to_string(&event).map_err(io::Error::other)?;
+                    let yaml = serde_norway::to_string(&value).map_err(io::Error::other)?;
                     write!(out, "---\n{yaml}")?;
                 }
             }
@@ -812,6 +847,10 @@ impl<'a> Printer<'a> {
                 header.push("NAMESPACE".to_owned());
             }
             header.extend(K::header(self.output == Output::Wide).into_iter().map(str::to_owned));
+            // Columns start as wide as the values they usually hold (MODIFIED, a generated pod
+            // name, ContainerCreating, "3 (12m ago)"), so later rows rarely push them right, as
+            // they would if the widths came from the first rows alone. They still grow if needed.
+            self.widths = header.iter().map(|h| h.len().max(typical_width(h))).collect();
             lines.push(header);
             self.header_done = true;
         }
@@ -839,6 +878,21 @@ impl<'a> Printer<'a> {
     }
 }
 
+/// The width a column's values usually need, by header.
+fn typical_width(header: &str) -> usize {
+    match header {
+        "EVENT" => "MODIFIED".len(),
+        "NAMESPACE" => 16,
+        "NAME" => 24,
+        "STATUS" => "ContainerCreating".len(),
+        "RESTARTS" => "10 (59m ago)".len(),
+        "AGE" => 5,
+        "IP" => 15,
+        "NODE" => 16,
+        _ => 0,
+    }
+}
+
 fn key(meta: &ObjectMeta) -> String {
     format!("{}/{}", meta.namespace.as_deref().unwrap_or(""), meta.name.as_deref().unwrap_or(""))
 }
@@ -851,7 +905,10 @@ mod demo {
     pub const STEP: std::time::Duration = Demo::STEP;
 
     pub fn start() -> Result<Demo, String> {
-        eprintln!("# demo: a fake API server with a simulated workload; Ctrl-C stops");
+        eprintln!(
+            "# demo: a fake API server with a simulated workload (an outage and a 410 every 9 s); \
+             retries wait at most 2 s here (30 s by default); `# stats:` lines show what the watcher does; Ctrl-C stops"
+        );
         Ok(Demo::start())
     }
 }

@@ -50,8 +50,13 @@ fn discovery_names_what_it_did_not_find() {
         let err = c.discover(name).unwrap_err();
         assert_eq!(err.status(), Some(404), "{name}: {err}");
         assert!(err.to_string().contains(&format!("{name:?}")), "{name}: {err}");
-        assert!(err.to_string().ends_with("(plural, singular, short name or kind)"), "whole and unescaped: {err}");
+        assert!(err.to_string().contains("(plural, singular, short name or kind)"), "whole and unescaped: {err}");
     }
+    // A near miss names what the user probably meant.
+    let err = c.discover("deploymnets").unwrap_err().to_string();
+    assert!(err.ends_with("; close matches: deployments.apps"), "{err}");
+    let err = c.discover("xyzzy").unwrap_err().to_string();
+    assert!(!err.contains("close matches"), "{err}");
 }
 
 #[test]

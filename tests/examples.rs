@@ -166,11 +166,12 @@ fn metadata_shows_metadata_only_stores_holding_less() {
     assert!(kb("no managedFields") < kb("metadata_watcher "), "{}", out.stdout);
 }
 
-/// kwatch --demo: kubectl's pod columns, the outage and the 410 recovered from, and Ctrl-C.
+/// kwatch --demo, with no other flag: kubectl's pod columns in fixed positions, and three rounds
+/// of the script (each an outage and a 410) recovered from in view, then Ctrl-C.
 #[test]
 #[cfg(unix)]
-fn kwatch_demo_prints_changes_like_kubectl_and_stops_on_ctrl_c() {
-    let mut child = command("kwatch", &["--demo", "--stats"]).spawn().unwrap();
+fn kwatch_demo_keeps_showing_life_and_recovery_for_several_rounds() {
+    let mut child = command("kwatch", &["--demo"]).spawn().unwrap();
     let (tx, rx) = mpsc::channel();
     let lines = BufReader::new(child.stdout.take().unwrap());
     let stdout = thread::spawn(move || {
@@ -182,15 +183,16 @@ fn kwatch_demo_prints_changes_like_kubectl_and_stops_on_ctrl_c() {
         }
         all
     });
-    // The debug pod's deletion only reaches kwatch through the relist after the 410.
+    // Each round's debug pod is deleted unseen; its DELETED line comes from the relist after the
+    // 410. Wait for the third round's: the demo must not have gone quiet by then.
     let deadline = Instant::now() + RUN_TIMEOUT;
     let mut seen = Vec::new();
-    while !seen.iter().any(|l: &String| l.starts_with("DELETED") && l.contains("debug-0")) {
+    while !seen.iter().any(|l: &String| l.starts_with("DELETED") && l.contains("debug-2")) {
         match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
             Ok(line) => seen.push(line),
             Err(_) => {
                 let _ = child.kill();
-                panic!("no DELETED debug-0 line in time; stdout so far:\n{}", seen.join("\n"));
+                panic!("no DELETED debug-2 line in time; stdout so far:\n{}", seen.join("\n"));
             }
         }
     }
@@ -202,30 +204,116 @@ fn kwatch_demo_prints_changes_like_kubectl_and_stops_on_ctrl_c() {
 
     assert!(out.status.success(), "{}\n{}", out.status, out.stderr);
     assert!(stop_time < Duration::from_secs(3), "stopping took {stop_time:?}");
-    let header = out.stdout.lines().next().unwrap();
+    let mut lines = out.stdout.lines();
+    let header = lines.next().unwrap();
     assert_eq!(header.split_whitespace().collect::<Vec<_>>(), ["EVENT", "NAME", "READY", "STATUS", "RESTARTS", "AGE"]);
-    for expected in ["ADDED      web-0   1/1     Running", "Completed", "CrashLoopBackOff", "Terminating", "DELETED"] {
+    // Columns do not drift: every row's READY starts where the header's does.
+    let ready_at = header.find("READY").unwrap();
+    for line in lines {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(line.find(&format!(" {} ", fields[2])).map(|i| i + 1), Some(ready_at), "{line:?}\n{}", out.stdout);
+    }
+    let first: Vec<&str> = out.stdout.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!(first[..4], ["ADDED", "web-0", "1/1", "Running"], "{}", out.stdout);
+    for expected in ["Completed", "CrashLoopBackOff", "Terminating", "DELETED"] {
         assert!(out.stdout.contains(expected), "no {expected:?} in:\n{}", out.stdout);
     }
-    let stats =
-        ["# stats: reconnecting in", "# stats: relisting: 410 Gone", "deletions inferred: 1", "# stats: stopped after"];
-    for expected in ["# demo: outage", "(retrying)"].into_iter().chain(stats) {
-        assert!(out.stderr.contains(expected), "no {expected:?} in stderr:\n{}", out.stderr);
+    // The recovery shows without --stats, in every round.
+    let count = |text: &str| out.stderr.lines().filter(|l| l.contains(text)).count();
+    assert!(count("# demo: outage") >= 3, "{}", out.stderr);
+    assert!(count("# stats: relisting: 410 Gone") >= 3, "{}", out.stderr);
+    assert!(count("deletions inferred: 1") >= 1, "{}", out.stderr);
+    assert!(count("(retrying)") >= 3, "{}", out.stderr);
+    assert_eq!(count("# stats: stopped after"), 0, "the summary is --stats only: {}", out.stderr);
+}
+
+/// A kubeconfig file for `server` in a directory of its own; removed on drop.
+struct KubeconfigFile(PathBuf);
+
+impl KubeconfigFile {
+    fn new(server: &FakeApiServer, label: &str) -> KubeconfigFile {
+        let dir = std::env::temp_dir().join(format!("kube-watcher-kwatch-{label}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("config"), server.kubeconfig()).unwrap();
+        KubeconfigFile(dir)
     }
+
+    fn path(&self) -> String {
+        self.0.join("config").display().to_string()
+    }
+}
+
+impl Drop for KubeconfigFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs kwatch with `args` against `server` through a kubeconfig file, until it exits.
+fn kwatch_against(server: &FakeApiServer, label: &str, args: &[&str]) -> Output {
+    let kubeconfig = KubeconfigFile::new(server, label);
+    let path = kubeconfig.path();
+    let args: Vec<&str> = args.iter().copied().chain(["--kubeconfig", path.as_str()]).collect();
+    let mut child = command("kwatch", &args).spawn().unwrap();
+    let stdout = drain(child.stdout.take().unwrap());
+    wait(child, stdout, RUN_TIMEOUT, &format!("kwatch {args:?} ({label})"))
 }
 
 /// Runs `kwatch po -n shop` against `server` through a kubeconfig file, until it exits.
 fn kwatch_pods_in_shop(server: &FakeApiServer, label: &str) -> Output {
-    let dir = std::env::temp_dir().join(format!("kube-watcher-kwatch-{label}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let kubeconfig = dir.join("config");
-    std::fs::write(&kubeconfig, server.kubeconfig()).unwrap();
-    let mut child =
-        command("kwatch", &["po", "-n", "shop", "--kubeconfig", kubeconfig.to_str().unwrap()]).spawn().unwrap();
-    let stdout = drain(child.stdout.take().unwrap());
-    let out = wait(child, stdout, RUN_TIMEOUT, &format!("kwatch po -n shop ({label})"));
-    std::fs::remove_dir_all(&dir).unwrap();
-    out
+    kwatch_against(server, label, &["po", "-n", "shop"])
+}
+
+/// An unknown resource type is named as such, with close matches, and no HTTP status that no
+/// request returned; a context that does not exist is named with the flag, not a library type.
+#[test]
+fn kwatch_names_an_unknown_resource_and_a_missing_context_in_its_own_terms() {
+    let server = FakeApiServer::start();
+    let out = kwatch_against(&server, "unknown", &["podz"]);
+    assert_eq!(out.status.code(), Some(1), "{}", out.stderr);
+    assert!(out.stderr.contains("the server has no resource type named \"podz\""), "{}", out.stderr);
+    assert!(out.stderr.contains("close matches: pods"), "{}", out.stderr);
+    assert!(!out.stderr.contains("404"), "{}", out.stderr);
+
+    let out = kwatch_against(&server, "context", &["pods", "--context", "nosuch"]);
+    assert_eq!(out.status.code(), Some(1), "{}", out.stderr);
+    assert!(out.stderr.contains("context \"nosuch\" (from --context) is not defined"), "{}", out.stderr);
+    assert!(!out.stderr.contains("KubeconfigOptions"), "{}", out.stderr);
+}
+
+/// `-o json` prints bare objects, as kubectl does; `--output-watch-events` wraps them in
+/// `{"type", "object"}`. `--stats` does not count the initial list as a relist.
+#[test]
+#[cfg(unix)]
+fn kwatch_json_output_follows_kubectl() {
+    let server = FakeApiServer::start();
+    let mut pod = k8s_openapi::api::core::v1::Pod::default();
+    pod.metadata.name = Some("one".into());
+    pod.metadata.namespace = Some("shop".into());
+    server.create(&pod).unwrap();
+    let kubeconfig = KubeconfigFile::new(&server, "json");
+    let path = kubeconfig.path();
+    for (extra, wrapped) in [(None, false), (Some("--output-watch-events"), true)] {
+        let mut args = vec!["pods", "-n", "shop", "-o", "json", "--stats", "--kubeconfig", path.as_str()];
+        args.extend(extra);
+        let mut child = command("kwatch", &args).spawn().unwrap();
+        let reader = child.stdout.take().unwrap();
+        let mut values = serde_json::Deserializer::from_reader(reader).into_iter::<serde_json::Value>();
+        let first = values.next().expect("one JSON value").unwrap();
+        if wrapped {
+            assert_eq!((first["type"].as_str(), first["object"]["kind"].as_str()), (Some("ADDED"), Some("Pod")));
+        } else {
+            assert_eq!(first["kind"], "Pod", "{first}");
+            assert_eq!(first["metadata"]["name"], "one");
+            assert!(first.get("type").is_none(), "{first}");
+        }
+        let pid = child.id().to_string();
+        assert!(Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
+        let rest = thread::spawn(move || values.count().to_string());
+        let out = wait(child, rest, RUN_TIMEOUT, "kwatch -o json");
+        assert!(out.status.success(), "{out:?}");
+        assert!(out.stderr.contains("0 relists after the initial list"), "{}", out.stderr);
+    }
 }
 
 /// A forbidden list ends kwatch with one line naming the verb, the resource and how to check.
@@ -279,4 +367,96 @@ fn kwatch_retries_a_transient_error_at_start_up() {
     assert_eq!(lines.len(), 2, "{}", out.stderr);
     assert!(lines[0].contains("429") && lines[0].contains("retrying in"), "{}", out.stderr);
     assert!(lines[1].contains("HTTP 403 Forbidden"), "{}", out.stderr);
+}
+
+/// Starts fake_apiserver with `args` and reads its start-up output up to the `ready:` line.
+/// Returns the child, the rest of its stdout, and the URL and kubeconfig path it announced.
+fn start_fake_apiserver(args: &[&str], stdin: Stdio) -> (Child, thread::JoinHandle<String>, String, PathBuf) {
+    let mut child = command("fake_apiserver", args).stdin(stdin).spawn().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        for line in lines.by_ref().map_while(Result::ok) {
+            let ready = line.starts_with("ready: ");
+            let _ = tx.send(line);
+            if ready {
+                break;
+            }
+        }
+        let mut rest = String::new();
+        for line in lines.map_while(Result::ok) {
+            rest.push_str(&line);
+            rest.push('\n');
+        }
+        let _ = tx.send(rest);
+    });
+    let ready = loop {
+        let line = rx.recv_timeout(RUN_TIMEOUT).expect("fake_apiserver printed its ready line");
+        if let Some(ready) = line.strip_prefix("ready: ") {
+            break ready.to_string();
+        }
+    };
+    let rest = thread::spawn(move || rx.recv().unwrap_or_default());
+    let (url, kubeconfig) = ready.split_once(' ').unwrap();
+    let url = url.strip_prefix("url=").unwrap().to_string();
+    let kubeconfig = PathBuf::from(kubeconfig.strip_prefix("kubeconfig=").unwrap());
+    (child, rest, url, kubeconfig)
+}
+
+fn list_pods(kubeconfig: &std::path::Path) -> usize {
+    let client = kube_watcher::Client::from_kubeconfig_path(kubeconfig, &Default::default()).unwrap();
+    let api: kube_watcher::Api<k8s_openapi::api::core::v1::Pod> = kube_watcher::Api::all(client);
+    api.list(&Default::default()).unwrap().items.len()
+}
+
+/// Started the way a service is (standard input empty), it keeps serving, writes the kubeconfig
+/// where asked, and stops on SIGTERM.
+#[test]
+#[cfg(unix)]
+fn fake_apiserver_runs_as_a_service_until_sigterm() {
+    let dir = std::env::temp_dir().join(format!("kube-watcher-fake-service-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let asked = dir.join("fake.kubeconfig");
+    let (child, rest, url, kubeconfig) =
+        start_fake_apiserver(&["--pods", "4", "--kubeconfig", asked.to_str().unwrap()], Stdio::null());
+    assert_eq!(kubeconfig, asked);
+    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    // Standard input is /dev/null and has ended: the server must still answer.
+    assert_eq!(list_pods(&kubeconfig), 4);
+    assert_eq!(list_pods(&kubeconfig), 4, "still serving");
+
+    let pid = child.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let out = wait(child, rest, RUN_TIMEOUT, "fake_apiserver after SIGTERM");
+    assert!(out.status.success(), "{out:?}");
+    assert!(out.stdout.contains("stopping (signal)"), "{out:?}");
+    assert!(asked.exists(), "a kubeconfig written where asked stays");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--exit-on-eof` stops at the end of standard input, and a temporary kubeconfig goes with it.
+#[test]
+fn fake_apiserver_can_stop_at_end_of_input_and_removes_its_temporary_kubeconfig() {
+    let (mut child, rest, _url, kubeconfig) = start_fake_apiserver(&["--exit-on-eof"], Stdio::piped());
+    assert_eq!(list_pods(&kubeconfig), 10, "ten pods by default");
+    drop(child.stdin.take());
+    let out = wait(child, rest, RUN_TIMEOUT, "fake_apiserver after end of input");
+    assert!(out.status.success(), "{out:?}");
+    assert!(out.stdout.contains("stopping (end of input)"), "{out:?}");
+    assert!(!kubeconfig.exists(), "{} was left behind", kubeconfig.display());
+}
+
+#[test]
+fn fake_apiserver_help_describes_every_flag() {
+    let out = run("fake_apiserver", &["--help"]);
+    assert!(out.status.success(), "{out:?}");
+    for flag in
+        ["--port", "--tls", "--token", "--pods", "--churn", "--fault-rate", "--seed", "--kubeconfig", "--exit-on-eof"]
+    {
+        let described = out.stdout.lines().any(|l| l.trim_start().starts_with(flag) && l.len() > flag.len() + 10);
+        assert!(described, "--help does not describe {flag}:\n{}", out.stdout);
+    }
+    let out = command("fake_apiserver", &["--churn", "-1"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("--churn"), "{stderr}");
 }

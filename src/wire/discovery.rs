@@ -88,6 +88,34 @@ fn rank(r: &Resource, wanted: &str) -> Option<u8> {
     }
 }
 
+/// Whether `candidate` is close to what the user typed: one contains the other (`pod`/`pods`,
+/// `deploy`), or they differ by at most two edits (`deploymnets`), ignoring case.
+fn is_close(candidate: &str, typed: &str) -> bool {
+    let (a, b) = (candidate.to_ascii_lowercase(), typed.to_ascii_lowercase());
+    if a.is_empty() || b.len() < 2 {
+        return false;
+    }
+    if (a.len() >= 3 && b.contains(&a)) || (b.len() >= 3 && a.contains(&b)) {
+        return true;
+    }
+    edit_distance(a.as_bytes(), b.as_bytes()) <= 2
+}
+
+/// Levenshtein distance, one row at a time.
+fn edit_distance(a: &[u8], b: &[u8]) -> usize {
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = if ca == cb { diagonal } else { 1 + diagonal.min(above).min(row[j]) };
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
 impl Client {
     /// Finds the resource type `name` stands for, as `kubectl get <name>` would: a plural
     /// (`pods`), singular (`pod`), short name (`po`, `deploy`), kind (`Deployment`), any of
@@ -152,6 +180,8 @@ impl Client {
         versions.dedup();
 
         let mut best: Option<(u8, ApiResource)> = None;
+        // Names close to `name` among everything searched, for the error when nothing matches.
+        let mut close: Vec<String> = Vec::new();
         for (group, version) in &versions {
             let list = match get(&request::group_version_path(group, version)) {
                 Ok(bytes) => parse(&bytes)?,
@@ -162,6 +192,13 @@ impl Client {
                 }
                 Err(e) => return Err(e),
             };
+            for r in list.resources.iter().filter(|r| !r.name.contains('/')) {
+                let qualified = if group.is_empty() { r.name.clone() } else { format!("{}.{group}", r.name) };
+                let names = [&r.name, &r.singular].into_iter().chain(&r.short_names);
+                if names.into_iter().any(|n| is_close(n, name)) && !close.contains(&qualified) {
+                    close.push(qualified);
+                }
+            }
             for w in &readings {
                 let group_ok = w.group.is_none_or(|g| g == group) && w.version.is_none_or(|v| v == version);
                 if !group_ok {
@@ -180,8 +217,12 @@ impl Client {
             }
         }
         best.map(|(_, ar)| ar).ok_or_else(|| {
-            let message =
+            let mut message =
                 format!("the server has no resource type named {name:?} (plural, singular, short name or kind)");
+            if !close.is_empty() {
+                close.truncate(5);
+                message.push_str(&format!("; close matches: {}", close.join(", ")));
+            }
             let mut e = decode::http_error(&context, 404, b"", None);
             e.message = message;
             Error::Api(Box::new(e))
@@ -192,6 +233,17 @@ impl Client {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn close_names_are_suggested_and_far_ones_are_not() {
+        assert!(is_close("pods", "pod"));
+        assert!(is_close("deployments", "deploymnets"));
+        assert!(is_close("foo", "foos"));
+        assert!(is_close("configmaps", "configmap"));
+        assert!(!is_close("pods", "services"));
+        assert!(!is_close("po", "x"));
+        assert_eq!(edit_distance(b"kitten", b"sitting"), 3);
+    }
 
     #[test]
     fn a_dotted_name_is_read_as_resource_group_and_resource_version_group() {
