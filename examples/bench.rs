@@ -11,10 +11,13 @@
 //! `metadata_watcher`, keeping `PartialObjectMetadata<Pod>`; this server ignores the `Accept`
 //! header, so it measures the memory saving, not the bandwidth).
 //!
-//! Client: watches pods in all namespaces, waits until the store is ready and holds `--pods`
-//! objects (`initial_sync_ms`, from start), then until `--events` watch events were applied
-//! (`watch_ms`, from the first applied event to the last), and prints
-//! `{"peer":"kube-watcher","n":…,"m":…,"initial_sync_ms":…,"watch_ms":…,"events_per_s":…,"cache_len":…,"max_rss_kb":…}`
+//! Client: watches pods in all namespaces and receives every event on the main thread, as a
+//! program iterating `for event in &watcher` does: the initial sync ends at the `InitDone` after
+//! which the store holds `--pods` objects (`initial_sync_ms`, from start), the watch phase at the
+//! `--events`th `Apply`/`Delete` received (`watch_ms`, from the first to the last). With
+//! `--store-only`, no consumer is attached: it waits until the store is ready and counts applied
+//! events in `stats()` instead (what a cache-only program pays). It prints
+//! `{"peer":"kube-watcher","path":"consumer"|"store","n":…,"m":…,"initial_sync_ms":…,"watch_ms":…,"events_per_s":…,"cache_len":…,"max_rss_kb":…}`
 //! with the peak RSS from `/proc/self/status` (VmHWM), then `"stop_us":…` at the end: how long
 //! `stop()` took, called while idle in the watch (after the last event, and a 50 ms pause).
 //!
@@ -39,7 +42,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
-use kube_watcher::{Api, Client, Config, Watchable, Watcher, metadata_watcher};
+use kube_watcher::{Api, Client, Config, Event, Watchable, Watcher, metadata_watcher};
 
 struct Args {
     serve: bool,
@@ -49,6 +52,8 @@ struct Args {
     port: u16,
     mode: String,
     idle_check: Option<f64>,
+    /// Count events in `stats()` with no consumer attached (the store-only path).
+    store_only: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -60,6 +65,7 @@ fn parse_args() -> Result<Args, String> {
         port: 0,
         mode: "typed".into(),
         idle_check: None,
+        store_only: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -72,11 +78,12 @@ fn parse_args() -> Result<Args, String> {
             "--port" => a.port = value()?.parse().map_err(|e| format!("--port: {e}"))?,
             "--mode" => a.mode = value()?,
             "--metadata" => a.mode = "metadata".into(),
+            "--store-only" => a.store_only = true,
             "--idle-check" => {
                 a.idle_check = Some(value()?.parse().map_err(|e| format!("--idle-check: {e}"))?);
             }
             "-h" | "--help" => {
-                return Err("usage: bench --serve [--pods N] [--events M] [--port P]\n       bench --url URL [--pods N] [--events M] [--mode typed|compact|metadata] [--metadata] [--idle-check SECONDS]".into());
+                return Err("usage: bench --serve [--pods N] [--events M] [--port P]\n       bench --url URL [--pods N] [--events M] [--mode typed|compact|metadata] [--metadata] [--store-only] [--idle-check SECONDS]".into());
             }
             other => return Err(format!("unknown argument {other:?}")),
         }
@@ -116,10 +123,11 @@ fn client(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     }
 }
 
-/// Waits for the sync and the events, then prints the figures.
-fn measure<K: Watchable>(watcher: Watcher<K>, args: &Args, start: Instant) -> Result<(), Box<dyn std::error::Error>> {
+/// The store-only path: no consumer attached (nothing is queued); waits for the store, then
+/// counts applied watch events in `stats()`. Returns (initial sync, watch).
+fn store_only<K: Watchable>(watcher: &Watcher<K>, args: &Args, start: Instant) -> Result<(Duration, Duration), String> {
     let store = watcher.store();
-    store.wait_until_ready(Duration::from_secs(600))?;
+    store.wait_until_ready(Duration::from_secs(600)).map_err(|e| e.to_string())?;
     while store.len() < args.pods {
         std::thread::sleep(Duration::from_millis(1));
     }
@@ -137,11 +145,46 @@ fn measure<K: Watchable>(watcher: Watcher<K>, args: &Args, start: Instant) -> Re
             break;
         }
         if Instant::now() > deadline {
-            return Err(format!("only {n} of {} events arrived", args.events).into());
+            return Err(format!("only {n} of {} events arrived", args.events));
         }
         std::thread::sleep(Duration::from_micros(500));
     }
-    let watch = first.map(|t| t.elapsed()).unwrap_or_default();
+    Ok((initial_sync, first.map(|t| t.elapsed()).unwrap_or_default()))
+}
+
+/// Receives every event, as `for event in &watcher` does: the initial sync ends at the
+/// `InitDone` after which the store holds `--pods` objects, the watch phase at the `--events`th
+/// `Apply`/`Delete` received (timed from the first). Returns (initial sync, watch).
+fn consume<K: Watchable>(watcher: &Watcher<K>, args: &Args, start: Instant) -> Result<(Duration, Duration), String> {
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let mut initial_sync = None;
+    let (mut first, mut n) = (None, 0usize);
+    while initial_sync.is_none() || n < args.events {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let event = match watcher.recv_timeout(left) {
+            Ok(Ok(event)) => event,
+            Ok(Err(e)) => return Err(format!("watch error: {e}")),
+            Err(_) => return Err(format!("only {n} of {} events arrived", args.events)),
+        };
+        match event {
+            Event::InitDone if initial_sync.is_none() && watcher.store().len() >= args.pods => {
+                initial_sync = Some(start.elapsed());
+            }
+            Event::Apply(_) | Event::Delete(_) if initial_sync.is_some() => {
+                first.get_or_insert_with(Instant::now);
+                n += 1;
+            }
+            _ => {}
+        }
+    }
+    Ok((initial_sync.unwrap_or_default(), first.map(|t| t.elapsed()).unwrap_or_default()))
+}
+
+/// Waits for the sync and the events, then prints the figures.
+fn measure<K: Watchable>(watcher: Watcher<K>, args: &Args, start: Instant) -> Result<(), Box<dyn std::error::Error>> {
+    let store = watcher.store();
+    let (initial_sync, watch) =
+        if args.store_only { store_only(&watcher, args, start)? } else { consume(&watcher, args, start)? };
     let events_per_s = if watch.is_zero() { 0.0 } else { args.events as f64 / watch.as_secs_f64() };
     let (cache_len, max_rss) = (store.len(), max_rss_kb());
     // Idle in the watch: the server sends nothing after the last event.
@@ -164,7 +207,8 @@ fn measure<K: Watchable>(watcher: Watcher<K>, args: &Args, start: Instant) -> Re
     }
     let stop_us = timed_stop(&watcher);
     println!(
-        r#"{{"peer":"kube-watcher","n":{},"m":{},"initial_sync_ms":{},"watch_ms":{},"events_per_s":{:.0},"cache_len":{},"max_rss_kb":{},"stop_us":{}}}"#,
+        r#"{{"peer":"kube-watcher","path":"{}","n":{},"m":{},"initial_sync_ms":{},"watch_ms":{},"events_per_s":{:.0},"cache_len":{},"max_rss_kb":{},"stop_us":{}}}"#,
+        if args.store_only { "store" } else { "consumer" },
         args.pods,
         args.events,
         initial_sync.as_millis(),
