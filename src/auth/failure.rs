@@ -106,3 +106,54 @@ impl Connection {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::{Env, proxy};
+
+    #[test]
+    fn a_proxy_from_the_environment_is_named_with_its_variable() {
+        let env =
+            Env::fixed(&[("HTTPS_PROXY", "http://proxy.corp.invalid:3128")], std::path::Path::new("/nonexistent"));
+        let mut conn = Connection::from_url("https://kube.example:6443").unwrap();
+        conn.proxy = proxy::from_env(&conn.server, &env).unwrap();
+        let text = conn.explain(&Failure::Resolve);
+        assert_eq!(text, "cannot resolve the host of proxy proxy.corp.invalid:3128 (from HTTPS_PROXY)");
+        let text = conn.explain(&Failure::Timeout);
+        assert!(text.starts_with("connecting to proxy proxy.corp.invalid:3128 (from HTTPS_PROXY) timed out"), "{text}");
+        let text = conn.explain(&Failure::Tunnel);
+        assert!(
+            text.ends_with("could not connect to kube.example:6443 (from the URL given to Client::from_url)"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn without_a_proxy_the_server_address_and_its_source_are_named() {
+        let mut conn = Connection::from_url("https://kube.example").unwrap();
+        conn.server_source = "cluster \"prod\", kubeconfig /k: clusters[2].cluster.server".into();
+        assert_eq!(
+            conn.explain(&Failure::Refused),
+            "connection to kube.example:443 (from cluster \"prod\", kubeconfig /k: clusters[2].cluster.server) refused"
+        );
+        assert_eq!(
+            conn.explain(&Failure::CertificateRefused("UnknownCA".into())),
+            "the server kube.example:443 asks for a client certificate (TLS alert UnknownCA), and none is configured"
+        );
+    }
+
+    #[test]
+    fn io_errors_are_classified_by_kind_and_resolver_text() {
+        let refused = ureq::Error::Io(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        assert_eq!(Failure::of(&refused), Some(Failure::Refused));
+        let dns =
+            ureq::Error::Io(std::io::Error::other("failed to lookup address information: Name or service not known"));
+        assert_eq!(Failure::of(&dns), Some(Failure::Resolve));
+        assert_eq!(Failure::of(&ureq::Error::HostNotFound), Some(Failure::Resolve));
+        let reset = ureq::Error::Io(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
+        assert_eq!(Failure::of(&reset), None, "after connecting: not a connection failure");
+        let alert = ureq::Error::Rustls(rustls::Error::AlertReceived(rustls::AlertDescription::BadCertificate));
+        assert_eq!(Failure::of(&alert), Some(Failure::CertificateRefused("BadCertificate".into())));
+    }
+}
