@@ -9,6 +9,8 @@
 # (port 0), killed afterwards. Workloads:
 #   watch: --pods 10000  --events 100000   (events/s with 10k pods cached)
 #   sync:  --pods 100000 --events 1        (initial sync time and peak RSS; skipped with --quick)
+# kube-watcher runs twice per round: receiving every event (as kube-rs's peer consumes its stream)
+# and, as kube-watcher-store-only, with no consumer attached (`--store-only`).
 # --current-thread adds kube-rs on a current-thread runtime, --compact kube-watcher's compact store
 # (`--mode compact`, reported as kube-watcher-compact), --baseline an older build of `examples/bench`
 # (e.g. from main, reported as kube-watcher-baseline) for before/after numbers. Prints medians per
@@ -34,7 +36,7 @@ while [ $# -gt 0 ]; do
         --compact) compact=1; shift ;;
         --baseline) baseline=$2; shift 2 ;;
         --out) out=$2; shift 2 ;;
-        -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
         *) echo "unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -98,7 +100,7 @@ print("\"workload\":\"%s\",\"client_wall_s\":%.3f,\"server_cpu_s\":%.3f,\"server
     echo "$line" >&2
 }
 
-peers=(kw kr)
+peers=(kw kws kr)
 [ "$compact" = 1 ] && peers+=(kwc)
 [ "$current_thread" = 1 ] && peers+=(krct)
 [ -n "$baseline" ] && peers+=(kwb)
@@ -107,6 +109,7 @@ run_peer() {
     shift
     case "$peer" in
         kw) run_one kube-watcher "$@" "$kw_bin" ;;
+        kws) run_one kube-watcher-store-only "$@" "$kw_bin" --store-only ;;
         kwc) run_one kube-watcher-compact "$@" "$kw_bin" --mode compact ;;
         kr) run_one kube-rs "$@" "$peer_bin" ;;
         krct) run_one kube-rs-current-thread "$@" "$peer_bin" --current-thread ;;

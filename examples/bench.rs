@@ -16,7 +16,9 @@
 //! which the store holds `--pods` objects (`initial_sync_ms`, from start), the watch phase at the
 //! `--events`th `Apply`/`Delete` received (`watch_ms`, from the first to the last). With
 //! `--store-only`, no consumer is attached: it waits until the store is ready and counts applied
-//! events in `stats()` instead (what a cache-only program pays). It prints
+//! events in `stats()` instead (what a cache-only program pays). The consumer path also writes
+//! `{"consumer_switches_per_event":…,"worker_switches_per_event":…}` to stderr: how often the
+//! hand-off put the consumer to sleep (Linux `/proc` context-switch counts). It prints
 //! `{"peer":"kube-watcher","path":"consumer"|"store","n":…,"m":…,"initial_sync_ms":…,"watch_ms":…,"events_per_s":…,"cache_len":…,"max_rss_kb":…}`
 //! with the peak RSS from `/proc/self/status` (VmHWM), then `"stop_us":…` at the end: how long
 //! `stop()` took, called while idle in the watch (after the last event, and a 50 ms pause).
@@ -159,6 +161,9 @@ fn consume<K: Watchable>(watcher: &Watcher<K>, args: &Args, start: Instant) -> R
     let deadline = Instant::now() + Duration::from_secs(600);
     let mut initial_sync = None;
     let (mut first, mut n) = (None, 0usize);
+    // Context switches of this (consumer) thread and of the worker over the watch phase: how
+    // often the hand-off put the consumer to sleep and woke it again.
+    let mut switches_at_first = None;
     while initial_sync.is_none() || n < args.events {
         let left = deadline.saturating_duration_since(Instant::now());
         let event = match watcher.recv_timeout(left) {
@@ -171,13 +176,31 @@ fn consume<K: Watchable>(watcher: &Watcher<K>, args: &Args, start: Instant) -> R
                 initial_sync = Some(start.elapsed());
             }
             Event::Apply(_) | Event::Delete(_) if initial_sync.is_some() => {
-                first.get_or_insert_with(Instant::now);
+                if first.is_none() {
+                    first = Some(Instant::now());
+                    switches_at_first = Some((own_switches(), thread_switches("kw-pods").unwrap_or_default()));
+                }
                 n += 1;
             }
             _ => {}
         }
     }
-    Ok((initial_sync.unwrap_or_default(), first.map(|t| t.elapsed()).unwrap_or_default()))
+    let watch = first.map(|t| t.elapsed()).unwrap_or_default();
+    if let Some((consumer, worker)) = switches_at_first {
+        let (consumer_now, worker_now) = (own_switches(), thread_switches("kw-pods").unwrap_or_default());
+        let per_event = |a: (u64, u64), b: (u64, u64)| ((b.0 + b.1) - (a.0 + a.1)) as f64 / n.max(1) as f64;
+        eprintln!(
+            r#"{{"consumer_switches_per_event":{:.3},"worker_switches_per_event":{:.3}}}"#,
+            per_event(consumer, consumer_now),
+            per_event(worker, worker_now)
+        );
+    }
+    Ok((initial_sync.unwrap_or_default(), watch))
+}
+
+/// The context switches of the calling thread.
+fn own_switches() -> (u64, u64) {
+    std::fs::read_to_string("/proc/thread-self/status").map(|s| switches(&s)).unwrap_or_default()
 }
 
 /// Waits for the sync and the events, then prints the figures.

@@ -90,7 +90,12 @@ so a script can start it in the background and wait for that line.
                 "--port" => opts.port = value("--port")?.parse().map_err(|e| format!("--port: {e}"))?,
                 "--tls" => opts.tls = true,
                 "--token" => opts.token = Some(value("--token")?),
-                "--pods" => opts.pods = value("--pods")?.parse().map_err(|e| format!("--pods: {e}"))?,
+                "--pods" => {
+                    opts.pods = match value("--pods")?.parse() {
+                        Ok(n) if n <= MAX_PODS => n,
+                        _ => return Err(format!("--pods: a number of pods from 0 to {MAX_PODS}")),
+                    }
+                }
                 "--churn" => opts.churn = rate("--churn", &value("--churn")?)?,
                 "--fault-rate" => opts.fault_rate = rate("--fault-rate", &value("--fault-rate")?)?,
                 "--seed" => opts.seed = value("--seed")?.parse().map_err(|e| format!("--seed: {e}"))?,
@@ -105,6 +110,9 @@ so a script can start it in the background and wait for that line.
         }
         Ok(opts)
     }
+
+    /// The most pods `--pods` creates (each is kept in memory, with its history).
+    const MAX_PODS: usize = 1_000_000;
 
     /// A rate per second: finite, not negative, at most 10,000.
     fn rate(flag: &str, text: &str) -> Result<f64, String> {

@@ -448,3 +448,25 @@ mod one_shot {
         assert!(matches!(err, Error::Transport { .. }), "{err}");
     }
 }
+
+/// A burst of watch events goes out in batches (one consumer wake-up per batch), in order, and
+/// the end of a burst is never held back waiting for more lines: after the burst the server is
+/// silent, and every event must still arrive.
+#[test]
+fn a_burst_of_events_arrives_whole_in_order_and_nothing_waits_for_the_next_line() {
+    let server = server();
+    let w = Watcher::new(pods(&server), Config::default()).unwrap();
+    collect_until(&w, |s| s.last().is_some_and(|e| e == "InitDone"));
+    server.batch(|b| {
+        for i in 0..150 {
+            b.create(&pod("apps", &format!("burst-{i:03}"))).unwrap();
+        }
+    });
+    let seen = collect_until(&w, |s| s.len() == 150);
+    let expected: Vec<String> = (0..150).map(|i| format!("Apply(burst-{i:03})")).collect();
+    assert_eq!(seen, expected);
+    // One more change after the burst, alone on the wire, arrives by itself too.
+    server.create(&pod("apps", "after")).unwrap();
+    assert_eq!(collect_until(&w, |s| !s.is_empty()), ["Apply(after)"]);
+    w.stop();
+}

@@ -20,7 +20,7 @@ use crate::notice::{Notice, SlowConsumer};
 /// The item type of an event channel.
 pub(crate) type Item<K> = Result<Event<K>>;
 
-/// Items held back for their subscribers, in order (see [`Outbox::deliver_or_defer`]).
+/// Items held back for their subscribers, in order (see [`Outbox::deliver_ready`]).
 pub(crate) type Backlog<K> = Vec<(Arc<[Sub<K>]>, Item<K>)>;
 
 /// One consumer's channel.
@@ -160,24 +160,21 @@ impl<K> Outbox<'_, K> {
         Ok(())
     }
 
-    /// Like [`deliver`](Self::deliver), but never waits: while a blocking consumer is full (or
-    /// items are already held back), items go to `backlog` with their subscribers, in order,
-    /// for [`deliver`](Self::deliver) later. Used while a response body is being read.
-    pub(crate) fn deliver_or_defer(
-        &self,
-        subs: &Arc<[Sub<K>]>,
-        items: impl IntoIterator<Item = Item<K>>,
-        backlog: &mut Backlog<K>,
-    ) {
-        for item in items {
+    /// Delivers the items at the front of `backlog`, in order, as long as that never waits (no
+    /// blocking consumer of the next item is full; lagging ones never wait); the rest stay, for
+    /// [`deliver`](Self::deliver) later. Used while a response body is being read.
+    pub(crate) fn deliver_ready(&self, backlog: &mut Backlog<K>) {
+        let mut items = std::mem::take(backlog).into_iter();
+        for (subs, item) in items.by_ref() {
             // Only this thread sends, so a channel that is not full now has room for the item.
-            if backlog.is_empty() && subs.iter().all(|s| s.lag.is_some() || !s.tx.is_full()) {
-                // Cannot wait: no blocking consumer is full, and lagging ones never wait.
-                let _ = self.deliver(subs, [item]);
+            if subs.iter().all(|s| s.lag.is_some() || !s.tx.is_full()) {
+                let _ = self.deliver(&subs, [item]);
             } else {
-                backlog.push((Arc::clone(subs), item));
+                backlog.push((subs, item));
+                break;
             }
         }
+        backlog.extend(items);
     }
 
     fn send(&self, sub: &Sub<K>, item: Item<K>, gone: &mut Vec<u64>) -> Result<(), Stopped> {

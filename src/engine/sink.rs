@@ -16,6 +16,9 @@ use crate::resource::Watchable;
 
 /// Events that may wait in the backlog beyond one per object of the relist in progress.
 const DEFER_SLACK: usize = 1024;
+/// Events handed to consumers together: a consumer wakes once per batch, not once per event
+/// (see `batching` and `deferring`).
+const BATCH: usize = 64;
 
 /// What the worker writes to: the store, the consumers, the counters.
 pub(crate) struct Sink<K> {
@@ -37,6 +40,10 @@ pub(crate) struct Sink<K> {
     /// beyond that, and in compact mode (whose events hold decoded objects the store does not),
     /// delivery waits for consumers as everywhere else.
     deferring: bool,
+    /// Set while a watch stream is read: events wait in `backlog` (up to [`BATCH`]) and go
+    /// out together when the worker is about to wait for the network (`flush`). A consumer then
+    /// wakes once per burst instead of once per event; nothing waits while the stream is quiet.
+    pub(crate) batching: bool,
     backlog: hub::Backlog<K>,
     /// Objects in the relist in progress.
     pending: usize,
@@ -52,6 +59,7 @@ impl<K: Watchable> Sink<K> {
             reason: RelistReason::Initial,
             connected: false,
             deferring: false,
+            batching: false,
             backlog: Vec::new(),
             pending: 0,
         }
@@ -150,8 +158,19 @@ impl<K: Watchable> Sink<K> {
         }
         let mut events = std::mem::take(&mut self.out);
         if self.deferring && !self.compact && self.backlog.len() < self.pending.saturating_add(DEFER_SLACK) {
+            // A list body is being read: events go out in batches, and only as far as that never
+            // waits for a consumer.
             let items = events.drain(..).map(Ok).chain(error.map(Err));
-            self.shared.outbox().deliver_or_defer(&subs, items, &mut self.backlog);
+            self.backlog.extend(items.map(|item| (Arc::clone(&subs), item)));
+            if self.backlog.len() >= BATCH {
+                self.shared.outbox().deliver_ready(&mut self.backlog);
+            }
+            self.out = events;
+            return Ok(());
+        }
+        if self.batching && self.backlog.len() < BATCH {
+            let items = events.drain(..).map(Ok).chain(error.map(Err));
+            self.backlog.extend(items.map(|item| (Arc::clone(&subs), item)));
             self.out = events;
             return Ok(());
         }
@@ -160,6 +179,17 @@ impl<K: Watchable> Sink<K> {
         let delivered = self.shared.outbox().deliver(&subs, items);
         self.out = events;
         delivered
+    }
+
+    /// The worker is about to wait for the network: hand over what is held back. During a relist
+    /// only as far as that never waits (a slow consumer must not slow the download); otherwise
+    /// all of it, waiting for consumers.
+    pub(crate) fn before_read(&mut self) -> Result<(), Stopped> {
+        if self.deferring {
+            self.shared.outbox().deliver_ready(&mut self.backlog);
+            return Ok(());
+        }
+        self.flush()
     }
 
     /// Delivers the events held back while a body was read, in order, waiting for consumers.

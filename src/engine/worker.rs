@@ -225,11 +225,25 @@ impl<K: Watchable> Worker<K> {
         self.sink.connected();
         let mut step = self.machine.step(Input::WatchOpened, Instant::now());
         let context = self.api.describe("watch");
+        // Events of a burst go out together (see `Sink::batching`); whatever is held back goes
+        // out before any wait for the network and when the stream ends.
+        self.sink.batching = true;
         loop {
-            match self.sink.perform(step, None)? {
-                Next::ReadOn => {}
+            match self.sink.perform(step, None) {
+                Ok(Next::ReadOn) => {}
                 // Anything else ends this stream (dropping it closes the connection).
-                next => return Ok(Step { effects: Vec::new(), next }),
+                Ok(next) => {
+                    self.sink.batching = false;
+                    self.sink.flush()?;
+                    return Ok(Step { effects: Vec::new(), next });
+                }
+                Err(Stopped) => {
+                    self.sink.batching = false;
+                    return Err(Stopped);
+                }
+            }
+            if !stream.line_ready() {
+                self.sink.before_read()?;
             }
             let item = stream.next_line();
             if self.stopping() {

@@ -405,6 +405,12 @@ pub(crate) struct WatchStream {
 }
 
 impl WatchStream {
+    /// Whether a whole line is already buffered, so the next [`next_line`](Self::next_line)
+    /// returns without waiting for the network.
+    pub(crate) fn line_ready(&self) -> bool {
+        memchr::memchr(b'\n', self.reader.buffer()).is_some()
+    }
+
     pub(crate) fn next_line(&mut self) -> StreamItem<'_> {
         loop {
             if !std::mem::take(&mut self.partial) {

@@ -380,11 +380,14 @@ pub(super) fn scale(shared: &ServerCore, req: &Request, idx: usize, ns: Option<&
         }
         _ => return method_not_allowed(),
     }
-    let Some(replicas) = wanted.pointer("/spec/replicas").and_then(Value::as_i64).filter(|r| *r >= 0) else {
+    let replicas = wanted.pointer("/spec/replicas").and_then(Value::as_i64);
+    let Some(replicas) = replicas.filter(|r| (0..=i64::from(i32::MAX)).contains(r)) else {
         return status_response(
             422,
             "Invalid",
-            &format!("Scale.autoscaling {name:?} is invalid: spec.replicas: Invalid value: must be a number >= 0"),
+            &format!(
+                "Scale.autoscaling {name:?} is invalid: spec.replicas: Invalid value: must be a number from 0 to 2147483647"
+            ),
             None,
         );
     };
