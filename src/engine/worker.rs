@@ -229,17 +229,13 @@ impl<K: Watchable> Worker<K> {
         // out before any wait for the network and when the stream ends.
         self.sink.batching = true;
         loop {
-            match self.sink.perform(step, None) {
-                Ok(Next::ReadOn) => {}
+            match self.sink.perform(step, None)? {
+                Next::ReadOn => {}
                 // Anything else ends this stream (dropping it closes the connection).
-                Ok(next) => {
+                next => {
                     self.sink.batching = false;
                     self.sink.flush()?;
                     return Ok(Step { effects: Vec::new(), next });
-                }
-                Err(Stopped) => {
-                    self.sink.batching = false;
-                    return Err(Stopped);
                 }
             }
             if !stream.line_ready() {

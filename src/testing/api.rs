@@ -385,6 +385,20 @@ pub(crate) fn negotiate(req: &Request, list: bool) -> Result<Repr, Response> {
     Err(not_acceptable())
 }
 
+/// One object in the representation asked for (a Table holds one row): GET answers and watch
+/// events.
+pub(crate) fn render(rt: &ResourceType, obj: &Value, repr: Repr) -> Value {
+    match repr {
+        Repr::Metadata => partial(obj),
+        Repr::Full => obj.clone(),
+        Repr::Table { include, beta } => {
+            let rv = obj.pointer("/metadata/resourceVersion").cloned().unwrap_or_default();
+            let metadata = Map::from_iter([("resourceVersion".to_string(), rv)]);
+            table(rt, &[obj], include, Repr::table_version(beta), metadata)
+        }
+    }
+}
+
 /// An object as `PartialObjectMetadata`.
 pub(crate) fn partial(obj: &Value) -> Value {
     json!({

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::api::{
-    self, Filter, Repr, Route, Rv, invalid_list_options, negotiate, parse_rv, partial, send, status, status_response,
-    table, wait_for_revision,
+    self, Filter, Repr, Route, Rv, invalid_list_options, negotiate, parse_rv, render, send, status, status_response,
+    wait_for_revision,
 };
 use super::http::{Conn, Request, Response, write_chunk, write_head, write_last_chunk};
 use super::state::{Flow, ServerCore, peer_gone};
@@ -169,21 +169,6 @@ fn bookmark(rt: &ResourceType, repr: Repr, rv: u64, initial_end: bool) -> Vec<u8
         }
     };
     encode("BOOKMARK", &object)
-}
-
-/// An event's object in the representation asked for (a Table event holds one row).
-fn render(rt: &ResourceType, obj: &Value, repr: Repr) -> Value {
-    match repr {
-        Repr::Metadata => partial(obj),
-        Repr::Full => obj.clone(),
-        Repr::Table { include, beta } => {
-            let metadata = serde_json::Map::from_iter([(
-                "resourceVersion".to_string(),
-                obj.pointer("/metadata/resourceVersion").cloned().unwrap_or_default(),
-            )]);
-            table(rt, &[obj], include, Repr::table_version(beta), metadata)
-        }
-    }
 }
 
 /// The event a change produces for a watcher with this filter (§6.6 transition table).

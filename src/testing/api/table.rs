@@ -311,7 +311,7 @@ fn none_if_empty(s: &str) -> String {
 }
 
 /// `k=v,k2=v2` from a map of labels.
-fn selector(labels: Option<&Value>) -> String {
+pub(super) fn selector(labels: Option<&Value>) -> String {
     let Some(Value::Object(labels)) = labels else { return String::new() };
     labels.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default())).collect::<Vec<_>>().join(",")
 }

@@ -10,20 +10,7 @@ pub(super) fn get(shared: &ServerCore, req: &Request, idx: usize, key: &str, nam
     let state = shared.lock();
     let rt = state.store.types[idx].rt.clone();
     match state.store.types[idx].objects.get(key) {
-        Some(obj) => Response::json(
-            200,
-            &match repr {
-                Repr::Metadata => partial(obj),
-                Repr::Full => (**obj).clone(),
-                Repr::Table { include, beta } => {
-                    let metadata = Map::from_iter([(
-                        "resourceVersion".to_string(),
-                        obj.pointer("/metadata/resourceVersion").cloned().unwrap_or_default(),
-                    )]);
-                    table(&rt, &[obj], include, Repr::table_version(beta), metadata)
-                }
-            },
-        ),
+        Some(obj) => Response::json(200, &render(&rt, obj, repr)),
         None => error_response(&FakeError::NotFound { resource: rt.resource_name(), name: name.to_string() }, &rt),
     }
 }
@@ -159,6 +146,14 @@ pub(super) fn merge_patch(target: &mut Value, patch: &Value, strategic: bool) {
             }
         }
     }
+}
+
+/// The request's patch and its format (from `Content-Type`); `Err` is the 415, or the 400 for a
+/// body that is not JSON. Read before the object is looked up, as the real server does.
+fn read_patch(req: &Request) -> Result<(PatchKind, Value), Response> {
+    let kind = PatchKind::of(req)?;
+    let patch = serde_json::from_slice(&req.body).map_err(|e| bad_request(&format!("error decoding patch: {e}")))?;
+    Ok((kind, patch))
 }
 
 /// The 422 for a JSON patch that cannot be applied, as the real server words it (older kubectl
@@ -300,13 +295,9 @@ pub(super) fn patch(
     name: &str,
     status_only: bool,
 ) -> Response {
-    let kind = match PatchKind::of(req) {
-        Ok(kind) => kind,
+    let (kind, patch) = match read_patch(req) {
+        Ok(read) => read,
         Err(response) => return response,
-    };
-    let patch: Value = match serde_json::from_slice(&req.body) {
-        Ok(v) => v,
-        Err(e) => return bad_request(&format!("error decoding patch: {e}")),
     };
     let state = shared.lock();
     let rt = state.store.types[idx].rt.clone();
@@ -335,13 +326,7 @@ fn scale_of(obj: &Value) -> Value {
             scale_meta.insert(field.into(), v.clone());
         }
     }
-    let selector = obj
-        .pointer("/spec/selector/matchLabels")
-        .and_then(Value::as_object)
-        .map(|labels| {
-            labels.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default())).collect::<Vec<_>>().join(",")
-        })
-        .unwrap_or_default();
+    let selector = super::table::selector(obj.pointer("/spec/selector/matchLabels"));
     json!({
         "kind": "Scale", "apiVersion": "autoscaling/v1", "metadata": scale_meta,
         "spec": {"replicas": obj.pointer("/spec/replicas").cloned().unwrap_or(json!(1))},
@@ -366,15 +351,7 @@ pub(super) fn scale(shared: &ServerCore, req: &Request, idx: usize, ns: Option<&
             Err(r) => return r,
         },
         "PATCH" => {
-            let kind = match PatchKind::of(req) {
-                Ok(kind) => kind,
-                Err(response) => return response,
-            };
-            let patch: Value = match serde_json::from_slice(&req.body) {
-                Ok(v) => v,
-                Err(e) => return bad_request(&format!("error decoding patch: {e}")),
-            };
-            if let Err(response) = kind.apply(&mut wanted, &patch) {
+            if let Err(response) = read_patch(req).and_then(|(kind, patch)| kind.apply(&mut wanted, &patch)) {
                 return response;
             }
         }
