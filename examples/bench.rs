@@ -7,7 +7,8 @@
 //! cargo run --release --example bench -- --url http://127.0.0.1:18080 --pods 10000 --events 100000
 //! ```
 //!
-//! `--mode typed` (default), `compact` (compact store) or `metadata` (`--metadata`:
+//! `--mode typed` (default), `compact` (compact store), `compressed` (compressed store) or
+//! `metadata` (`--metadata`:
 //! `metadata_watcher`, keeping `PartialObjectMetadata<Pod>`; this server ignores the `Accept`
 //! header, so it measures the memory saving, not the bandwidth).
 //!
@@ -44,7 +45,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
-use kube_watcher::{Api, Client, Config, Event, Watchable, Watcher, metadata_watcher};
+use kube_watcher::{Api, Client, Config, Event, ObjectRef, Watchable, Watcher, metadata_watcher};
 
 struct Args {
     serve: bool,
@@ -118,10 +119,13 @@ fn client(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     match args.mode.as_str() {
         "typed" => measure(Watcher::builder(api).config(Config::default()).start()?, args, start),
         "compact" => measure(Watcher::builder(api).config(Config::default()).compact_store().start()?, args, start),
+        "compressed" => {
+            measure(Watcher::builder(api).config(Config::default()).compressed_store().start()?, args, start)
+        }
         // Only metadata is decoded and kept; this bench's server ignores the Accept header and
         // sends full pods, so the saving measured is memory, not bandwidth.
         "metadata" => measure(metadata_watcher(api, Config::default())?, args, start),
-        other => Err(format!("--mode {other}: expected typed, compact or metadata").into()),
+        other => Err(format!("--mode {other}: expected typed, compact, compressed or metadata").into()),
     }
 }
 
@@ -210,6 +214,7 @@ fn measure<K: Watchable>(watcher: Watcher<K>, args: &Args, start: Instant) -> Re
         if args.store_only { store_only(&watcher, args, start)? } else { consume(&watcher, args, start)? };
     let events_per_s = if watch.is_zero() { 0.0 } else { args.events as f64 / watch.as_secs_f64() };
     let (cache_len, max_rss) = (store.len(), max_rss_kb());
+    let (get_median, get_p99) = get_latency(&store, args.pods);
     // Idle in the watch: the server sends nothing after the last event.
     std::thread::sleep(Duration::from_millis(50));
     if let Some(secs) = args.idle_check {
@@ -230,7 +235,7 @@ fn measure<K: Watchable>(watcher: Watcher<K>, args: &Args, start: Instant) -> Re
     }
     let stop_us = timed_stop(&watcher);
     println!(
-        r#"{{"peer":"kube-watcher","path":"{}","n":{},"m":{},"initial_sync_ms":{},"watch_ms":{},"events_per_s":{:.0},"cache_len":{},"max_rss_kb":{},"stop_us":{}}}"#,
+        r#"{{"peer":"kube-watcher","path":"{}","n":{},"m":{},"initial_sync_ms":{},"watch_ms":{},"events_per_s":{:.0},"cache_len":{},"max_rss_kb":{},"get_us_median":{get_median:.1},"get_us_p99":{get_p99:.1},"stop_us":{}}}"#,
         if args.store_only { "store" } else { "consumer" },
         args.pods,
         args.events,
@@ -242,6 +247,24 @@ fn measure<K: Watchable>(watcher: Watcher<K>, args: &Args, start: Instant) -> Re
         stop_us
     );
     Ok(())
+}
+
+/// The median and 99th percentile of one `Store::get`'s wall time in microseconds, over 1000
+/// pods spread across the cache (in the compact modes each get decodes).
+fn get_latency<K: Watchable>(store: &kube_watcher::Store<K>, pods: usize) -> (f64, f64) {
+    let mut times: Vec<f64> = (0..1000)
+        .map(|k| k * pods.max(1) / 1000)
+        .map(|i| {
+            let key = ObjectRef::<K>::new(&format!("web-{i:06}")).within(&format!("ns-{}", i % 50));
+            let t = Instant::now();
+            let found = store.get(&key);
+            let us = t.elapsed().as_secs_f64() * 1e6;
+            drop(found);
+            us
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    (times[times.len() / 2], times[times.len() * 99 / 100])
 }
 
 /// `stop()`'s wall time in microseconds.

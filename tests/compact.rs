@@ -1,23 +1,39 @@
-//! Compact store mode: the same answers as the default mode, with objects kept as JSON.
+//! The compact and compressed store modes: the same answers as the default mode, with objects
+//! kept as JSON (compressed in the second).
 #![cfg(feature = "testing")]
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use common::*;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube_watcher::testing::{Fault, Match};
-use kube_watcher::{Api, Client, Config, ObjectRef, Watcher};
+use kube_watcher::{Api, Client, Config, ObjectRef, Watcher, WatcherBuilder};
+
+/// The two modes that keep JSON, by name.
+const MODES: [&str; 2] = ["compact", "compressed"];
+
+fn in_mode(b: WatcherBuilder<Pod>, mode: &str) -> WatcherBuilder<Pod> {
+    if mode == "compressed" { b.compressed_store() } else { b.compact_store() }
+}
 
 #[test]
 fn a_compact_store_answers_like_a_typed_one() {
+    for mode in MODES {
+        answers_like_a_typed_store(mode);
+    }
+}
+
+fn answers_like_a_typed_store(mode: &str) {
     let server = server();
     for i in 0..5 {
         server.create(&pod("apps", &format!("p{i}"))).unwrap();
     }
     let api: Api<Pod> = Api::all(Client::from_url(&server.url()).unwrap());
-    let w = Watcher::builder(api).config(Config::default().page_size(2)).compact_store().start().unwrap();
+    let w = in_mode(Watcher::builder(api).config(Config::default().page_size(2)), mode).start().unwrap();
     let seen = collect_until(&w, |s| s.last().is_some_and(|e| e == "InitDone"));
     assert_eq!(seen.len(), 7, "{seen:?}");
     server.create(&pod("apps", "new")).unwrap();
@@ -36,10 +52,16 @@ fn a_compact_store_answers_like_a_typed_one() {
 
 #[test]
 fn a_compact_store_keeps_the_transformed_object() {
+    for mode in MODES {
+        keeps_the_transformed_object(mode);
+    }
+}
+
+fn keeps_the_transformed_object(mode: &str) {
     let server = server();
     server.create(&pod("apps", "a")).unwrap();
     let api: Api<Pod> = Api::all(Client::from_url(&server.url()).unwrap());
-    let w = Watcher::builder(api).transform(|p: &mut Pod| p.metadata.labels = None).compact_store().start().unwrap();
+    let w = in_mode(Watcher::builder(api).transform(|p: &mut Pod| p.metadata.labels = None), mode).start().unwrap();
     w.store().wait_until_ready(WAIT).unwrap();
     server.create(&pod("apps", "b")).unwrap();
     eventually("b arrives", || w.store().len() == 2);
@@ -51,6 +73,12 @@ fn a_compact_store_keeps_the_transformed_object() {
 
 #[test]
 fn a_compact_store_reports_deletes_missed_during_an_outage() {
+    for mode in MODES {
+        reports_deletes_missed_during_an_outage(mode);
+    }
+}
+
+fn reports_deletes_missed_during_an_outage(mode: &str) {
     let server = server();
     for i in 0..3 {
         server.create(&pod("apps", &format!("p{i}"))).unwrap();
@@ -59,7 +87,7 @@ fn a_compact_store_reports_deletes_missed_during_an_outage() {
     let api: Api<Pod> = Api::all(Client::from_url(&server.url()).unwrap());
     let config =
         Config::default().timeout(std::time::Duration::from_secs(1)).stall_timeout(std::time::Duration::from_secs(2));
-    let w = Watcher::builder(api).config(config).compact_store().start().unwrap();
+    let w = in_mode(Watcher::builder(api).config(config), mode).start().unwrap();
     collect_until(&w, |s| s.last().is_some_and(|e| e == "InitDone"));
     eventually("the stalled watch is requested", || server.requests().iter().any(|r| r.watch));
     server.delete::<Pod>(Some("apps"), "p1").unwrap();
@@ -67,4 +95,60 @@ fn a_compact_store_reports_deletes_missed_during_an_outage() {
     let seen = collect_until(&w, |s| s.iter().any(|e| e == "Delete(p1)"));
     assert!(seen.iter().any(|e| e == "InitDone"), "reported by the relist: {seen:?}");
     store_matches_server(&w, &server);
+}
+
+/// A pod of one of several deployments, each with its own image and a long, distinct command
+/// line: the compressed store's dictionary grows as new deployments come.
+fn deployment_pod(i: usize) -> Pod {
+    let team = i / 40;
+    let command: Vec<String> =
+        (0..60).map(|k| format!("--flag-{team}-{k}={}", (team * 7919 + k * 104_729) % 65_521)).collect();
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(format!("team{team}-{i:04}")),
+            namespace: Some("apps".into()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PodSpec {
+            containers: vec![Container {
+                name: "app".into(),
+                image: Some(format!("registry.example.com/team-{team}/app:1.{team}")),
+                command: Some(command),
+                ..Container::default()
+            }],
+            node_name: Some(format!("node-{}", i % 7)),
+            ..PodSpec::default()
+        }),
+        ..Pod::default()
+    }
+}
+
+#[test]
+fn a_compressed_store_returns_every_object_as_the_server_has_it() {
+    let server = server();
+    for i in 0..200 {
+        server.create(&deployment_pod(i)).unwrap();
+    }
+    let api: Api<Pod> = Api::all(Client::from_url(&server.url()).unwrap());
+    let w = Watcher::builder(api).config(Config::default().page_size(50)).compressed_store().start().unwrap();
+    w.store().wait_until_ready(WAIT).unwrap();
+    // Objects changed after the sync are compressed against the grown dictionary.
+    for i in (0..200).step_by(3) {
+        let mut p = deployment_pod(i);
+        p.metadata.labels = Some(BTreeMap::from([("changed".to_owned(), i.to_string())]));
+        server.replace(&p).unwrap();
+    }
+    for i in 200..260 {
+        server.create(&deployment_pod(i)).unwrap();
+    }
+    eventually("the changes arrive", || {
+        w.store().len() == 260
+            && w.store().get(&ObjectRef::new("team4-0198").within("apps")).is_some_and(|p| p.metadata.labels.is_some())
+    });
+    store_matches_server(&w, &server);
+    for p in server.list::<Pod>() {
+        let name = p.metadata.name.clone().unwrap();
+        let got = w.store().get(&ObjectRef::new(&name).within("apps")).unwrap();
+        assert_eq!(*got, p, "{name}");
+    }
 }

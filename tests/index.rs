@@ -1,5 +1,5 @@
 //! Store indexes: named index functions and the built-in namespace index, kept right through
-//! apply, delete and relists, in the typed and the compact store mode.
+//! apply, delete and relists, in the typed, the compact and the compressed store mode.
 #![cfg(feature = "testing")]
 
 mod common;
@@ -28,23 +28,26 @@ fn names(store: &Store<Pod>, index: &str, value: &str) -> Vec<String> {
     n
 }
 
-fn start(server: &FakeApiServer, compact: bool) -> Watcher<Pod> {
+fn start(server: &FakeApiServer, mode: &str) -> Watcher<Pod> {
     let api: Api<Pod> = Api::all(Client::from_url(&server.url()).unwrap());
     let config = Config::default().timeout(Duration::from_secs(1)).stall_timeout(Duration::from_secs(2));
     let b = Watcher::builder(api).config(config).index("node", node_of);
-    let b = if compact { b.compact_store() } else { b };
+    let b = match mode {
+        "compact" => b.compact_store(),
+        "compressed" => b.compressed_store(),
+        _ => b,
+    };
     b.start().unwrap()
 }
 
 #[test]
-fn indexes_follow_apply_delete_and_a_relist_in_both_store_modes() {
-    for compact in [false, true] {
-        let label = if compact { "compact" } else { "typed" };
+fn indexes_follow_apply_delete_and_a_relist_in_every_store_mode() {
+    for label in ["typed", "compact", "compressed"] {
         let server = server();
         server.create(&on_node("apps", "a", "n1")).unwrap();
         server.create(&on_node("apps", "b", "n1")).unwrap();
         server.create(&on_node("db", "c", "n2")).unwrap();
-        let w = start(&server, compact);
+        let w = start(&server, label);
         let store = w.store();
         store.wait_until_ready(WAIT).unwrap();
         assert_eq!(names(&store, "node", "n1"), ["a", "b"], "{label}");

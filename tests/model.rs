@@ -89,16 +89,18 @@ enum Mode {
     Streaming,
     Metadata,
     Compact,
+    Compressed,
     Namespaces,
 }
 
-const MODES: [Mode; 7] = [
+const MODES: [Mode; 8] = [
     Mode::Paged(1),
     Mode::Paged(2),
     Mode::Paged(500),
     Mode::Streaming,
     Mode::Metadata,
     Mode::Compact,
+    Mode::Compressed,
     Mode::Namespaces,
 ];
 
@@ -157,6 +159,9 @@ fn run_seed(seed: u64) -> Result<(), String> {
         Mode::Streaming => run(&setup, &server, &mut rng, Watcher::new(pods, config.streaming_lists())),
         Mode::Metadata => run(&setup, &server, &mut rng, Watcher::new(pods.into_metadata(), config)),
         Mode::Compact => run(&setup, &server, &mut rng, Watcher::builder(pods).config(config).compact_store().start()),
+        Mode::Compressed => {
+            run(&setup, &server, &mut rng, Watcher::builder(pods).config(config).compressed_store().start())
+        }
         Mode::Namespaces => run(
             &setup,
             &server,

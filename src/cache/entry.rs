@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use super::compact::Json;
 use crate::resource::Watchable;
 
 /// Decodes a compact entry's JSON (the wire layer's decoder, handed to the store; compact
@@ -12,15 +13,15 @@ pub(crate) type Decode<K> = fn(&[u8]) -> std::result::Result<K, String>;
 pub(crate) enum Entry<K> {
     /// Decoded once and shared with the events (the default).
     Typed(Arc<K>),
-    /// Compact JSON, decoded on access (compact store mode): a fraction of the memory.
-    /// Invariant: `json` decoded as `K` when it was stored. Shared, so that handing an entry
-    /// out of the lock (to decode it there) copies no bytes.
-    Compact { json: Arc<[u8]>, uid: Option<Box<str>>, rv: Option<Box<str>> },
+    /// Compact JSON, possibly compressed, decoded on access (compact and compressed store
+    /// modes): a fraction of the memory. Invariant: `json` decoded as `K` when it was stored.
+    /// Shared, so that handing an entry out of the lock (to decode it there) copies no bytes.
+    Compact { json: Json, uid: Option<Box<str>>, rv: Option<Box<str>> },
 }
 
 impl<K: Watchable> Entry<K> {
     /// What the store keeps for `obj`: the object itself, or its compact JSON when given.
-    pub(crate) fn new(obj: &Arc<K>, json: Option<Arc<[u8]>>) -> Entry<K> {
+    pub(crate) fn new(obj: &Arc<K>, json: Option<Json>) -> Entry<K> {
         match json {
             None => Entry::Typed(Arc::clone(obj)),
             Some(json) => {
@@ -53,9 +54,7 @@ impl<K: Watchable> Entry<K> {
     pub(crate) fn share(&self) -> Entry<K> {
         match self {
             Entry::Typed(o) => Entry::Typed(Arc::clone(o)),
-            Entry::Compact { json, uid, rv } => {
-                Entry::Compact { json: Arc::clone(json), uid: uid.clone(), rv: rv.clone() }
-            }
+            Entry::Compact { json, uid, rv } => Entry::Compact { json: json.clone(), uid: uid.clone(), rv: rv.clone() },
         }
     }
 
@@ -65,7 +64,7 @@ impl<K: Watchable> Entry<K> {
         match self {
             Entry::Typed(o) => Some(Arc::clone(o)),
             Entry::Compact { json, .. } => {
-                match decode(json) {
+                match json.bytes().and_then(|bytes| decode(&bytes)) {
                     Ok(o) => Some(Arc::new(o)),
                     Err(e) => {
                         // Cannot happen: compact JSON is only stored after it decoded as K.

@@ -14,10 +14,12 @@ use crate::event::Event;
 use crate::key::{ObjectKey, ObjectRef};
 use crate::resource::Watchable;
 
+mod compact;
 mod entry;
 mod index;
 mod writer;
 
+pub(crate) use compact::{Json, Packer};
 pub(crate) use entry::Decode;
 use entry::Entry;
 pub(crate) use index::IndexFn;

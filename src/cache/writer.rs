@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
+use super::compact::Json;
 use super::entry::{Decode, Entry};
 use super::index::{IndexFn, Indexes, NAMESPACE_INDEX, index_insert, index_remove, new_indexes};
 use super::{Inner, Map, Objects, Readiness, Store};
@@ -181,7 +182,7 @@ impl<K: Watchable> Writer<K> {
     pub(crate) fn init_apply(
         &mut self,
         obj: Arc<K>,
-        json: Option<Arc<[u8]>>,
+        json: Option<Json>,
         values: Vec<Vec<String>>,
         out: &mut Vec<Event<K>>,
     ) -> usize {
@@ -269,12 +270,7 @@ impl<K: Watchable> Writer<K> {
     /// An object was added or modified, with its [`index_values`](Self::index_values). Returns
     /// the entry it replaced, for [`applied`](Self::applied) to turn into events after the
     /// caller has let go of its locks.
-    pub(crate) fn apply(
-        &mut self,
-        obj: &Arc<K>,
-        json: Option<Arc<[u8]>>,
-        values: Vec<Vec<String>>,
-    ) -> Option<Entry<K>> {
+    pub(crate) fn apply(&mut self, obj: &Arc<K>, json: Option<Json>, values: Vec<Vec<String>>) -> Option<Entry<K>> {
         let key = ObjectKey::of(&**obj)?;
         self.forget_skipped(&key);
         let entry = Entry::new(obj, json);
@@ -538,7 +534,7 @@ mod tests {
         let (mut w, store) = Writer::new();
         let mut out = Vec::new();
         let a = cm("a", "1");
-        let json: Arc<[u8]> = serde_json::to_vec(&*a).unwrap().into();
+        let json = Json::Plain(serde_json::to_vec(&*a).unwrap().into());
         w.begin_init(&mut out);
         let values = w.values(&a);
         w.init_apply(Arc::clone(&a), Some(json), values, &mut out);

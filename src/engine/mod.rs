@@ -31,7 +31,7 @@ use crate::engine::counters::Counters;
 use crate::engine::gate::Gate;
 use crate::engine::hub::{Hub, Item};
 use crate::engine::notices::Notices;
-use crate::engine::prepare::{Encode, Prepare, Transform};
+use crate::engine::prepare::{Compaction, Prepare, Transform};
 use crate::engine::shared::Control;
 use crate::engine::sink::Sink;
 use crate::engine::worker::Worker;
@@ -57,7 +57,7 @@ pub(crate) struct Spec<K> {
     pub(crate) indexes: Vec<(String, IndexFn<K>)>,
     pub(crate) predicates: Vec<PredicateFn<K>>,
     pub(crate) transform: Option<Transform<K>>,
-    pub(crate) compact: Option<Encode<K>>,
+    pub(crate) compact: Option<Compaction<K>>,
     pub(crate) max_lists: Option<usize>,
     pub(crate) start_spread: Duration,
 }

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::cache::{Skipped, Writer};
+use crate::cache::{Json, Packer, Skipped, Writer};
 use crate::error::{DecodeError, Error};
 use crate::guard;
 use crate::key::ObjectKey;
@@ -15,11 +15,26 @@ pub(crate) type Transform<K> = Arc<dyn Fn(&mut K) + Send + Sync>;
 /// Encodes an object as compact JSON (compact store mode, after a transform changed it).
 pub(crate) type Encode<K> = fn(&K) -> serde_json::Result<Vec<u8>>;
 
+/// How the compact store modes keep objects: their JSON (re-encoded with `encode` after a
+/// transform), compressed when `compress` is set.
+pub(crate) struct Compaction<K> {
+    pub(crate) encode: Encode<K>,
+    pub(crate) compress: bool,
+}
+
+impl<K> Clone for Compaction<K> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<K> Copy for Compaction<K> {}
+
 /// The object of the input being processed: decoded and transformed, its index values, and
 /// its compact JSON in compact mode. Everything user code computes is here before any lock.
 pub(crate) struct Incoming<K> {
     pub(crate) obj: Arc<K>,
-    pub(crate) json: Option<Arc<[u8]>>,
+    pub(crate) json: Option<Json>,
     pub(crate) values: Vec<Vec<String>>,
 }
 
@@ -38,16 +53,19 @@ pub(crate) struct Prepare<K> {
     /// The watcher's name, for logs.
     name: String,
     transform: Option<Transform<K>>,
-    /// Compact store mode: keep objects as JSON (encoded with this after a transform).
-    compact: Option<Encode<K>>,
+    /// Compact store modes: keep objects as JSON (encoded after a transform), maybe compressed.
+    compact: Option<Compaction<K>>,
+    /// Compressed store mode: compresses the JSON against the objects seen before.
+    packer: Option<Packer>,
     pub(crate) scratch: decode::Scratch,
     /// Whether the "server ignored the metadata-only request" warning was logged (once).
     warned_kind: bool,
 }
 
 impl<K: Watchable> Prepare<K> {
-    pub(crate) fn new(name: String, transform: Option<Transform<K>>, compact: Option<Encode<K>>) -> Self {
-        Prepare { name, transform, compact, scratch: decode::Scratch::default(), warned_kind: false }
+    pub(crate) fn new(name: String, transform: Option<Transform<K>>, compact: Option<Compaction<K>>) -> Self {
+        let packer = compact.filter(|c| c.compress).map(|_| Packer::default());
+        Prepare { name, transform, compact, packer, scratch: decode::Scratch::default(), warned_kind: false }
     }
 
     /// Compact store mode: watch events should keep their object's bytes.
@@ -89,8 +107,9 @@ impl<K: Watchable> Prepare<K> {
         Subject::Skipped(Skipped { key, uid: id.uid, rv: id.resource_version }, Error::Decode(Box::new(error)))
     }
 
-    /// Runs the transform, and in compact mode keeps the object's JSON: the wire bytes as they
-    /// are, or re-encoded when a transform may have changed the object.
+    /// Runs the transform, and in the compact modes keeps the object's JSON: the wire bytes as
+    /// they are, or re-encoded when a transform may have changed the object; compressed in the
+    /// compressed mode.
     /// `at`: the context and line for errors; `writer`: whose index functions to run.
     pub(crate) fn object(
         &mut self,
@@ -115,19 +134,18 @@ impl<K: Watchable> Prepare<K> {
         }
         let json = match (self.compact, wire) {
             (None, _) => None,
-            (Some(_), Some(bytes)) if self.transform.is_none() => Some(bytes.into()),
-            (Some(encode), _) => Some(
-                encode(&obj)
-                    .map_err(|e| {
-                        Error::Decode(Box::new(decode::decode_error(
-                            at.0,
-                            at.1,
-                            wire.unwrap_or_default(),
-                            format!("re-encode for the compact store: {e}"),
-                        )))
-                    })?
-                    .into(),
-            ),
+            (Some(_), Some(bytes)) if self.transform.is_none() => Some(self.keep(bytes)),
+            (Some(compact), _) => {
+                let bytes = (compact.encode)(&obj).map_err(|e| {
+                    Error::Decode(Box::new(decode::decode_error(
+                        at.0,
+                        at.1,
+                        wire.unwrap_or_default(),
+                        format!("re-encode for the compact store: {e}"),
+                    )))
+                })?;
+                Some(self.keep(&bytes))
+            }
         };
         let Some(key) = ObjectKey::of(&obj) else {
             // Nothing without a name can be stored or deleted by key: report and skip it.
@@ -143,5 +161,13 @@ impl<K: Watchable> Prepare<K> {
         };
         let values = writer.index_values(&key, &obj);
         Ok(Subject::Object(Incoming { obj: Arc::new(obj), json, values }))
+    }
+
+    /// An object's JSON as the store keeps it: compressed in the compressed mode.
+    fn keep(&mut self, json: &[u8]) -> Json {
+        match &mut self.packer {
+            Some(packer) => packer.pack(json),
+            None => Json::Plain(json.into()),
+        }
     }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::Watcher;
 use crate::cache::{IndexFn, PredicateFn};
 use crate::config::Config;
-use crate::engine::prepare::{Encode, Transform};
+use crate::engine::prepare::{Compaction, Transform};
 use crate::engine::{Engine, Spec};
 use crate::error::{Error, Result};
 use crate::notice::SlowConsumer;
@@ -44,7 +44,7 @@ pub struct WatcherBuilder<K> {
     api: Api<K>,
     config: Config,
     transform: Option<Transform<K>>,
-    compact: Option<Encode<K>>,
+    compact: Option<Compaction<K>>,
     indexes: Vec<(String, IndexFn<K>)>,
     predicates: Vec<PredicateFn<K>>,
     capacity: usize,
@@ -60,7 +60,14 @@ impl<K> fmt::Debug for WatcherBuilder<K> {
             .field("api", &self.api)
             .field("config", &self.config)
             .field("transform", &self.transform.is_some())
-            .field("compact_store", &self.compact.is_some())
+            .field(
+                "store",
+                &match self.compact {
+                    None => "typed",
+                    Some(c) if c.compress => "compressed",
+                    Some(_) => "compact",
+                },
+            )
             .field("indexes", &self.indexes.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>())
             .field("predicates", &self.predicates.len())
             .field("capacity", &self.capacity)
@@ -120,7 +127,26 @@ impl<K: Watchable> WatcherBuilder<K> {
     where
         K: serde::Serialize,
     {
-        self.compact = Some(|obj: &K| serde_json::to_vec(obj));
+        self.compact = Some(Compaction { encode: |obj: &K| serde_json::to_vec(obj), compress: false });
+        self
+    }
+
+    /// Keep each object in the store as compressed JSON, decoded on access: the smallest store,
+    /// for big caches that are mostly read. Off by default; everything said of
+    /// [`compact_store`](Self::compact_store) holds, and the JSON is also compressed (LZ4)
+    /// against a dictionary of sample objects that the watcher picks from the first objects it
+    /// receives, and adds to while new objects are unlike those it holds (up to 32 KiB).
+    ///
+    /// Objects of one kind repeat each other's keys, labels, images and managedFields, so a
+    /// realistic 6 KB pod takes a few hundred bytes: 100k such pods fit in about a sixth of
+    /// the memory of `compact_store` (docs/performance.md has the measurements). A
+    /// [`Store::get`](crate::Store::get) decompresses first (a few µs) and then decodes as in
+    /// compact mode; storing an object costs a compression on the watcher thread.
+    pub fn compressed_store(mut self) -> Self
+    where
+        K: serde::Serialize,
+    {
+        self.compact = Some(Compaction { encode: |obj: &K| serde_json::to_vec(obj), compress: true });
         self
     }
 
