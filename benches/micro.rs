@@ -71,4 +71,15 @@ fn main() {
     per_op("serialize typed Pod to compact JSON", 500, || {
         black_box(serde_json::to_vec(black_box(&pod)).unwrap());
     });
+    // compressed_store(): LZ4 against a dictionary holding another pod (what the store's
+    // dictionary holds for these pods after the first one).
+    let dictionary = realistic_pod::render_pod(1, 99).into_bytes();
+    let packed = lz4_flex::block::compress_with_dict(bytes, &dictionary);
+    println!("compressed against another pod: {} bytes", packed.len());
+    per_op("compress (LZ4, another pod as dictionary)", 2000, || {
+        black_box(lz4_flex::block::compress_with_dict(black_box(bytes), &dictionary));
+    });
+    per_op("decompress (LZ4, another pod as dictionary)", 2000, || {
+        black_box(lz4_flex::block::decompress_with_dict(black_box(&packed), bytes.len(), &dictionary).unwrap());
+    });
 }
