@@ -86,7 +86,7 @@ impl Packer {
     /// not cover it well and has room; returns whether the dictionary changed.
     fn learn(&mut self, json: &[u8], packed: usize) -> bool {
         let covered = packed.saturating_mul(4) <= json.len();
-        let room = DICTIONARY_MAX - self.dictionary.len() - self.waiting.len();
+        let room = DICTIONARY_MAX.saturating_sub(self.dictionary.len() + self.waiting.len());
         if covered || json.len() > room {
             return false;
         }
