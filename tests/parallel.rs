@@ -231,3 +231,22 @@ fn an_out_of_range_setting_is_refused_by_name() {
     w.store().wait_until_ready(WAIT).unwrap();
     w.stop();
 }
+
+/// A page cut off midway: the items read before the cut are applied, the list is abandoned
+/// (what was in flight is discarded) and retried, exactly as with one thread.
+#[test]
+fn a_page_cut_off_midway_is_abandoned_and_retried_as_with_one_thread() {
+    let run = |parallel: usize| {
+        let server = populated();
+        server.push_fault(Match::List, Fault::TruncateBody);
+        let w = Watcher::builder(pods(&server)).config(Config::default().page_size(100)).parallel_sync(parallel);
+        let w = w.start().unwrap();
+        let seen = collect(&w, |s| s.iter().any(|e| e == "InitDone"));
+        let store = contents(&w);
+        assert_eq!(w.stats().lists, 3, "one cut page, then two pages");
+        (seen, store)
+    };
+    let (one, many) = (run(0), run(2));
+    assert!(one.0.iter().filter(|e| *e == "Init").count() == 2, "{:?}", one.0);
+    assert_eq!(many, one);
+}

@@ -242,8 +242,9 @@ impl<K: Watchable> WatcherBuilder<K> {
     /// Decode list items on this many helper threads (at most 64), for a faster initial sync
     /// and relist; 0, the default, decodes them on the watcher thread.
     ///
-    /// Each item of every list page (initial sync and relists; not watch events, not the
-    /// metadata lists of [`Config::drift_check`]) is decoded, given to the
+    /// Each item of every list page (initial sync and relists; not watch events, so not
+    /// [`Config::streaming_lists`] either, and not the metadata lists of
+    /// [`Config::drift_check`]) is decoded, given to the
     /// [`transform`](Self::transform) and the [`index`](Self::index) functions on a helper,
     /// then applied to the store and delivered on the watcher thread strictly in list order:
     /// the events, the store and the handling of objects that do not decode are the same as
@@ -254,11 +255,13 @@ impl<K: Watchable> WatcherBuilder<K> {
     /// the watcher.
     ///
     /// The trade, measured with `examples/bench.rs` on a 2-core machine (realistic ~6 KB pods,
-    /// docs/performance.md): with 1 helper, the initial sync of 100k pods took 0.55× the time
-    /// (about 2× faster) at the same peak RSS; but once objects turn over, memory freed by the
-    /// watcher thread stays in the helper's malloc arena (glibc keeps freed memory in the arena
-    /// of the thread that allocated it), and watching 10k pods through 100k events peaked at
-    /// 1.5× the RSS. Turn it on where sync time matters more than memory.
+    /// medians of 3 rounds, docs/performance.md): the initial sync of 100k pods took 3.3 s with
+    /// 2 helpers instead of 5.2 s (0.64×; 4.6 s, 0.88×, with 1 helper, which then does nearly
+    /// all the work), at the same peak RSS (3.8 GB). But once objects turn over, glibc keeps
+    /// the freed memory of the versions the helpers decoded in the helpers' malloc arenas
+    /// while the watcher thread allocates the new ones in its own: watching 10k pods through
+    /// 100k events peaked at 681 MB instead of 390 MB (1.75×), at about the same events/s
+    /// (0.94–0.99×). Turn it on where sync time matters more than memory.
     pub fn parallel_sync(mut self, threads: usize) -> Self {
         self.parallel_sync = threads;
         self
