@@ -43,7 +43,7 @@ pub(crate) struct Prepare<K> {
     compact: Option<Encode<K>>,
     pub(crate) scratch: decode::Scratch,
     /// Whether the "server ignored the metadata-only request" warning was logged (once, also
-    /// across the [`helper`](Self::helper) copies).
+    /// across the [`another`](Self::another) copies).
     warned_kind: Arc<AtomicBool>,
 }
 
