@@ -20,9 +20,12 @@
 //! events in `stats()` instead (what a cache-only program pays). The consumer path also writes
 //! `{"consumer_switches_per_event":…,"worker_switches_per_event":…}` to stderr: how often the
 //! hand-off put the consumer to sleep (Linux `/proc` context-switch counts). It prints
-//! `{"peer":"kube-watcher","path":"consumer"|"store","n":…,"m":…,"initial_sync_ms":…,"watch_ms":…,"events_per_s":…,"cache_len":…,"max_rss_kb":…}`
+//! `{"peer":"kube-watcher","path":"consumer"|"store","parallel_sync":…,"n":…,"m":…,"initial_sync_ms":…,"watch_ms":…,"events_per_s":…,"cache_len":…,"max_rss_kb":…}`
 //! with the peak RSS from `/proc/self/status` (VmHWM), then `"stop_us":…` at the end: how long
 //! `stop()` took, called while idle in the watch (after the last event, and a 50 ms pause).
+//!
+//! `--parallel-sync N` decodes list items on N helper threads (`WatcherBuilder::parallel_sync`;
+//! default 0, none); the JSON line says which.
 //!
 //! `--idle-check SECONDS` (with `--url`): after the same sync and events, reads the worker
 //! thread's (`kw-pods`) context switches from `/proc/self/task/*/status` before and after
@@ -45,7 +48,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
-use kube_watcher::{Api, Client, Config, Event, ObjectRef, Watchable, Watcher, metadata_watcher};
+use kube_watcher::{Api, Client, Event, ObjectRef, Watchable, Watcher};
 
 struct Args {
     serve: bool,
@@ -57,6 +60,8 @@ struct Args {
     idle_check: Option<f64>,
     /// Count events in `stats()` with no consumer attached (the store-only path).
     store_only: bool,
+    /// `WatcherBuilder::parallel_sync`: helper threads that decode list items (0: none).
+    parallel_sync: usize,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -69,6 +74,7 @@ fn parse_args() -> Result<Args, String> {
         mode: "typed".into(),
         idle_check: None,
         store_only: false,
+        parallel_sync: 0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -82,11 +88,14 @@ fn parse_args() -> Result<Args, String> {
             "--mode" => a.mode = value()?,
             "--metadata" => a.mode = "metadata".into(),
             "--store-only" => a.store_only = true,
+            "--parallel-sync" => {
+                a.parallel_sync = value()?.parse().map_err(|e| format!("--parallel-sync: {e}"))?;
+            }
             "--idle-check" => {
                 a.idle_check = Some(value()?.parse().map_err(|e| format!("--idle-check: {e}"))?);
             }
             "-h" | "--help" => {
-                return Err("usage: bench --serve [--pods N] [--events M] [--port P]\n       bench --url URL [--pods N] [--events M] [--mode typed|compact|metadata] [--metadata] [--store-only] [--idle-check SECONDS]".into());
+                return Err("usage: bench --serve [--pods N] [--events M] [--port P]\n       bench --url URL [--pods N] [--events M] [--mode typed|compact|metadata] [--metadata] [--store-only] [--parallel-sync N] [--idle-check SECONDS]".into());
             }
             other => return Err(format!("unknown argument {other:?}")),
         }
@@ -116,15 +125,15 @@ fn client(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let url = args.url.as_deref().ok_or("--url is required (or --serve)")?;
     let start = Instant::now();
     let api: Api<Pod> = Api::all(Client::from_url(url)?);
+    let parallel = args.parallel_sync;
     match args.mode.as_str() {
-        "typed" => measure(Watcher::builder(api).config(Config::default()).start()?, args, start),
-        "compact" => measure(Watcher::builder(api).config(Config::default()).compact_store().start()?, args, start),
-        "compressed" => {
-            measure(Watcher::builder(api).config(Config::default()).compressed_store().start()?, args, start)
-        }
-        // Only metadata is decoded and kept; this bench's server ignores the Accept header and
-        // sends full pods, so the saving measured is memory, not bandwidth.
-        "metadata" => measure(metadata_watcher(api, Config::default())?, args, start),
+        "typed" => measure(Watcher::builder(api).parallel_sync(parallel).start()?, args, start),
+        "compact" => measure(Watcher::builder(api).compact_store().parallel_sync(parallel).start()?, args, start),
+        "compressed" => measure(Watcher::builder(api).compressed_store().parallel_sync(parallel).start()?, args, start),
+        // Only metadata is decoded and kept (as `metadata_watcher` does); this bench's server
+        // ignores the Accept header and sends full pods, so the saving measured is memory, not
+        // bandwidth.
+        "metadata" => measure(Watcher::builder(api.into_metadata()).parallel_sync(parallel).start()?, args, start),
         other => Err(format!("--mode {other}: expected typed, compact, compressed or metadata").into()),
     }
 }
@@ -235,8 +244,9 @@ fn measure<K: Watchable>(watcher: Watcher<K>, args: &Args, start: Instant) -> Re
     }
     let stop_us = timed_stop(&watcher);
     println!(
-        r#"{{"peer":"kube-watcher","path":"{}","n":{},"m":{},"initial_sync_ms":{},"watch_ms":{},"events_per_s":{:.0},"cache_len":{},"max_rss_kb":{},"get_us_median":{get_median:.1},"get_us_p99":{get_p99:.1},"stop_us":{}}}"#,
+        r#"{{"peer":"kube-watcher","path":"{}","parallel_sync":{},"n":{},"m":{},"initial_sync_ms":{},"watch_ms":{},"events_per_s":{:.0},"cache_len":{},"max_rss_kb":{},"get_us_median":{get_median:.1},"get_us_p99":{get_p99:.1},"stop_us":{}}}"#,
         if args.store_only { "store" } else { "consumer" },
+        args.parallel_sync,
         args.pods,
         args.events,
         initial_sync.as_millis(),

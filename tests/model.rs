@@ -2,7 +2,8 @@
 //! under the same name, updates into and out of something that does not decode, compaction) interleaved with faults (resets, stalls, 410 in both forms,
 //! 429/5xx with any `Retry-After`, expired continue tokens, lost events), against the fake server
 //! in every list mode (paged with pages of 1, 2 and 500, streaming, metadata-only, compact store,
-//! several namespaces). After each run:
+//! several namespaces), half of them with list items decoded on helper threads
+//! (`parallel_sync`). After each run:
 //!
 //! - the store equals the server (key, uid and resourceVersion of every object that decodes;
 //!   of one that does not, at most the same uid at a version that did);
@@ -137,8 +138,10 @@ fn run_seed(seed: u64) -> Result<(), String> {
         .history(history)
         .watcher_buffer(rng.random_range(2..50))
         .start();
+    // Every other round of the modes lists with helper threads (`parallel_sync`).
+    let parallel = [0, 0, 1, 3][((seed / MODES.len() as u64) % 4) as usize];
     let describe = format!(
-        "mode={mode:?} stalls={stalls} lost_events={lost_events} chunking={chunking:?} watch_410={watch_410:?} \
+        "mode={mode:?} parallel_sync={parallel} stalls={stalls} lost_events={lost_events} chunking={chunking:?} watch_410={watch_410:?} \
          continue_ttl={continue_ttl:?} history={history}"
     );
     let setup = Setup { mode, stalls, lost_events, describe };
@@ -155,12 +158,22 @@ fn run_seed(seed: u64) -> Result<(), String> {
     let client = Client::from_url(&server.url()).map_err(|e| e.to_string())?;
     let pods: Api<Pod> = Api::all(client);
     let result = match mode {
-        Mode::Paged(n) => run(&setup, &server, &mut rng, Watcher::new(pods, config.page_size(n))),
+        Mode::Paged(n) => {
+            let w = Watcher::builder(pods).config(config.page_size(n)).parallel_sync(parallel).start();
+            run(&setup, &server, &mut rng, w)
+        }
         Mode::Streaming => run(&setup, &server, &mut rng, Watcher::new(pods, config.streaming_lists())),
-        Mode::Metadata => run(&setup, &server, &mut rng, Watcher::new(pods.into_metadata(), config)),
-        Mode::Compact => run(&setup, &server, &mut rng, Watcher::builder(pods).config(config).compact_store().start()),
+        Mode::Metadata => {
+            let w = Watcher::builder(pods.into_metadata()).config(config).parallel_sync(parallel).start();
+            run(&setup, &server, &mut rng, w)
+        }
+        Mode::Compact => {
+            let w = Watcher::builder(pods).config(config).compact_store().parallel_sync(parallel).start();
+            run(&setup, &server, &mut rng, w)
+        }
         Mode::Compressed => {
-            run(&setup, &server, &mut rng, Watcher::builder(pods).config(config).compressed_store().start())
+            let w = Watcher::builder(pods).config(config).compressed_store().parallel_sync(parallel).start();
+            run(&setup, &server, &mut rng, w)
         }
         Mode::Namespaces => run(
             &setup,
@@ -171,6 +184,7 @@ fn run_seed(seed: u64) -> Result<(), String> {
                 .namespaces(&NAMESPACES[..2])
                 .start_spread(ms(20))
                 .max_concurrent_lists(1)
+                .parallel_sync(parallel)
                 .start(),
         ),
     };

@@ -66,6 +66,35 @@ fn replace_namespace<K>(objects: &mut Objects<K>, ns: &str, new: Map<K>, indexes
     old
 }
 
+/// The user's index functions: what [`Writer::index_values`] runs. Cloned for the helper
+/// threads that prepare list items (`WatcherBuilder::parallel_sync`).
+pub(crate) struct Indexer<K> {
+    shared: Arc<Inner<K>>,
+    /// One per `Inner::index_names`; `None` is the built-in namespace index.
+    fns: Arc<[Option<IndexFn<K>>]>,
+}
+
+impl<K> Clone for Indexer<K> {
+    fn clone(&self) -> Self {
+        Indexer { shared: Arc::clone(&self.shared), fns: Arc::clone(&self.fns) }
+    }
+}
+
+impl<K> Indexer<K> {
+    /// `obj`'s values for every index. Runs the user's index functions (guarded: a panic names
+    /// its index): call it before taking any lock.
+    pub(crate) fn values(&self, key: &ObjectKey, obj: &K) -> Vec<Vec<String>> {
+        self.fns
+            .iter()
+            .enumerate()
+            .map(|(i, f)| match f {
+                Some(f) => guard::call(|| format!("index {:?}", self.shared.index_names[i]), || f(obj)),
+                None => key.namespace.iter().map(|ns| ns.to_string()).collect(),
+            })
+            .collect()
+    }
+}
+
 /// The write side, owned by the watcher thread. Each method applies one step and appends the
 /// events consumers must see, in order, to `out`. No user code runs under the store's lock:
 /// index values are computed before ([`Writer::index_values`]), predicates after
@@ -74,8 +103,8 @@ pub(crate) struct Writer<K> {
     shared: Arc<Inner<K>>,
     /// Which of `Inner::parts` this writer fills.
     part: usize,
-    /// One per `Inner::index_names`; `None` is the built-in namespace index.
-    index_fns: Arc<[Option<IndexFn<K>>]>,
+    /// The index functions (`Indexer::values`).
+    indexer: Indexer<K>,
     /// An `Apply` is delivered when any says the object changed (all of them when none is set).
     predicates: Arc<[PredicateFn<K>]>,
     /// Objects of this part that do not decode as `K` now, by key, with the resourceVersion
@@ -143,7 +172,7 @@ impl<K: Watchable> Writer<K> {
             .map(|part| Writer {
                 shared: Arc::clone(&shared),
                 part,
-                index_fns: Arc::clone(&index_fns),
+                indexer: Indexer { shared: Arc::clone(&shared), fns: Arc::clone(&index_fns) },
                 predicates: Arc::clone(&predicates),
                 skipped: HashMap::new(),
                 pending_skipped: HashMap::new(),
@@ -157,21 +186,19 @@ impl<K: Watchable> Writer<K> {
     /// `obj`'s values for every index, to pass to [`init_apply`](Self::init_apply) or
     /// [`apply`](Self::apply). Runs the user's index functions: call it before taking any lock.
     pub(crate) fn index_values(&self, key: &ObjectKey, obj: &K) -> Vec<Vec<String>> {
-        self.index_fns
-            .iter()
-            .enumerate()
-            .map(|(i, f)| match f {
-                Some(f) => guard::call(|| format!("index {:?}", self.shared.index_names[i]), || f(obj)),
-                None => key.namespace.iter().map(|ns| ns.to_string()).collect(),
-            })
-            .collect()
+        self.indexer.values(key, obj)
+    }
+
+    /// The index functions, for preparing objects (on this thread or a helper).
+    pub(crate) fn indexer(&self) -> &Indexer<K> {
+        &self.indexer
     }
 
     /// A relist starts. A relist already in progress is discarded.
     pub(crate) fn begin_init(&mut self, out: &mut Vec<Event<K>>) {
         self.abort_init();
         self.pending_skipped.clear();
-        let indexes = new_indexes(self.index_fns.len());
+        let indexes = new_indexes(self.indexer.fns.len());
         self.shared.objects.write().pending[self.part] = Some((HashMap::new(), indexes));
         out.push(Event::Init);
     }

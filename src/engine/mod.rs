@@ -11,6 +11,7 @@ pub(crate) mod counters;
 pub(crate) mod gate;
 pub(crate) mod hub;
 pub(crate) mod notices;
+pub(crate) mod parallel;
 pub(crate) mod prepare;
 pub(crate) mod shared;
 pub(crate) mod sink;
@@ -31,6 +32,7 @@ use crate::engine::counters::Counters;
 use crate::engine::gate::Gate;
 use crate::engine::hub::{Hub, Item};
 use crate::engine::notices::Notices;
+use crate::engine::parallel::Pool;
 use crate::engine::prepare::{Compaction, Prepare, Transform};
 use crate::engine::shared::Control;
 use crate::engine::sink::Sink;
@@ -60,12 +62,15 @@ pub(crate) struct Spec<K> {
     pub(crate) compact: Option<Compaction<K>>,
     pub(crate) max_lists: Option<usize>,
     pub(crate) start_spread: Duration,
+    /// Helper threads that prepare list items; 0: none (`WatcherBuilder::parallel_sync`).
+    pub(crate) parallel_sync: usize,
 }
 
 /// A running watcher: its control block, its store and its threads.
 pub(crate) struct Engine<K> {
     shared: Arc<Control<K>>,
-    /// The worker threads, each with a channel that closes when it exits.
+    /// The worker threads, then the helper threads (which exit after the workers), each with a
+    /// channel that closes when it exits.
     workers: Mutex<Vec<(JoinHandle<()>, Receiver<()>)>>,
 }
 
@@ -85,7 +90,7 @@ impl<K: Watchable> Engine<K> {
             .iter()
             .map(|_| Http::with_max_line(Arc::clone(&spec.api.client.conn), spec.config.max_line))
             .collect();
-        let name = thread_name(&spec.api.resource.plural);
+        let name = thread_name("kw-", &spec.api.resource.plural);
         let shared = Arc::new(Control {
             name: name.clone(),
             stopping: AtomicBool::new(false),
@@ -102,7 +107,21 @@ impl<K: Watchable> Engine<K> {
             running: AtomicUsize::new(parts.len()),
             agents: https.iter().map(|h| h.agent().clone()).collect(),
         });
-        let mut workers = Vec::with_capacity(parts.len());
+        let prepare = Prepare::new(name.clone(), spec.transform, spec.compact);
+        let plural = &spec.api.resource.plural;
+        // One pool of helpers for all the namespaces' workers (`engine/parallel.rs`).
+        let mut helpers = Vec::new();
+        let pool = match spec.parallel_sync {
+            0 => None,
+            n => match Pool::start(n, &prepare, writers[0].indexer(), &thread_name("kwd-", plural), &mut helpers) {
+                Ok(pool) => Some(pool),
+                Err(e) => {
+                    join(helpers, &name);
+                    return Err(e);
+                }
+            },
+        };
+        let mut workers = Vec::with_capacity(parts.len() + helpers.len());
         for ((part, writer), http) in parts.into_iter().zip(writers).zip(https) {
             let mut api = spec.api.clone();
             if let Some(ns) = part {
@@ -113,7 +132,8 @@ impl<K: Watchable> Engine<K> {
                 http,
                 machine: Machine::new(spec.config.clone(), rand::random()),
                 sink: Sink::new(writer, Arc::clone(&shared), spec.compact.is_some()),
-                prepare: Prepare::new(name.clone(), spec.transform.clone(), spec.compact),
+                prepare: prepare.another(),
+                pool: pool.clone(),
                 drift_suspects: Default::default(),
                 start_spread: spec.start_spread,
             };
@@ -122,11 +142,16 @@ impl<K: Watchable> Engine<K> {
                 Err(e) => {
                     // Those already started stop; report why.
                     shared.request_stop();
+                    drop(pool);
+                    workers.extend(helpers);
                     join(workers, &name);
                     return Err(e);
                 }
             }
         }
+        // The helpers exit once every worker has dropped its copy of the pool.
+        drop(pool);
+        workers.extend(helpers);
         Ok(Engine { shared, workers: Mutex::new(workers) })
     }
 
@@ -214,9 +239,10 @@ fn join(workers: Vec<(JoinHandle<()>, Receiver<()>)>, name: &str) {
     }
 }
 
-/// `kw-<plural>`, cut to the 15 bytes Linux shows.
-fn thread_name(plural: &str) -> String {
-    let mut name = format!("kw-{plural}");
+/// `kw-<plural>` (workers) or `kwd-<plural>` (helpers that decode lists), cut to the 15 bytes
+/// Linux shows.
+fn thread_name(prefix: &str, plural: &str) -> String {
+    let mut name = format!("{prefix}{plural}");
     let mut cut = name.len().min(15);
     while !name.is_char_boundary(cut) {
         cut -= 1;
@@ -231,7 +257,8 @@ mod tests {
 
     #[test]
     fn thread_names_fit_in_fifteen_bytes() {
-        assert_eq!(thread_name("pods"), "kw-pods");
-        assert_eq!(thread_name("customresourcedefinitions"), "kw-customresour");
+        assert_eq!(thread_name("kw-", "pods"), "kw-pods");
+        assert_eq!(thread_name("kw-", "customresourcedefinitions"), "kw-customresour");
+        assert_eq!(thread_name("kwd-", "customresourcedefinitions"), "kwd-customresou");
     }
 }

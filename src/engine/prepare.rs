@@ -1,8 +1,9 @@
 //! Preparing objects: decode, transform, index values, compact JSON, before any lock is taken.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::cache::{Json, Packer, Skipped, Writer};
+use crate::cache::{Indexer, Json, Packer, Skipped};
 use crate::error::{DecodeError, Error};
 use crate::guard;
 use crate::key::ObjectKey;
@@ -58,14 +59,30 @@ pub(crate) struct Prepare<K> {
     /// Compressed store mode: compresses the JSON against the objects seen before.
     packer: Option<Packer>,
     pub(crate) scratch: decode::Scratch,
-    /// Whether the "server ignored the metadata-only request" warning was logged (once).
-    warned_kind: bool,
+    /// Whether the "server ignored the metadata-only request" warning was logged (once, also
+    /// across the [`another`](Self::another) copies).
+    warned_kind: Arc<AtomicBool>,
 }
 
 impl<K: Watchable> Prepare<K> {
     pub(crate) fn new(name: String, transform: Option<Transform<K>>, compact: Option<Compaction<K>>) -> Self {
         let packer = compact.filter(|c| c.compress).map(|_| Packer::default());
-        Prepare { name, transform, compact, packer, scratch: decode::Scratch::default(), warned_kind: false }
+        Prepare { name, transform, compact, packer, scratch: decode::Scratch::default(), warned_kind: Arc::default() }
+    }
+
+    /// A copy with the same settings and buffers of its own (a compressed store's dictionary
+    /// too: each thread learns its own), for another thread (a worker of another namespace, a
+    /// helper of `engine/parallel.rs`); the metadata-only warning is still logged once for all
+    /// of them.
+    pub(crate) fn another(&self) -> Self {
+        Prepare {
+            name: self.name.clone(),
+            transform: self.transform.clone(),
+            compact: self.compact,
+            packer: self.packer.as_ref().map(|_| Packer::default()),
+            scratch: decode::Scratch::default(),
+            warned_kind: Arc::clone(&self.warned_kind),
+        }
     }
 
     /// Compact store mode: watch events should keep their object's bytes.
@@ -79,10 +96,10 @@ impl<K: Watchable> Prepare<K> {
         &mut self,
         item: decode::Item<'_>,
         context: &str,
-        writer: &Writer<K>,
+        indexer: &Indexer<K>,
     ) -> Result<Subject<K>, Error> {
         let message = match decode::item::<K>(item, &mut self.scratch) {
-            Ok(obj) => return self.object(obj, Some(item.bytes), (context, None), writer),
+            Ok(obj) => return self.object(obj, Some(item.bytes), (context, None), indexer),
             Err(message) => message,
         };
         let error = decode::decode_error(context, None, item.bytes, message);
@@ -110,16 +127,16 @@ impl<K: Watchable> Prepare<K> {
     /// Runs the transform, and in the compact modes keeps the object's JSON: the wire bytes as
     /// they are, or re-encoded when a transform may have changed the object; compressed in the
     /// compressed mode.
-    /// `at`: the context and line for errors; `writer`: whose index functions to run.
+    /// `at`: the context and line for errors; `indexer`: the index functions to run.
     pub(crate) fn object(
         &mut self,
         mut obj: K,
         wire: Option<&[u8]>,
         at: (&str, Option<u64>),
-        writer: &Writer<K>,
+        indexer: &Indexer<K>,
     ) -> Result<Subject<K>, Error> {
-        if !self.warned_kind
-            && let Some(kind) = obj.unexpected_kind()
+        if let Some(kind) = obj.unexpected_kind()
+            && !self.warned_kind.swap(true, Ordering::Relaxed)
         {
             // Decoding still keeps only the metadata, so the store is right; only bandwidth is lost.
             log::warn!(
@@ -127,7 +144,6 @@ impl<K: Watchable> Prepare<K> {
                  keeping only their metadata",
                 self.name
             );
-            self.warned_kind = true;
         }
         if let Some(t) = &self.transform {
             guard::call(|| "transform".to_owned(), || t(&mut obj));
@@ -159,7 +175,7 @@ impl<K: Watchable> Prepare<K> {
             let e = decode::decode_error(at.0, at.1, wire.unwrap_or_default(), "no metadata.name".into());
             return Ok(self.skipped(id, e));
         };
-        let values = writer.index_values(&key, &obj);
+        let values = indexer.values(&key, &obj);
         Ok(Subject::Object(Incoming { obj: Arc::new(obj), json, values }))
     }
 

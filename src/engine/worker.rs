@@ -10,6 +10,7 @@ use crossbeam_channel::{after, select};
 
 use crate::engine::counters;
 use crate::engine::hub::Stopped;
+use crate::engine::parallel::Pool;
 use crate::engine::prepare::{Prepare, Subject};
 use crate::engine::sink::Sink;
 use crate::error::Error;
@@ -29,6 +30,9 @@ pub(crate) struct Worker<K> {
     pub(crate) machine: Machine,
     pub(crate) sink: Sink<K>,
     pub(crate) prepare: Prepare<K>,
+    /// Helper threads that prepare list items (`WatcherBuilder::parallel_sync`); none: this
+    /// thread prepares them.
+    pub(crate) pool: Option<Pool<K>>,
     /// Objects a drift check could not yet judge (see `drift`).
     pub(crate) drift_suspects: drift::Suspects,
     /// Start after a random delay up to this (watchers over several namespaces).
@@ -119,30 +123,43 @@ impl<K: Watchable> Worker<K> {
     fn list(&mut self, params: &ListParams) -> Result<Step, Stopped> {
         counters::add(&self.sink.counters().lists, 1);
         let context = self.api.describe("list");
+        let shared = Arc::clone(&self.sink.shared);
         let (sink, machine, prepare) = (&mut self.sink, &mut self.machine, &mut self.prepare);
-        let mut stopped = false;
-        // A move other than reading on, made while reading (the machine's to decide).
-        let mut interrupted = None;
-        let result = self.http.list(&self.api, params, |item| {
-            counters::add(&sink.shared.counters.bytes, item.bytes.len() as u64);
-            // One object that is not a `K` must not block the whole cache: it is skipped.
-            let subject = prepare.item(item, &context, &sink.writer)?;
+        // Set when applying an item ended the read of the body: stopped, or another move (the
+        // machine's to decide).
+        let mut ended: Option<Result<Next, Stopped>> = None;
+        let mut apply = |sink: &mut Sink<K>, subject: Subject<K>| {
             match sink.perform(machine.step(Input::Item, Instant::now()), Some(subject)) {
-                Ok(Next::ReadOn) => Ok(()),
-                Ok(next) => {
-                    interrupted = Some(next);
-                    Err(Error::Stopped)
-                }
-                Err(Stopped) => {
-                    stopped = true;
-                    Err(Error::Stopped)
-                }
+                Ok(Next::ReadOn) => return Ok(()),
+                Ok(next) => ended = Some(Ok(next)),
+                Err(Stopped) => ended = Some(Err(Stopped)),
             }
-        });
-        if stopped || self.stopping() {
+            Err(Error::Stopped)
+        };
+        let result = match &self.pool {
+            // One object that is not a `K` must not block the whole cache: it is skipped.
+            None => self.http.list(&self.api, params, |item| {
+                counters::add(&shared.counters.bytes, item.bytes.len() as u64);
+                let subject = prepare.item(item, &context, sink.writer.indexer())?;
+                apply(sink, subject)
+            }),
+            // The same, with the items prepared on helper threads and applied here in order.
+            Some(pool) => {
+                let mut run = pool.run(&context);
+                let result = self.http.list(&self.api, params, |item| {
+                    counters::add(&shared.counters.bytes, item.bytes.len() as u64);
+                    run.push(item);
+                    run.apply(false, &shared.stop_rx, |subject| apply(sink, subject))
+                });
+                // The items read before the body ended (or failed) are applied, as above: the
+                // first error among them is the list's.
+                run.apply(true, &shared.stop_rx, |subject| apply(sink, subject)).and(result)
+            }
+        };
+        if matches!(ended, Some(Err(Stopped))) || self.stopping() {
             return Err(Stopped);
         }
-        if let Some(next) = interrupted {
+        if let Some(Ok(next)) = ended {
             return Ok(Step { effects: Vec::new(), next });
         }
         let now = Instant::now();
@@ -282,7 +299,7 @@ impl<K: Watchable> Worker<K> {
         counters.event_seen(now);
         let object_event = |obj: K, make: fn(&str) -> WatchInput<'_>, this: &mut Self| {
             let rv = obj.meta().resource_version.clone().unwrap_or_default();
-            let input = this.prepare.object(obj, raw, (context, Some(n)), &this.sink.writer)?;
+            let input = this.prepare.object(obj, raw, (context, Some(n)), this.sink.writer.indexer())?;
             let actions = this.machine.step(Input::Event(make(&rv)), now);
             Ok((Some(input), actions))
         };
