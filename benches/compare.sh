@@ -2,6 +2,8 @@
 # Issue 7: kube-watcher vs kube-rs, in the same run, against the same server, on the same machine.
 #
 #   benches/compare.sh [--runs K] [--quick] [--current-thread] [--compact] [--baseline BIN] [--out FILE]
+#                      [--alloc glibc|mimalloc|jemalloc[,...]] [--server-opts "ARGS"] [--peers kw,kws,kr]
+#                      [--workloads watch,sync] [--peer-gzip]
 #
 # Builds `examples/bench` (kube-watcher client and the server) and the kube-rs peer
 # (benches/peers/kube-rs, its own cargo project), then, for each workload, runs K rounds; each
@@ -17,6 +19,23 @@
 # peer and the ratios kube-watcher / kube-rs as markdown. The raw JSON lines
 # (plus the server's CPU time and the load average around each client run) go to --out.
 #
+# --alloc: the global allocator of both peers (bench-only cargo features: kube-watcher's
+# `bench-mimalloc`/`bench-jemalloc`, the peer's `mimalloc`/`jemalloc`; glibc is neither). A
+# comma list runs every allocator in every round (interleaved); each allocator is built in its
+# own target directories (kube-watcher: $CARGO_TARGET_DIR for glibc, $CARGO_TARGET_DIR/alloc-NAME
+# otherwise; peer: $PEER_TARGET_DIR[-NAME]), so switching does not rebuild. Every JSON line and
+# the table name the allocator (a first build of each is a full release build; jemalloc adds a
+# configure + make of its C sources).
+# --server-opts: passed to every `bench --serve` (e.g. "--gzip --page-cap 100", or
+# "--chunk-kib 0" for one chunk per pod, "--varied" for pods that differ as a real cluster's do;
+# see examples/bench.rs), and recorded per line.
+# --peers: which of kw (kube-watcher, consumer), kws (store-only), kwz (`--mode compressed`,
+# the compressed store, consumer), kwp (`--parallel-sync 2`, consumer), kwc (compact store), kr
+# (kube-rs) run (default kw, kws, kwz, kr). --workloads: watch, sync or both (default both; --quick is watch only).
+# --peer-gzip: the kube-rs peer with kube's `gzip` feature (it asks for gzip as kube-watcher's
+# client always does; target directory suffix -gzip). Without it kube-rs asks for no compression,
+# so `--server-opts --gzip` compresses only kube-watcher's pages.
+#
 # Environment: CARGO_TARGET_DIR (kube-watcher build), PEER_TARGET_DIR (kube-rs peer build,
 # default target/kube-rs-peer), SKIP_BUILD=1 to use existing binaries.
 set -euo pipefail
@@ -28,6 +47,11 @@ compact=0
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=""
 baseline=""
+allocs=glibc
+server_opts=""
+peer_list=""
+workloads=""
+peer_gzip=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --runs) runs=$2; shift 2 ;;
@@ -36,23 +60,63 @@ while [ $# -gt 0 ]; do
         --compact) compact=1; shift ;;
         --baseline) baseline=$2; shift 2 ;;
         --out) out=$2; shift 2 ;;
-        -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+        --alloc) allocs=$2; shift 2 ;;
+        --server-opts) server_opts=$2; shift 2 ;;
+        --peers) peer_list=$2; shift 2 ;;
+        --workloads) workloads=$2; shift 2 ;;
+        --peer-gzip) peer_gzip=1; shift ;;
+        -h|--help) sed -n '2,42p' "$0"; exit 0 ;;
         *) echo "unknown argument $1" >&2; exit 2 ;;
     esac
 done
 [ -n "$out" ] || out=$(mktemp /tmp/kw-compare.XXXXXX.jsonl)
 : > "$out"
 
+IFS=, read -r -a alloc_list <<< "$allocs"
+for a in "${alloc_list[@]}"; do
+    case "$a" in
+        glibc|mimalloc|jemalloc) ;;
+        *) echo "--alloc $a: expected glibc, mimalloc or jemalloc" >&2; exit 2 ;;
+    esac
+done
+if [ -z "$workloads" ]; then
+    if [ "$quick" = 1 ]; then workloads=watch; else workloads=watch,sync; fi
+fi
+read -r -a server_args <<< "$server_opts"
+# A server of varied pods: kube-watcher's client looks those up when it times get().
+kw_extra=()
+case " $server_opts " in *" --varied "*) kw_extra=(--varied) ;; esac
+
 kw_target=${CARGO_TARGET_DIR:-$root/target}
 peer_target=${PEER_TARGET_DIR:-$root/target/kube-rs-peer}
-kw_bin=$kw_target/release/examples/bench
-peer_bin=$peer_target/release/kube-rs-peer
+# Per allocator: target directories, cargo features and binaries.
+kw_target_of() { if [ "$1" = glibc ]; then echo "$kw_target"; else echo "$kw_target/alloc-$1"; fi; }
+peer_target_of() {
+    local t=$peer_target
+    [ "$1" = glibc ] || t=$t-$1
+    [ "$peer_gzip" = 0 ] || t=$t-gzip
+    echo "$t"
+}
+kw_bin_of() { echo "$(kw_target_of "$1")/release/examples/bench"; }
+peer_bin_of() { echo "$(peer_target_of "$1")/release/kube-rs-peer"; }
+# The server is always the glibc build of examples/bench (built first).
+kw_bin=$(kw_bin_of glibc)
 
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
-    echo "building kube-watcher bench (target $kw_target)" >&2
-    (cd "$root" && CARGO_TARGET_DIR=$kw_target cargo build --release --example bench)
-    echo "building kube-rs peer (target $peer_target)" >&2
-    (cd "$root/benches/peers/kube-rs" && CARGO_TARGET_DIR=$peer_target cargo build --release)
+    for a in glibc "${alloc_list[@]}"; do
+        kw_features=()
+        [ "$a" = glibc ] || kw_features=(--features "bench-$a")
+        echo "building kube-watcher bench, allocator $a (target $(kw_target_of "$a"))" >&2
+        (cd "$root" && CARGO_TARGET_DIR=$(kw_target_of "$a") cargo build --release --example bench "${kw_features[@]}")
+    done
+    for a in "${alloc_list[@]}"; do
+        peer_features=()
+        [ "$a" = glibc ] || peer_features+=("$a")
+        [ "$peer_gzip" = 0 ] || peer_features+=(gzip)
+        features=$(IFS=,; echo "${peer_features[*]}")
+        echo "building kube-rs peer, allocator $a (target $(peer_target_of "$a"))" >&2
+        (cd "$root/benches/peers/kube-rs" && CARGO_TARGET_DIR=$(peer_target_of "$a") cargo build --release ${features:+--features "$features"})
+    done
 fi
 
 server_pid=""
@@ -68,7 +132,7 @@ run_one() {
     shift 4
     local log
     log=$(mktemp /tmp/kw-compare-server.XXXXXX)
-    "$kw_bin" --serve --pods "$pods" --events "$events" --port 0 > "$log" 2>&1 &
+    "$kw_bin" --serve --pods "$pods" --events "$events" --port 0 "${server_args[@]}" > "$log" 2>&1 &
     server_pid=$!
     local url=""
     for _ in $(seq 1 600); do
@@ -92,74 +156,88 @@ run_one() {
     rm -f "$log"
     local extra
     extra=$(python3 -c 'import sys; c0,c1,t0,t1,l0,l1=map(float,sys.argv[1:7]); w=t1-t0
-print("\"workload\":\"%s\",\"client_wall_s\":%.3f,\"server_cpu_s\":%.3f,\"server_cpu_pct\":%.0f,\"load_before\":%.2f,\"load_after\":%.2f" % (sys.argv[7], w, c1-c0, 100*(c1-c0)/w, l0, l1))' \
-        "$cpu0" "$cpu1" "$t0" "$t1" "$load0" "$load1" "$label")
+print("\"workload\":\"%s\",\"server_opts\":\"%s\",\"client_wall_s\":%.3f,\"server_cpu_s\":%.3f,\"server_cpu_pct\":%.0f,\"load_before\":%.2f,\"load_after\":%.2f" % (sys.argv[7], sys.argv[8], w, c1-c0, 100*(c1-c0)/w, l0, l1))' \
+        "$cpu0" "$cpu1" "$t0" "$t1" "$load0" "$load1" "$label" "$server_opts")
     line="${line%\}},$extra}"
     line=$(printf '%s' "$line" | sed -E "s/^\{\"peer\":\"[^\"]*\"/{\"peer\":\"$name\"/")
     echo "$line" >> "$out"
     echo "$line" >&2
 }
 
-peers=(kw kws kr)
+peers=(kw kws kwz kr)
+[ -z "$peer_list" ] || IFS=, read -r -a peers <<< "$peer_list"
 [ "$compact" = 1 ] && peers+=(kwc)
 [ "$current_thread" = 1 ] && peers+=(krct)
 [ -n "$baseline" ] && peers+=(kwb)
+# run_peer PEER ALLOCATOR WORKLOAD PODS EVENTS
 run_peer() {
-    local peer=$1
-    shift
+    local peer=$1 kwb peerb
+    kwb=$(kw_bin_of "$2")
+    peerb=$(peer_bin_of "$2")
+    shift 2
     case "$peer" in
-        kw) run_one kube-watcher "$@" "$kw_bin" ;;
-        kws) run_one kube-watcher-store-only "$@" "$kw_bin" --store-only ;;
-        kwc) run_one kube-watcher-compact "$@" "$kw_bin" --mode compact ;;
-        kr) run_one kube-rs "$@" "$peer_bin" ;;
-        krct) run_one kube-rs-current-thread "$@" "$peer_bin" --current-thread ;;
+        kw) run_one kube-watcher "$@" "$kwb" ${kw_extra[@]+"${kw_extra[@]}"} ;;
+        kws) run_one kube-watcher-store-only "$@" "$kwb" ${kw_extra[@]+"${kw_extra[@]}"} --store-only ;;
+        kwc) run_one kube-watcher-compact "$@" "$kwb" ${kw_extra[@]+"${kw_extra[@]}"} --mode compact ;;
+        kwz) run_one kube-watcher-compressed "$@" "$kwb" ${kw_extra[@]+"${kw_extra[@]}"} --mode compressed ;;
+        kwp) run_one kube-watcher-parallel-2 "$@" "$kwb" ${kw_extra[@]+"${kw_extra[@]}"} --parallel-sync 2 ;;
+        kr) run_one kube-rs "$@" "$peerb" ;;
+        krct) run_one kube-rs-current-thread "$@" "$peerb" --current-thread ;;
         kwb) run_one kube-watcher-baseline "$@" "$baseline" ;;
+        *) echo "unknown peer $peer (kw, kws, kwc, kwz, kwp, kr, krct, kwb)" >&2; exit 2 ;;
     esac
 }
 
 echo "rustc processes: $(pgrep -c rustc || true); load: $(cat /proc/loadavg)" >&2
-for r in $(seq 1 "$runs"); do
-    for p in "${peers[@]}"; do
-        run_peer "$p" watch 10000 100000
-    done
-done
-if [ "$quick" = 0 ]; then
+echo "allocators: ${alloc_list[*]}; server options: ${server_opts:-none}; peers: ${peers[*]}" >&2
+for w in watch sync; do
+    case ",$workloads," in *",$w,"*) ;; *) continue ;; esac
+    if [ "$w" = watch ]; then size=(10000 100000); else size=(100000 1); fi
     for r in $(seq 1 "$runs"); do
-        for p in "${peers[@]}"; do
-            run_peer "$p" sync 100000 1
+        for a in "${alloc_list[@]}"; do
+            for p in "${peers[@]}"; do
+                run_peer "$p" "$a" "$w" "${size[@]}"
+            done
         done
     done
-fi
+done
 echo "load after: $(cat /proc/loadavg); raw results: $out" >&2
 
 python3 - "$out" <<'EOF'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-def med(peer, workload, key):
-    v = [r[key] for r in rows if r["peer"] == peer and r["workload"] == workload and key in r]
+for r in rows:
+    r.setdefault("allocator", "glibc")
+    r["key"] = (r["peer"], r["allocator"])
+def med(key, workload, k):
+    v = [r[k] for r in rows if r["key"] == key and r["workload"] == workload and k in r]
     return statistics.median(v) if v else None
-peers = list(dict.fromkeys(r["peer"] for r in rows))
+keys = list(dict.fromkeys(r["key"] for r in rows))
 workloads = list(dict.fromkeys(r["workload"] for r in rows))
 cols = [("watch", "events_per_s", "events/s"), ("watch", "watch_ms", "watch ms"),
         ("watch", "max_rss_kb", "RSS MiB (10k)"), ("sync", "initial_sync_ms", "sync 100k ms"),
-        ("sync", "max_rss_kb", "RSS MiB (100k)"), ("watch", "server_cpu_pct", "server CPU % (watch)")]
+        ("sync", "max_rss_kb", "RSS MiB (100k)"), ("sync", "get_us_median", "get() µs (100k)"), ("watch", "server_cpu_pct", "server CPU % (watch)"),
+        ("sync", "server_cpu_pct", "server CPU % (sync)")]
 cols = [c for c in cols if c[0] in workloads]
-n = {w: len([r for r in rows if r["workload"] == w]) // max(1, len(peers)) for w in workloads}
-print(f"\nmedians of {', '.join(f'{k} runs ({w})' for w, k in n.items())}\n")
-def fmt(key, v):
+n = {w: len([r for r in rows if r["workload"] == w]) // max(1, len(keys)) for w in workloads}
+opts = sorted({r.get("server_opts", "") for r in rows})
+print(f"\nmedians of {', '.join(f'{k} runs ({w})' for w, k in n.items())}; "
+      f"server options: {', '.join(o or 'none' for o in opts)}\n")
+def fmt(k, v):
     if v is None: return "–"
-    return f"{v/1024:.0f}" if key == "max_rss_kb" else f"{v:.0f}"
-print("| peer | " + " | ".join(c[2] for c in cols) + " |")
-print("|---" * (len(cols) + 1) + "|")
-for p in peers:
-    print(f"| {p} | " + " | ".join(fmt(k, med(p, w, k)) for w, k, _ in cols) + " |")
+    if k == "get_us_median": return f"{v:.1f}"
+    return f"{v/1024:.0f}" if k == "max_rss_kb" else f"{v:.0f}"
+print("| peer | allocator | " + " | ".join(c[2] for c in cols) + " |")
+print("|---" * (len(cols) + 2) + "|")
+for key in keys:
+    print(f"| {key[0]} | {key[1]} | " + " | ".join(fmt(k, med(key, w, k)) for w, k, _ in cols) + " |")
 stops = [r["stop_us"] for r in rows if "stop_us" in r and r["peer"] == "kube-watcher"]
-for base in [p for p in peers if p.startswith("kube-watcher")]:
-  for other in [p for p in peers if p.startswith("kube-rs")]:
+for base in [k for k in keys if k[0].startswith("kube-watcher")]:
+  for other in [k for k in keys if k[0].startswith("kube-rs") and k[1] == base[1]]:
     def ratio(w, k):
         a, b = med(base, w, k), med(other, w, k)
         return f"{a/b:.2f}" if a is not None and b else "–"
-    print(f"\nratios {base} / {other}: events/s {ratio('watch','events_per_s')}, "
+    print(f"\nratios {base[0]} / {other[0]} ({base[1]}): events/s {ratio('watch','events_per_s')}, "
           f"sync time {ratio('sync','initial_sync_ms')}, peak RSS 100k {ratio('sync','max_rss_kb')}, "
           f"peak RSS 10k {ratio('watch','max_rss_kb')}")
 if stops:

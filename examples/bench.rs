@@ -20,7 +20,7 @@
 //! events in `stats()` instead (what a cache-only program pays). The consumer path also writes
 //! `{"consumer_switches_per_event":…,"worker_switches_per_event":…}` to stderr: how often the
 //! hand-off put the consumer to sleep (Linux `/proc` context-switch counts). It prints
-//! `{"peer":"kube-watcher","path":"consumer"|"store","parallel_sync":…,"n":…,"m":…,"initial_sync_ms":…,"watch_ms":…,"events_per_s":…,"cache_len":…,"max_rss_kb":…}`
+//! `{"peer":"kube-watcher","allocator":"glibc"|"mimalloc"|"jemalloc","path":"consumer"|"store","parallel_sync":…,"n":…,"m":…,"initial_sync_ms":…,"watch_ms":…,"events_per_s":…,"cache_len":…,"max_rss_kb":…,"get_us_median":…,"get_us_p99":…}`
 //! with the peak RSS from `/proc/self/status` (VmHWM), then `"stop_us":…` at the end: how long
 //! `stop()` took, called while idle in the watch (after the last event, and a 50 ms pause).
 //!
@@ -38,8 +38,21 @@
 //! resources, status with conditions), served in pages of `limit` with continue tokens, and
 //! `--events` MODIFIED events (rendered as they are sent, in chunks like a busy apiserver) on
 //! the first watch; later watches stay open and quiet. It prints its URL and runs until killed.
+//! A list body goes out as kube-apiserver sends one: `Content-Type: application/json`, chunked,
+//! written through a buffer in chunks of `--chunk-kib` (64 by default; 0: one chunk per pod, as
+//! this server did before issue 17). `--gzip`: gzip (fastest level) list bodies above 128 KiB when
+//! the request says `Accept-Encoding: gzip`, as kube-apiserver does. `--page-cap N`: at most N
+//! pods per page whatever `limit` asks (with a continue token), as a server that caps lists does.
 //! It is deliberately not the general fake server (`kube_watcher::testing`): it must not be the
 //! bottleneck.
+//!
+//! `--varied` (server): pods of 50 deployments that differ as a real cluster's do
+//! (`benches/support/varied_pod.rs`) instead of copies of one pod that differ in a few numbers;
+//! the client needs `--varied` too, to look them up when it times `get()`.
+//!
+//! The global allocator is a build choice of this bench only (the library never sets one):
+//! features `bench-jemalloc` (tikv-jemallocator) and `bench-mimalloc`; with both, jemalloc;
+//! with neither, glibc's malloc.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -49,6 +62,22 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube_watcher::{Api, Client, Event, ObjectRef, Watchable, Watcher};
+
+#[cfg(feature = "bench-jemalloc")]
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+#[cfg(all(feature = "bench-mimalloc", not(feature = "bench-jemalloc")))]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// The global allocator this build uses, as the JSON line names it.
+const ALLOCATOR: &str = if cfg!(feature = "bench-jemalloc") {
+    "jemalloc"
+} else if cfg!(feature = "bench-mimalloc") {
+    "mimalloc"
+} else {
+    "glibc"
+};
 
 struct Args {
     serve: bool,
@@ -62,6 +91,14 @@ struct Args {
     store_only: bool,
     /// `WatcherBuilder::parallel_sync`: helper threads that decode list items (0: none).
     parallel_sync: usize,
+    /// Server: gzip list bodies above 128 KiB when the request accepts gzip.
+    gzip: bool,
+    /// Server: at most this many pods per page, whatever `limit` asks.
+    page_cap: Option<usize>,
+    /// Server: chunk size of a list body in KiB (0: one chunk per pod).
+    chunk_kib: usize,
+    /// Server: varied pods (benches/support/varied_pod.rs); client: look those up in `get()`.
+    varied: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -75,6 +112,10 @@ fn parse_args() -> Result<Args, String> {
         idle_check: None,
         store_only: false,
         parallel_sync: 0,
+        gzip: false,
+        page_cap: None,
+        chunk_kib: 64,
+        varied: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -94,8 +135,23 @@ fn parse_args() -> Result<Args, String> {
             "--idle-check" => {
                 a.idle_check = Some(value()?.parse().map_err(|e| format!("--idle-check: {e}"))?);
             }
+            "--gzip" => a.gzip = true,
+            "--varied" => a.varied = true,
+            "--page-cap" => {
+                let cap: usize = value()?.parse().map_err(|e| format!("--page-cap: {e}"))?;
+                if cap == 0 {
+                    return Err("--page-cap: must be at least 1".into());
+                }
+                a.page_cap = Some(cap);
+            }
+            "--chunk-kib" => {
+                a.chunk_kib = value()?.parse().map_err(|e| format!("--chunk-kib: {e}"))?;
+                if a.chunk_kib > 16 * 1024 {
+                    return Err("--chunk-kib: at most 16384".into());
+                }
+            }
             "-h" | "--help" => {
-                return Err("usage: bench --serve [--pods N] [--events M] [--port P]\n       bench --url URL [--pods N] [--events M] [--mode typed|compact|metadata] [--metadata] [--store-only] [--parallel-sync N] [--idle-check SECONDS]".into());
+                return Err("usage: bench --serve [--pods N] [--events M] [--port P] [--gzip] [--page-cap N] [--chunk-kib K] [--varied]\n       bench --url URL [--pods N] [--events M] [--mode typed|compact|compressed|metadata] [--metadata] [--store-only] [--parallel-sync N] [--varied] [--idle-check SECONDS]".into());
             }
             other => return Err(format!("unknown argument {other:?}")),
         }
@@ -223,7 +279,7 @@ fn measure<K: Watchable>(watcher: Watcher<K>, args: &Args, start: Instant) -> Re
         if args.store_only { store_only(&watcher, args, start)? } else { consume(&watcher, args, start)? };
     let events_per_s = if watch.is_zero() { 0.0 } else { args.events as f64 / watch.as_secs_f64() };
     let (cache_len, max_rss) = (store.len(), max_rss_kb());
-    let (get_median, get_p99) = get_latency(&store, args.pods);
+    let (get_median, get_p99) = get_latency(&store, args);
     // Idle in the watch: the server sends nothing after the last event.
     std::thread::sleep(Duration::from_millis(50));
     if let Some(secs) = args.idle_check {
@@ -244,7 +300,7 @@ fn measure<K: Watchable>(watcher: Watcher<K>, args: &Args, start: Instant) -> Re
     }
     let stop_us = timed_stop(&watcher);
     println!(
-        r#"{{"peer":"kube-watcher","path":"{}","parallel_sync":{},"n":{},"m":{},"initial_sync_ms":{},"watch_ms":{},"events_per_s":{:.0},"cache_len":{},"max_rss_kb":{},"get_us_median":{get_median:.1},"get_us_p99":{get_p99:.1},"stop_us":{}}}"#,
+        r#"{{"peer":"kube-watcher","allocator":"{ALLOCATOR}","path":"{}","parallel_sync":{},"n":{},"m":{},"initial_sync_ms":{},"watch_ms":{},"events_per_s":{:.0},"cache_len":{},"max_rss_kb":{},"get_us_median":{get_median:.1},"get_us_p99":{get_p99:.1},"stop_us":{}}}"#,
         if args.store_only { "store" } else { "consumer" },
         args.parallel_sync,
         args.pods,
@@ -261,18 +317,25 @@ fn measure<K: Watchable>(watcher: Watcher<K>, args: &Args, start: Instant) -> Re
 
 /// The median and 99th percentile of one `Store::get`'s wall time in microseconds, over 1000
 /// pods spread across the cache (in the compact modes each get decodes).
-fn get_latency<K: Watchable>(store: &kube_watcher::Store<K>, pods: usize) -> (f64, f64) {
+fn get_latency<K: Watchable>(store: &kube_watcher::Store<K>, args: &Args) -> (f64, f64) {
+    let mut missing = 0;
     let mut times: Vec<f64> = (0..1000)
-        .map(|k| k * pods.max(1) / 1000)
+        .map(|k| k * args.pods.max(1) / 1000)
         .map(|i| {
-            let key = ObjectRef::<K>::new(&format!("web-{i:06}")).within(&format!("ns-{}", i % 50));
+            let (ns, name) =
+                if args.varied { varied_key(i) } else { (format!("ns-{}", i % 50), format!("web-{i:06}")) };
+            let key = ObjectRef::<K>::new(&name).within(&ns);
             let t = Instant::now();
             let found = store.get(&key);
             let us = t.elapsed().as_secs_f64() * 1e6;
+            missing += usize::from(found.is_none());
             drop(found);
             us
         })
         .collect();
+    if missing > 0 {
+        eprintln!("get(): {missing} of 1000 pods not found (a server with --varied needs a client with --varied)");
+    }
     times.sort_by(f64::total_cmp);
     (times[times.len() / 2], times[times.len() * 99 / 100])
 }
@@ -330,7 +393,8 @@ const LIST_RV: u64 = 1_000_000;
 fn serve(args: &Args) {
     let listener = TcpListener::bind(("127.0.0.1", args.port)).expect("bind");
     let addr = listener.local_addr().expect("addr");
-    let pods: Arc<Vec<String>> = Arc::new((0..args.pods).map(|i| render_pod(i, LIST_RV - 1 - i as u64)).collect());
+    let render = if args.varied { render_varied_pod } else { render_pod };
+    let pods: Arc<Vec<String>> = Arc::new((0..args.pods).map(|i| render(i, LIST_RV - 1 - i as u64)).collect());
     let avg = pods.iter().map(String::len).sum::<usize>() / pods.len().max(1);
     println!("http://{addr}");
     eprintln!(
@@ -338,18 +402,86 @@ fn serve(args: &Args) {
         pods.len(),
         args.events
     );
+    let opts = ServerOpts {
+        events: args.events,
+        gzip: args.gzip,
+        page_cap: args.page_cap.unwrap_or(usize::MAX),
+        chunk: args.chunk_kib * 1024,
+        render,
+    };
     let first_watch = Arc::new(AtomicBool::new(true));
     for conn in listener.incoming().flatten() {
         let pods = Arc::clone(&pods);
         let first_watch = Arc::clone(&first_watch);
-        let events = args.events;
         std::thread::spawn(move || {
-            let _ = handle(conn, &pods, events, &first_watch);
+            let _ = handle(conn, &pods, opts, &first_watch);
         });
     }
 }
 
-fn handle(conn: TcpStream, pods: &[String], events: usize, first_watch: &AtomicBool) -> std::io::Result<()> {
+/// How the server answers (see the module docs).
+#[derive(Clone, Copy)]
+struct ServerOpts {
+    events: usize,
+    gzip: bool,
+    page_cap: usize,
+    /// Bytes per chunk of a list body; 0: one chunk per pod.
+    chunk: usize,
+    /// Renders pod `i` at a resourceVersion (`--varied`: varied pods).
+    render: fn(usize, u64) -> String,
+}
+
+/// kube-apiserver compresses a response only above this size (and only when asked).
+const GZIP_ABOVE: usize = 128 * 1024;
+
+/// A chunked (`Transfer-Encoding: chunked`) body writer: what is written is buffered and goes
+/// out as one chunk per `cap` bytes (with `cap` 0, one chunk per write: per pod in a list).
+struct Chunked<W: Write> {
+    out: W,
+    buf: Vec<u8>,
+    cap: usize,
+}
+
+impl<W: Write> Chunked<W> {
+    fn new(out: W, cap: usize) -> Self {
+        Chunked { out, buf: Vec::with_capacity(cap), cap }
+    }
+
+    fn emit(&mut self) -> std::io::Result<()> {
+        if !self.buf.is_empty() {
+            write!(self.out, "{:x}\r\n", self.buf.len())?;
+            self.out.write_all(&self.buf)?;
+            self.out.write_all(b"\r\n")?;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+
+    /// Sends what is buffered and the last (empty) chunk.
+    fn finish(mut self) -> std::io::Result<W> {
+        self.emit()?;
+        self.out.write_all(b"0\r\n\r\n")?;
+        Ok(self.out)
+    }
+}
+
+impl<W: Write> Write for Chunked<W> {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.buf.extend_from_slice(data);
+        // A one-byte write (the comma between two pods) waits for what follows it.
+        if self.buf.len() >= self.cap && data.len() > 1 {
+            self.emit()?;
+        }
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.emit()?;
+        self.out.flush()
+    }
+}
+
+fn handle(conn: TcpStream, pods: &[String], opts: ServerOpts, first_watch: &AtomicBool) -> std::io::Result<()> {
     conn.set_nodelay(true)?;
     let mut reader = BufReader::new(conn.try_clone()?);
     let mut out = std::io::BufWriter::with_capacity(256 * 1024, conn);
@@ -359,10 +491,16 @@ fn handle(conn: TcpStream, pods: &[String], events: usize, first_watch: &AtomicB
             return Ok(());
         }
         let target = line.split_whitespace().nth(1).unwrap_or("/").to_owned();
+        let mut accepts_gzip = false;
         loop {
             let mut h = String::new();
             if reader.read_line(&mut h)? == 0 || h == "\r\n" || h == "\n" {
                 break;
+            }
+            if let Some((name, value)) = h.split_once(':')
+                && name.trim().eq_ignore_ascii_case("accept-encoding")
+            {
+                accepts_gzip |= value.split(',').any(|v| v.split(';').next().unwrap_or("").trim() == "gzip");
             }
         }
         let (path, query) = target.split_once('?').unwrap_or((&target, ""));
@@ -383,11 +521,11 @@ fn handle(conn: TcpStream, pods: &[String], events: usize, first_watch: &AtomicB
             out.flush()?;
             if first_watch.swap(false, Ordering::SeqCst) {
                 let mut chunk = String::with_capacity(128 * 1024);
-                for e in 0..events {
+                for e in 0..opts.events {
                     let i = e % pods.len().max(1);
                     let rv = LIST_RV + 1 + e as u64;
                     chunk.push_str(r#"{"type":"MODIFIED","object":"#);
-                    chunk.push_str(&render_pod(i, rv));
+                    chunk.push_str(&(opts.render)(i, rv));
                     chunk.push_str("}\n");
                     if chunk.len() >= 64 * 1024 {
                         write!(out, "{:x}\r\n{chunk}\r\n", chunk.len())?;
@@ -405,23 +543,51 @@ fn handle(conn: TcpStream, pods: &[String], events: usize, first_watch: &AtomicB
             return Ok(());
         }
         let limit: usize = param("limit").and_then(|v| v.parse().ok()).filter(|l| *l > 0).unwrap_or(pods.len());
-        let start: usize = param("continue").and_then(|v| v.parse().ok()).unwrap_or(0);
-        let end = (start + limit).min(pods.len());
+        let limit = limit.min(opts.page_cap);
+        let start: usize = param("continue").and_then(|v| v.parse().ok()).unwrap_or(0).min(pods.len());
+        let end = start.saturating_add(limit).min(pods.len());
         let cont = if end < pods.len() { format!(r#","continue":"{end}""#) } else { String::new() };
-        write!(out, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")?;
         let head = format!(
             r#"{{"kind":"PodList","apiVersion":"v1","metadata":{{"resourceVersion":"{LIST_RV}"{cont}}},"items":["#
         );
-        write!(out, "{:x}\r\n{head}\r\n", head.len())?;
-        for (n, pod) in pods[start.min(end)..end].iter().enumerate() {
-            let sep = if n == 0 { "" } else { "," };
-            write!(out, "{:x}\r\n{sep}{pod}\r\n", pod.len() + sep.len())?;
+        let page = &pods[start..end];
+        let size = head.len() + page.iter().map(|p| p.len() + 1).sum::<usize>() + 2;
+        let gzip = opts.gzip && accepts_gzip && size > GZIP_ABOVE;
+        write!(out, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n")?;
+        if gzip {
+            write!(out, "Content-Encoding: gzip\r\nVary: Accept-Encoding\r\n")?;
         }
-        write!(out, "2\r\n]}}\r\n0\r\n\r\n")?;
+        write!(out, "Transfer-Encoding: chunked\r\n\r\n")?;
+        let body = Chunked::new(&mut out, opts.chunk);
+        let body = if gzip {
+            let mut z = flate2::write::GzEncoder::new(body, flate2::Compression::fast());
+            write_list(&mut z, &head, page)?;
+            z.finish()?
+        } else {
+            let mut body = body;
+            write_list(&mut body, &head, page)?;
+            body
+        };
+        body.finish()?;
         out.flush()?;
     }
+}
+
+/// A page of the pod list: `head`, the pods separated by commas, `]}`.
+fn write_list(w: &mut impl Write, head: &str, page: &[String]) -> std::io::Result<()> {
+    w.write_all(head.as_bytes())?;
+    for (n, pod) in page.iter().enumerate() {
+        if n > 0 {
+            w.write_all(b",")?;
+        }
+        w.write_all(pod.as_bytes())?;
+    }
+    w.write_all(b"]}")
 }
 
 #[path = "../benches/support/realistic_pod.rs"]
 mod realistic_pod;
 use realistic_pod::render_pod;
+#[path = "../benches/support/varied_pod.rs"]
+mod varied_pod;
+use varied_pod::{render_varied_pod, varied_key};

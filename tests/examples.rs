@@ -460,3 +460,83 @@ fn fake_apiserver_help_describes_every_flag() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && stderr.contains("--churn"), "{stderr}");
 }
+
+/// One raw HTTP/1.1 GET to the bench server: (headers, chunk sizes, body with the chunked
+/// framing removed). The read timeout bounds a server that stops answering.
+fn bench_get(url: &str, path: &str, gzip: bool) -> (String, Vec<usize>, Vec<u8>) {
+    use std::io::Write;
+    let addr = url.strip_prefix("http://").unwrap();
+    let conn = std::net::TcpStream::connect(addr).unwrap();
+    conn.set_read_timeout(Some(RUN_TIMEOUT)).unwrap();
+    let accept = if gzip { "Accept-Encoding: gzip\r\n" } else { "" };
+    write!(&conn, "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{accept}\r\n").unwrap();
+    let mut reader = BufReader::new(conn);
+    let mut headers = String::new();
+    while !headers.ends_with("\r\n\r\n") {
+        assert!(reader.read_line(&mut headers).unwrap() > 0, "the connection closed in the headers: {headers}");
+    }
+    assert!(headers.contains("Transfer-Encoding: chunked"), "{headers}");
+    let (mut chunks, mut body) = (Vec::new(), Vec::new());
+    loop {
+        let mut size = String::new();
+        reader.read_line(&mut size).unwrap();
+        let size = usize::from_str_radix(size.trim_end(), 16).unwrap();
+        let mut data = vec![0; size + 2];
+        reader.read_exact(&mut data).unwrap();
+        assert_eq!(&data[size..], b"\r\n", "a chunk ends with CRLF");
+        if size == 0 {
+            return (headers, chunks, body);
+        }
+        chunks.push(size);
+        body.extend_from_slice(&data[..size]);
+    }
+}
+
+/// The bench server (examples/bench.rs --serve) caps pages, gzips them when asked (only then),
+/// sends a list in large chunks rather than a chunk per pod, and the bench client syncs through
+/// it and names its allocator.
+#[test]
+fn bench_server_caps_pages_gzips_when_asked_and_the_client_syncs_through_it() {
+    let args = ["--serve", "--pods", "300", "--events", "20", "--port", "0", "--gzip", "--page-cap", "100"];
+    let mut server = command("bench", &args).spawn().unwrap();
+    let mut stdout = BufReader::new(server.stdout.take().unwrap());
+    let mut url = String::new();
+    stdout.read_line(&mut url).unwrap();
+    let url = url.trim().to_owned();
+    assert!(url.starts_with("http://127.0.0.1:"), "bench --serve printed {url:?}");
+    let result = std::panic::catch_unwind(|| {
+        let page = |gzip: bool| {
+            let (headers, chunks, body) = bench_get(&url, "/api/v1/pods?limit=500&continue=100", gzip);
+            assert_eq!(headers.contains("Content-Encoding: gzip"), gzip, "{headers}");
+            let body = if gzip {
+                let mut plain = Vec::new();
+                flate2::read::GzDecoder::new(&body[..]).read_to_end(&mut plain).unwrap();
+                plain
+            } else {
+                body
+            };
+            let list: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            assert_eq!(list["items"].as_array().unwrap().len(), 100, "--page-cap 100 whatever limit asks");
+            assert_eq!(list["metadata"]["continue"], "200");
+            chunks
+        };
+        let plain_chunks = page(false);
+        assert!(plain_chunks.len() < 20, "100 pods of ~6 KB in large chunks, not one each: {plain_chunks:?}");
+        page(true);
+        let out = run("bench", &["--url", &url, "--pods", "300", "--events", "20"]);
+        let allocator = if cfg!(feature = "bench-jemalloc") {
+            "jemalloc"
+        } else if cfg!(feature = "bench-mimalloc") {
+            "mimalloc"
+        } else {
+            "glibc"
+        };
+        assert!(out.stdout.contains(&format!(r#""allocator":"{allocator}""#)), "{out:?}");
+        assert!(out.stdout.contains(r#""cache_len":300"#), "{out:?}");
+    });
+    let _ = server.kill();
+    let _ = server.wait();
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}

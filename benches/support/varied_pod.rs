@@ -44,9 +44,31 @@ impl Rng {
 /// The letters Kubernetes uses in generated name suffixes.
 const ALNUM: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 const APPS: &[&str] = &[
-    "checkout", "cart", "payments", "catalog", "search", "recommender", "auth", "users", "orders", "shipping",
-    "inventory", "notifications", "email", "frontend", "gateway", "billing", "reports", "analytics", "ingest",
-    "scheduler", "worker", "api", "admin", "media", "thumbnails",
+    "checkout",
+    "cart",
+    "payments",
+    "catalog",
+    "search",
+    "recommender",
+    "auth",
+    "users",
+    "orders",
+    "shipping",
+    "inventory",
+    "notifications",
+    "email",
+    "frontend",
+    "gateway",
+    "billing",
+    "reports",
+    "analytics",
+    "ingest",
+    "scheduler",
+    "worker",
+    "api",
+    "admin",
+    "media",
+    "thumbnails",
 ];
 const SUFFIXES: &[&str] = &["", "-v2", "-worker", "-api", "-canary", "-internal"];
 const REGISTRIES: &[&str] = &[
@@ -58,13 +80,45 @@ const REGISTRIES: &[&str] = &[
     "quay.io/acme",
 ];
 const TEAMS: &[&str] = &["shop", "platform", "data", "identity", "growth", "infra", "ml"];
-const NAMESPACES: &[&str] =
-    &["default", "shop", "platform", "data", "identity", "growth", "infra", "ml", "monitoring", "staging", "prod", "batch"];
+const NAMESPACES: &[&str] = &[
+    "default",
+    "shop",
+    "platform",
+    "data",
+    "identity",
+    "growth",
+    "infra",
+    "ml",
+    "monitoring",
+    "staging",
+    "prod",
+    "batch",
+];
 const ENV_NAMES: &[&str] = &[
-    "LOG_LEVEL", "DATABASE_URL", "REDIS_HOST", "REDIS_PORT", "KAFKA_BROKERS", "FEATURE_FLAGS",
-    "OTEL_EXPORTER_OTLP_ENDPOINT", "JAVA_OPTS", "GOMAXPROCS", "SERVICE_NAME", "REGION", "CACHE_TTL_SECONDS",
-    "MAX_CONNECTIONS", "TIMEOUT_MS", "S3_BUCKET", "SENTRY_DSN", "HTTP_PORT", "GRPC_PORT", "ENVIRONMENT", "TZ",
-    "WORKERS", "QUEUE_NAME", "RETRY_LIMIT", "API_BASE_URL",
+    "LOG_LEVEL",
+    "DATABASE_URL",
+    "REDIS_HOST",
+    "REDIS_PORT",
+    "KAFKA_BROKERS",
+    "FEATURE_FLAGS",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "JAVA_OPTS",
+    "GOMAXPROCS",
+    "SERVICE_NAME",
+    "REGION",
+    "CACHE_TTL_SECONDS",
+    "MAX_CONNECTIONS",
+    "TIMEOUT_MS",
+    "S3_BUCKET",
+    "SENTRY_DSN",
+    "HTTP_PORT",
+    "GRPC_PORT",
+    "ENVIRONMENT",
+    "TZ",
+    "WORKERS",
+    "QUEUE_NAME",
+    "RETRY_LIMIT",
+    "API_BASE_URL",
 ];
 const SIDECARS: &[(&str, &str)] = &[
     ("istio-proxy", "docker.io/istio/proxyv2:1.20.3"),
@@ -89,7 +143,13 @@ impl Deployment {
     fn of(i: usize) -> (Deployment, Rng) {
         let mut pod = Rng(0xABCD_0000_0000 ^ (i as u64).wrapping_mul(0x0100_0193));
         let x = pod.below(1000) as usize;
-        let d = if x < 400 { x % 5 } else if x < 750 { 5 + x % 15 } else { 20 + x % 30 };
+        let d = if x < 400 {
+            x % 5
+        } else if x < 750 {
+            5 + x % 15
+        } else {
+            20 + x % 30
+        };
         let mut rng = Rng(0x5EED_0000 + d as u64 * 7919);
         let app = format!("{}{}", APPS[d % APPS.len()], SUFFIXES[(d / APPS.len() + d) % SUFFIXES.len()]);
         let namespace = rng.pick(NAMESPACES);
@@ -223,7 +283,7 @@ pub fn render_varied_pod(i: usize, rv: u64) -> String {
             "resources": {"limits": {"cpu": cpu, "memory": memory}, "requests": {"cpu": "100m", "memory": "128Mi"}},
             "volumeMounts": [{"name": token_volume, "readOnly": true, "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}],
             "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File",
-            "imagePullPolicy": ["IfNotPresent", "Always"][dr.below(2) as usize],
+            "imagePullPolicy": (["IfNotPresent", "Always"][dr.below(2) as usize]),
         });
         if c == 0 {
             container["env"] = json!(env);
@@ -236,10 +296,12 @@ pub fn render_varied_pod(i: usize, rv: u64) -> String {
             }
             if dr.below(3) == 0 {
                 let level = ["info", "debug", "warn"][dr.below(3) as usize];
-                container["args"] = json!(["--config=/etc/app/config.yaml", format!("--log-level={level}"), "--port=8080"]);
+                container["args"] =
+                    json!(["--config=/etc/app/config.yaml", format!("--log-level={level}"), "--port=8080"]);
             }
         } else {
-            container["args"] = json!(["proxy", "sidecar", "--domain", format!("{ns}.svc.cluster.local"), "--proxyLogLevel=warning"]);
+            container["args"] =
+                json!(["proxy", "sidecar", "--domain", format!("{ns}.svc.cluster.local"), "--proxyLogLevel=warning"]);
         }
         containers.push(container);
         images.push((name, image, dr.hex(64)));
@@ -286,7 +348,8 @@ pub fn render_varied_pod(i: usize, rv: u64) -> String {
                    "image": image, "imageID": format!("{repository}@sha256:{sha}"), "containerID": format!("containerd://{}", pr.hex(64)), "started": true})
         })
         .collect();
-    let condition = |t: &str| json!({"type": t, "status": "True", "lastProbeTime": null, "lastTransitionTime": created});
+    let condition =
+        |t: &str| json!({"type": t, "status": "True", "lastProbeTime": null, "lastTransitionTime": created});
     let mut volumes = vec![json!({"name": token_volume, "projected": {"sources": [
         {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
         {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},

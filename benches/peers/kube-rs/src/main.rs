@@ -20,6 +20,23 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::{reflector, watcher};
 use kube::{Api, Client};
 
+// The global allocator (features `jemalloc`, `mimalloc`; neither: glibc's malloc; both: jemalloc),
+// named in the JSON line as `"allocator"`, as kube-watcher's examples/bench.rs does.
+#[cfg(feature = "jemalloc")]
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+#[cfg(all(feature = "mimalloc", not(feature = "jemalloc")))]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+const ALLOCATOR: &str = if cfg!(feature = "jemalloc") {
+    "jemalloc"
+} else if cfg!(feature = "mimalloc") {
+    "mimalloc"
+} else {
+    "glibc"
+};
+
 struct Args {
     url: String,
     pods: usize,
@@ -146,7 +163,8 @@ async fn client(args: &Args) -> Result<String, Box<dyn std::error::Error>> {
     let events_per_s = if watch.is_zero() { 0.0 } else { args.events as f64 / watch.as_secs_f64() };
     let peer = if args.current_thread { "kube-rs-current-thread" } else { "kube-rs" };
     Ok(format!(
-        r#"{{"peer":"{peer}","n":{},"m":{},"initial_sync_ms":{},"watch_ms":{},"events_per_s":{:.0},"cache_len":{},"max_rss_kb":{}}}"#,
+        r#"{{"peer":"{peer}","allocator":"{ALLOCATOR}","gzip":{},"n":{},"m":{},"initial_sync_ms":{},"watch_ms":{},"events_per_s":{:.0},"cache_len":{},"max_rss_kb":{}}}"#,
+        cfg!(feature = "gzip"),
         args.pods,
         args.events,
         initial_sync.as_millis(),
