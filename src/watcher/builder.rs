@@ -142,8 +142,9 @@ impl<K: Watchable> WatcherBuilder<K> {
     /// receives, and adds to while new objects are unlike those it holds (up to 32 KiB).
     ///
     /// Objects of one kind repeat each other's keys, labels, images and managedFields, so a
-    /// realistic 6 KB pod takes a few hundred bytes: 100k such pods fit in about a sixth of
-    /// the memory of `compact_store` (docs/performance.md has the measurements). A
+    /// realistic 6 KB pod takes from a few hundred bytes to about 1 KB: 100k such pods took
+    /// 0.11–0.17 GiB of peak RSS, a sixth to a quarter of `compact_store` (docs/performance.md
+    /// has the measurements). A
     /// [`Store::get`](crate::Store::get) decompresses first (a few µs) and then decodes as in
     /// compact mode; storing an object costs a compression on the watcher thread.
     pub fn compressed_store(mut self) -> Self
