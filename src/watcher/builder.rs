@@ -288,7 +288,10 @@ impl<K: Watchable> WatcherBuilder<K> {
     /// the freed memory of the versions the helpers decoded in the helpers' malloc arenas
     /// while the watcher thread allocates the new ones in its own: watching 10k pods through
     /// 100k events peaked at 681 MB instead of 390 MB (1.75×), at about the same events/s
-    /// (0.94–0.99×). Turn it on where sync time matters more than memory.
+    /// (0.94–0.99×). Allocators that hand freed memory back do not strand it: with jemalloc
+    /// as the application's global allocator the same watch peaked at 1.01× (docs/performance.md,
+    /// "Allocators"). Turn it on where sync time matters more than memory, or with such an
+    /// allocator.
     pub fn parallel_sync(mut self, threads: usize) -> Self {
         self.parallel_sync = threads;
         self
