@@ -520,29 +520,26 @@ fn handle(conn: TcpStream, pods: &[String], opts: ServerOpts, first_watch: &Atom
             write!(out, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")?;
             out.flush()?;
             if first_watch.swap(false, Ordering::SeqCst) {
-                let mut chunk = String::with_capacity(128 * 1024);
+                // Events go out in chunks of 64 KiB, as a busy apiserver's do.
+                let mut body = Chunked::new(&mut out, 64 * 1024);
+                let mut line = String::with_capacity(16 * 1024);
                 for e in 0..opts.events {
                     let i = e % pods.len().max(1);
                     let rv = LIST_RV + 1 + e as u64;
-                    chunk.push_str(r#"{"type":"MODIFIED","object":"#);
+                    line.clear();
+                    line.push_str(r#"{"type":"MODIFIED","object":"#);
                     if opts.varied {
                         // Rendering a varied pod costs this server more than the client spends
                         // on it: an event is the listed pod with its resourceVersion changed.
                         let listed = format!(r#""resourceVersion":"{}""#, LIST_RV - 1 - i as u64);
-                        chunk.push_str(&pods[i].replacen(&listed, &format!(r#""resourceVersion":"{rv}""#), 1));
+                        line.push_str(&pods[i].replacen(&listed, &format!(r#""resourceVersion":"{rv}""#), 1));
                     } else {
-                        chunk.push_str(&render_pod(i, rv));
+                        line.push_str(&render_pod(i, rv));
                     }
-                    chunk.push_str("}\n");
-                    if chunk.len() >= 64 * 1024 {
-                        write!(out, "{:x}\r\n{chunk}\r\n", chunk.len())?;
-                        chunk.clear();
-                    }
+                    line.push_str("}\n");
+                    body.write_all(line.as_bytes())?;
                 }
-                if !chunk.is_empty() {
-                    write!(out, "{:x}\r\n{chunk}\r\n", chunk.len())?;
-                }
-                out.flush()?;
+                body.flush()?;
             }
             // Stay open and quiet, as a healthy watch does, until the client leaves.
             let mut sink = [0u8; 1];

@@ -31,6 +31,13 @@ impl<K> Clone for Compaction<K> {
 
 impl<K> Copy for Compaction<K> {}
 
+impl<K: serde::Serialize> Compaction<K> {
+    /// The compact store modes: objects kept as serde_json's JSON, compressed or not.
+    pub(crate) fn json(compress: bool) -> Self {
+        Compaction { encode: |obj: &K| serde_json::to_vec(obj), compress }
+    }
+}
+
 /// The object of the input being processed: decoded and transformed, its index values, and
 /// its compact JSON in compact mode. Everything user code computes is here before any lock.
 pub(crate) struct Incoming<K> {

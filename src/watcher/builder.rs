@@ -131,7 +131,7 @@ impl<K: Watchable> WatcherBuilder<K> {
     where
         K: serde::Serialize,
     {
-        self.compact = Some(Compaction { encode: |obj: &K| serde_json::to_vec(obj), compress: false });
+        self.compact = Some(Compaction::json(false));
         self
     }
 
@@ -151,7 +151,7 @@ impl<K: Watchable> WatcherBuilder<K> {
     where
         K: serde::Serialize,
     {
-        self.compact = Some(Compaction { encode: |obj: &K| serde_json::to_vec(obj), compress: true });
+        self.compact = Some(Compaction::json(true));
         self
     }
 
