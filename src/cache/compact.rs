@@ -45,6 +45,14 @@ impl Json {
         }
     }
 
+    /// The length of the JSON, decompressed.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Json::Plain(bytes) => bytes.len(),
+            Json::Packed { len, .. } => *len as usize,
+        }
+    }
+
     /// The bytes this entry keeps for itself (the dictionary is shared, so not counted).
     #[cfg(test)]
     pub(crate) fn stored_len(&self) -> usize {

@@ -190,6 +190,11 @@ impl<K: Watchable> Writer<K> {
     }
 
     /// The index functions, for preparing objects (on this thread or a helper).
+    /// How the store decodes a compact entry.
+    pub(crate) fn decoder(&self) -> Decode<K> {
+        self.shared.decode
+    }
+
     pub(crate) fn indexer(&self) -> &Indexer<K> {
         &self.indexer
     }

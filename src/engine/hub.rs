@@ -8,8 +8,9 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crossbeam_channel::{Receiver, Sender, TrySendError, bounded, select};
+use crossbeam_channel::{Receiver, Select, Sender, TrySendError, bounded, select, unbounded};
 
+use crate::cache::{Decode, Json};
 use crate::engine::counters::{self, Counters};
 pub(crate) use crate::engine::gate::Stopped;
 use crate::engine::notices::Notices;
@@ -21,7 +22,32 @@ use crate::notice::{Notice, SlowConsumer};
 pub(crate) type Item<K> = Result<Event<K>>;
 
 /// Items held back for their subscribers, in order (see [`Outbox::deliver_ready`]).
-pub(crate) type Backlog<K> = Vec<(Arc<[Sub<K>]>, Item<K>)>;
+pub(crate) type Backlog<K> = Vec<(Arc<[Sub<K>]>, Held<K>)>;
+
+/// An item held back.
+pub(crate) enum Held<K> {
+    Item(Item<K>),
+    /// An `InitApply` of a compact store mode, held as the store holds its object and decoded
+    /// when it goes out: a list that a consumer is behind on holds no decoded objects.
+    InitApply(Json, Decode<K>),
+}
+
+impl<K> Held<K> {
+    /// The item to send; `None` only if a compact entry no longer decodes (a bug: it decoded
+    /// when it was stored), which is logged.
+    pub(crate) fn into_item(self) -> Option<Item<K>> {
+        match self {
+            Held::Item(item) => Some(item),
+            Held::InitApply(json, decode) => match json.bytes().and_then(|bytes| decode(&bytes)) {
+                Ok(obj) => Some(Ok(Event::InitApply(Arc::new(obj)))),
+                Err(e) => {
+                    log::error!("bug: a compact store entry no longer decodes: {e}");
+                    None
+                }
+            },
+        }
+    }
+}
 
 /// One consumer's channel.
 pub(crate) struct Sub<K> {
@@ -31,19 +57,39 @@ pub(crate) struct Sub<K> {
     lag: Option<Arc<LagState>>,
 }
 
-/// A lagging consumer's state. Its channel has [`RESERVED`] slots beyond what events may fill:
-/// one for the lag marker, one for the terminal error, so neither ever waits for room (a
-/// blocking consumer's channel has none: it is read, so the terminal error waits its turn). The hub
-/// holds no receiver of its own, so a consumer that drops its receiver disconnects the channel
-/// and is forgotten at the next send.
-#[derive(Default)]
+/// A lagging consumer's state. Its channel holds up to `room` events, and beyond them the lag
+/// marker and the terminal error, so neither ever waits for room (a blocking consumer's channel
+/// has no such slots: it is read, so the terminal error waits its turn).
+///
+/// The channel itself is unbounded and the hub keeps to `room`: a lagging consumer is never
+/// waited for, so nothing needs a bounded channel's wake-up, and an unbounded channel discards
+/// its messages the moment its receiver is dropped. So a consumer that drops its receiver in
+/// the middle of an episode leaves no queue behind and is found out (and forgotten) at the next
+/// event, which a full bounded channel would hide for good. The hub holds no receiver of its
+/// own, so dropping the consumer's disconnects the channel.
 pub(crate) struct LagState {
     /// Events dropped in the episode in progress; 0: not lagging.
     dropped: std::sync::atomic::AtomicU64,
+    /// Events the channel may hold (the capacity, and the replay it started with).
+    room: usize,
 }
 
-/// Slots of a lagging consumer's channel kept free for the lag marker and the terminal error.
-const RESERVED: usize = 2;
+impl<K> Sub<K> {
+    /// Whether the consumer has dropped its receiver, as far as a look can tell, for counting
+    /// only. A lagging consumer's channel is emptied at the drop (see [`LagState`]) and a
+    /// look cannot tell it from an empty live one; a blocking consumer's full channel that is
+    /// ready for a send has lost its receiver (a live one is ready only with room). A channel
+    /// found gone by a send is removed from the hub, which a look never does (another thread may
+    /// send in between).
+    fn looks_gone(&self) -> bool {
+        if self.lag.is_some() || !self.tx.is_full() {
+            return false;
+        }
+        let mut probe = Select::new();
+        probe.send(&self.tx);
+        probe.try_ready().is_ok() && self.tx.is_full()
+    }
+}
 
 impl<K> Clone for Sub<K> {
     fn clone(&self) -> Self {
@@ -80,7 +126,7 @@ impl<K> Hub<K> {
     }
 
     /// A new consumer: a channel with room for `capacity` events beyond `replay`, which it gets
-    /// first (and, for a lagging consumer, the [`RESERVED`] slots). Once the hub is closed the
+    /// first (and, for a lagging consumer, room for the lag marker and the terminal error). Once the hub is closed the
     /// channel is already disconnected.
     pub(crate) fn subscribe(
         &mut self,
@@ -88,8 +134,11 @@ impl<K> Hub<K> {
         capacity: usize,
         policy: SlowConsumer,
     ) -> Receiver<Item<K>> {
-        let reserved = if policy == SlowConsumer::Lag { RESERVED } else { 0 };
-        let (tx, rx) = bounded(capacity.saturating_add(replay.len()).saturating_add(reserved));
+        let room = capacity.saturating_add(replay.len());
+        let (tx, rx) = match policy {
+            SlowConsumer::Lag => unbounded(),
+            _ => bounded(room),
+        };
         if self.closed {
             // Already ended: the channel holds only why, then is closed.
             if let Some(e) = &self.ended_with {
@@ -101,7 +150,8 @@ impl<K> Hub<K> {
             // Cannot fail: the channel has room for the whole replay and nobody else sends yet.
             let _ = tx.try_send(Ok(ev));
         }
-        let sub = Sub { id: self.next_id, tx, lag: (policy == SlowConsumer::Lag).then(Arc::default) };
+        let lag = (policy == SlowConsumer::Lag).then(|| Arc::new(LagState { dropped: 0.into(), room }));
+        let sub = Sub { id: self.next_id, tx, lag };
         self.next_id += 1;
         self.subs = self.subs.iter().cloned().chain([sub]).collect();
         rx
@@ -124,13 +174,14 @@ impl<K> Hub<K> {
         self.closed
     }
 
-    /// Events waiting in all channels.
+    /// Events waiting in the channels of consumers that are still there.
     pub(crate) fn queued(&self) -> usize {
-        self.subs.iter().map(|s| s.tx.len()).sum()
+        self.subs.iter().filter(|s| !s.looks_gone()).map(|s| s.tx.len()).sum()
     }
 
+    /// Consumers that are still there.
     pub(crate) fn len(&self) -> usize {
-        self.subs.len()
+        self.subs.iter().filter(|s| !s.looks_gone()).count()
     }
 }
 
@@ -160,21 +211,40 @@ impl<K> Outbox<'_, K> {
         Ok(())
     }
 
-    /// Delivers the items at the front of `backlog`, in order, as long as that never waits (no
-    /// blocking consumer of the next item is full; lagging ones never wait); the rest stay, for
-    /// [`deliver`](Self::deliver) later. Used while a response body is being read.
+    /// Delivers the items at the front of `backlog`, in order, as long as that never waits;
+    /// the rest stay, for [`deliver`](Self::deliver) later. An item that some blocking consumer
+    /// has no room for stays for those consumers only, and everything after it stays, so each
+    /// consumer still gets its items in order; a consumer found gone is forgotten. Used while a
+    /// response body is being read.
     pub(crate) fn deliver_ready(&self, backlog: &mut Backlog<K>) {
+        let mut gone = Vec::new();
         let mut items = std::mem::take(backlog).into_iter();
-        for (subs, item) in items.by_ref() {
-            // Only this thread sends, so a channel that is not full now has room for the item.
-            if subs.iter().all(|s| s.lag.is_some() || !s.tx.is_full()) {
-                let _ = self.deliver(&subs, [item]);
-            } else {
-                backlog.push((subs, item));
+        for (subs, held) in items.by_ref() {
+            let Some(item) = held.into_item() else { continue };
+            let mut waiting = Vec::new();
+            for sub in subs.iter() {
+                if gone.contains(&sub.id) {
+                    continue;
+                }
+                if let Some(lag) = &sub.lag {
+                    self.send_lagging(sub, lag, clone_item(&item), &mut gone);
+                    continue;
+                }
+                match sub.tx.try_send(clone_item(&item)) {
+                    Ok(()) => {}
+                    Err(TrySendError::Disconnected(_)) => gone.push(sub.id),
+                    Err(TrySendError::Full(_)) => waiting.push(sub.clone()),
+                }
+            }
+            if !waiting.is_empty() {
+                backlog.push((Arc::from(waiting), Held::Item(item)));
                 break;
             }
         }
         backlog.extend(items);
+        if !gone.is_empty() {
+            self.hub.lock().remove(&gone);
+        }
     }
 
     fn send(&self, sub: &Sub<K>, item: Item<K>, gone: &mut Vec<u64>) -> Result<(), Stopped> {
@@ -213,25 +283,28 @@ impl<K> Outbox<'_, K> {
         use std::sync::atomic::Ordering::Relaxed;
         let dropped = lag.dropped.load(Relaxed);
         if dropped > 0 {
+            // Empty: the consumer received the marker (or dropped its receiver, which emptied
+            // the channel: the send below finds that out).
             if !sub.tx.is_empty() {
                 lag.dropped.store(dropped + 1, Relaxed);
                 counters::add(&self.counters.lagged, 1);
                 return;
             }
-            // The consumer received the marker: the episode is over.
             lag.dropped.store(0, Relaxed);
-            self.notices.send(Notice::Lagged { dropped });
         }
-        let room = sub.tx.capacity().unwrap_or(usize::MAX).saturating_sub(RESERVED);
-        let result = if sub.tx.len() < room {
-            sub.tx.try_send(item)
-        } else {
-            lag.dropped.store(1, Relaxed);
-            counters::add(&self.counters.lagged, 1);
-            sub.tx.try_send(Err(Error::Lagged { dropped: 1 }))
-        };
+        let lagging = sub.tx.len() >= lag.room;
+        let result = if lagging { sub.tx.try_send(Err(Error::Lagged { dropped: 1 })) } else { sub.tx.try_send(item) };
         if let Err(TrySendError::Disconnected(_)) = result {
             gone.push(sub.id);
+            return;
+        }
+        if dropped > 0 {
+            // The episode is over.
+            self.notices.send(Notice::Lagged { dropped });
+        }
+        if lagging {
+            lag.dropped.store(1, Relaxed);
+            counters::add(&self.counters.lagged, 1);
         }
     }
 

@@ -84,7 +84,7 @@ impl<K> Control<K> {
     }
 
     /// A worker thread exits; the last one closes the consumers' channels, after delivering the
-    /// terminal error (if any) behind every queued event.
+    /// terminal error (if any) behind every queued event, and then the notices channel.
     pub(crate) fn exited(&self) {
         if self.running.fetch_sub(1, Ordering::AcqRel) != 1 {
             return;
@@ -99,6 +99,8 @@ impl<K> Control<K> {
         if let Some(e) = terminal {
             self.outbox().deliver_final(&subs, &e, &self.abandon_rx);
         }
+        // Every channel a watcher hands out ends with it.
+        self.notices.close();
     }
 }
 

@@ -4,9 +4,9 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use crate::cache::Writer;
+use crate::cache::{Json, Writer};
 use crate::engine::counters::{self, Counters};
-use crate::engine::hub::{self, Stopped, Sub};
+use crate::engine::hub::{self, Held, Stopped, Sub};
 use crate::engine::prepare::Subject;
 use crate::engine::shared::Control;
 use crate::error::{Error, Result};
@@ -18,8 +18,9 @@ use crate::resource::Watchable;
 /// Events that may wait in the backlog beyond one per object of the relist in progress.
 const DEFER_SLACK: usize = 1024;
 /// Compact store modes: how many objects of delivered events the worker keeps a reference to
-/// (see `Sink::kept`).
+/// (see `Sink::kept`), and how many bytes of JSON they may come to.
 const KEEP: usize = 2 * BATCH;
+const KEEP_BYTES: usize = 1 << 20;
 /// Events handed to consumers together: a consumer wakes once per batch, not once per event
 /// (see `batching` and `deferring`).
 const BATCH: usize = 64;
@@ -39,11 +40,17 @@ pub(crate) struct Sink<K> {
     /// for blocking consumers, so that a slow consumer never slows a list download (which a
     /// server's request deadline could then cut, again and again). What does not fit waits in
     /// `backlog`, delivered in order before the next request or with `InitDone` (`flush`).
-    /// Its objects are `Arc`s the relist in progress holds anyway, so it may grow to the
-    /// relist's size plus [`DEFER_SLACK`] (a server repeating one key cannot make it hold more);
-    /// beyond that, and in compact mode (whose events hold decoded objects the store does not),
-    /// delivery waits for consumers as everywhere else.
+    /// Its objects are what the relist in progress holds anyway (`Arc`s, or in the compact
+    /// modes the entries' JSON, decoded when it goes out: [`Held::InitApply`]), so it may grow
+    /// to the relist's size plus [`DEFER_SLACK`] (a server repeating one key cannot make it
+    /// hold more); beyond that, delivery waits for consumers as everywhere else.
     deferring: bool,
+    /// Compact store modes: the JSON of the object being applied by `InitApply`, for its event
+    /// to wait in the backlog as the store holds it.
+    packed: Option<Json>,
+    /// Compact store modes: the length of the JSON of the object being applied, to count what
+    /// `kept` holds.
+    len: usize,
     /// Set while a watch stream is read: events wait in `backlog` (up to [`BATCH`]) and go
     /// out together when the worker is about to wait for the network (`flush`). A consumer then
     /// wakes once per burst instead of once per event; nothing waits while the stream is quiet.
@@ -51,13 +58,17 @@ pub(crate) struct Sink<K> {
     backlog: hub::Backlog<K>,
     /// Objects in the relist in progress.
     pending: usize,
-    /// Compact store modes: the objects of the last [`KEEP`] events delivered. Their events
-    /// hold the only decoded copy, so whoever drops the last reference frees a whole object;
-    /// on the consumer's thread that is glibc freeing into the worker's arena, under the
-    /// arena's lock, against the worker allocating the next objects (the consumer slept twice
-    /// per event on that lock). Holding a reference a little longer lets a consumer that keeps
-    /// up leave the freeing to the worker. Bounded: about 5 MB of realistic 6 KB pods.
-    kept: VecDeque<Arc<K>>,
+    /// Compact store modes: the objects of the last events delivered, with the length of
+    /// their JSON. Their events hold the only decoded copy, so whoever drops the last
+    /// reference frees a whole object; on the consumer's thread that is glibc freeing into the
+    /// worker's arena, under the arena's lock, against the worker allocating the next objects
+    /// (the consumer slept twice per event on that lock). Holding a reference a little longer
+    /// lets a consumer that keeps up leave the freeing to the worker. Bounded by count
+    /// ([`KEEP`]) and by their JSON's bytes ([`KEEP_BYTES`]: an object bigger than that is not
+    /// kept); those the consumers let go are freed before each wait for the network, and all
+    /// are let go when nothing is being delivered (`quiet`).
+    kept: VecDeque<(Arc<K>, usize)>,
+    kept_bytes: usize,
 }
 
 impl<K: Watchable> Sink<K> {
@@ -70,10 +81,13 @@ impl<K: Watchable> Sink<K> {
             reason: RelistReason::Initial,
             connected: false,
             deferring: false,
+            packed: None,
+            len: 0,
             batching: false,
             backlog: Vec::new(),
             pending: 0,
             kept: VecDeque::new(),
+            kept_bytes: 0,
         }
     }
 
@@ -111,6 +125,10 @@ impl<K: Watchable> Sink<K> {
                 self.writer.delete_skipped(s, &mut self.out);
             }
             (Effect::InitApply, Some(Subject::Object(i))) => {
+                self.len = i.json.as_ref().map_or(0, Json::len);
+                if self.deferring {
+                    self.packed.clone_from(&i.json);
+                }
                 let values = std::mem::take(&mut i.values);
                 self.pending = self.writer.init_apply(Arc::clone(&i.obj), i.json.take(), values, &mut self.out);
             }
@@ -126,6 +144,7 @@ impl<K: Watchable> Sink<K> {
                 self.writer.abort_init();
             }
             (Effect::Apply, Some(Subject::Object(i))) => {
+                self.len = i.json.as_ref().map_or(0, Json::len);
                 let old = self.writer.apply(&i.obj, i.json.take(), std::mem::take(&mut i.values));
                 // The predicates compare outside the hub lock, after the subscribers are taken:
                 // a consumer subscribing meanwhile gets the new state in its replay instead.
@@ -135,7 +154,10 @@ impl<K: Watchable> Sink<K> {
                 }
                 return self.publish(subs.unwrap_or_else(|| self.shared.hub.lock().subscribers()), None);
             }
-            (Effect::Delete, Some(Subject::Object(i))) => self.writer.delete(Arc::clone(&i.obj), &mut self.out),
+            (Effect::Delete, Some(Subject::Object(i))) => {
+                self.len = i.json.as_ref().map_or(0, Json::len);
+                self.writer.delete(Arc::clone(&i.obj), &mut self.out);
+            }
             (Effect::Report(e), _) => error = Some(self.report(e)),
             (Effect::Relist(reason), _) => {
                 self.shared.counters.relist(*reason);
@@ -165,22 +187,20 @@ impl<K: Watchable> Sink<K> {
 
     /// Sends the events in `self.out` and then `error` to `subs` (behind any backlog).
     pub(crate) fn publish(&mut self, subs: Arc<[Sub<K>]>, error: Option<Error>) -> Result<(), Stopped> {
+        let packed = self.packed.take();
         if self.out.is_empty() && error.is_none() {
             return Ok(());
         }
         let mut events = std::mem::take(&mut self.out);
-        if self.compact && !subs.is_empty() {
-            for obj in events.iter().filter_map(Event::object) {
-                if self.kept.len() == KEEP {
-                    self.kept.pop_front();
-                }
-                self.kept.push_back(Arc::clone(obj));
-            }
-        }
-        if self.deferring && !self.compact && self.backlog.len() < self.pending.saturating_add(DEFER_SLACK) {
+        if self.deferring && self.backlog.len() < self.pending.saturating_add(DEFER_SLACK) {
             // A list body is being read: events go out in batches, and only as far as that never
             // waits for a consumer.
-            let items = events.drain(..).map(Ok).chain(error.map(Err));
+            let decode = self.writer.decoder();
+            let items = events.drain(..).map(|ev| match (ev, &packed) {
+                (Event::InitApply(_), Some(json)) => Held::InitApply(json.clone(), decode),
+                (ev, _) => Held::Item(Ok(ev)),
+            });
+            let items = items.chain(error.map(|e| Held::Item(Err(e))));
             self.backlog.extend(items.map(|item| (Arc::clone(&subs), item)));
             if self.backlog.len() >= BATCH {
                 self.shared.outbox().deliver_ready(&mut self.backlog);
@@ -188,9 +208,14 @@ impl<K: Watchable> Sink<K> {
             self.out = events;
             return Ok(());
         }
+        if self.compact && !subs.is_empty() {
+            for obj in events.iter().filter_map(Event::object) {
+                self.keep(obj);
+            }
+        }
         if self.batching && self.backlog.len() < BATCH {
             let items = events.drain(..).map(Ok).chain(error.map(Err));
-            self.backlog.extend(items.map(|item| (Arc::clone(&subs), item)));
+            self.backlog.extend(items.map(|item| (Arc::clone(&subs), Held::Item(item))));
             self.out = events;
             return Ok(());
         }
@@ -201,10 +226,34 @@ impl<K: Watchable> Sink<K> {
         delivered
     }
 
+    /// Keeps a reference to `obj`, delivered in a compact store mode (see `kept`).
+    fn keep(&mut self, obj: &Arc<K>) {
+        self.kept.push_back((Arc::clone(obj), self.len));
+        self.kept_bytes = self.kept_bytes.saturating_add(self.len);
+        while self.kept.len() > KEEP || self.kept_bytes > KEEP_BYTES {
+            let Some((_, len)) = self.kept.pop_front() else { break };
+            self.kept_bytes = self.kept_bytes.saturating_sub(len);
+        }
+    }
+
+    /// Frees, here, the kept objects nobody else holds any more.
+    fn free_kept(&mut self) {
+        let mut freed = 0;
+        self.kept.retain(|(obj, len)| {
+            let held = Arc::strong_count(obj) > 1;
+            if !held {
+                freed += len;
+            }
+            held
+        });
+        self.kept_bytes = self.kept_bytes.saturating_sub(freed);
+    }
+
     /// The worker is about to wait for the network: hand over what is held back. During a relist
     /// only as far as that never waits (a slow consumer must not slow the download); otherwise
     /// all of it, waiting for consumers.
     pub(crate) fn before_read(&mut self) -> Result<(), Stopped> {
+        self.free_kept();
         if self.deferring {
             self.shared.outbox().deliver_ready(&mut self.backlog);
             return Ok(());
@@ -212,11 +261,23 @@ impl<K: Watchable> Sink<K> {
         self.flush()
     }
 
+    /// Nothing is being delivered for a while (between requests, before a backoff wait, at the
+    /// end): hand over everything held back, waiting for consumers, and let go of every kept
+    /// object.
+    pub(crate) fn quiet(&mut self) -> Result<(), Stopped> {
+        self.flush()?;
+        self.kept.clear();
+        self.kept_bytes = 0;
+        Ok(())
+    }
+
     /// Delivers the events held back while a body was read, in order, waiting for consumers.
     pub(crate) fn flush(&mut self) -> Result<(), Stopped> {
         let outbox = self.shared.outbox();
-        for (subs, item) in self.backlog.drain(..) {
-            outbox.deliver(&subs, [item])?;
+        for (subs, held) in self.backlog.drain(..) {
+            if let Some(item) = held.into_item() {
+                outbox.deliver(&subs, [item])?;
+            }
         }
         Ok(())
     }

@@ -6,6 +6,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+
 use crossbeam_channel::{after, select};
 
 use crate::engine::counters;
@@ -14,6 +16,7 @@ use crate::engine::parallel::Pool;
 use crate::engine::prepare::{Prepare, Subject};
 use crate::engine::sink::Sink;
 use crate::error::Error;
+use crate::guard;
 use crate::key::ObjectKey;
 use crate::machine::drift;
 use crate::machine::{Input, Machine, Next, Step, WatchInput};
@@ -43,10 +46,25 @@ impl<K: Watchable> Worker<K> {
     /// Runs until stopped or a terminal error; then marks the store ended and closes the channel.
     pub(crate) fn run(mut self) {
         let spread = self.start_spread;
-        let end = match self.pause(rand::random_range(Duration::ZERO..=spread)).and_then(|()| self.drive()) {
-            // Events held back during an abandoned list go out before the terminal error.
-            Ok(e) => self.sink.flush().map_or(Error::Stopped, |()| e),
-            Err(Stopped) => Error::Stopped,
+        let driven = catch_unwind(AssertUnwindSafe(|| {
+            self.pause(rand::random_range(Duration::ZERO..=spread)).and_then(|()| self.drive())
+        }));
+        let end = match driven {
+            Ok(Ok(e)) => e,
+            Ok(Err(Stopped)) => Error::Stopped,
+            // A user callback panicked (see `guard`): it ends the watcher, after what was
+            // applied before it. Any other panic is a bug, for the thread's top frame.
+            Err(panic) if guard::is_callback(panic.as_ref()) => {
+                let e = guard::into_error(panic.as_ref());
+                log::warn!("{}: {e}", self.sink.shared.name);
+                e
+            }
+            Err(panic) => resume_unwind(panic),
+        };
+        // Events held back (a batch, or an abandoned list's) go out before the terminal error.
+        let end = match end {
+            Error::Stopped => end,
+            e => self.sink.quiet().map_or(Error::Stopped, |()| e),
         };
         let shared = Arc::clone(&self.sink.shared);
         shared.finish(end);
@@ -73,11 +91,13 @@ impl<K: Watchable> Worker<K> {
                 Next::List(_) | Next::DriftCheck { .. } => Some(shared.gate.list_permit(&shared.stop_rx)?),
                 _ => None,
             };
-            if matches!(next, Next::List(_) | Next::DriftCheck { .. } | Next::Watch { .. }) {
+            if matches!(next, Next::List(_) | Next::DriftCheck { .. } | Next::Watch { .. } | Next::Wait(_)) {
                 // Events held back while the last body was read wait for slow consumers here,
-                // between two requests (a relist's last page publishes them with `InitDone`,
-                // after the store is updated).
-                self.sink.flush()?;
+                // between two requests or before a backoff wait (a relist's last page publishes
+                // them with `InitDone`, after the store is updated).
+                self.sink.quiet()?;
+            }
+            if matches!(next, Next::List(_) | Next::DriftCheck { .. } | Next::Watch { .. }) {
                 shared.gate.wait_turn(&shared.stop_rx)?;
             }
             step = match next {
@@ -251,7 +271,7 @@ impl<K: Watchable> Worker<K> {
                 // Anything else ends this stream (dropping it closes the connection).
                 next => {
                     self.sink.batching = false;
-                    self.sink.flush()?;
+                    self.sink.quiet()?;
                     return Ok(Step { effects: Vec::new(), next });
                 }
             }

@@ -159,6 +159,9 @@ pub enum Chunking {
     Coalesce,
     /// Every event is split over three chunks, mid-object.
     Split,
+    /// Every event is followed, in its chunk, by a blank keep-alive line, as some proxies and
+    /// servers send: `\n` after one event, `\r\n` after the next, and so on.
+    BlankLines,
 }
 
 /// A resource type the fake serves.

@@ -105,6 +105,10 @@ impl Emitter<'_> {
                     write_chunk(self.conn, &ev[a..b])?;
                     write_chunk(self.conn, &ev[b..])?;
                 }
+                Chunking::BlankLines => {
+                    let blank: &[u8] = if self.sent.is_multiple_of(2) { b"\n" } else { b"\r\n" };
+                    write_chunk(self.conn, &[ev.as_slice(), blank].concat())?;
+                }
             }
             self.sent += 1;
         }

@@ -186,7 +186,9 @@ impl<K: Watchable> Watcher<K> {
     /// The channel keeps the latest 256 notices from the watcher's start, so reading it later
     /// still shows how it started; older unread ones are dropped, and notices never hold the
     /// watcher up. Every call returns a handle on the same channel (each notice goes to one
-    /// reader).
+    /// reader). Like every channel a watcher hands out, it ends once the watcher has ended
+    /// (after [`stop`](Self::stop) or a terminal error, announced by [`Notice::GaveUp`]): a
+    /// reader gets the notices still queued, then `for n in watcher.notices()` finishes.
     ///
     /// ```
     /// # let server = kube_watcher::testing::FakeApiServer::start();

@@ -4,7 +4,7 @@
 //! pooled connection is retried once, a 401 refreshes credentials once, and any non-2xx answer
 //! becomes an [`Error::Api`] built from its `Status` body.
 
-use std::io::{self, BufReader, Read};
+use std::io::{self, BufRead, BufReader, Read};
 use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
@@ -397,26 +397,95 @@ pub(crate) enum StreamItem<'a> {
 pub(crate) struct WatchStream {
     reader: BufReader<BodyReader<'static>>,
     buf: Vec<u8>,
-    /// `buf` holds the start of a line that a read timeout interrupted: read on into it.
+    /// `buf` holds the start of a line that a read timeout interrupted (or that
+    /// [`line_ready`](Self::line_ready) read as far as the bytes received went): read on into it.
     partial: bool,
+    /// What [`line_ready`](Self::line_ready) found without waiting, for the next
+    /// [`next_line`](Self::next_line) to return.
+    ready: Option<Outcome>,
     line: u64,
     max_line: usize,
     context: String,
 }
 
+/// A [`StreamItem`] that does not borrow the line (which stays in `WatchStream::buf`).
+enum Outcome {
+    Line(u64),
+    End,
+    Idle,
+    Failed(Error),
+}
+
+/// The bytes a `BufReader` already holds, readable without waiting for the network: reading
+/// past them is `WouldBlock` (and `read_line` keeps what it read of the line).
+struct Buffered<'a, R>(&'a mut BufReader<R>);
+
+impl<R: Read> Read for Buffered<'_, R> {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        let n = {
+            let available = self.fill_buf()?;
+            let n = available.len().min(out.len());
+            out[..n].copy_from_slice(&available[..n]);
+            n
+        };
+        self.consume(n);
+        Ok(n)
+    }
+}
+
+impl<R: Read> BufRead for Buffered<'_, R> {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        match self.0.buffer() {
+            [] => Err(io::ErrorKind::WouldBlock.into()),
+            available => Ok(available),
+        }
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.0.consume(n);
+    }
+}
+
 impl WatchStream {
-    /// Whether a whole line is already buffered, so the next [`next_line`](Self::next_line)
-    /// returns without waiting for the network.
-    pub(crate) fn line_ready(&self) -> bool {
-        memchr::memchr(b'\n', self.reader.buffer()).is_some()
+    /// Reads on as far as the bytes already received go, without waiting for the network
+    /// (skipping blank keep-alive lines); true when that completed an event line (or found the
+    /// end), so that the next [`next_line`](Self::next_line) returns at once. False means the
+    /// next `next_line` waits for the network: the worker hands over what it holds back first.
+    pub(crate) fn line_ready(&mut self) -> bool {
+        if self.ready.is_none() {
+            self.ready = self.advance(false);
+        }
+        self.ready.is_some()
     }
 
     pub(crate) fn next_line(&mut self) -> StreamItem<'_> {
+        let outcome = match self.ready.take() {
+            Some(outcome) => outcome,
+            // Cannot be `None`: only a read that must not wait stops short.
+            None => self.advance(true).unwrap_or(Outcome::Idle),
+        };
+        match outcome {
+            Outcome::Line(n) => StreamItem::Line(&self.buf, n),
+            Outcome::End => StreamItem::End,
+            Outcome::Idle => StreamItem::Idle,
+            Outcome::Failed(e) => StreamItem::Failed(e),
+        }
+    }
+
+    /// Reads the next event line into `buf`. `wait`: whether it may wait for the network;
+    /// without, `None` when the bytes received so far hold no complete line (what they hold of
+    /// one is kept in `buf`).
+    fn advance(&mut self, wait: bool) -> Option<Outcome> {
         loop {
             if !std::mem::take(&mut self.partial) {
                 self.buf.clear();
             }
-            match decode::read_line(&mut self.reader, &mut self.buf, self.max_line) {
+            let read = if wait {
+                decode::read_line(&mut self.reader, &mut self.buf, self.max_line)
+            } else {
+                decode::read_line(&mut Buffered(&mut self.reader), &mut self.buf, self.max_line)
+            };
+            match read {
                 Ok(Line::Complete) => {
                     self.line += 1;
                     // Tolerate CRLF and blank keep-alive lines.
@@ -424,36 +493,40 @@ impl WatchStream {
                         self.buf.pop();
                     }
                     if !self.buf.iter().all(u8::is_ascii_whitespace) {
-                        return StreamItem::Line(&self.buf, self.line);
+                        return Some(Outcome::Line(self.line));
                     }
                 }
-                Ok(Line::End) if self.buf.iter().all(u8::is_ascii_whitespace) => return StreamItem::End,
+                Ok(Line::End) if self.buf.iter().all(u8::is_ascii_whitespace) => return Some(Outcome::End),
                 Ok(Line::End) => {
-                    return StreamItem::Failed(Error::transport(
+                    return Some(Outcome::Failed(Error::transport(
                         self.context.as_str(),
                         format!(
                             "stream ended inside an event after {} bytes of line {}",
                             self.buf.len(),
                             self.line + 1
                         ),
-                    ));
+                    )));
                 }
                 Ok(Line::TooLong) => {
-                    return StreamItem::Failed(Error::Decode(Box::new(decode::decode_error(
+                    return Some(Outcome::Failed(Error::Decode(Box::new(decode::decode_error(
                         &self.context,
                         Some(self.line + 1),
                         &self.buf,
                         format!("line longer than the {} byte limit", self.max_line),
-                    ))));
+                    )))));
+                }
+                Err(e) if !wait && e.kind() == io::ErrorKind::WouldBlock => {
+                    self.partial = true;
+                    return None;
                 }
                 Err(e) => {
-                    return match ureq::Error::from(e) {
+                    return Some(match ureq::Error::from(e) {
                         ureq::Error::Timeout(ureq::Timeout::PerRead) => {
                             self.partial = true;
-                            StreamItem::Idle
+                            Outcome::Idle
                         }
-                        other => StreamItem::Failed(ureq_error(&self.context, other)),
-                    };
+                        other => Outcome::Failed(ureq_error(&self.context, other)),
+                    });
                 }
             }
         }
@@ -528,6 +601,7 @@ impl Http {
         let accept = if api.metadata_only { request::ACCEPT_METADATA } else { request::ACCEPT_JSON };
         let res = self.call(&url, &context, idle, true, accept)?;
         Ok(WatchStream {
+            ready: None,
             reader: BufReader::with_capacity(64 * 1024, res.into_body().into_reader()),
             buf: Vec::with_capacity(16 * 1024),
             partial: false,

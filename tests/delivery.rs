@@ -1,0 +1,222 @@
+//! What the store has applied reaches every consumer promptly and in order, in every store mode,
+//! and every channel a watcher hands out ends with it (README "Recovery": what a consumer can
+//! and cannot hold up). Each test here failed before the fix it names.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::*;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube_watcher::testing::{Chunking, FakeApiServer, Fault, Match};
+use kube_watcher::{Api, Client, Config, Error, Event, Notice, SlowConsumer, Watcher, WatcherBuilder};
+
+/// Puts a builder in one store mode.
+type Mode = fn(WatcherBuilder<Pod>) -> WatcherBuilder<Pod>;
+
+/// The store modes a consumer must see alike.
+fn modes() -> [(&'static str, Mode); 4] {
+    [
+        ("typed", |b| b),
+        ("compact", |b| b.compact_store()),
+        ("compressed", |b| b.compressed_store()),
+        ("parallel", |b| b.parallel_sync(2)),
+    ]
+}
+
+/// Receives until `Init…InitDone` of the first sync have gone by.
+fn drain_sync(w: &Watcher<Pod>) {
+    collect_until(w, |s| s.last().is_some_and(|e| e == "InitDone"));
+}
+
+/// A blank keep-alive line after an event, then silence: the event must not wait for the next
+/// bytes (the stall timeout, 90 s and more by default) before it reaches the consumer. The
+/// batched hand-off used to take the buffered blank line for more events to come.
+#[test]
+fn an_event_followed_by_a_blank_line_reaches_the_consumer_at_once() {
+    // No bookmarks in the test's time: nothing but the blank line follows the event.
+    let server = FakeApiServer::builder().chunking(Chunking::BlankLines).start();
+    for (mode, with) in modes() {
+        let w = with(Watcher::builder(pods(&server))).start().unwrap();
+        drain_sync(&w);
+        // `\n` after one event, `\r\n` after the next.
+        for name in [format!("{mode}-1"), format!("{mode}-2")] {
+            server.create(&pod("apps", &name)).unwrap();
+            let seen = collect_until(&w, |s| s.iter().any(|e| e.ends_with(&format!("({name})"))));
+            assert_eq!(seen.last().map(String::as_str), Some(format!("Apply({name})").as_str()), "{mode}: {seen:?}");
+        }
+    }
+}
+
+/// A consumer that does not read must not hold up a list in any store mode: the compact modes
+/// used to wait for it in the middle of the body (which a server's request deadline then cuts,
+/// again and again, so the store was never ready).
+#[test]
+fn a_consumer_that_does_not_read_holds_up_no_list_in_any_store_mode() {
+    let server = server();
+    create_pods(&server, 0..40);
+    for (mode, with) in modes() {
+        for (list, config) in
+            [("unpaged", Config::default().page_size(0)), ("streaming", Config::default().streaming_lists())]
+        {
+            let w = with(Watcher::builder(pods(&server)).config(config).channel_capacity(1)).start().unwrap();
+            let rx = w.receiver().clone(); // attached, but nobody reads yet
+            w.store().wait_until_ready(WAIT).unwrap_or_else(|e| panic!("{mode}, {list}: {e}"));
+            assert_eq!(w.store().len(), 40, "{mode}, {list}");
+            let first: Vec<String> = rx.iter().take(42).map(|i| describe(&i.unwrap())).collect();
+            assert_eq!(first[0], "Init", "{mode}, {list}");
+            assert_eq!(first[41], "InitDone", "{mode}, {list}: every InitApply, in order: {first:?}");
+            let mut names: Vec<&str> = first[1..41].iter().map(String::as_str).collect();
+            names.sort_unstable();
+            let mut want: Vec<String> = (0..40).map(|i| format!("InitApply(p{i})")).collect();
+            want.sort_unstable();
+            assert_eq!(names, want, "{mode}, {list}");
+        }
+    }
+}
+
+/// A lagging subscription dropped in the middle of a lag episode (its channel holding events
+/// and the marker) is forgotten at the next event, and nothing more is counted as dropped for
+/// it. Its queue used to pin it for good: never empty, so never tried, so never found gone.
+#[test]
+fn a_lagging_subscription_dropped_while_lagging_is_forgotten() {
+    let server = server();
+    let w = Watcher::builder(pods(&server)).channel_capacity(2).start().unwrap();
+    let keeps_up = w.subscribe();
+    w.store().wait_until_ready(WAIT).unwrap();
+    let lagging = w.subscribe_with(SlowConsumer::Lag);
+    create_pods(&server, 0..10);
+    collect_from(&keeps_up, |s| s.iter().filter(|e| e.starts_with("Apply(")).count() == 10);
+    assert!(w.stats().lagged > 0, "the lagging subscription lagged");
+    assert_eq!(w.stats().subscribers, 2);
+    drop(lagging);
+    let lagged = w.stats().lagged;
+    create_pods(&server, 10..12);
+    collect_from(&keeps_up, |s| s.iter().filter(|e| e.starts_with("Apply(")).count() == 2);
+    let stats = w.stats();
+    assert_eq!(stats.subscribers, 1, "{stats:?}");
+    assert_eq!(stats.lagged, lagged, "nothing dropped for a consumer that is gone");
+    assert_eq!(stats.queued, 0, "{stats:?}");
+}
+
+/// A blocking subscription whose channel was full when it was dropped is not counted, nor its
+/// dead events, and it holds no other consumer back during a list.
+#[test]
+fn a_full_blocking_subscription_that_was_dropped_is_not_counted() {
+    let server = server();
+    let w = Watcher::builder(pods(&server)).channel_capacity(1).start().unwrap();
+    w.store().wait_until_ready(WAIT).unwrap();
+    let full = w.subscribe(); // gets `Init`, `InitDone` and room for one event
+    server.create(&pod("apps", "a")).unwrap();
+    eventually("the subscription is full", || full.is_full());
+    drop(full);
+    let stats = w.stats();
+    assert_eq!((stats.subscribers, stats.queued), (0, 0), "{stats:?}");
+}
+
+/// A callback that panics ends the watcher, but the events the store applied before it still
+/// reach the consumer, then the panic. The batch they waited in used to be dropped.
+#[test]
+fn a_panicking_transform_delivers_what_was_applied_before_it() {
+    let server = FakeApiServer::builder().chunking(Chunking::Coalesce).start();
+    let w = Watcher::builder(pods(&server))
+        .transform(|p: &mut Pod| assert_ne!(p.metadata.name.as_deref(), Some("boom"), "transform refuses boom"))
+        .start()
+        .unwrap();
+    drain_sync(&w);
+    server.batch(|b| {
+        for i in 1..=5 {
+            b.create(&pod("apps", &format!("p{i}"))).unwrap();
+        }
+        b.create(&pod("apps", "boom")).unwrap();
+    });
+    let seen: Vec<String> = w.iter().map(|i| i.map(|e| describe(&e)).unwrap_or_else(|e| format!("Err({e})"))).collect();
+    assert_eq!(seen[..5], ["Apply(p1)", "Apply(p2)", "Apply(p3)", "Apply(p4)", "Apply(p5)"], "{seen:?}");
+    assert_eq!(seen.len(), 6, "{seen:?}");
+    assert!(seen[5].starts_with("Err(") && seen[5].contains("transform"), "{seen:?}");
+    for i in 1..=5 {
+        assert!(w.store().state().iter().any(|p| p.metadata.name.as_deref() == Some(&format!("p{i}"))));
+    }
+}
+
+/// Runs `f` on another thread; panics if it has not returned within `WAIT`.
+fn returns_within_wait<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(WAIT).unwrap_or_else(|_| panic!("{what} never returned"))
+}
+
+/// `for n in watcher.notices()` ends once the watcher has, with the handle still alive: after
+/// `stop()` and after a terminal error. The control block used to hold the sender for good.
+#[test]
+fn the_notices_channel_ends_with_the_watcher() {
+    let server = server();
+    let w = Watcher::new(pods(&server), Config::default()).unwrap();
+    w.store().wait_until_ready(WAIT).unwrap();
+    let notices = w.notices();
+    w.stop();
+    let seen = returns_within_wait("notices after stop", move || notices.iter().collect::<Vec<_>>());
+    assert!(seen.iter().any(|n| matches!(n, Notice::Synced { .. })), "{seen:?}");
+
+    let server = FakeApiServer::start();
+    for _ in 0..3 {
+        server.push_fault(
+            Match::List,
+            Fault::Status { code: 500, reason: "InternalError".into(), message: "down".into(), retry_after: None },
+        );
+    }
+    let fast = kube_watcher::Backoff { initial: ms(1), max: ms(5), ..kube_watcher::Backoff::default() };
+    let w = Watcher::new(pods(&server), Config::default().max_retries(1).backoff(fast)).unwrap();
+    let notices = w.notices();
+    let seen = returns_within_wait("notices after giving up", move || notices.iter().collect::<Vec<_>>());
+    assert!(matches!(seen.last(), Some(Notice::GaveUp { .. })), "{seen:?}");
+    // The events channel and a late subscription end too.
+    let events: Vec<_> = w.iter().collect();
+    assert!(matches!(events.last(), Some(Err(Error::GaveUp { .. }))), "{events:?}");
+    assert!(w.subscribe().iter().all(|i| i.is_err()));
+}
+
+/// The compact modes keep a reference to recently delivered objects (so that the worker, not
+/// the consumer, frees them); that is bounded by bytes as well as by count, so big objects the
+/// consumer let go are freed. Eight 1 MiB objects used to stay (up to 128, whatever their size).
+#[test]
+fn the_compact_modes_keep_no_big_objects_the_consumer_let_go() {
+    let server = server();
+    let cms: Api<ConfigMap> = Api::all(Client::from_url(&server.url()).unwrap());
+    for mode in ["compact", "compressed"] {
+        let builder = Watcher::builder(cms.clone());
+        let w = if mode == "compact" { builder.compact_store() } else { builder.compressed_store() }.start().unwrap();
+        w.store().wait_until_ready(WAIT).unwrap();
+        let rx = w.receiver().clone();
+        let mut released = Vec::new();
+        for i in 0..8 {
+            let name = format!("{mode}-{i}");
+            let cm = ConfigMap {
+                metadata: ObjectMeta {
+                    name: Some(name.clone()),
+                    namespace: Some("apps".into()),
+                    ..ObjectMeta::default()
+                },
+                data: Some([("blob".to_owned(), format!("{i}").repeat(1 << 20))].into()),
+                ..ConfigMap::default()
+            };
+            server.create(&cm).unwrap();
+            loop {
+                if let Event::Apply(cm) = rx.recv_timeout(WAIT).unwrap().unwrap()
+                    && cm.metadata.name.as_deref() == Some(&name)
+                {
+                    released.push(Arc::downgrade(&cm));
+                    break;
+                }
+            }
+        }
+        // The consumer let go of all of them: the watcher holds at most the last one or two.
+        eventually("the watcher lets go of the big objects", || {
+            released.iter().filter(|w| w.strong_count() > 0).count() <= 2
+        });
+        w.stop();
+    }
+}
