@@ -5,6 +5,7 @@
 mod common;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use common::*;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
@@ -218,5 +219,57 @@ fn the_compact_modes_keep_no_big_objects_the_consumer_let_go() {
             released.iter().filter(|w| w.strong_count() > 0).count() <= 2
         });
         w.stop();
+    }
+}
+
+/// The README's promise, measured against a server that cuts long lists (a request deadline):
+/// a consumer reading far slower than the list arrives never makes the list miss the deadline,
+/// in any store mode. The body is far bigger than the socket buffers, so a client that waited
+/// for its consumer in the middle of it would be cut off, again and again.
+#[test]
+fn a_slow_consumer_never_holds_a_list_past_the_servers_deadline() {
+    let server = FakeApiServer::builder().request_deadline(Duration::from_secs(10)).start();
+    // Incompressible, so that gzip does not shrink the body below the socket buffers.
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut blob = || {
+        (0..512)
+            .map(|_| {
+                x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+                format!("{:08x}", x >> 32)
+            })
+            .collect::<String>()
+    };
+    server.batch(|b| {
+        for i in 0..3000 {
+            let mut p = pod("apps", &format!("p{i}"));
+            p.metadata.annotations = Some([("blob".to_owned(), blob())].into());
+            b.create(&p).unwrap();
+        }
+    });
+    for (mode, with) in modes() {
+        let config = Config::default().page_size(0).backoff(kube_watcher::Backoff {
+            initial: ms(10),
+            max: ms(50),
+            ..kube_watcher::Backoff::default()
+        });
+        let w = with(Watcher::builder(pods(&server)).config(config).channel_capacity(16)).start().unwrap();
+        let rx = w.receiver().clone();
+        // About 50 events a second: the whole list would take the consumer a minute.
+        let consumer = std::thread::spawn(move || {
+            let mut seen = 0;
+            for item in rx.iter() {
+                if matches!(item, Ok(Event::InitDone)) {
+                    return seen;
+                }
+                seen += 1;
+                std::thread::sleep(ms(20));
+            }
+            seen
+        });
+        w.store().wait_until_ready(WAIT).unwrap_or_else(|e| panic!("{mode}: {e}"));
+        assert_eq!(w.store().len(), 3000, "{mode}");
+        assert_eq!(w.stats().relists.total(), 1, "{mode}: one list, never cut: {:?}", w.stats());
+        w.stop();
+        let _ = consumer.join();
     }
 }

@@ -1175,3 +1175,31 @@ fn the_server_handle_is_send_and_sync() {
     assert_send_sync::<kube_watcher::testing::RecordedRequest>();
     assert_send_sync::<kube_watcher::testing::FakeError>();
 }
+
+/// `request_deadline`: a list the client reads too slowly is cut off midway (reset), as
+/// kube-apiserver's request timeout does; one read at once arrives whole.
+#[test]
+fn a_list_not_read_by_its_deadline_is_cut_off() {
+    let server = FakeApiServer::builder().request_deadline(ms(500)).start();
+    let rt = ResourceType::of::<ConfigMap>();
+    let blob = "x".repeat(64 * 1024);
+    for i in 0..200 {
+        server
+            .create_value(&rt, json!({"metadata": {"name": format!("c{i}"), "namespace": "a"}, "data": {"b": blob}}))
+            .unwrap();
+    }
+    // Read at once: whole.
+    let whole = get(&server, "/api/v1/configmaps");
+    assert_eq!(whole.status, 200);
+    assert_eq!(names(&whole.json()).len(), 200);
+    // Not read until well after the deadline: the body (13 MB) stops short.
+    let mut stream = TcpStream::connect(server.addr()).unwrap();
+    stream.write_all(b"GET /api/v1/configmaps HTTP/1.1\r\nHost: fake\r\n\r\n").unwrap();
+    let until = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < until {
+        std::thread::sleep(ms(50));
+    }
+    let mut body = Vec::new();
+    let _ = stream.read_to_end(&mut body);
+    assert!(body.len() < 200 * blob.len(), "read {} bytes", body.len());
+}

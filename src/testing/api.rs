@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 
-use super::http::{Conn, Request, Response, write_response};
+use super::http::{Request, Response, write_response};
 use super::selectors::{FieldSelector, LabelSelector};
 use super::state::{ServerCore, State};
 use super::store::{Deleted, Key, make_key, meta_mut};
@@ -454,7 +454,7 @@ impl Filter {
 }
 
 /// Writes a response; large bodies are gzipped (if accepted) and chunked.
-pub(crate) fn send(conn: &mut Conn, req: &Request, mut resp: Response) -> io::Result<()> {
+pub(crate) fn send(conn: &mut impl Write, req: &Request, mut resp: Response) -> io::Result<()> {
     let gzip_ok = req.header("accept-encoding").is_some_and(|e| e.split(',').any(|p| p.trim().starts_with("gzip")));
     if gzip_ok && resp.status == 200 && resp.body.len() > GZIP_THRESHOLD {
         let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());

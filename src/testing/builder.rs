@@ -34,6 +34,7 @@ pub(crate) struct Settings {
     pub port: u16,
     pub register_defaults: bool,
     pub legacy_watch_marker: bool,
+    pub request_deadline: Option<Duration>,
 }
 
 impl Default for Settings {
@@ -57,6 +58,7 @@ impl Default for Settings {
             port: 0,
             register_defaults: true,
             legacy_watch_marker: false,
+            request_deadline: None,
         }
     }
 }
@@ -156,6 +158,14 @@ impl FakeApiServerBuilder {
     /// How long an idle keep-alive connection stays open. Defaults to 90 s.
     pub fn idle_timeout(mut self, idle: Duration) -> Self {
         self.settings.idle_timeout = idle;
+        self
+    }
+
+    /// Cut off a list whose response is not written in full this long after the request
+    /// arrived (the connection is reset midway), as kube-apiserver's request timeout (60 s by
+    /// default) cuts a long list that its client reads too slowly. Defaults to none.
+    pub fn request_deadline(mut self, deadline: Duration) -> Self {
+        self.settings.request_deadline = Some(deadline);
         self
     }
 

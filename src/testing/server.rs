@@ -271,6 +271,7 @@ struct Admitted {
 }
 
 fn handle_request(shared: &Arc<ServerCore>, conn: &mut Conn, req: Request) -> io::Result<Flow> {
+    let arrived = Instant::now();
     let Admitted { route, class, authorized, fault, gate } = admit(shared, conn, &req);
     if let Some(id) = gate
         && let Some(flow) = wait_at_gate(shared, conn, id)
@@ -302,8 +303,46 @@ fn handle_request(shared: &Arc<ServerCore>, conn: &mut Conn, req: Request) -> io
         conn.flush()?;
         return Ok(Flow::Close);
     }
+    if class == Class::List
+        && let Some(limit) = shared.settings.request_deadline
+    {
+        let mut out = Deadline { conn, until: arrived + limit };
+        return match send(&mut out, &req, resp) {
+            Ok(()) => {
+                out.conn.stream().tcp().set_write_timeout(None)?;
+                Ok(Flow::KeepAlive)
+            }
+            Err(e) if matches!(e.kind(), io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock) => {
+                trace!("fake api server: list cut off at its deadline ({limit:?})");
+                Ok(Flow::Reset)
+            }
+            Err(e) => Err(e),
+        };
+    }
     send(conn, &req, resp)?;
     Ok(Flow::KeepAlive)
+}
+
+/// Writes to a connection until a deadline (`FakeApiServerBuilder::request_deadline`): each
+/// write waits at most for what is left of it.
+struct Deadline<'a> {
+    conn: &'a mut Conn,
+    until: Instant,
+}
+
+impl Write for Deadline<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let left = self.until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        self.conn.stream().tcp().set_write_timeout(Some(left))?;
+        self.conn.write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.conn.flush()
+    }
 }
 
 /// Routes, authenticates, records the request, and takes its fault and hold gate.
