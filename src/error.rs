@@ -73,8 +73,10 @@ pub enum Error {
     /// to catch up. Not terminal: events continue after it.
     #[error("consumer fell behind: events were dropped; read the store to catch up")]
     Lagged {
-        /// Events dropped before the marker was queued (at least 1). The total of each episode
-        /// is in [`Notice::Lagged`](crate::Notice::Lagged) and [`Stats::lagged`](crate::Stats::lagged).
+        /// Events dropped before the marker was queued (at least 1); for the second marker after
+        /// a relist (see [`SlowConsumer::Lag`](crate::SlowConsumer::Lag)), those of them that
+        /// belonged to the relist. The total of each episode is in
+        /// [`Notice::Lagged`](crate::Notice::Lagged) and [`Stats::lagged`](crate::Stats::lagged).
         dropped: u64,
     },
     /// A callback the watcher runs on its thread (a transform, an index function, a predicate)

@@ -53,8 +53,11 @@ pub enum SlowConsumer {
     /// [`Error::Lagged`] marker is queued after the last event that fitted. Events that arrive
     /// while the marker is still queued are dropped too; once the consumer has received the
     /// marker, events flow again. The store stays exact, so a consumer that reads the store
-    /// after the marker has the effect of every event it missed. A dropped subscription is
-    /// forgotten at the next event.
+    /// after the marker has the effect of every event it missed. One exception is handled for
+    /// you: events of a relist in progress reach the store only when the relist completes, so
+    /// a consumer that received its marker before then gets a second marker after the relist's
+    /// `InitDone`. A dropped subscription is forgotten at the next event, and its queue is
+    /// freed at once.
     Lag,
 }
 

@@ -14,6 +14,21 @@
 //! - nothing panicked, no terminal error arrived, and the request rate stayed bounded;
 //! - after `stop()`, `recv` and `wait_until_ready` return at once; after a terminal error too.
 //!
+//! And what consumers see, and when (tests/delivery.rs has one test per defect this found):
+//! besides the watcher's own channel, every run has a slow blocking subscriber, a lagging one
+//! (`SlowConsumer::Lag`, which rebuilds from the store at each lag marker), one dropped midway
+//! and one that attaches late, over channels of 1 to 1024 events; servers also send blank
+//! keep-alive lines, pause in the middle of a line and cut lists at a deadline. After each run:
+//!
+//! - every consumer ends equal to the store, and each blocking one got exactly one `Delete`
+//!   per incarnation it was given that is gone;
+//! - promptness: in the seeds without bookmarks (where nothing but a watch's 1 s timeout would
+//!   shake loose an event held back), the consumers that keep up equal the store within
+//!   [`PROMPT`] of the store reaching the server's state;
+//! - bounded: once an event has gone out after the drop, the dropped subscriber is no longer
+//!   counted in `stats().subscribers` and nothing stays queued;
+//! - lifecycle: after `stop()` every subscription and the notices channel end.
+//!
 //! Reproducible: the default run is seeds 0..400 (set `KUBE_WATCHER_MODEL_SEEDS=n` for more,
 //! `KUBE_WATCHER_MODEL_SEED=s` for one). A failure prints the seed and its setup; thread timing
 //! still varies between runs, so replay a failing seed a few times.
@@ -22,14 +37,16 @@
 mod common;
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube_watcher::testing::{Chunking, FakeApiServer, Fault, Match, ResourceType, Watch410};
-use kube_watcher::{Api, Backoff, Client, Config, Error, Event, PartialObjectMetadata, Watchable, Watcher};
+use kube_watcher::{
+    Api, Backoff, Client, Config, Error, Event, PartialObjectMetadata, SlowConsumer, Store, Watchable, Watcher,
+};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -41,6 +58,10 @@ const OPS: usize = 30;
 const NAMES: usize = 8;
 /// How long a run may take to converge once quiet (normally well under a second).
 const CONVERGE: Duration = Duration::from_secs(60);
+/// How long after the store reaches the server's state the consumers that keep up may take to
+/// reach it too, in the prompt seeds. Their watches last 5 s: an event held back until the
+/// next bytes arrive would wait for the watch to end, most of the time longer than this.
+const PROMPT: Duration = Duration::from_millis(2000);
 
 /// Seeds whose watcher met an object that did not decode (the policy is exercised, not assumed).
 static MET_UNDECODABLE: AtomicU64 = AtomicU64::new(0);
@@ -115,6 +136,8 @@ struct Setup {
     stalls: bool,
     /// Events lost on the way (found only by a drift check): only in some seeds.
     lost_events: bool,
+    /// No bookmarks: consumers that keep up are checked for promptness.
+    prompt: bool,
     describe: String,
 }
 
@@ -125,7 +148,12 @@ fn run_seed(seed: u64) -> Result<(), String> {
     // A proxy that loses the initial events of a streaming list hands over an incomplete list:
     // its objects look deleted until the drift check finds them. Lost events are for watches.
     let lost_events = seed % 10 == 7 && !matches!(mode, Mode::Streaming);
-    let chunking = [Chunking::PerEvent, Chunking::Coalesce, Chunking::Split][rng.random_range(0..3)];
+    let chunking =
+        [Chunking::PerEvent, Chunking::Coalesce, Chunking::Split, Chunking::BlankLines][rng.random_range(0..4)];
+    // Streaming lists need bookmarks (their end marker is one).
+    let prompt = seed % 3 == 0 && !stalls && !matches!(mode, Mode::Streaming);
+    let capacity = [1, 2, 8, 1024][rng.random_range(0..4)];
+    let deadline = ms(rng.random_range(300..2000));
     let watch_410 = if rng.random_bool(0.5) { Watch410::InStream } else { Watch410::Http };
     let continue_ttl = [Duration::ZERO, ms(30), Duration::from_secs(300)][rng.random_range(0..3)];
     let history = rng.random_range(3..100);
@@ -137,14 +165,15 @@ fn run_seed(seed: u64) -> Result<(), String> {
         .continue_ttl(continue_ttl)
         .history(history)
         .watcher_buffer(rng.random_range(2..50))
+        .request_deadline(deadline)
         .start();
     // Every other round of the modes lists with helper threads (`parallel_sync`).
     let parallel = [0, 0, 1, 3][((seed / MODES.len() as u64) % 4) as usize];
     let describe = format!(
         "mode={mode:?} parallel_sync={parallel} stalls={stalls} lost_events={lost_events} chunking={chunking:?} watch_410={watch_410:?} \
-         continue_ttl={continue_ttl:?} history={history}"
+         continue_ttl={continue_ttl:?} history={history} prompt={prompt} capacity={capacity} request_deadline={deadline:?}"
     );
-    let setup = Setup { mode, stalls, lost_events, describe };
+    let setup = Setup { mode, stalls, lost_events, prompt, describe };
     for _ in 0..NAMES {
         write(&server, &mut rng);
     }
@@ -155,25 +184,33 @@ fn run_seed(seed: u64) -> Result<(), String> {
     if lost_events {
         config = config.drift_check(Duration::from_secs(1));
     }
+    if prompt {
+        // Nothing but a watch's end shakes loose an event held back: no bookmarks, and watches
+        // that last well beyond `PROMPT`.
+        config = config.disable_bookmarks().timeout(Duration::from_secs(5)).stall_timeout(Duration::from_secs(8));
+    }
     let client = Client::from_url(&server.url()).map_err(|e| e.to_string())?;
     let pods: Api<Pod> = Api::all(client);
     let result = match mode {
         Mode::Paged(n) => {
-            let w = Watcher::builder(pods).config(config.page_size(n)).parallel_sync(parallel).start();
-            run(&setup, &server, &mut rng, w)
+            let w = Watcher::builder(pods).config(config.page_size(n)).parallel_sync(parallel);
+            run(&setup, &server, &mut rng, w.channel_capacity(capacity).start())
         }
-        Mode::Streaming => run(&setup, &server, &mut rng, Watcher::new(pods, config.streaming_lists())),
+        Mode::Streaming => {
+            let w = Watcher::builder(pods).config(config.streaming_lists()).channel_capacity(capacity);
+            run(&setup, &server, &mut rng, w.start())
+        }
         Mode::Metadata => {
-            let w = Watcher::builder(pods.into_metadata()).config(config).parallel_sync(parallel).start();
-            run(&setup, &server, &mut rng, w)
+            let w = Watcher::builder(pods.into_metadata()).config(config).parallel_sync(parallel);
+            run(&setup, &server, &mut rng, w.channel_capacity(capacity).start())
         }
         Mode::Compact => {
-            let w = Watcher::builder(pods).config(config).compact_store().parallel_sync(parallel).start();
-            run(&setup, &server, &mut rng, w)
+            let w = Watcher::builder(pods).config(config).compact_store().parallel_sync(parallel);
+            run(&setup, &server, &mut rng, w.channel_capacity(capacity).start())
         }
         Mode::Compressed => {
-            let w = Watcher::builder(pods).config(config).compressed_store().parallel_sync(parallel).start();
-            run(&setup, &server, &mut rng, w)
+            let w = Watcher::builder(pods).config(config).compressed_store().parallel_sync(parallel);
+            run(&setup, &server, &mut rng, w.channel_capacity(capacity).start())
         }
         Mode::Namespaces => run(
             &setup,
@@ -185,6 +222,7 @@ fn run_seed(seed: u64) -> Result<(), String> {
                 .start_spread(ms(20))
                 .max_concurrent_lists(1)
                 .parallel_sync(parallel)
+                .channel_capacity(capacity)
                 .start(),
         ),
     };
@@ -297,6 +335,14 @@ impl Model {
         format!("events: {lines:?}")
     }
 
+    /// A lag marker: what was dropped is covered by the store, read now.
+    fn resync(&mut self, snapshot: State) {
+        self.log.push(format!("Lagged: resync to {} objects", snapshot.len()));
+        self.apply_only = snapshot.clone();
+        self.replace = snapshot;
+        self.pending = None;
+    }
+
     fn give<K: Watchable>(&mut self, o: &K) {
         let (uid, _) = entry_of(o);
         *self.given.entry(uid).or_default() += 1;
@@ -338,6 +384,71 @@ fn is_broken(v: &serde_json::Value) -> bool {
     v["spec"]["containers"].is_number()
 }
 
+/// How a subscriber other than the watcher's own channel reads.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kind {
+    /// Blocking, a little slow throughout (0–2 ms an event).
+    Slow,
+    /// `SlowConsumer::Lag`, pausing while the server is busy, rebuilding from the store at
+    /// each lag marker.
+    Lagging,
+    /// Blocking, attached halfway through the run.
+    Late,
+}
+
+/// A consumer thread and what it reconstructs.
+struct Consumer {
+    name: &'static str,
+    model: Arc<Mutex<Model>>,
+    /// Checked for promptness (it keeps up) and for one `Delete` per gone uid (it blocks).
+    prompt: bool,
+    deletes: bool,
+    thread: std::thread::JoinHandle<()>,
+}
+
+fn consume<K: Watchable>(
+    name: &'static str,
+    rx: crossbeam_channel::Receiver<kube_watcher::Result<Event<K>>>,
+    kind: Option<Kind>,
+    store: Store<K>,
+    busy: Arc<AtomicBool>,
+    seed: u64,
+    interleaved: bool,
+) -> Consumer {
+    // After a lag marker events resume wherever the watcher is, a relist's middle included.
+    let interleaved = interleaved || kind == Some(Kind::Lagging);
+    let model = Arc::new(Mutex::new(Model { interleaved, ..Model::default() }));
+    let thread = {
+        let model = Arc::clone(&model);
+        std::thread::spawn(move || {
+            let mut rng = StdRng::seed_from_u64(seed);
+            for item in rx.iter() {
+                if let Err(Error::Lagged { .. }) = &item {
+                    // Everything dropped is covered by the store from now on.
+                    let snapshot: State = store.state().iter().map(|o| (key_of(&**o), entry_of(&**o))).collect();
+                    model.lock().unwrap().resync(snapshot);
+                    continue;
+                }
+                model.lock().unwrap().on(item);
+                match kind {
+                    Some(Kind::Slow) => std::thread::sleep(Duration::from_micros(rng.random_range(0..2000))),
+                    Some(Kind::Lagging) if busy.load(Ordering::Relaxed) => {
+                        std::thread::sleep(ms(rng.random_range(1..4)))
+                    }
+                    _ => {}
+                }
+            }
+            model.lock().unwrap().ended = true;
+        })
+    };
+    let (prompt, deletes) = match kind {
+        None | Some(Kind::Late) => (true, true),
+        Some(Kind::Slow) => (false, true),
+        Some(Kind::Lagging) => (true, false),
+    };
+    Consumer { name, model, prompt, deletes, thread }
+}
+
 fn run<K: Watchable>(
     setup: &Setup,
     server: &FakeApiServer,
@@ -347,19 +458,35 @@ fn run<K: Watchable>(
     let started = Instant::now();
     let w = watcher.map_err(|e| format!("start: {e}"))?;
     let interleaved = matches!(setup.mode, Mode::Namespaces);
-    let model = Arc::new(Mutex::new(Model { interleaved, ..Model::default() }));
-    let rx = w.receiver().clone();
-    let consumer = {
-        let model = Arc::clone(&model);
+    let notices = w.notices();
+    let busy = Arc::new(AtomicBool::new(true));
+    let mut consumers = Vec::new();
+    let spawn = |name, rx, kind, rng: &mut StdRng| {
+        consume(name, rx, kind, w.store(), Arc::clone(&busy), rng.random(), interleaved)
+    };
+    consumers.push(spawn("own channel", w.receiver().clone(), None, rng));
+    consumers.push(spawn("slow subscriber", w.subscribe(), Some(Kind::Slow), rng));
+    consumers.push(spawn("lagging subscriber", w.subscribe_with(SlowConsumer::Lag), Some(Kind::Lagging), rng));
+    // One that reads a few events, then drops its receiver.
+    let dropped = {
+        let rx = w.subscribe();
+        let (busy, n) = (Arc::clone(&busy), rng.random_range(0..20));
         std::thread::spawn(move || {
-            for item in rx.iter() {
-                model.lock().unwrap().on(item);
+            let mut read = 0;
+            while read < n && busy.load(Ordering::Relaxed) {
+                match rx.recv_timeout(ms(10)) {
+                    Ok(_) => read += 1,
+                    Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+                    Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
+                }
             }
-            model.lock().unwrap().ended = true;
         })
     };
     let mut faults = 0usize;
-    for _ in 0..OPS {
+    for op in 0..OPS {
+        if op == OPS / 2 {
+            consumers.push(spawn("late subscriber", w.subscribe(), Some(Kind::Late), rng));
+        }
         write(server, rng);
         if rng.random_bool(0.15) {
             let (m, f) = fault(setup, rng);
@@ -372,22 +499,35 @@ fn run<K: Watchable>(
         if rng.random_bool(0.04) {
             server.end_watches();
         }
+        if rng.random_bool(0.2) {
+            server.resume_lines();
+        }
         std::thread::sleep(ms(rng.random_range(0..3)));
     }
     server.clear_faults();
-    let converged = converge(&w, &model, server, setup.mode);
+    server.resume_lines();
+    busy.store(false, Ordering::Relaxed);
+    let mut converged = converge(&w, &consumers, server, setup);
+    if converged.is_ok() {
+        converged = bounded_after_a_drop(&w, &consumers, server, dropped);
+    }
     let elapsed = started.elapsed();
     let requests = server.requests().len();
     let stats = w.stats();
-    // Stopping ends the consumer's iterator and wakes any wait at once.
+    // Stopping ends every consumer's iterator, the notices and any wait at once.
     w.stop();
     let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(1);
+    let threads: Vec<_> =
+        consumers.iter_mut().map(|c| std::mem::replace(&mut c.thread, std::thread::spawn(|| {}))).collect();
     std::thread::spawn(move || {
-        let _ = consumer.join();
+        for t in threads {
+            let _ = t.join();
+        }
+        let _ = notices.iter().count();
         let _ = done_tx.send(());
     });
     if done_rx.recv_timeout(WAIT).is_err() {
-        return Err("the consumer's recv outlived stop()".into());
+        return Err("a subscription or the notices channel outlived stop()".into());
     }
     let waited = Instant::now();
     let _ = w.store().wait_until_ready(Duration::from_secs(3600));
@@ -395,12 +535,8 @@ fn run<K: Watchable>(
         return Err("wait_until_ready outlived stop()".into());
     }
     converged?;
-    let m = model.lock().unwrap();
-    if m.log.iter().any(|l| l.starts_with("Err(") && l.contains(" skipped (")) {
+    if consumers[0].model.lock().unwrap().log.iter().any(|l| l.starts_with("Err(") && l.contains(" skipped (")) {
         MET_UNDECODABLE.fetch_add(1, Ordering::Relaxed);
-    }
-    if !m.ended {
-        return Err("the event stream did not end after stop()".into());
     }
     // Deletes by uid: exactly one for every incarnation given that is gone, none for the living.
     let alive: std::collections::HashSet<String> = server
@@ -408,13 +544,28 @@ fn run<K: Watchable>(
         .iter()
         .map(|v| v["metadata"]["uid"].as_str().unwrap_or_default().to_owned())
         .collect();
-    for (uid, _) in m.given.iter() {
-        let deletes = m.deleted.get(uid).copied().unwrap_or(0);
-        match (alive.contains(uid), deletes) {
-            (true, 0) | (false, 1) => {}
-            (true, n) => return Err(format!("uid {uid} still exists but got {n} Delete(s); {}", m.story(uid))),
-            (false, n) => {
-                return Err(format!("uid {uid} was given and is gone, but got {n} Delete(s); {}", m.story(uid)));
+    for c in &consumers {
+        let m = c.model.lock().unwrap();
+        if !m.ended {
+            return Err(format!("the {} did not end after stop()", c.name));
+        }
+        if !c.deletes {
+            continue;
+        }
+        for (uid, _) in m.given.iter() {
+            let deletes = m.deleted.get(uid).copied().unwrap_or(0);
+            match (alive.contains(uid), deletes) {
+                (true, 0) | (false, 1) => {}
+                (true, n) => {
+                    return Err(format!("{}: uid {uid} still exists but got {n} Delete(s); {}", c.name, m.story(uid)));
+                }
+                (false, n) => {
+                    return Err(format!(
+                        "{}: uid {uid} was given and is gone, but got {n} Delete(s); {}",
+                        c.name,
+                        m.story(uid)
+                    ));
+                }
             }
         }
     }
@@ -430,40 +581,98 @@ fn run<K: Watchable>(
     Ok(())
 }
 
-/// Waits (bounded) until the store and both consumer models equal the server.
+/// Once an event has gone out after the drop, the dropped subscriber is not counted and nothing
+/// stays queued for anyone (every live consumer keeps reading).
+fn bounded_after_a_drop<K: Watchable>(
+    w: &Watcher<K>,
+    consumers: &[Consumer],
+    server: &FakeApiServer,
+    dropped: std::thread::JoinHandle<()>,
+) -> Result<(), String> {
+    let _ = dropped.join();
+    // Namespace `a` is watched in every mode.
+    server.create(&pod("a", "sentinel")).map_err(|e| format!("sentinel: {e}"))?;
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let arrived = consumers.iter().all(|c| c.model.lock().unwrap().apply_only.contains_key("a/sentinel"));
+        let stats = w.stats();
+        if arrived && stats.subscribers == consumers.len() && stats.queued == 0 {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "after a dropped subscriber: sentinel arrived everywhere: {arrived}, subscribers {} (want {}), queued {}",
+                stats.subscribers,
+                consumers.len(),
+                stats.queued
+            ));
+        }
+        std::thread::sleep(ms(5));
+    }
+}
+
+/// Waits (bounded) until the store and every consumer's model equal the server; in the prompt
+/// seeds, the consumers that keep up may trail the store by at most [`PROMPT`].
 fn converge<K: Watchable>(
     w: &Watcher<K>,
-    model: &Mutex<Model>,
+    consumers: &[Consumer],
     server: &FakeApiServer,
-    mode: Mode,
+    setup: &Setup,
 ) -> Result<(), String> {
+    let mode = setup.mode;
     let deadline = Instant::now() + CONVERGE;
+    // Since when the store has held the server's state (and which).
+    let mut store_since: Option<(Instant, State)> = None;
     loop {
         let want = truth(server, mode);
         let state = w.store().state();
         let store: State = state.iter().map(|o| (key_of(&**o), entry_of(&**o))).collect();
-        let m = model.lock().unwrap();
-        if !m.violations.is_empty() {
-            return Err(format!("contract violations: {:?}", m.violations));
+        let store_ok = holds(&store, &want) && w.store().is_ready();
+        match (&store_since, store_ok) {
+            (Some((_, held)), true) if *held == store => {}
+            (_, true) => store_since = Some((Instant::now(), store.clone())),
+            (_, false) => store_since = None,
         }
-        // Several namespaces relist on their own, and their `Init`…`InitDone` interleave with each
-        // other's events: the documented contract there is "read `InitApply` as `Apply`".
-        let replace_ok = matches!(mode, Mode::Namespaces) || (m.replace == store && m.pending.is_none());
-        if holds(&store, &want) && replace_ok && m.apply_only == store && w.store().is_ready() {
+        let mut behind = Vec::new();
+        for (i, c) in consumers.iter().enumerate() {
+            let m = c.model.lock().unwrap();
+            if !m.violations.is_empty() {
+                return Err(format!("{}: contract violations: {:?}", c.name, m.violations));
+            }
+            // Several namespaces relist on their own, and their `Init`…`InitDone` interleave with
+            // each other's events: the documented contract there is "read `InitApply` as `Apply`".
+            let replace_ok = i > 0 || matches!(mode, Mode::Namespaces) || (m.replace == store && m.pending.is_none());
+            if !(replace_ok && m.apply_only == store) {
+                behind.push((c, m.replace.clone(), m.apply_only.clone()));
+            }
+        }
+        if store_ok && behind.is_empty() {
             if state.len() != store.len() {
                 return Err("duplicate keys in the store".into());
             }
             return Ok(());
         }
-        if Instant::now() > deadline {
+        if setup.prompt
+            && let Some((since, _)) = &store_since
+            && since.elapsed() > PROMPT
+            && let Some((c, _, apply_only)) = behind.iter().find(|(c, ..)| c.prompt)
+        {
             return Err(format!(
-                "no convergence\n truth:      {want:?}\n store:      {store:?}\n replace:    {:?}\n apply-only: {:?}\n stats: {:?}",
-                m.replace,
-                m.apply_only,
+                "not prompt: the {} still differs from the store {PROMPT:?} after the store reached the server's state\n store:    {store:?}\n consumer: {apply_only:?}\n {}",
+                c.name,
+                c.model.lock().unwrap().story("")
+            ));
+        }
+        if Instant::now() > deadline {
+            let (name, replace, apply_only) = behind
+                .first()
+                .map_or(("(none)", State::new(), State::new()), |(c, r, a)| (c.name, r.clone(), a.clone()));
+            return Err(format!(
+                "no convergence\n truth:      {want:?}\n store:      {store:?}\n first behind: {name}\n replace:    {replace:?}\n apply-only: {apply_only:?}\n stats: {:?}",
                 w.stats()
             ));
         }
-        drop(m);
+        drop(behind);
         std::thread::sleep(ms(5));
     }
 }
@@ -552,7 +761,7 @@ fn fault(setup: &Setup, rng: &mut StdRng) -> (Match, Fault) {
         reason: reason.into(),
         message: format!("model {code}"),
     };
-    let pick = rng.random_range(0..20);
+    let pick = rng.random_range(0..21);
     match pick {
         0 => any(status(500, "InternalError")),
         1 => any(status(503, "ServiceUnavailable")),
@@ -577,6 +786,7 @@ fn fault(setup: &Setup, rng: &mut StdRng) -> (Match, Fault) {
         16 if setup.stalls => watch(Fault::StallBeforeHeaders),
         17 if setup.lost_events => watch(Fault::DropEvents { events: rng.random_range(1..3) }),
         18 => any(status(403, "Forbidden")),
+        19 => watch(Fault::PauseInLine { after: rng.random_range(0..4) }),
         _ => any(status(504, "Timeout")),
     }
 }

@@ -7,6 +7,8 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicU64, AtomicUsize};
 
 use crossbeam_channel::{Receiver, Select, Sender, TrySendError, bounded, select, unbounded};
 
@@ -67,11 +69,23 @@ pub(crate) struct Sub<K> {
 /// the middle of an episode leaves no queue behind and is found out (and forgotten) at the next
 /// event, which a full bounded channel would hide for good. The hub holds no receiver of its
 /// own, so dropping the consumer's disconnects the channel.
+///
+/// Dropping an event of a relist in progress is the one case where the store does not yet hold
+/// what was dropped: its objects become visible only when the relist completes. A consumer
+/// that read its marker before then caught up from the old state, so after the relist's
+/// `InitDone` it gets another marker (`uncovered`), whose `dropped` counts those events.
 pub(crate) struct LagState {
     /// Events dropped in the episode in progress; 0: not lagging.
-    dropped: std::sync::atomic::AtomicU64,
+    dropped: AtomicU64,
     /// Events the channel may hold (the capacity, and the replay it started with).
     room: usize,
+    /// Relists in progress as far as this consumer's events tell (`Init` to `InitDone`), at
+    /// most one per part of the watcher (an abandoned relist's next attempt starts with `Init`
+    /// again).
+    relists: AtomicUsize,
+    parts: usize,
+    /// Events dropped during a relist that no marker read after its end has covered yet.
+    uncovered: AtomicU64,
 }
 
 impl<K> Sub<K> {
@@ -101,15 +115,18 @@ impl<K> Clone for Sub<K> {
 pub(crate) struct Hub<K> {
     /// Rebuilt when a subscriber comes or goes, so taking it per event is one `Arc` clone.
     subs: Arc<[Sub<K>]>,
+    /// The watcher's parts (namespaces watched apart), each of which relists on its own.
+    parts: usize,
     next_id: u64,
     closed: bool,
     /// The terminal error the watcher ended with, for consumers that attach after the end.
     ended_with: Option<Error>,
 }
 
-impl<K> Default for Hub<K> {
-    fn default() -> Self {
-        Hub { subs: Arc::from(Vec::new()), next_id: 0, closed: false, ended_with: None }
+impl<K> Hub<K> {
+    /// A hub for a watcher of `parts` parts.
+    pub(crate) fn new(parts: usize) -> Self {
+        Hub { subs: Arc::from(Vec::new()), parts: parts.max(1), next_id: 0, closed: false, ended_with: None }
     }
 }
 
@@ -150,7 +167,10 @@ impl<K> Hub<K> {
             // Cannot fail: the channel has room for the whole replay and nobody else sends yet.
             let _ = tx.try_send(Ok(ev));
         }
-        let lag = (policy == SlowConsumer::Lag).then(|| Arc::new(LagState { dropped: 0.into(), room }));
+        let lag = (policy == SlowConsumer::Lag).then(|| {
+            let (dropped, relists, uncovered) = (AtomicU64::new(0), AtomicUsize::new(0), AtomicU64::new(0));
+            Arc::new(LagState { dropped, room, relists, parts: self.parts, uncovered })
+        });
         let sub = Sub { id: self.next_id, tx, lag };
         self.next_id += 1;
         self.subs = self.subs.iter().cloned().chain([sub]).collect();
@@ -280,7 +300,21 @@ impl<K> Outbox<'_, K> {
     /// reading the store after the marker covers every dropped event. The notice and the
     /// counter report each episode's total when it ends.
     fn send_lagging(&self, sub: &Sub<K>, lag: &LagState, item: Item<K>, gone: &mut Vec<u64>) {
-        use std::sync::atomic::Ordering::Relaxed;
+        // Where this item stands in the relists (see `LagState`).
+        let relist_ended = match &item {
+            Ok(Event::Init) => {
+                let n = lag.relists.load(Relaxed).saturating_add(1).min(lag.parts);
+                lag.relists.store(n, Relaxed);
+                false
+            }
+            Ok(Event::InitDone) => {
+                let n = lag.relists.load(Relaxed).saturating_sub(1);
+                lag.relists.store(n, Relaxed);
+                n == 0
+            }
+            _ => false,
+        };
+        let in_relist = lag.relists.load(Relaxed) > 0;
         let dropped = lag.dropped.load(Relaxed);
         if dropped > 0 {
             // Empty: the consumer received the marker (or dropped its receiver, which emptied
@@ -288,6 +322,7 @@ impl<K> Outbox<'_, K> {
             if !sub.tx.is_empty() {
                 lag.dropped.store(dropped + 1, Relaxed);
                 counters::add(&self.counters.lagged, 1);
+                self.uncover(lag, in_relist, relist_ended);
                 return;
             }
             lag.dropped.store(0, Relaxed);
@@ -305,6 +340,25 @@ impl<K> Outbox<'_, K> {
         if lagging {
             lag.dropped.store(1, Relaxed);
             counters::add(&self.counters.lagged, 1);
+            self.uncover(lag, in_relist, relist_ended);
+        } else if relist_ended {
+            // The relist is in the store now: a consumer that caught up before it ended
+            // catches up again.
+            let uncovered = lag.uncovered.swap(0, Relaxed);
+            if uncovered > 0 {
+                let _ = sub.tx.try_send(Err(Error::Lagged { dropped: uncovered }));
+            }
+        }
+    }
+
+    /// Counts an event dropped for a lagging consumer whose marker is queued: during a relist
+    /// the store does not hold it yet; once the relist has ended (the event is its `InitDone`),
+    /// the queued marker is read after the store has everything.
+    fn uncover(&self, lag: &LagState, in_relist: bool, relist_ended: bool) {
+        if relist_ended {
+            lag.uncovered.store(0, Relaxed);
+        } else if in_relist {
+            lag.uncovered.fetch_add(1, Relaxed);
         }
     }
 
@@ -331,5 +385,124 @@ fn clone_item<K>(item: &Item<K>) -> Item<K> {
     match item {
         Ok(ev) => Ok(ev.clone()),
         Err(e) => Err(e.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a consumer's channel holds, briefly.
+    fn drain(rx: &Receiver<Item<String>>) -> Vec<String> {
+        rx.try_iter()
+            .map(|i| match i {
+                Ok(Event::Init) => "Init".to_owned(),
+                Ok(Event::InitApply(o)) => format!("InitApply({o})"),
+                Ok(Event::InitDone) => "InitDone".to_owned(),
+                Ok(Event::Apply(o)) => format!("Apply({o})"),
+                Ok(Event::Delete(o)) => format!("Delete({o})"),
+                Err(Error::Lagged { dropped }) => format!("Lagged({dropped})"),
+                Err(e) => format!("Err({e})"),
+            })
+            .collect()
+    }
+
+    struct Bench {
+        hub: parking_lot::Mutex<Hub<String>>,
+        stop: (Sender<()>, Receiver<()>),
+        counters: Counters,
+        notices: Notices,
+    }
+
+    impl Bench {
+        fn new() -> Self {
+            Bench {
+                hub: parking_lot::Mutex::new(Hub::new(1)),
+                stop: bounded(1),
+                counters: Counters::default(),
+                notices: Notices::default(),
+            }
+        }
+
+        fn outbox(&self) -> Outbox<'_, String> {
+            Outbox { hub: &self.hub, stop: &self.stop.1, counters: &self.counters, notices: &self.notices }
+        }
+
+        fn send(&self, ev: Event<String>) {
+            let subs = self.hub.lock().subscribers();
+            assert!(self.outbox().deliver(&subs, [Ok(ev)]).is_ok());
+        }
+    }
+
+    fn obj(name: &str) -> Arc<String> {
+        Arc::new(name.to_owned())
+    }
+
+    #[test]
+    fn a_lagging_consumer_that_caught_up_during_a_relist_is_told_again_when_it_ends() {
+        let bench = Bench::new();
+        let rx = bench.hub.lock().subscribe(Vec::new(), 2, SlowConsumer::Lag);
+        bench.send(Event::Init);
+        bench.send(Event::InitApply(obj("a")));
+        bench.send(Event::InitApply(obj("b"))); // no room: dropped, the marker is queued
+        bench.send(Event::InitApply(obj("c"))); // dropped: the marker is not read yet
+        assert_eq!(drain(&rx), ["Init", "InitApply(a)", "Lagged(1)"]);
+        // The consumer read the store before the relist ended: b and c were not in it.
+        bench.send(Event::InitApply(obj("d")));
+        bench.send(Event::InitDone);
+        assert_eq!(drain(&rx), ["InitApply(d)", "InitDone", "Lagged(2)"]);
+        // The next relist, with nothing dropped: no marker.
+        bench.send(Event::Init);
+        bench.send(Event::InitDone);
+        assert_eq!(drain(&rx), ["Init", "InitDone"]);
+    }
+
+    #[test]
+    fn a_marker_read_after_the_relist_ended_covers_it() {
+        let bench = Bench::new();
+        let rx = bench.hub.lock().subscribe(Vec::new(), 1, SlowConsumer::Lag);
+        bench.send(Event::Init);
+        bench.send(Event::InitApply(obj("a"))); // dropped, marker queued
+        bench.send(Event::InitDone); // dropped: the store now has everything
+        assert_eq!(drain(&rx), ["Init", "Lagged(1)"]);
+        bench.send(Event::Apply(obj("b")));
+        assert_eq!(drain(&rx), ["Apply(b)"]);
+    }
+
+    #[test]
+    fn a_dropped_lagging_consumer_leaves_no_queue_and_is_forgotten_at_the_next_event() {
+        let bench = Bench::new();
+        let rx = bench.hub.lock().subscribe(Vec::new(), 1, SlowConsumer::Lag);
+        for name in ["a", "b", "c"] {
+            bench.send(Event::Apply(obj(name)));
+        }
+        let kept = Arc::new("kept".to_owned());
+        bench.send(Event::Apply(Arc::clone(&kept)));
+        drop(rx);
+        assert_eq!(Arc::strong_count(&kept), 1, "the dropped channel let go of what it held");
+        bench.send(Event::Apply(obj("d")));
+        assert_eq!(bench.hub.lock().len(), 0);
+    }
+
+    #[test]
+    fn delivery_that_never_waits_skips_a_full_consumer_and_keeps_its_items_in_order() {
+        let bench = Bench::new();
+        let (full, free) = {
+            let mut hub = bench.hub.lock();
+            (hub.subscribe(Vec::new(), 1, SlowConsumer::Block), hub.subscribe(Vec::new(), 8, SlowConsumer::Block))
+        };
+        let subs = bench.hub.lock().subscribers();
+        let mut backlog: Backlog<String> =
+            ["a", "b", "c"].iter().map(|n| (Arc::clone(&subs), Held::Item(Ok(Event::Apply(obj(n)))))).collect();
+        bench.outbox().deliver_ready(&mut backlog);
+        assert_eq!(drain(&free), ["Apply(a)", "Apply(b)"], "b went to the consumer with room");
+        assert_eq!(drain(&full), ["Apply(a)"]);
+        assert_eq!(backlog.len(), 2, "b (for the full one only) and c stay");
+        // A full consumer that is gone holds nobody back.
+        drop(full);
+        bench.outbox().deliver_ready(&mut backlog);
+        assert!(backlog.is_empty());
+        assert_eq!(drain(&free), ["Apply(c)"]);
+        assert_eq!(bench.hub.lock().len(), 1);
     }
 }

@@ -100,7 +100,7 @@ impl<K: Watchable> Engine<K> {
             abandon_rx,
             terminal: Mutex::new(None),
             store: store.clone(),
-            hub: Mutex::new(Hub::default()),
+            hub: Mutex::new(Hub::new(parts.len())),
             counters: Counters::default(),
             notices: Notices::default(),
             gate: Gate::new(spec.max_lists),

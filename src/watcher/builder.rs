@@ -127,6 +127,15 @@ impl<K: Watchable> WatcherBuilder<K> {
     /// [`Watcher::subscribe`]) is sent the current state at once, so every object is decoded
     /// then and held until that consumer has read it: attach early, or read the store instead,
     /// where memory matters most.
+    ///
+    /// Delivery is the same as in the default mode: every event reaches every consumer, in
+    /// order, as soon as it is applied, and a consumer that falls behind during a list never
+    /// holds the list up (its events wait as the store's compact entries, decoded when they
+    /// go out, so a list that a consumer is behind on holds no decoded objects). So that the
+    /// watcher thread, not the consumer, frees the objects of delivered events, it keeps a
+    /// reference to the last ones for a moment: at most 128 of them and 1 MiB of their JSON (a
+    /// bigger object is not kept), those nobody else holds are freed before each wait for the
+    /// network, and all of them between requests.
     pub fn compact_store(mut self) -> Self
     where
         K: serde::Serialize,
@@ -146,7 +155,9 @@ impl<K: Watchable> WatcherBuilder<K> {
     /// 0.11–0.17 GiB of peak RSS, a sixth to a quarter of `compact_store` (docs/performance.md
     /// has the measurements). A
     /// [`Store::get`](crate::Store::get) decompresses first (a few µs) and then decodes as in
-    /// compact mode; storing an object costs a compression on the watcher thread.
+    /// compact mode; storing an object costs a compression on the watcher thread. Events reach
+    /// consumers exactly as in compact mode (events a consumer is behind on during a list wait
+    /// compressed).
     pub fn compressed_store(mut self) -> Self
     where
         K: serde::Serialize,
