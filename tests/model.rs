@@ -151,7 +151,7 @@ fn run_seed(seed: u64) -> Result<(), String> {
     let chunking =
         [Chunking::PerEvent, Chunking::Coalesce, Chunking::Split, Chunking::BlankLines][rng.random_range(0..4)];
     // Streaming lists need bookmarks (their end marker is one).
-    let prompt = seed % 3 == 0 && !stalls && !matches!(mode, Mode::Streaming);
+    let prompt = seed.is_multiple_of(3) && !stalls && !matches!(mode, Mode::Streaming);
     let capacity = [1, 2, 8, 1024][rng.random_range(0..4)];
     let deadline = ms(rng.random_range(300..2000));
     let watch_410 = if rng.random_bool(0.5) { Watch410::InStream } else { Watch410::Http };
