@@ -186,6 +186,94 @@ fn credentials_are_not_sent_over_plain_http_unless_allowed() {
     assert_eq!(list_pods(Client::from_kubeconfig_yaml(&yaml, &options).unwrap()).unwrap(), 0);
 }
 
+/// `server` with `user:password@` put in front of its host.
+fn with_userinfo(url: &str, userinfo: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap();
+    format!("{scheme}://{userinfo}@{rest}")
+}
+
+#[test]
+fn credentials_in_the_server_url_are_refused_over_plain_http_unless_allowed() {
+    let server = FakeApiServer::start();
+    let url = with_userinfo(&server.url(), "admin:url-s3cret");
+    // No user entry at all: the URL's user info is the only credential.
+    let yaml = format!(
+        "apiVersion: v1\nkind: Config\ncurrent-context: test\nclusters:\n- name: c\n  cluster:\n    server: {url}\n\
+         contexts:\n- name: test\n  context: {{cluster: c}}\n"
+    );
+    let e = yaml_client(&yaml).unwrap_err().to_string();
+    assert!(e.contains("clusters[0].cluster.server") && e.contains("plain http://"), "{e}");
+    assert!(e.contains("user name and password"), "{e}");
+    assert!(!e.contains("url-s3cret"), "{e}");
+    let options = KubeconfigOptions { allow_http_credentials: true, ..KubeconfigOptions::default() };
+    let client = Client::from_kubeconfig_yaml(&yaml, &options).unwrap();
+    for text in [format!("{client:?}"), format!("{client:#?}")] {
+        assert!(!text.contains("url-s3cret"), "{text}");
+    }
+    assert_eq!(list_pods(client).unwrap(), 0);
+    // The fake redacts the value; its encoding is checked in src/auth/mod.rs's unit tests.
+    assert_eq!(server.requests().pop().unwrap().header("authorization"), Some("<redacted>"));
+}
+
+#[test]
+fn client_from_url_refuses_user_info_over_plain_http_and_never_prints_it() {
+    let server = FakeApiServer::start();
+    let e = Client::from_url(&with_userinfo(&server.url(), "admin:url-s3cret")).unwrap_err().to_string();
+    assert!(e.contains("plain http://") && e.contains("<redacted>@127.0.0.1"), "{e}");
+    assert!(!e.contains("url-s3cret"), "{e}");
+    // Over https it is HTTP Basic, and still never printed: not by Debug, not by an error that
+    // names the server (nothing listens on port 1).
+    let client = Client::from_url("https://admin:url-s3cret@127.0.0.1:1/prefix").unwrap();
+    for text in [format!("{client:?}"), format!("{client:#?}"), format!("{:?}", Api::<Pod>::all(client.clone()))] {
+        assert!(!text.contains("url-s3cret") && !text.contains("admin:"), "{text}");
+    }
+    let e = list_pods(client).unwrap_err();
+    let text = format!("{e} {e:?}");
+    assert!(text.contains("127.0.0.1:1") && !text.contains("url-s3cret"), "{text}");
+    // A URL that is refused is quoted without its user info.
+    let e = Client::from_url("https://admin:url-s3cret@127.0.0.1/a b").unwrap_err().to_string();
+    assert!(e.contains("<redacted>@127.0.0.1/a b") && !e.contains("url-s3cret"), "{e}");
+}
+
+#[test]
+fn credentials_in_an_https_server_url_are_sent_as_basic_auth_unless_the_user_has_its_own() {
+    let server = FakeApiServer::builder().tls(true).token("user-tok").start();
+    let cluster = format!(
+        "    server: {}\n    certificate-authority-data: {}",
+        with_userinfo(&server.url(), "ad%40min:p%3Aw"),
+        b64(&server.ca_pem().unwrap())
+    );
+    let client = yaml_client(&kubeconfig(&cluster, "    {}")).unwrap();
+    let e = list_pods(client).unwrap_err();
+    assert_eq!(e.status(), Some(401), "the fake knows no basic-auth users: {e}");
+    assert_eq!(server.requests().pop().unwrap().header("authorization"), Some("<redacted>"));
+    // The user's token wins, as the Authorization header does over URL user info in client-go.
+    let client = yaml_client(&kubeconfig(&cluster, "    token: user-tok")).unwrap();
+    assert_eq!(list_pods(client).unwrap(), 0);
+    assert_eq!(server.requests().pop().unwrap().user.as_deref(), Some("token-user-1"));
+}
+
+#[test]
+fn a_refused_connection_to_a_url_with_credentials_does_not_print_them() {
+    // Bind and drop: nothing listens on the port any more.
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let yaml = kubeconfig(&format!("    server: http://admin:url-s3cret@127.0.0.1:{port}"), "    {}");
+    let options = KubeconfigOptions { allow_http_credentials: true, ..KubeconfigOptions::default() };
+    let client = Client::from_kubeconfig_yaml(&yaml, &options).unwrap();
+    let e = list_pods(client.clone()).unwrap_err();
+    let text = format!("{e} {e:?}");
+    assert!(text.contains(&format!("connection to 127.0.0.1:{port}")) && text.contains("refused"), "{text}");
+    assert!(!text.contains("url-s3cret"), "{text}");
+    let watcher = Watcher::new(Api::<Pod>::all(client), Config::default()).unwrap();
+    let e = loop {
+        if let Err(e) = watcher.recv_timeout(WAIT).unwrap() {
+            break e;
+        }
+    };
+    let text = format!("{e} {e:?}");
+    assert!(text.contains("refused") && !text.contains("url-s3cret"), "{text}");
+}
+
 #[test]
 fn basic_auth_and_impersonation_headers_are_sent() {
     let server = tls_server();

@@ -30,7 +30,9 @@
 //! (`client.authentication.k8s.io/v1` and `v1beta1`, cached until their expiry and re-run once
 //! after a 401). Static credentials win over exec plugins. Impersonation (`as`, `as-groups`,
 //! `as-uid`, `as-user-extra`) is added on top. Legacy `auth-provider` entries are refused with a
-//! message naming the exec plugin to use instead. Credentials are never sent over plain
+//! message naming the exec plugin to use instead. User info in the server URL
+//! (`https://user:password@host`) is HTTP Basic authentication, used when the user entry has no
+//! request credentials of its own, and is never printed. Credentials are never sent over plain
 //! `http://` unless [`KubeconfigOptions::allow_http_credentials`] is set.
 //!
 //! # Default namespace
@@ -92,8 +94,9 @@ pub struct KubeconfigOptions {
     pub user: Option<String>,
     /// The default namespace, instead of the context's (see the module docs for the fallbacks).
     pub namespace: Option<String>,
-    /// Send credentials even when the server URL is plain `http://` (they travel in clear text).
-    /// Defaults to false: such a configuration is refused, naming the cluster and user.
+    /// Send credentials (the user's, or user info in the server URL) even when the server URL is
+    /// plain `http://` (they travel in clear text). Defaults to false: such a configuration is
+    /// refused, naming the cluster's `server` field.
     pub allow_http_credentials: bool,
 }
 
@@ -188,7 +191,8 @@ fn escape_header_key(key: &str) -> String {
 /// Everything needed to reach one API server as one user.
 #[derive(Clone, Debug)]
 pub(crate) struct Connection {
-    /// Base URL without a trailing slash; may carry a path prefix.
+    /// Base URL without a trailing slash; may carry a path prefix. Never holds user info (see
+    /// [`normalize_server`]), so it is safe to print.
     pub(crate) server: String,
     /// Where `server` came from (a kubeconfig's cluster entry, the in-cluster environment, the
     /// caller's URL), so that a connection error names what to fix.
@@ -206,19 +210,40 @@ pub(crate) struct Connection {
 }
 
 impl Connection {
-    /// A connection to `url` (http or https) with no credentials and no proxy.
+    /// A connection to `url` (http or https) with no proxy, and no credentials but those of
+    /// the URL's user info, which are refused over plain `http://`.
     pub(crate) fn from_url(url: &str) -> Result<Connection> {
-        let server = normalize_server(url).map_err(|message| Error::config("url", message))?;
-        Ok(Connection {
+        let parsed = normalize_server(url).map_err(|message| Error::config("url", message))?;
+        let mut conn = Connection::to_server(parsed.server, "the URL given to Client::from_url");
+        if let Some(userinfo) = parsed.userinfo {
+            if !conn.is_https() {
+                return Err(Error::config(
+                    "url",
+                    format!(
+                        "{:?} carries a user name and password, which would travel unencrypted over plain \
+                         http://; use https:// (a kubeconfig can allow it: KubeconfigOptions::allow_http_credentials)",
+                        redact_userinfo(url.trim())
+                    ),
+                ));
+            }
+            conn.credentials = userinfo.into_credentials();
+        }
+        Ok(conn)
+    }
+
+    /// A connection to `server` (already checked by [`normalize_server`], without user info),
+    /// with no credentials and no proxy.
+    pub(crate) fn to_server(server: String, source: &str) -> Connection {
+        Connection {
             server,
-            server_source: "the URL given to Client::from_url".to_owned(),
+            server_source: source.to_owned(),
             default_namespace: "default".to_owned(),
             credentials: Credentials::None,
             impersonation: None,
             tls: TlsSettings::default(),
             proxy: None,
             disable_compression: false,
-        })
+        }
     }
 
     pub(crate) fn is_https(&self) -> bool {
@@ -318,24 +343,108 @@ impl Connection {
     }
 }
 
+/// A server URL, checked: what may be printed, and the credentials its user info carried.
+#[derive(Debug)]
+pub(crate) struct ServerUrl {
+    /// Scheme, host, port and path prefix: no user info, query, fragment or trailing `/`. Safe
+    /// to print, and the only form of the URL a [`Connection`] keeps.
+    pub(crate) server: String,
+    /// `user:password@` from the URL, percent-decoded: a credential (HTTP Basic, as client-go's
+    /// transport sends it), never printed.
+    pub(crate) userinfo: Option<Userinfo>,
+}
+
+/// The user name and password of a URL's user info.
+#[derive(Debug)]
+pub(crate) struct Userinfo {
+    pub(crate) username: String,
+    pub(crate) password: Secret,
+}
+
+impl Userinfo {
+    pub(crate) fn into_credentials(self) -> Credentials {
+        Credentials::Basic { username: self.username, password: self.password }
+    }
+}
+
 /// Checks a server URL (explicit `http://` or `https://` scheme, a host, no whitespace), drops
-/// its query and fragment and any trailing `/`. Errors are messages without a field name.
-pub(crate) fn normalize_server(url: &str) -> std::result::Result<String, String> {
+/// its query and fragment and any trailing `/`, and takes its user info out as a credential.
+/// Errors are messages without a field name; they quote the URL with its user info redacted.
+pub(crate) fn normalize_server(url: &str) -> std::result::Result<ServerUrl, String> {
     let trimmed = url.trim();
-    let rest = trimmed
-        .strip_prefix("https://")
-        .or_else(|| trimmed.strip_prefix("http://"))
-        .ok_or_else(|| format!("{trimmed:?} must start with http:// or https://"))?;
+    let shown = redact_userinfo(trimmed);
+    let (scheme, rest) = if let Some(rest) = trimmed.strip_prefix("https://") {
+        ("https://", rest)
+    } else if let Some(rest) = trimmed.strip_prefix("http://") {
+        ("http://", rest)
+    } else {
+        return Err(format!("{shown:?} must start with http:// or https://"));
+    };
     if rest.is_empty() || rest.starts_with('/') {
-        return Err(format!("{trimmed:?} has no host"));
+        return Err(format!("{shown:?} has no host"));
     }
     if trimmed.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(format!("{trimmed:?} contains whitespace"));
+        return Err(format!("{shown:?} contains whitespace"));
     }
-    let without = trimmed.split(['?', '#']).next().unwrap_or(trimmed);
-    let server = without.trim_end_matches('/').to_owned();
-    server.parse::<ureq::http::Uri>().map_err(|e| format!("{trimmed:?} is not a valid URL: {e}"))?;
-    Ok(server)
+    let rest = rest.split(['?', '#']).next().unwrap_or(rest).trim_end_matches('/');
+    let uri = format!("{scheme}{rest}")
+        .parse::<ureq::http::Uri>()
+        .map_err(|e| format!("{shown:?} is not a valid URL: {e}"))?;
+    // The parser accepted it, so the authority is exactly the start of `rest`.
+    let authority = uri.authority().map_or("", |a| a.as_str());
+    let path = rest.get(authority.len()..).unwrap_or_default();
+    let (userinfo, host) = match authority.rsplit_once('@') {
+        Some((userinfo, host)) => (Some(userinfo), host),
+        None => (None, authority),
+    };
+    if host.is_empty() {
+        return Err(format!("{shown:?} has no host"));
+    }
+    let userinfo = match userinfo.filter(|u| !u.is_empty()) {
+        Some(info) => {
+            let (user, password) = info.split_once(':').unwrap_or((info, ""));
+            let decode = |part: &str, what: &str| {
+                percent_decode(part)
+                    .ok_or_else(|| format!("{shown:?}: the {what} in the URL is not valid percent-encoded UTF-8"))
+            };
+            Some(Userinfo {
+                username: decode(user, "user name")?,
+                password: Secret::new(decode(password, "password")?),
+            })
+        }
+        None => None,
+    };
+    Ok(ServerUrl { server: format!("{scheme}{host}{path}"), userinfo })
+}
+
+/// `url` with everything between the scheme and the last `@` before the path (or, without a
+/// scheme, from the start) replaced by `<redacted>`: user info is a credential, and a malformed
+/// URL may not say where it ends, so this errs on the side of hiding.
+pub(crate) fn redact_userinfo(url: &str) -> String {
+    let start = url.find("://").map_or(0, |i| i + 3);
+    let end = url[start..].find(['?', '#']).map_or(url.len(), |i| start + i);
+    match url[start..end].rfind('@') {
+        Some(at) => format!("{}<redacted>{}", &url[..start], &url[start + at..]),
+        None => url.to_owned(),
+    }
+}
+
+/// Decodes `%XX` escapes (RFC 3986 §2.1); `None` for a broken escape or bytes that are not UTF-8.
+fn percent_decode(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 /// Where environment variables and the service-account directory come from: the process, or a
@@ -523,6 +632,40 @@ mod tests {
         assert_eq!(c.server, "https://proxy.example/k8s/clusters/c-42");
         let c = Connection::from_url("https://proxy.example:6443/k8s?x=1#frag").unwrap();
         assert_eq!(c.server, "https://proxy.example:6443/k8s");
+    }
+
+    #[test]
+    fn user_info_in_a_server_url_becomes_basic_credentials_and_leaves_the_url() {
+        let c = Connection::from_url("https://ad%40min:p%3Aw:x@kube.example:6443/prefix/").unwrap();
+        assert_eq!(c.server, "https://kube.example:6443/prefix");
+        let auth = c.request_auth().unwrap();
+        let (name, value) = &auth.headers[0];
+        use base64::Engine as _;
+        let expected = base64::engine::general_purpose::STANDARD.encode("ad@min:p:w:x");
+        assert_eq!((name.as_str(), value.expose()), ("Authorization", format!("Basic {expected}").as_str()));
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("p%3Aw") && !shown.contains("p:w"), "{shown}");
+        // Over plain http it is refused, and the error quotes the URL without it.
+        let e = Connection::from_url("http://admin:s3cret@kube.example").unwrap_err().to_string();
+        assert!(e.contains("\"http://<redacted>@kube.example\"") && !e.contains("s3cret"), "{e}");
+        // Bad escapes are refused without quoting the user info.
+        let e = normalize_server("https://admin:s3cret%zz@kube.example").unwrap_err();
+        assert!(e.contains("password") && !e.contains("s3cret"), "{e}");
+        // An empty user info carries nothing.
+        let parsed = normalize_server("https://@kube.example").unwrap();
+        assert_eq!((parsed.server.as_str(), parsed.userinfo.is_none()), ("https://kube.example", true));
+    }
+
+    #[test]
+    fn user_info_is_redacted_wherever_a_url_is_quoted() {
+        assert_eq!(redact_userinfo("https://u:p@h:1/x@y?q=a@b"), "https://<redacted>@y?q=a@b");
+        assert_eq!(redact_userinfo("u:p@h:1"), "<redacted>@h:1");
+        assert_eq!(redact_userinfo("https://h:1/p"), "https://h:1/p");
+        for bad in ["u:s3cret@h", "https://u:s3cret@", "https://u:s3cret@h/a b", "https://u:s3cret@h:port:x"] {
+            if let Err(e) = normalize_server(bad) {
+                assert!(!e.contains("s3cret"), "{bad}: {e}");
+            }
+        }
     }
 
     #[test]

@@ -172,8 +172,13 @@ impl Client {
     /// A client for the API server at `url` (`http://` or `https://`, with an optional path
     /// prefix), without credentials: for `kubectl proxy`, the fake server, or an open endpoint.
     ///
+    /// User info in the URL (`https://user:password@host`, percent-encoded) is a credential: it
+    /// is sent as HTTP Basic authentication, only over `https://`, and is taken out of the URL,
+    /// so it never appears in `Debug` output, logs or errors (docs/auth.md §2).
+    ///
     /// # Errors
-    /// [`Error::Config`] naming `url` when it has no scheme or host.
+    /// [`Error::Config`] naming `url` when it has no scheme or host, or when it carries user info
+    /// over plain `http://`.
     pub fn from_url(url: &str) -> Result<Client> {
         Ok(Client { conn: Arc::new(Connection::from_url(url)?) })
     }
