@@ -22,7 +22,14 @@ pub(crate) enum Failure {
 }
 
 impl Failure {
-    /// Classifies `e`; `None` for failures after the connection was made (a reset, a bad body).
+    /// Classifies `e`; `None` for failures after the connection was made (a reset, a bad body,
+    /// a read timeout).
+    ///
+    /// A timeout counts only when ureq says it was the connect or resolve phase. ureq 3.5 reports
+    /// every timeout its transports see, its own deadlines and an OS `ETIMEDOUT` alike, as
+    /// `Error::Timeout` naming the deadline that ran out (a stalled TLS handshake runs against
+    /// the connect deadline). A bare I/O error of kind `TimedOut` names no phase (after
+    /// connecting, a dead peer gives one), so it is not taken for a connect timeout.
     pub(crate) fn of(e: &ureq::Error) -> Option<Failure> {
         match e {
             ureq::Error::HostNotFound => Some(Failure::Resolve),
@@ -35,7 +42,6 @@ impl Failure {
                 }
                 match io.kind() {
                     std::io::ErrorKind::ConnectionRefused => Some(Failure::Refused),
-                    std::io::ErrorKind::TimedOut => Some(Failure::Timeout),
                     // std's resolver reports through getaddrinfo's text, with no kind of its own.
                     _ if io.to_string().contains("failed to lookup address") => Some(Failure::Resolve),
                     _ => io.source().and_then(|s| s.downcast_ref::<rustls::Error>()).and_then(certificate_alert),
@@ -144,6 +150,17 @@ mod tests {
     }
 
     #[test]
+    fn only_connect_and_resolve_timeouts_are_connection_failures() {
+        use ureq::Timeout as T;
+        for phase in [T::Connect, T::Resolve] {
+            assert_eq!(Failure::of(&ureq::Error::Timeout(phase)), Some(Failure::Timeout), "{phase}");
+        }
+        for phase in [T::PerRead, T::PerWrite, T::SendRequest, T::RecvResponse, T::RecvBody, T::Global, T::PerCall] {
+            assert_eq!(Failure::of(&ureq::Error::Timeout(phase)), None, "{phase}");
+        }
+    }
+
+    #[test]
     fn io_errors_are_classified_by_kind_and_resolver_text() {
         let refused = ureq::Error::Io(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
         assert_eq!(Failure::of(&refused), Some(Failure::Refused));
@@ -153,6 +170,8 @@ mod tests {
         assert_eq!(Failure::of(&ureq::Error::HostNotFound), Some(Failure::Resolve));
         let reset = ureq::Error::Io(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
         assert_eq!(Failure::of(&reset), None, "after connecting: not a connection failure");
+        let timed_out = ureq::Error::Io(std::io::Error::from(std::io::ErrorKind::TimedOut));
+        assert_eq!(Failure::of(&timed_out), None, "an I/O timeout does not say it was the connect");
         let alert = ureq::Error::Rustls(rustls::Error::AlertReceived(rustls::AlertDescription::BadCertificate));
         assert_eq!(Failure::of(&alert), Some(Failure::CertificateRefused("BadCertificate".into())));
     }

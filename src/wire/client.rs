@@ -779,6 +779,30 @@ mod stream_tests {
         assert_eq!(next_event(&mut stream)["object"]["metadata"]["name"], "c");
     }
 
+    /// A server that accepts the connection and then says nothing: the request times out after
+    /// connecting, which must not be explained as a failure to connect.
+    #[test]
+    fn a_server_that_accepts_and_stays_silent_is_not_called_a_connect_timeout() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let silent = std::thread::spawn(move || {
+            let (conn, _) = listener.accept().unwrap();
+            // Keep the connection open, silent, until the client has given up.
+            let _ = rx.recv_timeout(WAIT);
+            drop(conn);
+        });
+        let conn = Arc::new(Connection::from_url(&format!("http://{addr}")).unwrap());
+        let http = Http::new(conn);
+        let url = http.url("/api/v1/pods", "");
+        let e = http.call(&url, "list pods", Duration::from_millis(200), false, request::ACCEPT_JSON).unwrap_err();
+        tx.send(()).unwrap();
+        silent.join().unwrap();
+        let text = e.to_string();
+        assert!(text.contains("timed out (per read)"), "{text}");
+        assert!(!text.contains("connecting to"), "{text}");
+    }
+
     /// The same over TLS: a read timeout inside a TLS record leaves the session usable.
     #[test]
     fn a_line_paused_past_the_read_timeout_over_tls_arrives_whole() {
