@@ -601,6 +601,107 @@ fn pipe(mut from_client: BufReader<TcpStream>, mut to_client: TcpStream, upstrea
     down.join().unwrap();
 }
 
+/// A TLS fake server on `port` (0: any), with a CA of its own: a restart on the same port with
+/// a new CA is how a cluster's CA rotation looks to a client.
+fn tls_server_on(port: u16) -> FakeApiServer {
+    FakeApiServer::builder().tls(true).port(port).start()
+}
+
+/// A kubeconfig whose cluster trusts the CA in the file `ca.pem` beside it, written now.
+fn ca_file_kubeconfig(dir: &TempDir, server: &FakeApiServer) -> Client {
+    dir.write("ca.pem", &server.ca_pem().unwrap());
+    let cluster = format!("    server: {}\n    certificate-authority: ca.pem", server.url());
+    let path = dir.write("config", &kubeconfig(&cluster, "    {}"));
+    Client::from_kubeconfig_path(&path, &KubeconfigOptions::default()).unwrap()
+}
+
+#[test]
+fn a_one_shot_list_trusts_a_rotated_ca_once_the_file_holds_it() {
+    let old = tls_server_on(0);
+    let port = old.addr().port();
+    let dir = TempDir::new("rotated-ca-list");
+    let client = ca_file_kubeconfig(&dir, &old);
+    assert_eq!(list_pods(client.clone()).unwrap(), 0);
+
+    // The CA rotates: the server comes back with a certificate from a new CA (of the same name).
+    drop(old);
+    let new = tls_server_on(port);
+    new.create(&pod("a", "p1")).unwrap();
+    // The file still holds the old CA: refused, naming the file.
+    let e = list_pods(client.clone()).unwrap_err().to_string();
+    assert!(e.contains("is not signed by the CA in") && e.contains("ca.pem"), "{e}");
+    // The file is rewritten: the next call reads it again and succeeds, with the same client.
+    dir.write("ca.pem", &new.ca_pem().unwrap());
+    assert_eq!(list_pods(client.clone()).unwrap(), 1);
+    assert_eq!(list_pods(client).unwrap(), 1);
+}
+
+#[test]
+fn inline_certificate_authority_data_is_never_read_again() {
+    let old = tls_server_on(0);
+    let port = old.addr().port();
+    let client = yaml_client(&kubeconfig(&ca_data_cluster(&old), "    {}")).unwrap();
+    assert_eq!(list_pods(client.clone()).unwrap(), 0);
+    drop(old);
+    let _new = tls_server_on(port);
+    let e = list_pods(client).unwrap_err().to_string();
+    assert!(e.contains("is not signed by the CA in certificate-authority-data"), "{e}");
+}
+
+#[test]
+fn a_watcher_trusts_a_rotated_ca_without_a_restart() {
+    let old = tls_server_on(0);
+    let port = old.addr().port();
+    old.create(&pod("a", "before")).unwrap();
+    let dir = TempDir::new("rotated-ca-watch");
+    let client = ca_file_kubeconfig(&dir, &old);
+    let backoff = kube_watcher::Backoff {
+        initial: Duration::from_millis(50),
+        max: Duration::from_millis(200),
+        ..kube_watcher::Backoff::default()
+    };
+    let watcher = Watcher::new(Api::<Pod>::all(client), Config::default().backoff(backoff)).unwrap();
+    let store = watcher.store();
+    store.wait_until_ready(WAIT).unwrap();
+    assert_eq!(store.len(), 1);
+
+    // The CA rotates: the server comes back with a new CA and other objects (and no history the
+    // watcher could resume from).
+    drop(old);
+    let new = tls_server_on(port);
+    new.create(&pod("a", "after")).unwrap();
+    for _ in 0..3 {
+        new.create(&pod("a", "gone")).unwrap();
+        new.delete::<Pod>(Some("a"), "gone").unwrap();
+    }
+    new.compact();
+    // While the file holds the old CA, every attempt fails on the server's certificate.
+    let deadline = Instant::now() + WAIT;
+    let failures = loop {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        match watcher.recv_timeout(remaining).expect("no certificate failure reported") {
+            Err(e) if e.to_string().contains("is not signed by the CA in") => break new.requests().len(),
+            _ => {}
+        }
+    };
+    assert_eq!(failures, 0, "no request got through the handshake");
+    // The file is rewritten: the watcher reads it again at its next attempt and catches up.
+    dir.write("ca.pem", &new.ca_pem().unwrap());
+    let deadline = Instant::now() + WAIT;
+    while store.state().iter().map(|p| p.metadata.name.clone().unwrap_or_default()).collect::<Vec<_>>() != ["after"] {
+        assert!(Instant::now() < deadline, "the watcher did not recover with the rotated CA");
+        thread::sleep(Duration::from_millis(20));
+    }
+    // And it keeps watching the new server.
+    new.create(&pod("a", "later")).unwrap();
+    let deadline = Instant::now() + WAIT;
+    while store.len() < 2 {
+        assert!(Instant::now() < deadline, "the watch on the new server is not live");
+        thread::sleep(Duration::from_millis(20));
+    }
+    watcher.stop();
+}
+
 #[test]
 fn proxy_url_tunnels_through_a_connect_proxy() {
     let server = tls_server();

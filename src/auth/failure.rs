@@ -19,6 +19,9 @@ pub(crate) enum Failure {
     Tunnel,
     /// The server ended the TLS handshake with this alert about our (missing) certificate.
     CertificateRefused(String),
+    /// The server's certificate is not signed by a CA we trust (or by one that has the name of a
+    /// trusted CA but another key: a rotated CA).
+    Untrusted,
 }
 
 impl Failure {
@@ -31,24 +34,46 @@ impl Failure {
     /// the connect deadline). A bare I/O error of kind `TimedOut` names no phase (after
     /// connecting, a dead peer gives one), so it is not taken for a connect timeout.
     pub(crate) fn of(e: &ureq::Error) -> Option<Failure> {
+        if let Some(r) = rustls_error(e) {
+            return certificate_alert(r).or_else(|| untrusted(r));
+        }
         match e {
             ureq::Error::HostNotFound => Some(Failure::Resolve),
             ureq::Error::Timeout(ureq::Timeout::Connect | ureq::Timeout::Resolve) => Some(Failure::Timeout),
             ureq::Error::ConnectProxyFailed(_) => Some(Failure::Tunnel),
-            ureq::Error::Rustls(r) => certificate_alert(r),
-            ureq::Error::Io(io) => {
-                if let Some(r) = io.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>()) {
-                    return certificate_alert(r);
-                }
-                match io.kind() {
-                    std::io::ErrorKind::ConnectionRefused => Some(Failure::Refused),
-                    // std's resolver reports through getaddrinfo's text, with no kind of its own.
-                    _ if io.to_string().contains("failed to lookup address") => Some(Failure::Resolve),
-                    _ => io.source().and_then(|s| s.downcast_ref::<rustls::Error>()).and_then(certificate_alert),
-                }
-            }
+            ureq::Error::Io(io) => match io.kind() {
+                std::io::ErrorKind::ConnectionRefused => Some(Failure::Refused),
+                // std's resolver reports through getaddrinfo's text, with no kind of its own.
+                _ if io.to_string().contains("failed to lookup address") => Some(Failure::Resolve),
+                _ => None,
+            },
             _ => None,
         }
+    }
+}
+
+/// The rustls error inside `e`: ureq's own variant, or an I/O error wrapping one (the handshake
+/// runs over an I/O adapter).
+fn rustls_error(e: &ureq::Error) -> Option<&rustls::Error> {
+    match e {
+        ureq::Error::Rustls(r) => Some(r),
+        ureq::Error::Io(io) => io
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+            .or_else(|| io.source().and_then(|s| s.downcast_ref::<rustls::Error>())),
+        _ => None,
+    }
+}
+
+/// Our verification of the server's certificate failed for want of a trusted issuer: no trusted
+/// CA has the issuer's name (`UnknownIssuer`), or one has it but its key did not sign the
+/// certificate (`BadSignature`: a CA rotated to a new key under the same name, as kubeadm's
+/// `kubernetes` CA does).
+fn untrusted(e: &rustls::Error) -> Option<Failure> {
+    use rustls::CertificateError as C;
+    match e {
+        rustls::Error::InvalidCertificate(C::UnknownIssuer | C::BadSignature) => Some(Failure::Untrusted),
+        _ => None,
     }
 }
 
@@ -96,6 +121,9 @@ impl Connection {
             (Failure::Timeout, None) => format!("connecting to {server} timed out"),
             (Failure::Tunnel, Some(proxy)) => format!("{proxy} could not connect to {server}"),
             (Failure::Tunnel, None) => format!("the proxy could not connect to {server}"),
+            (Failure::Untrusted, _) => {
+                format!("the certificate of {server} is not signed by {}", self.tls.describe_ca())
+            }
             (Failure::CertificateRefused(alert), _) => match self.client_cert_source() {
                 Some(source) => format!(
                     "the server {} refused our client certificate (TLS alert {alert}); it came from {source}",

@@ -66,7 +66,8 @@ pub(crate) fn connection(env: &Env) -> Result<Connection, InClusterError> {
     let mut conn =
         Connection::to_server(server, "the in-cluster environment (KUBERNETES_SERVICE_HOST, KUBERNETES_SERVICE_PORT)");
     conn.credentials = Credentials::TokenFile(Arc::new(token));
-    conn.tls = TlsSettings { roots: Some(Arc::new(roots)), ..TlsSettings::default() };
+    let ca = tls::CaFile::new(ca_path, "the in-cluster ca.crt".to_owned(), roots);
+    conn.tls = TlsSettings { roots: Some(tls::CaRoots::File(Arc::new(ca))), ..TlsSettings::default() };
     conn.default_namespace = namespace(env).unwrap_or_else(|| "default".to_owned());
     conn.proxy = proxy::from_env(&conn.server, env).map_err(broken)?;
     Ok(conn)

@@ -356,10 +356,10 @@ pub(crate) fn connection(kc: &Kubeconfig, opts: &KubeconfigOptions, env: &Env) -
     let mut conn = cluster_connection(cluster, env)?;
     let cluster_info = cluster_info(cluster, &conn)?;
     let mut whose = "the user name and password in its user info".to_owned();
-    if let Some(user) = user {
-        if apply_user(&mut conn, user, cluster_info)? {
-            whose = format!("the credentials of user {:?}", user.name);
-        }
+    if let Some(user) = user
+        && apply_user(&mut conn, user, cluster_info)?
+    {
+        whose = format!("the credentials of user {:?}", user.name);
     }
     if !conn.is_https() && has_credentials(&conn) && !opts.allow_http_credentials {
         return Err(cluster.origin.error(
@@ -458,14 +458,20 @@ fn cluster_connection(entry: &Entry<RawCluster>, env: &Env) -> Result<Connection
                 "cannot be combined with certificate-authority or certificate-authority-data",
             ));
         }
-        Some(pem) => {
-            let which = if c.certificate_authority_data.as_deref().is_some_and(|d| !d.is_empty()) {
-                "certificate-authority-data"
-            } else {
-                "certificate-authority"
-            };
-            Some(Arc::new(tls::parse_ca_bundle(&pem).map_err(|m| origin.error(&field(which), m))?))
-        }
+        Some(pem) => match c.certificate_authority.as_deref().filter(|p| !p.is_empty()) {
+            // A file is read again when the server's certificate stops matching it (a rotated
+            // CA, docs/auth.md §7); inline data cannot change.
+            Some(path) => {
+                let which = field("certificate-authority");
+                let certs = tls::parse_ca_bundle(&pem).map_err(|m| origin.error(&which, m))?;
+                let source = format!("{}: {which}", origin.source_name);
+                Some(tls::CaRoots::File(Arc::new(tls::CaFile::new(origin.resolve(path), source, certs))))
+            }
+            None => {
+                let which = field("certificate-authority-data");
+                Some(tls::CaRoots::Inline(Arc::new(tls::parse_ca_bundle(&pem).map_err(|m| origin.error(&which, m))?)))
+            }
+        },
         None => None,
     };
     let server_name = match c.tls_server_name.as_deref().filter(|n| !n.is_empty()) {

@@ -35,6 +35,15 @@
 //! request credentials of its own, and is never printed. Credentials are never sent over plain
 //! `http://` unless [`KubeconfigOptions::allow_http_credentials`] is set.
 //!
+//! # Trusting the server
+//!
+//! A cluster's `certificate-authority` file, `certificate-authority-data`, or in a pod the
+//! service account's `ca.crt`; else the bundled public CAs. A CA *file* is read again when a TLS
+//! handshake fails because the server's certificate is not signed by it (a rotated cluster CA):
+//! at most once per failed request, so a watcher reads it once per backoff step until it changes,
+//! then every user of the [`Client`](crate::Client) trusts the new CA without a restart. Inline
+//! `certificate-authority-data` is never reloaded (docs/auth.md §7).
+//!
 //! # Default namespace
 //!
 //! [`Client::default_namespace`](crate::Client::default_namespace) is, in order: the
@@ -70,7 +79,7 @@ use crate::error::{Error, Result};
 pub(crate) use self::exec::ExecPlugin;
 pub(crate) use self::failure::Failure;
 pub(crate) use self::proxy::ProxyChoice;
-pub(crate) use self::tls::TlsSettings;
+pub(crate) use self::tls::{RootSet, TlsSettings};
 pub(crate) use self::token::TokenFile;
 
 /// Overrides for choosing what to use from a kubeconfig, like kubectl's `--context`,
@@ -250,11 +259,13 @@ impl Connection {
         self.server.starts_with("https://")
     }
 
-    /// A new ureq agent for one watcher (or one one-shot call), configured for this server.
+    /// A new ureq agent for one watcher (or one one-shot call), configured for this server, and
+    /// the CAs it trusts (those of the moment: see [`request_tls`](Self::request_tls)).
     ///
     /// Never sets `timeout_global`, `timeout_per_call` or `timeout_recv_body`: they would kill
     /// healthy watches (docs/http.md §2).
-    pub(crate) fn agent(&self) -> ureq::Agent {
+    pub(crate) fn agent(&self) -> (ureq::Agent, RootSet) {
+        let roots = self.tls.roots();
         let mut builder = ureq::Agent::config_builder()
             .http_status_as_error(false)
             // Always explicit: ureq would otherwise pick up proxy variables for every scheme
@@ -268,13 +279,14 @@ impl Connection {
             builder = builder.accept_encoding("");
         }
         if self.is_https() {
-            builder = builder.tls_config(self.tls.to_ureq());
+            builder = builder.tls_config(self.tls.to_ureq(roots.clone(), self.tls.client_cert.clone()));
         }
         let config = builder.build();
-        match (&self.tls.server_name, self.is_https()) {
+        let agent = match (&self.tls.server_name, self.is_https()) {
             (Some(name), true) => tls::agent_with_server_name(config, &self.server, name),
             _ => ureq::Agent::new_with_config(config),
-        }
+        };
+        (agent, roots)
     }
 
     /// What proves who we are for the next request: headers (`Authorization`, impersonation)
@@ -308,10 +320,30 @@ impl Connection {
         Ok(RequestAuth { headers, client_cert })
     }
 
-    /// The TLS settings of a request that presents `client_cert` (from an exec plugin) instead
-    /// of the kubeconfig's own.
-    pub(crate) fn tls_with(&self, client_cert: ClientCert) -> ureq::tls::TlsConfig {
-        TlsSettings { client_cert: Some(client_cert), ..self.tls.clone() }.to_ureq()
+    /// The TLS configuration a request needs in place of its agent's, if any: when it presents
+    /// `client_cert` (from an exec plugin) instead of the kubeconfig's own, or when the CA file
+    /// was re-read since the agent was built (`roots`, the CAs of now, differ from
+    /// `agent_roots`). Such requests are not pooled with the agent's connections, but the agent's
+    /// `shutdown` still reaches them, so a watcher never needs a new agent.
+    pub(crate) fn request_tls(
+        &self,
+        roots: &RootSet,
+        agent_roots: &RootSet,
+        client_cert: Option<ClientCert>,
+    ) -> Option<ureq::tls::TlsConfig> {
+        if !self.is_https() {
+            return None;
+        }
+        let same_roots = match (roots, agent_roots) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        match client_cert {
+            Some(cert) => Some(self.tls.to_ureq(roots.clone(), Some(cert))),
+            None if !same_roots => Some(self.tls.to_ureq(roots.clone(), self.tls.client_cert.clone())),
+            None => None,
+        }
     }
 
     /// Where the client certificate this connection presents comes from, if it presents one.
@@ -764,6 +796,28 @@ mod chain_tests {
         assert_eq!(conn.default_namespace, "shop");
         let client = Client { conn: Arc::new(conn) };
         assert!(Api::<Pod>::all(client).list(&ListParams::default()).is_ok());
+    }
+
+    #[test]
+    fn in_cluster_ca_crt_is_read_again_when_the_ca_rotates() {
+        let old = FakeApiServer::builder().tls(true).token("sa-token").start();
+        let port = old.addr().port();
+        let d = dir("rotated-ca");
+        let sa = d.0.join("sa");
+        std::fs::create_dir_all(&sa).unwrap();
+        std::fs::write(sa.join("token"), "sa-token\n").unwrap();
+        std::fs::write(sa.join("ca.crt"), old.ca_pem().unwrap()).unwrap();
+        let port_text = port.to_string();
+        let env = Env::fixed(&[("KUBERNETES_SERVICE_HOST", "127.0.0.1"), ("KUBERNETES_SERVICE_PORT", &port_text)], &sa);
+        let pods = Api::<Pod>::all(Client { conn: Arc::new(infer(&env).unwrap()) });
+        assert!(pods.list(&ListParams::default()).is_ok());
+        drop(old);
+        let new = FakeApiServer::builder().tls(true).token("sa-token").port(port).start();
+        let e = pods.list(&ListParams::default()).unwrap_err().to_string();
+        assert!(e.contains("is not signed by the CA in") && e.contains("in-cluster ca.crt"), "{e}");
+        // The kubelet updates the mounted file: the next request reads it again.
+        std::fs::write(sa.join("ca.crt"), new.ca_pem().unwrap()).unwrap();
+        assert!(pods.list(&ListParams::default()).is_ok());
     }
 
     #[test]

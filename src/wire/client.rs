@@ -15,7 +15,7 @@ use ureq::{Body, BodyReader};
 
 use std::path::Path;
 
-use crate::auth::{self, Connection, Credentials, Failure, KubeconfigOptions, KubeconfigSource, Secret};
+use crate::auth::{self, Connection, Credentials, Failure, KubeconfigOptions, KubeconfigSource, RootSet, Secret};
 use crate::config::DEFAULT_MAX_LIST_BYTES;
 use crate::error::{Error, Result};
 use crate::resource::{ApiResource, PartialObjectMetadata, Watchable};
@@ -82,7 +82,9 @@ impl Client {
     }
 
     /// A client for the API server of the cluster this process runs in, authenticated as the
-    /// pod's service account (token re-read as the kubelet rotates it).
+    /// pod's service account (token re-read as the kubelet rotates it). `ca.crt` is read again
+    /// when the server's certificate is not signed by it, so a rotated cluster CA is trusted
+    /// once the kubelet has updated the file (docs/auth.md §7.2).
     ///
     /// # Errors
     /// [`Error::Auth`] when `KUBERNETES_SERVICE_HOST`/`KUBERNETES_SERVICE_PORT` are unset, or the
@@ -119,6 +121,11 @@ impl Client {
     /// A client from the kubeconfig file at `path` only (like `kubectl --kubeconfig`): the file
     /// must exist, and no other file is merged. Relative paths inside it are resolved against its
     /// directory.
+    ///
+    /// The kubeconfig is read once. A cluster's `certificate-authority` file is read again when
+    /// the server's certificate is not signed by it (a rotated CA, docs/auth.md §7.2); inline
+    /// `certificate-authority-data` never is. The same holds for every `from_kubeconfig*` and
+    /// [`try_default`](Self::try_default).
     ///
     /// # Errors
     /// [`Error::Auth`] naming the file (and the field) when it is missing, unreadable, invalid,
@@ -375,6 +382,9 @@ impl<K: Watchable> Api<K> {
 /// The HTTP side of one watcher (or one call): an agent of its own, so `shutdown` stops only it.
 pub(crate) struct Http {
     agent: ureq::Agent,
+    /// The CAs `agent` trusts; a request made after the CA file was re-read brings its own TLS
+    /// configuration instead ([`Connection::request_tls`]).
+    agent_roots: RootSet,
     conn: Arc<Connection>,
     /// The longest watch line or list item accepted (`Config::max_line`).
     max_line: usize,
@@ -467,7 +477,8 @@ impl WatchStream {
 
 impl Http {
     pub(crate) fn new(conn: Arc<Connection>) -> Http {
-        Http { agent: conn.agent(), conn, max_line: crate::config::DEFAULT_MAX_LINE }
+        let (agent, agent_roots) = conn.agent();
+        Http { agent, agent_roots, conn, max_line: crate::config::DEFAULT_MAX_LINE }
     }
 
     /// The same, accepting watch lines and list items of up to `max_line` bytes.
@@ -546,8 +557,11 @@ impl Http {
     fn call(&self, url: &str, context: &str, idle: Duration, watch: bool, accept: &str) -> Result<Response<Body>> {
         let mut refreshed = false;
         let mut retried = false;
+        let mut reread_ca = false;
         loop {
             let auth = self.conn.request_auth()?;
+            // The CAs of now: the CA file may have been re-read since the agent was built.
+            let roots = self.conn.tls.roots();
             let mut req = self.agent.get(url).header("Accept", accept);
             if watch {
                 // Watches are not compressed by the server; ask for identity so a future
@@ -558,10 +572,11 @@ impl Http {
                 req = req.header(name.as_str(), value.expose());
             }
             let mut cfg = req.config().timeout_per_read(Some(idle));
-            if let Some(cert) = auth.client_cert.filter(|_| self.conn.is_https()) {
-                // A certificate from an exec plugin can change at any refresh, so it is set per
-                // request (such connections are not pooled; the agent's stop still reaches them).
-                cfg = cfg.tls_config(self.conn.tls_with(cert));
+            // A certificate from an exec plugin can change at any refresh, and a CA file can be
+            // re-read, so these are set per request (such connections are not pooled; the
+            // agent's stop still reaches them).
+            if let Some(tls) = self.conn.request_tls(&roots, &self.agent_roots, auth.client_cert) {
+                cfg = cfg.tls_config(tls);
             }
             if !watch {
                 cfg = cfg.timeout_recv_response(Some(REQUEST_IDLE));
@@ -584,6 +599,14 @@ impl Http {
                         // An exec plugin's certificate the server no longer accepts: run it again.
                         log::debug!("{context}: client certificate refused; refreshing it once");
                         refreshed = true;
+                        continue;
+                    }
+                    if failure == Some(Failure::Untrusted) && !reread_ca && self.conn.tls.reload_ca(&roots) {
+                        // The CA file changed (a rotated cluster CA): retry at once with it. An
+                        // unchanged file gives the error, and the caller's backoff spaces the
+                        // next read.
+                        log::debug!("{context}: server certificate not trusted; the CA file changed, retrying once");
+                        reread_ca = true;
                         continue;
                     }
                     let message = match failure {
