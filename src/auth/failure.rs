@@ -30,9 +30,9 @@ impl Failure {
     ///
     /// A timeout counts only when ureq says it was the connect or resolve phase. ureq 3.5 reports
     /// every timeout its transports see, its own deadlines and an OS `ETIMEDOUT` alike, as
-    /// `Error::Timeout` naming the deadline that ran out (a stalled TLS handshake runs against
-    /// the connect deadline). A bare I/O error of kind `TimedOut` names no phase (after
-    /// connecting, a dead peer gives one), so it is not taken for a connect timeout.
+    /// `Error::Timeout` naming the deadline that ran out. A bare I/O error of kind `TimedOut`
+    /// names no phase (after connecting, a dead peer gives one), so it is not taken for a connect
+    /// timeout.
     pub(crate) fn of(e: &ureq::Error) -> Option<Failure> {
         if let Some(r) = rustls_error(e) {
             return certificate_alert(r).or_else(|| untrusted(r));
