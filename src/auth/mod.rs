@@ -381,8 +381,8 @@ pub(crate) struct ServerUrl {
     /// Scheme, host, port and path prefix: no user info, query, fragment or trailing `/`. Safe
     /// to print, and the only form of the URL a [`Connection`] keeps.
     pub(crate) server: String,
-    /// `user:password@` from the URL, percent-decoded: a credential (HTTP Basic, as client-go's
-    /// transport sends it), never printed.
+    /// `user:password@` from the URL, percent-decoded: a credential (HTTP Basic, as Go's HTTP
+    /// client sends it; docs/auth.md §2), never printed.
     pub(crate) userinfo: Option<Userinfo>,
 }
 
