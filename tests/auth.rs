@@ -186,6 +186,94 @@ fn credentials_are_not_sent_over_plain_http_unless_allowed() {
     assert_eq!(list_pods(Client::from_kubeconfig_yaml(&yaml, &options).unwrap()).unwrap(), 0);
 }
 
+/// `server` with `user:password@` put in front of its host.
+fn with_userinfo(url: &str, userinfo: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap();
+    format!("{scheme}://{userinfo}@{rest}")
+}
+
+#[test]
+fn credentials_in_the_server_url_are_refused_over_plain_http_unless_allowed() {
+    let server = FakeApiServer::start();
+    let url = with_userinfo(&server.url(), "admin:url-s3cret");
+    // No user entry at all: the URL's user info is the only credential.
+    let yaml = format!(
+        "apiVersion: v1\nkind: Config\ncurrent-context: test\nclusters:\n- name: c\n  cluster:\n    server: {url}\n\
+         contexts:\n- name: test\n  context: {{cluster: c}}\n"
+    );
+    let e = yaml_client(&yaml).unwrap_err().to_string();
+    assert!(e.contains("clusters[0].cluster.server") && e.contains("plain http://"), "{e}");
+    assert!(e.contains("user name and password"), "{e}");
+    assert!(!e.contains("url-s3cret"), "{e}");
+    let options = KubeconfigOptions { allow_http_credentials: true, ..KubeconfigOptions::default() };
+    let client = Client::from_kubeconfig_yaml(&yaml, &options).unwrap();
+    for text in [format!("{client:?}"), format!("{client:#?}")] {
+        assert!(!text.contains("url-s3cret"), "{text}");
+    }
+    assert_eq!(list_pods(client).unwrap(), 0);
+    // The fake redacts the value; its encoding is checked in src/auth/mod.rs's unit tests.
+    assert_eq!(server.requests().pop().unwrap().header("authorization"), Some("<redacted>"));
+}
+
+#[test]
+fn client_from_url_refuses_user_info_over_plain_http_and_never_prints_it() {
+    let server = FakeApiServer::start();
+    let e = Client::from_url(&with_userinfo(&server.url(), "admin:url-s3cret")).unwrap_err().to_string();
+    assert!(e.contains("plain http://") && e.contains("<redacted>@127.0.0.1"), "{e}");
+    assert!(!e.contains("url-s3cret"), "{e}");
+    // Over https it is HTTP Basic, and still never printed: not by Debug, not by an error that
+    // names the server (nothing listens on port 1).
+    let client = Client::from_url("https://admin:url-s3cret@127.0.0.1:1/prefix").unwrap();
+    for text in [format!("{client:?}"), format!("{client:#?}"), format!("{:?}", Api::<Pod>::all(client.clone()))] {
+        assert!(!text.contains("url-s3cret") && !text.contains("admin:"), "{text}");
+    }
+    let e = list_pods(client).unwrap_err();
+    let text = format!("{e} {e:?}");
+    assert!(text.contains("127.0.0.1:1") && !text.contains("url-s3cret"), "{text}");
+    // A URL that is refused is quoted without its user info.
+    let e = Client::from_url("https://admin:url-s3cret@127.0.0.1/a b").unwrap_err().to_string();
+    assert!(e.contains("<redacted>@127.0.0.1/a b") && !e.contains("url-s3cret"), "{e}");
+}
+
+#[test]
+fn credentials_in_an_https_server_url_are_sent_as_basic_auth_unless_the_user_has_its_own() {
+    let server = FakeApiServer::builder().tls(true).token("user-tok").start();
+    let cluster = format!(
+        "    server: {}\n    certificate-authority-data: {}",
+        with_userinfo(&server.url(), "ad%40min:p%3Aw"),
+        b64(&server.ca_pem().unwrap())
+    );
+    let client = yaml_client(&kubeconfig(&cluster, "    {}")).unwrap();
+    let e = list_pods(client).unwrap_err();
+    assert_eq!(e.status(), Some(401), "the fake knows no basic-auth users: {e}");
+    assert_eq!(server.requests().pop().unwrap().header("authorization"), Some("<redacted>"));
+    // The user's token wins, as the Authorization header does over URL user info in client-go.
+    let client = yaml_client(&kubeconfig(&cluster, "    token: user-tok")).unwrap();
+    assert_eq!(list_pods(client).unwrap(), 0);
+    assert_eq!(server.requests().pop().unwrap().user.as_deref(), Some("token-user-1"));
+}
+
+#[test]
+fn a_refused_connection_to_a_url_with_credentials_does_not_print_them() {
+    // Bind and drop: nothing listens on the port any more.
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let yaml = kubeconfig(&format!("    server: http://admin:url-s3cret@127.0.0.1:{port}"), "    {}");
+    let options = KubeconfigOptions { allow_http_credentials: true, ..KubeconfigOptions::default() };
+    let client = Client::from_kubeconfig_yaml(&yaml, &options).unwrap();
+    let e = list_pods(client.clone()).unwrap_err();
+    let text = format!("{e} {e:?}");
+    assert!(text.contains(&format!("connection to 127.0.0.1:{port}")) && text.contains("refused"), "{text}");
+    assert!(!text.contains("url-s3cret"), "{text}");
+    let watcher = Watcher::new(Api::<Pod>::all(client), Config::default()).unwrap();
+    let e = loop {
+        if let Err(e) = watcher.recv_timeout(WAIT).unwrap() {
+            break e;
+        }
+    };
+    let text = format!("{e} {e:?}");
+    assert!(text.contains("refused") && !text.contains("url-s3cret"), "{text}");
+}
+
 #[test]
 fn basic_auth_and_impersonation_headers_are_sent() {
     let server = tls_server();
@@ -511,6 +599,116 @@ fn pipe(mut from_client: BufReader<TcpStream>, mut to_client: TcpStream, upstrea
     }
     let _ = up_write.shutdown(Shutdown::Both);
     down.join().unwrap();
+}
+
+/// A TLS fake server on `port` (0: any), with a CA of its own: a restart on the same port with
+/// a new CA is how a cluster's CA rotation looks to a client.
+fn tls_server_on(port: u16) -> FakeApiServer {
+    FakeApiServer::builder().tls(true).port(port).start()
+}
+
+/// A kubeconfig whose cluster trusts the CA in the file `ca.pem` beside it, written now.
+fn ca_file_kubeconfig(dir: &TempDir, server: &FakeApiServer) -> Client {
+    dir.write("ca.pem", &server.ca_pem().unwrap());
+    let cluster = format!("    server: {}\n    certificate-authority: ca.pem", server.url());
+    let path = dir.write("config", &kubeconfig(&cluster, "    {}"));
+    Client::from_kubeconfig_path(&path, &KubeconfigOptions::default()).unwrap()
+}
+
+#[test]
+fn a_one_shot_list_trusts_a_rotated_ca_once_the_file_holds_it() {
+    let old = tls_server_on(0);
+    let port = old.addr().port();
+    let dir = TempDir::new("rotated-ca-list");
+    let client = ca_file_kubeconfig(&dir, &old);
+    assert_eq!(list_pods(client.clone()).unwrap(), 0);
+
+    // The CA rotates: the server comes back with a certificate from a new CA (of the same name).
+    drop(old);
+    let new = tls_server_on(port);
+    new.create(&pod("a", "p1")).unwrap();
+    // The file still holds the old CA: refused, naming the file.
+    let e = list_pods(client.clone()).unwrap_err().to_string();
+    assert!(e.contains("is not signed by the CA in") && e.contains("ca.pem"), "{e}");
+    // The file is rewritten: the next call reads it again and succeeds, with the same client.
+    dir.write("ca.pem", &new.ca_pem().unwrap());
+    assert_eq!(list_pods(client.clone()).unwrap(), 1);
+    assert_eq!(list_pods(client).unwrap(), 1);
+}
+
+#[test]
+fn inline_certificate_authority_data_is_never_read_again() {
+    let old = tls_server_on(0);
+    let port = old.addr().port();
+    let client = yaml_client(&kubeconfig(&ca_data_cluster(&old), "    {}")).unwrap();
+    assert_eq!(list_pods(client.clone()).unwrap(), 0);
+    drop(old);
+    let _new = tls_server_on(port);
+    let e = list_pods(client).unwrap_err().to_string();
+    assert!(e.contains("is not signed by the CA in certificate-authority-data"), "{e}");
+}
+
+#[test]
+fn a_watcher_trusts_a_rotated_ca_without_a_restart() {
+    let old = tls_server_on(0);
+    let port = old.addr().port();
+    old.create(&pod("a", "before")).unwrap();
+    let dir = TempDir::new("rotated-ca-watch");
+    let client = ca_file_kubeconfig(&dir, &old);
+    let backoff = kube_watcher::Backoff {
+        initial: Duration::from_millis(50),
+        max: Duration::from_millis(200),
+        ..kube_watcher::Backoff::default()
+    };
+    let watcher = Watcher::new(Api::<Pod>::all(client), Config::default().backoff(backoff)).unwrap();
+    let store = watcher.store();
+    store.wait_until_ready(WAIT).unwrap();
+    assert_eq!(store.len(), 1);
+
+    // The CA rotates: the server comes back with a new CA and other objects (and no history the
+    // watcher could resume from).
+    drop(old);
+    let new = tls_server_on(port);
+    new.create(&pod("a", "after")).unwrap();
+    for _ in 0..3 {
+        new.create(&pod("a", "gone")).unwrap();
+        new.delete::<Pod>(Some("a"), "gone").unwrap();
+    }
+    new.compact();
+    // While the file holds the old CA, every attempt fails on the server's certificate.
+    let deadline = Instant::now() + WAIT;
+    let failures = loop {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        match watcher.recv_timeout(remaining).expect("no certificate failure reported") {
+            Err(e) if e.to_string().contains("is not signed by the CA in") => break new.requests().len(),
+            _ => {}
+        }
+    };
+    assert_eq!(failures, 0, "no request got through the handshake");
+    // The file is rewritten: the watcher reads it again at its next attempt and catches up.
+    dir.write("ca.pem", &new.ca_pem().unwrap());
+    let deadline = Instant::now() + WAIT;
+    while store.state().iter().map(|p| p.metadata.name.clone().unwrap_or_default()).collect::<Vec<_>>() != ["after"] {
+        assert!(Instant::now() < deadline, "the watcher did not recover with the rotated CA");
+        thread::sleep(Duration::from_millis(20));
+    }
+    // And it keeps watching the new server.
+    new.create(&pod("a", "later")).unwrap();
+    let deadline = Instant::now() + WAIT;
+    while store.len() < 2 || new.open_watches() != 1 {
+        assert!(Instant::now() < deadline, "the watch on the new server is not live");
+        thread::sleep(Duration::from_millis(20));
+    }
+    // That watch runs with a TLS configuration of its own (the new CA): stop still cuts it.
+    // 1.9 s: under stop()'s 2 s join limit, so it joined the thread.
+    let started = Instant::now();
+    watcher.stop();
+    assert!(started.elapsed() < Duration::from_millis(1900), "stop took {:?}", started.elapsed());
+    let deadline = Instant::now() + WAIT;
+    while new.open_watches() != 0 {
+        assert!(Instant::now() < deadline, "the server still sees the watch");
+        thread::sleep(Duration::from_millis(20));
+    }
 }
 
 #[test]

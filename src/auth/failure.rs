@@ -19,30 +19,61 @@ pub(crate) enum Failure {
     Tunnel,
     /// The server ended the TLS handshake with this alert about our (missing) certificate.
     CertificateRefused(String),
+    /// The server's certificate is not signed by a CA we trust (or by one that has the name of a
+    /// trusted CA but another key: a rotated CA).
+    Untrusted,
 }
 
 impl Failure {
-    /// Classifies `e`; `None` for failures after the connection was made (a reset, a bad body).
+    /// Classifies `e`; `None` for failures after the connection was made (a reset, a bad body,
+    /// a read timeout).
+    ///
+    /// A timeout counts only when ureq says it was the connect or resolve phase. ureq 3.5 reports
+    /// every timeout its transports see, its own deadlines and an OS `ETIMEDOUT` alike, as
+    /// `Error::Timeout` naming the deadline that ran out. A bare I/O error of kind `TimedOut`
+    /// names no phase (after connecting, a dead peer gives one), so it is not taken for a connect
+    /// timeout.
     pub(crate) fn of(e: &ureq::Error) -> Option<Failure> {
+        if let Some(r) = rustls_error(e) {
+            return certificate_alert(r).or_else(|| untrusted(r));
+        }
         match e {
             ureq::Error::HostNotFound => Some(Failure::Resolve),
             ureq::Error::Timeout(ureq::Timeout::Connect | ureq::Timeout::Resolve) => Some(Failure::Timeout),
             ureq::Error::ConnectProxyFailed(_) => Some(Failure::Tunnel),
-            ureq::Error::Rustls(r) => certificate_alert(r),
-            ureq::Error::Io(io) => {
-                if let Some(r) = io.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>()) {
-                    return certificate_alert(r);
-                }
-                match io.kind() {
-                    std::io::ErrorKind::ConnectionRefused => Some(Failure::Refused),
-                    std::io::ErrorKind::TimedOut => Some(Failure::Timeout),
-                    // std's resolver reports through getaddrinfo's text, with no kind of its own.
-                    _ if io.to_string().contains("failed to lookup address") => Some(Failure::Resolve),
-                    _ => io.source().and_then(|s| s.downcast_ref::<rustls::Error>()).and_then(certificate_alert),
-                }
-            }
+            ureq::Error::Io(io) => match io.kind() {
+                std::io::ErrorKind::ConnectionRefused => Some(Failure::Refused),
+                // std's resolver reports through getaddrinfo's text, with no kind of its own.
+                _ if io.to_string().contains("failed to lookup address") => Some(Failure::Resolve),
+                _ => None,
+            },
             _ => None,
         }
+    }
+}
+
+/// The rustls error inside `e`: ureq's own variant, or an I/O error wrapping one (the handshake
+/// runs over an I/O adapter).
+fn rustls_error(e: &ureq::Error) -> Option<&rustls::Error> {
+    match e {
+        ureq::Error::Rustls(r) => Some(r),
+        ureq::Error::Io(io) => io
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+            .or_else(|| io.source().and_then(|s| s.downcast_ref::<rustls::Error>())),
+        _ => None,
+    }
+}
+
+/// Our verification of the server's certificate failed for want of a trusted issuer: no trusted
+/// CA has the issuer's name (`UnknownIssuer`), or one has it but its key did not sign the
+/// certificate (`BadSignature`: a CA rotated to a new key under the same name, as kubeadm's
+/// `kubernetes` CA does).
+fn untrusted(e: &rustls::Error) -> Option<Failure> {
+    use rustls::CertificateError as C;
+    match e {
+        rustls::Error::InvalidCertificate(C::UnknownIssuer | C::BadSignature) => Some(Failure::Untrusted),
+        _ => None,
     }
 }
 
@@ -90,6 +121,9 @@ impl Connection {
             (Failure::Timeout, None) => format!("connecting to {server} timed out"),
             (Failure::Tunnel, Some(proxy)) => format!("{proxy} could not connect to {server}"),
             (Failure::Tunnel, None) => format!("the proxy could not connect to {server}"),
+            (Failure::Untrusted, _) => {
+                format!("the certificate of {server} is not signed by {}", self.tls.describe_ca())
+            }
             (Failure::CertificateRefused(alert), _) => match self.client_cert_source() {
                 Some(source) => format!(
                     "the server {} refused our client certificate (TLS alert {alert}); it came from {source}",
@@ -144,6 +178,17 @@ mod tests {
     }
 
     #[test]
+    fn only_connect_and_resolve_timeouts_are_connection_failures() {
+        use ureq::Timeout as T;
+        for phase in [T::Connect, T::Resolve] {
+            assert_eq!(Failure::of(&ureq::Error::Timeout(phase)), Some(Failure::Timeout), "{phase}");
+        }
+        for phase in [T::PerRead, T::PerWrite, T::SendRequest, T::RecvResponse, T::RecvBody, T::Global, T::PerCall] {
+            assert_eq!(Failure::of(&ureq::Error::Timeout(phase)), None, "{phase}");
+        }
+    }
+
+    #[test]
     fn io_errors_are_classified_by_kind_and_resolver_text() {
         let refused = ureq::Error::Io(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
         assert_eq!(Failure::of(&refused), Some(Failure::Refused));
@@ -153,6 +198,8 @@ mod tests {
         assert_eq!(Failure::of(&ureq::Error::HostNotFound), Some(Failure::Resolve));
         let reset = ureq::Error::Io(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
         assert_eq!(Failure::of(&reset), None, "after connecting: not a connection failure");
+        let timed_out = ureq::Error::Io(std::io::Error::from(std::io::ErrorKind::TimedOut));
+        assert_eq!(Failure::of(&timed_out), None, "an I/O timeout does not say it was the connect");
         let alert = ureq::Error::Rustls(rustls::Error::AlertReceived(rustls::AlertDescription::BadCertificate));
         assert_eq!(Failure::of(&alert), Some(Failure::CertificateRefused("BadCertificate".into())));
     }

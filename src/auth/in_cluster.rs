@@ -52,18 +52,22 @@ pub(crate) fn connection(env: &Env) -> Result<Connection, InClusterError> {
     // IPv6 addresses need brackets in a URL.
     let host_part = if host.contains(':') && !host.starts_with('[') { format!("[{host}]") } else { host };
     let url = format!("https://{host_part}:{port}");
-    let server = super::normalize_server(&url)
+    let parsed = super::normalize_server(&url)
         .map_err(|e| broken(format!("KUBERNETES_SERVICE_HOST/KUBERNETES_SERVICE_PORT: {e}")))?;
+    if parsed.userinfo.is_some() {
+        return Err(broken("KUBERNETES_SERVICE_HOST: holds user info (`user@`); it names a host only".to_owned()));
+    }
+    let server = parsed.server;
     let ca_path = dir.join("ca.crt");
     let roots = read_ca(&ca_path).map_err(broken)?;
     let token_path = dir.join("token");
     let token = TokenFile::new(token_path.clone(), format!("in-cluster token {}", token_path.display()), None);
     token.check().map_err(InClusterError::Broken)?;
-    let mut conn = Connection::from_url(&server).map_err(InClusterError::Broken)?;
-    conn.server = server;
-    conn.server_source = "the in-cluster environment (KUBERNETES_SERVICE_HOST, KUBERNETES_SERVICE_PORT)".to_owned();
+    let mut conn =
+        Connection::to_server(server, "the in-cluster environment (KUBERNETES_SERVICE_HOST, KUBERNETES_SERVICE_PORT)");
     conn.credentials = Credentials::TokenFile(Arc::new(token));
-    conn.tls = TlsSettings { roots: Some(Arc::new(roots)), ..TlsSettings::default() };
+    let ca = tls::CaFile::new(ca_path, "the in-cluster ca.crt".to_owned(), roots);
+    conn.tls = TlsSettings { roots: Some(tls::CaRoots::File(Arc::new(ca))), ..TlsSettings::default() };
     conn.default_namespace = namespace(env).unwrap_or_else(|| "default".to_owned());
     conn.proxy = proxy::from_env(&conn.server, env).map_err(broken)?;
     Ok(conn)

@@ -355,18 +355,21 @@ pub(crate) fn connection(kc: &Kubeconfig, opts: &KubeconfigOptions, env: &Env) -
 
     let mut conn = cluster_connection(cluster, env)?;
     let cluster_info = cluster_info(cluster, &conn)?;
-    if let Some(user) = user {
-        apply_user(&mut conn, user, cluster_info)?;
-        if !conn.is_https() && has_credentials(&conn) && !opts.allow_http_credentials {
-            return Err(cluster.origin.error(
-                &format!("clusters[{}].cluster.server", cluster.index),
-                format!(
-                    "{} is plain http://, which would send the credentials of user {:?} unencrypted; use https:// \
-                     (or set KubeconfigOptions::allow_http_credentials)",
-                    conn.server, user.name
-                ),
-            ));
-        }
+    let mut whose = "the user name and password in its user info".to_owned();
+    if let Some(user) = user
+        && apply_user(&mut conn, user, cluster_info)?
+    {
+        whose = format!("the credentials of user {:?}", user.name);
+    }
+    if !conn.is_https() && has_credentials(&conn) && !opts.allow_http_credentials {
+        return Err(cluster.origin.error(
+            &format!("clusters[{}].cluster.server", cluster.index),
+            format!(
+                "{} is plain http://, which would send {whose} unencrypted; use https:// (or set \
+                 KubeconfigOptions::allow_http_credentials)",
+                conn.server
+            ),
+        ));
     }
     conn.default_namespace = opts
         .namespace
@@ -432,8 +435,13 @@ fn cluster_connection(entry: &Entry<RawCluster>, env: &Env) -> Result<Connection
     let field = |f: &str| format!("{prefix}.{f}");
     let server =
         c.server.as_deref().filter(|s| !s.is_empty()).ok_or_else(|| origin.error(&field("server"), "missing"))?;
-    let server = super::normalize_server(server).map_err(|m| origin.error(&field("server"), m))?;
-    let mut conn = Connection::from_url(&server).map_err(|e| origin.error(&field("server"), e))?;
+    let parsed = super::normalize_server(server).map_err(|m| origin.error(&field("server"), m))?;
+    let mut conn = Connection::to_server(parsed.server, "");
+    // User info in the URL is a credential (HTTP Basic): the user entry's own credentials win
+    // over it (`apply_user`), and it is refused over plain http:// like any other (`connection`).
+    if let Some(userinfo) = parsed.userinfo {
+        conn.credentials = userinfo.into_credentials();
+    }
 
     let insecure = c.insecure_skip_tls_verify.unwrap_or(false);
     let ca = pem_source(
@@ -450,14 +458,20 @@ fn cluster_connection(entry: &Entry<RawCluster>, env: &Env) -> Result<Connection
                 "cannot be combined with certificate-authority or certificate-authority-data",
             ));
         }
-        Some(pem) => {
-            let which = if c.certificate_authority_data.as_deref().is_some_and(|d| !d.is_empty()) {
-                "certificate-authority-data"
-            } else {
-                "certificate-authority"
-            };
-            Some(Arc::new(tls::parse_ca_bundle(&pem).map_err(|m| origin.error(&field(which), m))?))
-        }
+        Some(pem) => match c.certificate_authority.as_deref().filter(|p| !p.is_empty()) {
+            // A file is read again when the server's certificate stops matching it (a rotated
+            // CA, docs/auth.md §7); inline data cannot change.
+            Some(path) => {
+                let which = field("certificate-authority");
+                let certs = tls::parse_ca_bundle(&pem).map_err(|m| origin.error(&which, m))?;
+                let source = format!("{}: {which}", origin.source_name);
+                Some(tls::CaRoots::File(Arc::new(tls::CaFile::new(origin.resolve(path), source, certs))))
+            }
+            None => {
+                let which = field("certificate-authority-data");
+                Some(tls::CaRoots::Inline(Arc::new(tls::parse_ca_bundle(&pem).map_err(|m| origin.error(&which, m))?)))
+            }
+        },
         None => None,
     };
     let server_name = match c.tls_server_name.as_deref().filter(|n| !n.is_empty()) {
@@ -519,8 +533,10 @@ fn cluster_info(entry: &Entry<RawCluster>, conn: &Connection) -> Result<serde_js
     Ok(serde_json::Value::Object(info))
 }
 
-/// Credentials, client certificate and impersonation of a user entry (docs/auth.md §4.5 precedence).
-fn apply_user(conn: &mut Connection, entry: &Entry<RawUser>, cluster_info: serde_json::Value) -> Result<()> {
+/// Credentials, client certificate and impersonation of a user entry (docs/auth.md §4.5
+/// precedence). True if the entry brings credentials of its own (a client certificate or request
+/// credentials); request credentials replace those of the server URL's user info.
+fn apply_user(conn: &mut Connection, entry: &Entry<RawUser>, cluster_info: serde_json::Value) -> Result<bool> {
     let u = &entry.value;
     let at = UserAt { origin: &entry.origin, prefix: format!("users[{}].user", entry.index) };
     refuse_auth_provider(u, &at)?;
@@ -545,9 +561,13 @@ fn apply_user(conn: &mut Connection, entry: &Entry<RawUser>, cluster_info: serde
             entry.origin.source_name
         ));
     }
-    conn.credentials = credentials(u, &at, conn.tls.client_cert.is_some(), cluster_info)?;
+    let credentials = credentials(u, &at, conn.tls.client_cert.is_some(), cluster_info)?;
+    let own = conn.tls.client_cert.is_some() || !matches!(credentials, Credentials::None);
+    if !matches!(credentials, Credentials::None) {
+        conn.credentials = credentials;
+    }
     conn.impersonation = impersonation(u, &at)?;
-    Ok(())
+    Ok(own)
 }
 
 /// Where a user entry's fields are, for errors that name them.

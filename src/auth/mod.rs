@@ -30,8 +30,19 @@
 //! (`client.authentication.k8s.io/v1` and `v1beta1`, cached until their expiry and re-run once
 //! after a 401). Static credentials win over exec plugins. Impersonation (`as`, `as-groups`,
 //! `as-uid`, `as-user-extra`) is added on top. Legacy `auth-provider` entries are refused with a
-//! message naming the exec plugin to use instead. Credentials are never sent over plain
+//! message naming the exec plugin to use instead. User info in the server URL
+//! (`https://user:password@host`) is HTTP Basic authentication, used when the user entry has no
+//! request credentials of its own, and is never printed. Credentials are never sent over plain
 //! `http://` unless [`KubeconfigOptions::allow_http_credentials`] is set.
+//!
+//! # Trusting the server
+//!
+//! A cluster's `certificate-authority` file, `certificate-authority-data`, or in a pod the
+//! service account's `ca.crt`; else the bundled public CAs. A CA *file* is read again when a TLS
+//! handshake fails because the server's certificate is not signed by it (a rotated cluster CA):
+//! at most once per failed request, so a watcher reads it once per backoff step until it changes,
+//! then every user of the [`Client`](crate::Client) trusts the new CA without a restart. Inline
+//! `certificate-authority-data` is never reloaded (docs/auth.md §7).
 //!
 //! # Default namespace
 //!
@@ -68,7 +79,7 @@ use crate::error::{Error, Result};
 pub(crate) use self::exec::ExecPlugin;
 pub(crate) use self::failure::Failure;
 pub(crate) use self::proxy::ProxyChoice;
-pub(crate) use self::tls::TlsSettings;
+pub(crate) use self::tls::{RootSet, TlsSettings};
 pub(crate) use self::token::TokenFile;
 
 /// Overrides for choosing what to use from a kubeconfig, like kubectl's `--context`,
@@ -92,8 +103,9 @@ pub struct KubeconfigOptions {
     pub user: Option<String>,
     /// The default namespace, instead of the context's (see the module docs for the fallbacks).
     pub namespace: Option<String>,
-    /// Send credentials even when the server URL is plain `http://` (they travel in clear text).
-    /// Defaults to false: such a configuration is refused, naming the cluster and user.
+    /// Send credentials (the user's, or user info in the server URL) even when the server URL is
+    /// plain `http://` (they travel in clear text). Defaults to false: such a configuration is
+    /// refused, naming the cluster's `server` field.
     pub allow_http_credentials: bool,
 }
 
@@ -188,7 +200,8 @@ fn escape_header_key(key: &str) -> String {
 /// Everything needed to reach one API server as one user.
 #[derive(Clone, Debug)]
 pub(crate) struct Connection {
-    /// Base URL without a trailing slash; may carry a path prefix.
+    /// Base URL without a trailing slash; may carry a path prefix. Never holds user info (see
+    /// [`normalize_server`]), so it is safe to print.
     pub(crate) server: String,
     /// Where `server` came from (a kubeconfig's cluster entry, the in-cluster environment, the
     /// caller's URL), so that a connection error names what to fix.
@@ -206,30 +219,53 @@ pub(crate) struct Connection {
 }
 
 impl Connection {
-    /// A connection to `url` (http or https) with no credentials and no proxy.
+    /// A connection to `url` (http or https) with no proxy, and no credentials but those of
+    /// the URL's user info, which are refused over plain `http://`.
     pub(crate) fn from_url(url: &str) -> Result<Connection> {
-        let server = normalize_server(url).map_err(|message| Error::config("url", message))?;
-        Ok(Connection {
+        let parsed = normalize_server(url).map_err(|message| Error::config("url", message))?;
+        let mut conn = Connection::to_server(parsed.server, "the URL given to Client::from_url");
+        if let Some(userinfo) = parsed.userinfo {
+            if !conn.is_https() {
+                return Err(Error::config(
+                    "url",
+                    format!(
+                        "{:?} carries a user name and password, which would travel unencrypted over plain \
+                         http://; use https:// (a kubeconfig can allow it: KubeconfigOptions::allow_http_credentials)",
+                        redact_userinfo(url.trim())
+                    ),
+                ));
+            }
+            conn.credentials = userinfo.into_credentials();
+        }
+        Ok(conn)
+    }
+
+    /// A connection to `server` (already checked by [`normalize_server`], without user info),
+    /// with no credentials and no proxy.
+    pub(crate) fn to_server(server: String, source: &str) -> Connection {
+        Connection {
             server,
-            server_source: "the URL given to Client::from_url".to_owned(),
+            server_source: source.to_owned(),
             default_namespace: "default".to_owned(),
             credentials: Credentials::None,
             impersonation: None,
             tls: TlsSettings::default(),
             proxy: None,
             disable_compression: false,
-        })
+        }
     }
 
     pub(crate) fn is_https(&self) -> bool {
         self.server.starts_with("https://")
     }
 
-    /// A new ureq agent for one watcher (or one one-shot call), configured for this server.
+    /// A new ureq agent for one watcher (or one one-shot call), configured for this server, and
+    /// the CAs it trusts (those of the moment: see [`request_tls`](Self::request_tls)).
     ///
     /// Never sets `timeout_global`, `timeout_per_call` or `timeout_recv_body`: they would kill
     /// healthy watches (docs/http.md §2).
-    pub(crate) fn agent(&self) -> ureq::Agent {
+    pub(crate) fn agent(&self) -> (ureq::Agent, RootSet) {
+        let roots = self.tls.roots();
         let mut builder = ureq::Agent::config_builder()
             .http_status_as_error(false)
             // Always explicit: ureq would otherwise pick up proxy variables for every scheme
@@ -243,13 +279,14 @@ impl Connection {
             builder = builder.accept_encoding("");
         }
         if self.is_https() {
-            builder = builder.tls_config(self.tls.to_ureq());
+            builder = builder.tls_config(self.tls.to_ureq(roots.clone(), self.tls.client_cert.clone()));
         }
         let config = builder.build();
-        match (&self.tls.server_name, self.is_https()) {
+        let agent = match (&self.tls.server_name, self.is_https()) {
             (Some(name), true) => tls::agent_with_server_name(config, &self.server, name),
             _ => ureq::Agent::new_with_config(config),
-        }
+        };
+        (agent, roots)
     }
 
     /// What proves who we are for the next request: headers (`Authorization`, impersonation)
@@ -283,10 +320,30 @@ impl Connection {
         Ok(RequestAuth { headers, client_cert })
     }
 
-    /// The TLS settings of a request that presents `client_cert` (from an exec plugin) instead
-    /// of the kubeconfig's own.
-    pub(crate) fn tls_with(&self, client_cert: ClientCert) -> ureq::tls::TlsConfig {
-        TlsSettings { client_cert: Some(client_cert), ..self.tls.clone() }.to_ureq()
+    /// The TLS configuration a request needs in place of its agent's, if any: when it presents
+    /// `client_cert` (from an exec plugin) instead of the kubeconfig's own, or when the CA file
+    /// was re-read since the agent was built (`roots`, the CAs of now, differ from
+    /// `agent_roots`). Such requests are not pooled with the agent's connections, but the agent's
+    /// `shutdown` still reaches them, so a watcher never needs a new agent.
+    pub(crate) fn request_tls(
+        &self,
+        roots: &RootSet,
+        agent_roots: &RootSet,
+        client_cert: Option<ClientCert>,
+    ) -> Option<ureq::tls::TlsConfig> {
+        if !self.is_https() {
+            return None;
+        }
+        let same_roots = match (roots, agent_roots) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        match client_cert {
+            Some(cert) => Some(self.tls.to_ureq(roots.clone(), Some(cert))),
+            None if !same_roots => Some(self.tls.to_ureq(roots.clone(), self.tls.client_cert.clone())),
+            None => None,
+        }
     }
 
     /// Where the client certificate this connection presents comes from, if it presents one.
@@ -318,24 +375,108 @@ impl Connection {
     }
 }
 
+/// A server URL, checked: what may be printed, and the credentials its user info carried.
+#[derive(Debug)]
+pub(crate) struct ServerUrl {
+    /// Scheme, host, port and path prefix: no user info, query, fragment or trailing `/`. Safe
+    /// to print, and the only form of the URL a [`Connection`] keeps.
+    pub(crate) server: String,
+    /// `user:password@` from the URL, percent-decoded: a credential (HTTP Basic, as Go's HTTP
+    /// client sends it; docs/auth.md §2), never printed.
+    pub(crate) userinfo: Option<Userinfo>,
+}
+
+/// The user name and password of a URL's user info.
+#[derive(Debug)]
+pub(crate) struct Userinfo {
+    pub(crate) username: String,
+    pub(crate) password: Secret,
+}
+
+impl Userinfo {
+    pub(crate) fn into_credentials(self) -> Credentials {
+        Credentials::Basic { username: self.username, password: self.password }
+    }
+}
+
 /// Checks a server URL (explicit `http://` or `https://` scheme, a host, no whitespace), drops
-/// its query and fragment and any trailing `/`. Errors are messages without a field name.
-pub(crate) fn normalize_server(url: &str) -> std::result::Result<String, String> {
+/// its query and fragment and any trailing `/`, and takes its user info out as a credential.
+/// Errors are messages without a field name; they quote the URL with its user info redacted.
+pub(crate) fn normalize_server(url: &str) -> std::result::Result<ServerUrl, String> {
     let trimmed = url.trim();
-    let rest = trimmed
-        .strip_prefix("https://")
-        .or_else(|| trimmed.strip_prefix("http://"))
-        .ok_or_else(|| format!("{trimmed:?} must start with http:// or https://"))?;
+    let shown = redact_userinfo(trimmed);
+    let (scheme, rest) = if let Some(rest) = trimmed.strip_prefix("https://") {
+        ("https://", rest)
+    } else if let Some(rest) = trimmed.strip_prefix("http://") {
+        ("http://", rest)
+    } else {
+        return Err(format!("{shown:?} must start with http:// or https://"));
+    };
     if rest.is_empty() || rest.starts_with('/') {
-        return Err(format!("{trimmed:?} has no host"));
+        return Err(format!("{shown:?} has no host"));
     }
     if trimmed.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(format!("{trimmed:?} contains whitespace"));
+        return Err(format!("{shown:?} contains whitespace"));
     }
-    let without = trimmed.split(['?', '#']).next().unwrap_or(trimmed);
-    let server = without.trim_end_matches('/').to_owned();
-    server.parse::<ureq::http::Uri>().map_err(|e| format!("{trimmed:?} is not a valid URL: {e}"))?;
-    Ok(server)
+    let rest = rest.split(['?', '#']).next().unwrap_or(rest).trim_end_matches('/');
+    let uri = format!("{scheme}{rest}")
+        .parse::<ureq::http::Uri>()
+        .map_err(|e| format!("{shown:?} is not a valid URL: {e}"))?;
+    // The parser accepted it, so the authority is exactly the start of `rest`.
+    let authority = uri.authority().map_or("", |a| a.as_str());
+    let path = rest.get(authority.len()..).unwrap_or_default();
+    let (userinfo, host) = match authority.rsplit_once('@') {
+        Some((userinfo, host)) => (Some(userinfo), host),
+        None => (None, authority),
+    };
+    if host.is_empty() {
+        return Err(format!("{shown:?} has no host"));
+    }
+    let userinfo = match userinfo.filter(|u| !u.is_empty()) {
+        Some(info) => {
+            let (user, password) = info.split_once(':').unwrap_or((info, ""));
+            let decode = |part: &str, what: &str| {
+                percent_decode(part)
+                    .ok_or_else(|| format!("{shown:?}: the {what} in the URL is not valid percent-encoded UTF-8"))
+            };
+            Some(Userinfo {
+                username: decode(user, "user name")?,
+                password: Secret::new(decode(password, "password")?),
+            })
+        }
+        None => None,
+    };
+    Ok(ServerUrl { server: format!("{scheme}{host}{path}"), userinfo })
+}
+
+/// `url` with everything between the scheme and the last `@` before the path (or, without a
+/// scheme, from the start) replaced by `<redacted>`: user info is a credential, and a malformed
+/// URL may not say where it ends, so this errs on the side of hiding.
+pub(crate) fn redact_userinfo(url: &str) -> String {
+    let start = url.find("://").map_or(0, |i| i + 3);
+    let end = url[start..].find(['?', '#']).map_or(url.len(), |i| start + i);
+    match url[start..end].rfind('@') {
+        Some(at) => format!("{}<redacted>{}", &url[..start], &url[start + at..]),
+        None => url.to_owned(),
+    }
+}
+
+/// Decodes `%XX` escapes (RFC 3986 §2.1); `None` for a broken escape or bytes that are not UTF-8.
+fn percent_decode(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 /// Where environment variables and the service-account directory come from: the process, or a
@@ -526,6 +667,40 @@ mod tests {
     }
 
     #[test]
+    fn user_info_in_a_server_url_becomes_basic_credentials_and_leaves_the_url() {
+        let c = Connection::from_url("https://ad%40min:p%3Aw:x@kube.example:6443/prefix/").unwrap();
+        assert_eq!(c.server, "https://kube.example:6443/prefix");
+        let auth = c.request_auth().unwrap();
+        let (name, value) = &auth.headers[0];
+        use base64::Engine as _;
+        let expected = base64::engine::general_purpose::STANDARD.encode("ad@min:p:w:x");
+        assert_eq!((name.as_str(), value.expose()), ("Authorization", format!("Basic {expected}").as_str()));
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("p%3Aw") && !shown.contains("p:w"), "{shown}");
+        // Over plain http it is refused, and the error quotes the URL without it.
+        let e = Connection::from_url("http://admin:s3cret@kube.example").unwrap_err().to_string();
+        assert!(e.contains("\"http://<redacted>@kube.example\"") && !e.contains("s3cret"), "{e}");
+        // Bad escapes are refused without quoting the user info.
+        let e = normalize_server("https://admin:s3cret%zz@kube.example").unwrap_err();
+        assert!(e.contains("password") && !e.contains("s3cret"), "{e}");
+        // An empty user info carries nothing.
+        let parsed = normalize_server("https://@kube.example").unwrap();
+        assert_eq!((parsed.server.as_str(), parsed.userinfo.is_none()), ("https://kube.example", true));
+    }
+
+    #[test]
+    fn user_info_is_redacted_wherever_a_url_is_quoted() {
+        assert_eq!(redact_userinfo("https://u:p@h:1/x@y?q=a@b"), "https://<redacted>@y?q=a@b");
+        assert_eq!(redact_userinfo("u:p@h:1"), "<redacted>@h:1");
+        assert_eq!(redact_userinfo("https://h:1/p"), "https://h:1/p");
+        for bad in ["u:s3cret@h", "https://u:s3cret@", "https://u:s3cret@h/a b", "https://u:s3cret@h:port:x"] {
+            if let Err(e) = normalize_server(bad) {
+                assert!(!e.contains("s3cret"), "{bad}: {e}");
+            }
+        }
+    }
+
+    #[test]
     fn secrets_are_redacted_in_debug() {
         let c = Connection {
             credentials: Credentials::Token(Secret::new("s3cr3t-token")),
@@ -621,6 +796,28 @@ mod chain_tests {
         assert_eq!(conn.default_namespace, "shop");
         let client = Client { conn: Arc::new(conn) };
         assert!(Api::<Pod>::all(client).list(&ListParams::default()).is_ok());
+    }
+
+    #[test]
+    fn in_cluster_ca_crt_is_read_again_when_the_ca_rotates() {
+        let old = FakeApiServer::builder().tls(true).token("sa-token").start();
+        let port = old.addr().port();
+        let d = dir("rotated-ca");
+        let sa = d.0.join("sa");
+        std::fs::create_dir_all(&sa).unwrap();
+        std::fs::write(sa.join("token"), "sa-token\n").unwrap();
+        std::fs::write(sa.join("ca.crt"), old.ca_pem().unwrap()).unwrap();
+        let port_text = port.to_string();
+        let env = Env::fixed(&[("KUBERNETES_SERVICE_HOST", "127.0.0.1"), ("KUBERNETES_SERVICE_PORT", &port_text)], &sa);
+        let pods = Api::<Pod>::all(Client { conn: Arc::new(infer(&env).unwrap()) });
+        assert!(pods.list(&ListParams::default()).is_ok());
+        drop(old);
+        let new = FakeApiServer::builder().tls(true).token("sa-token").port(port).start();
+        let e = pods.list(&ListParams::default()).unwrap_err().to_string();
+        assert!(e.contains("is not signed by the CA in") && e.contains("in-cluster ca.crt"), "{e}");
+        // The kubelet updates the mounted file: the next request reads it again.
+        std::fs::write(sa.join("ca.crt"), new.ca_pem().unwrap()).unwrap();
+        assert!(pods.list(&ListParams::default()).is_ok());
     }
 
     #[test]

@@ -2,7 +2,10 @@
 //! `tls-server-name` connector.
 
 use std::fmt;
+use std::path::PathBuf;
 use std::sync::Arc;
+
+use parking_lot::RwLock;
 
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use ureq::tls::{Certificate, ClientCert, PemItem, PrivateKey, RootCerts, TlsConfig};
@@ -10,11 +13,89 @@ use ureq::unversioned::transport::{
     ConnectProxyConnector, ConnectionDetails, Connector, RustlsConnector, SocksConnector, TcpConnector, Transport,
 };
 
+/// A set of trusted CAs as one TLS configuration uses it; `None` means the bundled Mozilla roots
+/// (ureq's `RootCerts::WebPki`). Compared by pointer: a re-read CA file is a new `Arc`.
+pub(crate) type RootSet = Option<Arc<Vec<Certificate<'static>>>>;
+
+/// Where the trusted CAs come from.
+#[derive(Clone, Debug)]
+pub(crate) enum CaRoots {
+    /// Fixed for the life of the client: kubeconfig `certificate-authority-data`.
+    Inline(Arc<Vec<Certificate<'static>>>),
+    /// A file that may be rewritten when the cluster's CA rotates: kubeconfig
+    /// `certificate-authority`, in-cluster `ca.crt`.
+    File(Arc<CaFile>),
+}
+
+/// A CA bundle read from a file, and read again when a TLS handshake fails because the server's
+/// certificate is not signed by it (docs/auth.md §7): a cluster whose CA rotated is trusted again
+/// once the file holds the new CA, without a restart.
+pub(crate) struct CaFile {
+    path: PathBuf,
+    /// Where the path came from (`kubeconfig /k: clusters[0].cluster.certificate-authority`).
+    source: String,
+    /// The CAs in use: read when the configuration was loaded, replaced when a re-read finds
+    /// different ones. Each handshake takes the `Arc` current when its request starts.
+    roots: RwLock<Arc<Vec<Certificate<'static>>>>,
+}
+
+impl fmt::Debug for CaFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CaFile")
+            .field("path", &self.path)
+            .field("source", &self.source)
+            .field("certificates", &self.roots.read().len())
+            .finish()
+    }
+}
+
+impl CaFile {
+    /// `roots` were just read from `path`.
+    pub(crate) fn new(path: PathBuf, source: String, roots: Vec<Certificate<'static>>) -> CaFile {
+        CaFile { path, source, roots: RwLock::new(Arc::new(roots)) }
+    }
+
+    /// A handshake that trusted `used` failed on the server's certificate: reads the file again.
+    /// True if the CAs now in use differ from `used` (the file changed, or another request
+    /// already re-read it), so a retry may succeed. A file that cannot be read or holds no
+    /// certificate (a rotation half done) keeps the CAs in use.
+    ///
+    /// One read per call; callers call it at most once per failed request, so the reads follow
+    /// the watcher's backoff.
+    fn reload(&self, used: &Arc<Vec<Certificate<'static>>>) -> bool {
+        if !Arc::ptr_eq(&self.roots.read(), used) {
+            return true;
+        }
+        let certs = match super::read_file(&self.path) {
+            Ok(pem) => parse_ca_bundle(&pem).map_err(|e| format!("{}: {e}", self.path.display())),
+            Err(e) => Err(format!("cannot read {}: {e}", self.path.display())),
+        };
+        let certs = match certs {
+            Ok(certs) => certs,
+            Err(e) => {
+                log::debug!("{}: not re-read, keeping the CA in use: {e}", self.source);
+                return false;
+            }
+        };
+        let mut roots = self.roots.write();
+        if !Arc::ptr_eq(&roots, used) {
+            return true;
+        }
+        if certs.iter().map(Certificate::der).eq(roots.iter().map(Certificate::der)) {
+            log::debug!("{}: re-read after a certificate failure: unchanged", self.source);
+            return false;
+        }
+        log::debug!("{}: re-read after a certificate failure: the CA changed; using the new one", self.source);
+        *roots = Arc::new(certs);
+        true
+    }
+}
+
 /// How to trust the server and which certificate to present. Only used for `https://` servers.
 #[derive(Clone, Default)]
 pub(crate) struct TlsSettings {
     /// Trusted CAs; `None` means the bundled Mozilla roots (ureq's `RootCerts::WebPki`).
-    pub(crate) roots: Option<Arc<Vec<Certificate<'static>>>>,
+    pub(crate) roots: Option<CaRoots>,
     /// Skip server certificate verification (`insecure-skip-tls-verify`).
     pub(crate) insecure: bool,
     /// The client certificate chain and key, already checked to match.
@@ -29,7 +110,7 @@ impl fmt::Debug for TlsSettings {
     // The key is secret; say only whether there is one.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TlsSettings")
-            .field("roots", &self.roots.as_ref().map(|r| r.len()))
+            .field("roots", &self.roots)
             .field("insecure", &self.insecure)
             .field("client_cert", &self.client_cert.as_ref().map(|_| "<redacted>"))
             .field("client_cert_source", &self.client_cert_source)
@@ -39,17 +120,44 @@ impl fmt::Debug for TlsSettings {
 }
 
 impl TlsSettings {
-    /// The ureq TLS configuration (rustls, verification of IP SANs included).
-    pub(crate) fn to_ureq(&self) -> TlsConfig {
-        let roots = match &self.roots {
-            Some(certs) => RootCerts::Specific(Arc::clone(certs)),
+    /// The trusted CAs as of now (a CA file may have been re-read since the last call).
+    pub(crate) fn roots(&self) -> RootSet {
+        match &self.roots {
+            None => None,
+            Some(CaRoots::Inline(certs)) => Some(Arc::clone(certs)),
+            Some(CaRoots::File(file)) => Some(Arc::clone(&file.roots.read())),
+        }
+    }
+
+    /// The ureq TLS configuration trusting `roots` and presenting `client_cert` (rustls,
+    /// verification of IP SANs included).
+    pub(crate) fn to_ureq(&self, roots: RootSet, client_cert: Option<ClientCert>) -> TlsConfig {
+        let roots = match roots {
+            Some(certs) => RootCerts::Specific(certs),
             None => RootCerts::WebPki,
         };
-        TlsConfig::builder()
-            .root_certs(roots)
-            .client_cert(self.client_cert.clone())
-            .disable_verification(self.insecure)
-            .build()
+        TlsConfig::builder().root_certs(roots).client_cert(client_cert).disable_verification(self.insecure).build()
+    }
+
+    /// A handshake that trusted `used` failed because the server's certificate is not signed by
+    /// it: re-reads the CA file, if the CAs come from one. True if a retry may now succeed.
+    /// Never for inline `certificate-authority-data` or the bundled roots: they cannot change.
+    pub(crate) fn reload_ca(&self, used: &RootSet) -> bool {
+        match (&self.roots, used) {
+            (Some(CaRoots::File(file)), Some(used)) => file.reload(used),
+            _ => false,
+        }
+    }
+
+    /// Which CAs the server's certificate was checked against, for an error.
+    pub(crate) fn describe_ca(&self) -> String {
+        match &self.roots {
+            None => "the bundled public CAs (no certificate-authority is configured)".to_owned(),
+            Some(CaRoots::Inline(_)) => "the CA in certificate-authority-data".to_owned(),
+            Some(CaRoots::File(file)) => {
+                format!("the CA in {} (from {}, read again after this failure)", file.path.display(), file.source)
+            }
+        }
     }
 }
 
@@ -159,5 +267,54 @@ impl<In: Transport> Connector<In> for ServerNameOverride {
         };
         // TCP is already connected to the real address; only the TLS name changes.
         self.inner.connect(&details, chained)
+    }
+}
+
+#[cfg(all(test, feature = "testing"))]
+mod tests {
+    use super::*;
+
+    fn ca_pem(name: &str) -> String {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.distinguished_name.push(rcgen::DnType::CommonName, name);
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params.self_signed(&rcgen::KeyPair::generate().unwrap()).unwrap().pem()
+    }
+
+    #[test]
+    fn a_ca_file_is_replaced_only_by_different_readable_certificates() {
+        let dir = std::env::temp_dir().join(format!("kw-cafile-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("ca.pem");
+        let first = ca_pem("kubernetes");
+        std::fs::write(&path, &first).unwrap();
+        let file = CaFile::new(path.clone(), "test".into(), parse_ca_bundle(first.as_bytes()).unwrap());
+        let used = Arc::clone(&file.roots.read());
+        assert!(!file.reload(&used), "unchanged: no retry");
+        assert!(Arc::ptr_eq(&file.roots.read(), &used));
+        // Half a rotation: an empty or missing file keeps the CA in use.
+        std::fs::write(&path, "").unwrap();
+        assert!(!file.reload(&used));
+        std::fs::remove_file(&path).unwrap();
+        assert!(!file.reload(&used));
+        assert!(Arc::ptr_eq(&file.roots.read(), &used));
+        // A new CA of the same name.
+        std::fs::write(&path, ca_pem("kubernetes")).unwrap();
+        assert!(file.reload(&used));
+        let now = Arc::clone(&file.roots.read());
+        assert!(!Arc::ptr_eq(&now, &used));
+        // Another request that used the old CA retries with the new one without reading.
+        std::fs::remove_file(&path).unwrap();
+        assert!(file.reload(&used));
+        assert!(Arc::ptr_eq(&file.roots.read(), &now));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn only_a_ca_file_is_read_again() {
+        let certs = Arc::new(parse_ca_bundle(ca_pem("x").as_bytes()).unwrap());
+        let inline = TlsSettings { roots: Some(CaRoots::Inline(Arc::clone(&certs))), ..TlsSettings::default() };
+        assert!(!inline.reload_ca(&Some(certs)));
+        assert!(!TlsSettings::default().reload_ca(&None));
     }
 }

@@ -15,7 +15,7 @@ use ureq::{Body, BodyReader};
 
 use std::path::Path;
 
-use crate::auth::{self, Connection, Credentials, Failure, KubeconfigOptions, KubeconfigSource, Secret};
+use crate::auth::{self, Connection, Credentials, Failure, KubeconfigOptions, KubeconfigSource, RootSet, Secret};
 use crate::config::DEFAULT_MAX_LIST_BYTES;
 use crate::error::{Error, Result};
 use crate::resource::{ApiResource, PartialObjectMetadata, Watchable};
@@ -82,7 +82,9 @@ impl Client {
     }
 
     /// A client for the API server of the cluster this process runs in, authenticated as the
-    /// pod's service account (token re-read as the kubelet rotates it).
+    /// pod's service account (token re-read as the kubelet rotates it). `ca.crt` is read again
+    /// when the server's certificate is not signed by it, so a rotated cluster CA is trusted
+    /// once the kubelet has updated the file (docs/auth.md §7.2).
     ///
     /// # Errors
     /// [`Error::Auth`] when `KUBERNETES_SERVICE_HOST`/`KUBERNETES_SERVICE_PORT` are unset, or the
@@ -119,6 +121,11 @@ impl Client {
     /// A client from the kubeconfig file at `path` only (like `kubectl --kubeconfig`): the file
     /// must exist, and no other file is merged. Relative paths inside it are resolved against its
     /// directory.
+    ///
+    /// The kubeconfig is read once. A cluster's `certificate-authority` file is read again when
+    /// the server's certificate is not signed by it (a rotated CA, docs/auth.md §7.2); inline
+    /// `certificate-authority-data` never is. The same holds for every `from_kubeconfig*` and
+    /// [`try_default`](Self::try_default).
     ///
     /// # Errors
     /// [`Error::Auth`] naming the file (and the field) when it is missing, unreadable, invalid,
@@ -172,8 +179,13 @@ impl Client {
     /// A client for the API server at `url` (`http://` or `https://`, with an optional path
     /// prefix), without credentials: for `kubectl proxy`, the fake server, or an open endpoint.
     ///
+    /// User info in the URL (`https://user:password@host`, percent-encoded) is a credential: it
+    /// is sent as HTTP Basic authentication, only over `https://`, and is taken out of the URL,
+    /// so it never appears in `Debug` output, logs or errors (docs/auth.md §2).
+    ///
     /// # Errors
-    /// [`Error::Config`] naming `url` when it has no scheme or host.
+    /// [`Error::Config`] naming `url` when it has no scheme or host, or when it carries user info
+    /// over plain `http://`.
     pub fn from_url(url: &str) -> Result<Client> {
         Ok(Client { conn: Arc::new(Connection::from_url(url)?) })
     }
@@ -370,6 +382,9 @@ impl<K: Watchable> Api<K> {
 /// The HTTP side of one watcher (or one call): an agent of its own, so `shutdown` stops only it.
 pub(crate) struct Http {
     agent: ureq::Agent,
+    /// The CAs `agent` trusts; a request made after the CA file was re-read brings its own TLS
+    /// configuration instead ([`Connection::request_tls`]).
+    agent_roots: RootSet,
     conn: Arc<Connection>,
     /// The longest watch line or list item accepted (`Config::max_line`).
     max_line: usize,
@@ -535,7 +550,8 @@ impl WatchStream {
 
 impl Http {
     pub(crate) fn new(conn: Arc<Connection>) -> Http {
-        Http { agent: conn.agent(), conn, max_line: crate::config::DEFAULT_MAX_LINE }
+        let (agent, agent_roots) = conn.agent();
+        Http { agent, agent_roots, conn, max_line: crate::config::DEFAULT_MAX_LINE }
     }
 
     /// The same, accepting watch lines and list items of up to `max_line` bytes.
@@ -615,8 +631,11 @@ impl Http {
     fn call(&self, url: &str, context: &str, idle: Duration, watch: bool, accept: &str) -> Result<Response<Body>> {
         let mut refreshed = false;
         let mut retried = false;
+        let mut reread_ca = false;
         loop {
             let auth = self.conn.request_auth()?;
+            // The CAs of now: the CA file may have been re-read since the agent was built.
+            let roots = self.conn.tls.roots();
             let mut req = self.agent.get(url).header("Accept", accept);
             if watch {
                 // Watches are not compressed by the server; ask for identity so a future
@@ -627,10 +646,11 @@ impl Http {
                 req = req.header(name.as_str(), value.expose());
             }
             let mut cfg = req.config().timeout_per_read(Some(idle));
-            if let Some(cert) = auth.client_cert.filter(|_| self.conn.is_https()) {
-                // A certificate from an exec plugin can change at any refresh, so it is set per
-                // request (such connections are not pooled; the agent's stop still reaches them).
-                cfg = cfg.tls_config(self.conn.tls_with(cert));
+            // A certificate from an exec plugin can change at any refresh, and a CA file can be
+            // re-read, so these are set per request (such connections are not pooled; the
+            // agent's stop still reaches them).
+            if let Some(tls) = self.conn.request_tls(&roots, &self.agent_roots, auth.client_cert) {
+                cfg = cfg.tls_config(tls);
             }
             if !watch {
                 cfg = cfg.timeout_recv_response(Some(REQUEST_IDLE));
@@ -653,6 +673,14 @@ impl Http {
                         // An exec plugin's certificate the server no longer accepts: run it again.
                         log::debug!("{context}: client certificate refused; refreshing it once");
                         refreshed = true;
+                        continue;
+                    }
+                    if failure == Some(Failure::Untrusted) && !reread_ca && self.conn.tls.reload_ca(&roots) {
+                        // The CA file changed (a rotated cluster CA): retry at once with it. An
+                        // unchanged file gives the error, and the caller's backoff spaces the
+                        // next read.
+                        log::debug!("{context}: server certificate not trusted; the CA file changed, retrying once");
+                        reread_ca = true;
                         continue;
                     }
                     let message = match failure {
@@ -846,6 +874,30 @@ mod stream_tests {
         // The stream goes on.
         server.create(&pod("c")).unwrap();
         assert_eq!(next_event(&mut stream)["object"]["metadata"]["name"], "c");
+    }
+
+    /// A server that accepts the connection and then says nothing: the request times out after
+    /// connecting, which must not be explained as a failure to connect.
+    #[test]
+    fn a_server_that_accepts_and_stays_silent_is_not_called_a_connect_timeout() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let silent = std::thread::spawn(move || {
+            let (conn, _) = listener.accept().unwrap();
+            // Keep the connection open, silent, until the client has given up.
+            let _ = rx.recv_timeout(WAIT);
+            drop(conn);
+        });
+        let conn = Arc::new(Connection::from_url(&format!("http://{addr}")).unwrap());
+        let http = Http::new(conn);
+        let url = http.url("/api/v1/pods", "");
+        let e = http.call(&url, "list pods", Duration::from_millis(200), false, request::ACCEPT_JSON).unwrap_err();
+        tx.send(()).unwrap();
+        silent.join().unwrap();
+        let text = e.to_string();
+        assert!(text.contains("timed out (per read)"), "{text}");
+        assert!(!text.contains("connecting to"), "{text}");
     }
 
     /// The same over TLS: a read timeout inside a TLS record leaves the session usable.
