@@ -46,6 +46,17 @@
 //! It is deliberately not the general fake server (`kube_watcher::testing`): it must not be the
 //! bottleneck.
 //!
+//! `--relists K`: the server answers the K watches after the first with an in-stream 410
+//! (`Expired`), each of which makes the client relist, and lists the same pods again (with
+//! `--relist-changed PCT`, that percentage of them at a new resourceVersion in each relist);
+//! the client, after the `--events`, waits for K relists and prints instead
+//! `{"peer":"kube-watcher","mode":"relists",…,"initial_sync_ms":…,"relists":K,"relist_ms_median":…,"relist_ms":[…],"steady_rss_kb":…,"relist_peak_rss_kb":…}`:
+//! each relist timed from its `Notice::Relisting` to its `Notice::Synced` (on the consumer path
+//! a thread receives every event meanwhile; `--store-only`: nothing attached), the resident memory once synced
+//! (VmRSS) and the peak during the relists (VmHWM, reset through `/proc/self/clear_refs` after
+//! the sync). Use `--events 0`: events change the pods the store holds, so a relist of the
+//! listed pods would find them all changed.
+//!
 //! `--varied` (server): pods of 50 deployments that differ as a real cluster's do
 //! (`benches/support/varied_pod.rs`) instead of copies of one pod that differ in a few numbers;
 //! the client needs `--varied` too, to look them up when it times `get()`.
@@ -57,11 +68,11 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
-use kube_watcher::{Api, Client, Event, ObjectRef, Watchable, Watcher};
+use kube_watcher::{Api, Client, Event, Notice, ObjectRef, Watchable, Watcher};
 
 #[cfg(feature = "bench-jemalloc")]
 #[global_allocator]
@@ -99,6 +110,11 @@ struct Args {
     chunk_kib: usize,
     /// Server: varied pods (benches/support/varied_pod.rs); client: look those up in `get()`.
     varied: bool,
+    /// Server: answer this many watches after the first with a 410 (each makes the client
+    /// relist); client: wait for and time this many relists after the events.
+    relists: usize,
+    /// Server: the percentage of pods whose resourceVersion is new in each relist's list.
+    relist_changed: usize,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -116,6 +132,8 @@ fn parse_args() -> Result<Args, String> {
         page_cap: None,
         chunk_kib: 64,
         varied: false,
+        relists: 0,
+        relist_changed: 0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -137,6 +155,13 @@ fn parse_args() -> Result<Args, String> {
             }
             "--gzip" => a.gzip = true,
             "--varied" => a.varied = true,
+            "--relists" => a.relists = value()?.parse().map_err(|e| format!("--relists: {e}"))?,
+            "--relist-changed" => {
+                a.relist_changed = value()?.parse().map_err(|e| format!("--relist-changed: {e}"))?;
+                if a.relist_changed > 100 {
+                    return Err("--relist-changed: a percentage, at most 100".into());
+                }
+            }
             "--page-cap" => {
                 let cap: usize = value()?.parse().map_err(|e| format!("--page-cap: {e}"))?;
                 if cap == 0 {
@@ -272,11 +297,60 @@ fn own_switches() -> (u64, u64) {
     std::fs::read_to_string("/proc/thread-self/status").map(|s| switches(&s)).unwrap_or_default()
 }
 
+/// Times `args.relists` relists (each from its `Notice::Relisting` to its `Notice::Synced`),
+/// then prints them with the resident memory before and the peak during them. On the consumer
+/// path a thread receives every event meanwhile; on the store-only path nothing is attached.
+fn relists<K: Watchable>(watcher: &Watcher<K>, args: &Args, initial_sync: Duration) -> Result<(), String> {
+    let notices = watcher.notices();
+    while notices.try_recv().is_ok() {} // those of the first sync
+    let drain = (!args.store_only).then(|| {
+        let rx = watcher.receiver().clone();
+        std::thread::spawn(move || rx.iter().count())
+    });
+    // The resident memory now, and the peak from now on.
+    let steady = rss_kb("VmRSS:");
+    std::fs::write("/proc/self/clear_refs", "5").map_err(|e| format!("reset the peak RSS: {e}"))?;
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let mut times = Vec::new();
+    let mut began = None;
+    while times.len() < args.relists {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match notices.recv_timeout(left) {
+            Ok(Notice::Relisting { .. }) => began = Some(Instant::now()),
+            Ok(Notice::Synced { .. }) => times.extend(began.take().map(|t| t.elapsed())),
+            Ok(_) => {}
+            Err(_) => return Err(format!("only {} of {} relists came", times.len(), args.relists)),
+        }
+    }
+    let peak = rss_kb("VmHWM:");
+    watcher.stop();
+    if let Some(drain) = drain {
+        let _ = drain.join();
+    }
+    let ms: Vec<u128> = times.iter().map(Duration::as_millis).collect();
+    let mut sorted = ms.clone();
+    sorted.sort_unstable();
+    println!(
+        r#"{{"peer":"kube-watcher","mode":"relists","allocator":"{ALLOCATOR}","path":"{}","store":"{}","parallel_sync":{},"n":{},"initial_sync_ms":{},"relists":{},"relist_ms_median":{},"relist_ms":{ms:?},"steady_rss_kb":{steady},"relist_peak_rss_kb":{peak}}}"#,
+        if args.store_only { "store" } else { "consumer" },
+        args.mode,
+        args.parallel_sync,
+        args.pods,
+        initial_sync.as_millis(),
+        args.relists,
+        sorted[sorted.len() / 2],
+    );
+    Ok(())
+}
+
 /// Waits for the sync and the events, then prints the figures.
 fn measure<K: Watchable>(watcher: Watcher<K>, args: &Args, start: Instant) -> Result<(), Box<dyn std::error::Error>> {
     let store = watcher.store();
     let (initial_sync, watch) =
         if args.store_only { store_only(&watcher, args, start)? } else { consume(&watcher, args, start)? };
+    if args.relists > 0 {
+        return Ok(relists(&watcher, args, initial_sync)?);
+    }
     let events_per_s = if watch.is_zero() { 0.0 } else { args.events as f64 / watch.as_secs_f64() };
     let (cache_len, max_rss) = (store.len(), max_rss_kb());
     let (get_median, get_p99) = get_latency(&store, args);
@@ -378,9 +452,14 @@ fn process_switches() -> (u64, u64) {
 }
 
 fn max_rss_kb() -> u64 {
+    rss_kb("VmHWM:")
+}
+
+/// A memory figure of `/proc/self/status` in KiB (`VmHWM:` the peak, `VmRSS:` now).
+fn rss_kb(field: &str) -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).map(str::to_owned))
+        .and_then(|s| s.lines().find(|l| l.starts_with(field)).map(str::to_owned))
         .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
         .unwrap_or(0)
 }
@@ -408,15 +487,26 @@ fn serve(args: &Args) {
         page_cap: args.page_cap.unwrap_or(usize::MAX),
         chunk: args.chunk_kib * 1024,
         varied: args.varied,
+        relists: args.relists,
+        relist_changed: args.relist_changed,
     };
-    let first_watch = Arc::new(AtomicBool::new(true));
+    let state = Arc::new(ServerState::default());
     for conn in listener.incoming().flatten() {
         let pods = Arc::clone(&pods);
-        let first_watch = Arc::clone(&first_watch);
+        let state = Arc::clone(&state);
         std::thread::spawn(move || {
-            let _ = handle(conn, &pods, opts, &first_watch);
+            let _ = handle(conn, &pods, opts, &state);
         });
     }
+}
+
+/// What the server's connections share.
+#[derive(Default)]
+struct ServerState {
+    /// The first watch has been answered (with the events).
+    watched: AtomicBool,
+    /// Watches answered with a 410 so far (`--relists`).
+    expired: AtomicUsize,
 }
 
 /// How the server answers (see the module docs).
@@ -429,6 +519,10 @@ struct ServerOpts {
     chunk: usize,
     /// Varied pods (`--varied`).
     varied: bool,
+    /// Watches after the first to answer with a 410 (`--relists`).
+    relists: usize,
+    /// Pods at a new resourceVersion in each relist's list, in percent (`--relist-changed`).
+    relist_changed: usize,
 }
 
 /// kube-apiserver compresses a response only above this size (and only when asked).
@@ -481,7 +575,7 @@ impl<W: Write> Write for Chunked<W> {
     }
 }
 
-fn handle(conn: TcpStream, pods: &[String], opts: ServerOpts, first_watch: &AtomicBool) -> std::io::Result<()> {
+fn handle(conn: TcpStream, pods: &[String], opts: ServerOpts, state: &ServerState) -> std::io::Result<()> {
     conn.set_nodelay(true)?;
     let mut reader = BufReader::new(conn.try_clone()?);
     let mut out = std::io::BufWriter::with_capacity(256 * 1024, conn);
@@ -519,7 +613,19 @@ fn handle(conn: TcpStream, pods: &[String], opts: ServerOpts, first_watch: &Atom
         if param("watch").is_some() {
             write!(out, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")?;
             out.flush()?;
-            if first_watch.swap(false, Ordering::SeqCst) {
+            let first = !state.watched.swap(true, Ordering::SeqCst);
+            if !first && state.expired.load(Ordering::SeqCst) < opts.relists {
+                // Expired: the client relists.
+                state.expired.fetch_add(1, Ordering::SeqCst);
+                let mut body = Chunked::new(&mut out, 0);
+                body.write_all(
+                    br#"{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","status":"Failure","message":"too old resource version","reason":"Expired","code":410}}"#,
+                )?;
+                body.write_all(b"\n")?;
+                body.finish()?.flush()?;
+                continue;
+            }
+            if first {
                 // Events go out in chunks of 64 KiB, as a busy apiserver's do.
                 let mut body = Chunked::new(&mut out, 64 * 1024);
                 let mut line = String::with_capacity(16 * 1024);
@@ -554,7 +660,21 @@ fn handle(conn: TcpStream, pods: &[String], opts: ServerOpts, first_watch: &Atom
         let head = format!(
             r#"{{"kind":"PodList","apiVersion":"v1","metadata":{{"resourceVersion":"{LIST_RV}"{cont}}},"items":["#
         );
-        let page = &pods[start..end];
+        // `--relist-changed`: in a relist's list, every so many pods have a new version.
+        let relist = state.expired.load(Ordering::SeqCst);
+        let changed: Vec<String>;
+        let page: &[String] = if relist > 0 && opts.relist_changed > 0 {
+            let every = (100 / opts.relist_changed).max(1);
+            let rv = |i: usize| LIST_RV + 10_000_000 * relist as u64 + i as u64;
+            changed = (start..end)
+                .map(
+                    |i| if i % every == 0 { render_relisted(&pods[i], i, rv(i), opts.varied) } else { pods[i].clone() },
+                )
+                .collect();
+            &changed
+        } else {
+            &pods[start..end]
+        };
         let size = head.len() + page.iter().map(|p| p.len() + 1).sum::<usize>() + 2;
         let gzip = opts.gzip && accepts_gzip && size > GZIP_ABOVE;
         write!(out, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n")?;
@@ -574,6 +694,16 @@ fn handle(conn: TcpStream, pods: &[String], opts: ServerOpts, first_watch: &Atom
         };
         body.finish()?;
         out.flush()?;
+    }
+}
+
+/// Pod `i` (as listed: `listed`) at resourceVersion `rv`.
+fn render_relisted(listed: &str, i: usize, rv: u64, varied: bool) -> String {
+    if varied {
+        let old = format!(r#""resourceVersion":"{}""#, LIST_RV - 1 - i as u64);
+        listed.replacen(&old, &format!(r#""resourceVersion":"{rv}""#), 1)
+    } else {
+        render_pod(i, rv)
     }
 }
 

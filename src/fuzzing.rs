@@ -84,6 +84,9 @@ pub fn watch_line<K: DeserializeOwned + Debug>(line: &[u8]) -> Result<String, St
         Ok((ev, raw)) => {
             let text = format!("{ev:?}");
             assert_eq!(direct.as_ref().ok(), Some(&text), "direct vs raw decoding of {:?}", show());
+            if let Some(raw) = raw {
+                peek_agrees(raw);
+            }
             if let (Some(object), Some(raw)) = (object_text(&ev), raw) {
                 let stored = decode::object::<K>(raw, &mut scratch).map(|o| format!("{o:?}"));
                 assert_eq!(stored.as_ref(), Ok(&object), "a stored object read back differs, in {:?}", show());
@@ -107,6 +110,22 @@ pub fn watch_line<K: DeserializeOwned + Debug>(line: &[u8]) -> Result<String, St
         Some(message) => Err(message),
         None => direct,
     }
+}
+
+/// Whenever the identity scan a relist uses (`decode::peek`) answers for valid JSON, it names
+/// what a decoder reads from the object's `metadata`.
+///
+/// # Panics
+///
+/// When the two disagree.
+pub fn peek_agrees(json: &[u8]) {
+    let (Some(id), Ok(v)) = (decode::peek(json), serde_json::from_slice::<serde_json::Value>(json)) else { return };
+    let field = |f: &str| v["metadata"][f].as_str();
+    let show = || String::from_utf8_lossy(json).into_owned();
+    assert_eq!(id.namespace, field("namespace"), "namespace of {:?}", show());
+    assert_eq!(id.name, field("name"), "name of {:?}", show());
+    assert_eq!(id.uid, field("uid"), "uid of {:?}", show());
+    assert_eq!(id.resource_version, field("resourceVersion"), "resourceVersion of {:?}", show());
 }
 
 /// The strict syntax check that runs before simd-json: true only for JSON that serde_json's
@@ -165,6 +184,7 @@ pub fn list<K: DeserializeOwned + Debug, R: Read>(
         assert!(bytes.len() <= max_item.saturating_add(64 * 1024), "list item of {} bytes", bytes.len());
         assert!(!item.checked || crate::wire::syntax::is_valid(bytes), "an item marked checked is not valid JSON");
         items += 1;
+        peek_agrees(bytes);
         let show = || String::from_utf8_lossy(bytes).into_owned();
         // The watcher's decoder trusting `checked` judges the item as it does from scratch.
         let trusted = decode::item::<K>(item, &mut decode::Scratch::default()).map(|o| format!("{o:?}"));

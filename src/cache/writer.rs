@@ -80,6 +80,44 @@ impl<K> Clone for Indexer<K> {
     }
 }
 
+/// What the live store holds of an object a relist lists again unchanged (see
+/// [`Indexer::unchanged`]): its entry and its index values, to be shared, not computed again.
+pub(crate) enum Unchanged<K> {
+    /// The decoded object (the default mode).
+    Object(Arc<K>, Vec<Vec<String>>),
+    /// A compact entry: its JSON, uid and resourceVersion (the compact modes), not decoded.
+    Compact { json: Json, uid: Box<str>, rv: Box<str>, values: Vec<Vec<String>> },
+}
+
+impl<K: Watchable> Indexer<K> {
+    /// Whether the live store holds anything (a first list finds nothing to share).
+    pub(crate) fn holds_any(&self) -> bool {
+        !self.shared.objects.read().live.is_empty()
+    }
+
+    /// The live entry at `key`, if it is the incarnation `uid` at `resource_version` (a relist
+    /// lists it again unchanged), with its index values, so that it need not be decoded,
+    /// transformed or indexed again: the same object (and in the compact modes the same JSON) is
+    /// shared between the live state and the relist's. Objects without a uid or a
+    /// resourceVersion are never taken for unchanged. A transform that changes either makes its
+    /// objects never match: they are decoded and transformed again, as before.
+    pub(crate) fn unchanged(&self, key: &ObjectKey, uid: &str, resource_version: &str) -> Option<Unchanged<K>> {
+        let objects = self.shared.objects.read();
+        let entry = objects.live.get(key)?;
+        if entry.uid() != Some(uid) || entry.resource_version() != Some(resource_version) {
+            return None;
+        }
+        // Index values are kept only when there are some (`Index::insert`).
+        let values = objects.live_index.iter().map(|index| index.of.get(key).cloned().unwrap_or_default()).collect();
+        Some(match entry {
+            Entry::Typed(obj) => Unchanged::Object(Arc::clone(obj), values),
+            Entry::Compact { json, .. } => {
+                Unchanged::Compact { json: json.clone(), uid: uid.into(), rv: resource_version.into(), values }
+            }
+        })
+    }
+}
+
 impl<K> Indexer<K> {
     /// `obj`'s values for every index. Runs the user's index functions (guarded: a panic names
     /// its index): call it before taking any lock.
@@ -219,6 +257,36 @@ impl<K: Watchable> Writer<K> {
         out: &mut Vec<Event<K>>,
     ) -> usize {
         let Some(key) = ObjectKey::of(&*obj) else { return 0 };
+        let entry = Entry::new(&obj, json);
+        let held = self.init_insert(key, entry, values, out);
+        out.push(Event::InitApply(obj));
+        held
+    }
+
+    /// [`init_apply`](Self::init_apply) of a compact entry the live store already holds (see
+    /// [`Indexer::unchanged`]), without its event: the caller hands that over, decoded from
+    /// the JSON when it goes out (events replaced incarnations need come first, in `out`).
+    pub(crate) fn init_share(
+        &mut self,
+        key: ObjectKey,
+        json: Json,
+        uid: Box<str>,
+        rv: Box<str>,
+        values: Vec<Vec<String>>,
+        out: &mut Vec<Event<K>>,
+    ) -> usize {
+        self.init_insert(key, Entry::Compact { json, uid: Some(uid), rv: Some(rv) }, values, out)
+    }
+
+    /// Puts `entry` into the relist in progress, after the `Delete` of another incarnation
+    /// consumers believe in under its key; returns how many objects the relist holds.
+    fn init_insert(
+        &mut self,
+        key: ObjectKey,
+        entry: Entry<K>,
+        values: Vec<Vec<String>>,
+        out: &mut Vec<Event<K>>,
+    ) -> usize {
         if !self.pending_skipped.is_empty() || !self.reported.is_empty() {
             self.pending_skipped.remove(&key);
             self.reported.remove(&key);
@@ -228,12 +296,12 @@ impl<K: Watchable> Writer<K> {
         // first: the one they were last told about, by this relist, an abandoned one or the store.
         let replaced = objects
             .believed(self.part, &key)
-            .filter(|old| old.uid().is_some() && old.uid() != obj.meta().uid.as_deref())
+            .filter(|old| old.uid().is_some() && old.uid() != entry.uid())
             .map(Entry::share);
         match objects.pending[self.part].as_mut() {
             Some((pending, indexes)) => {
                 index_insert(indexes, &key, values);
-                pending.insert(key, Entry::new(&obj, json));
+                pending.insert(key, entry);
             }
             None => {
                 log::error!("bug: InitApply outside a relist for {key}; ignored");
@@ -243,7 +311,6 @@ impl<K: Watchable> Writer<K> {
         let held = objects.pending[self.part].as_ref().map_or(0, |(p, _)| p.len());
         drop(objects);
         out.extend(replaced.as_ref().and_then(|e| e.object(self.shared.decode)).map(Event::Delete));
-        out.push(Event::InitApply(obj));
         held
     }
 

@@ -240,6 +240,10 @@ impl<K> Outbox<'_, K> {
         let mut gone = Vec::new();
         let mut items = std::mem::take(backlog).into_iter();
         for (subs, held) in items.by_ref() {
+            // Nobody to decode an entry for.
+            if subs.is_empty() {
+                continue;
+            }
             let Some(item) = held.into_item() else { continue };
             let mut waiting = Vec::new();
             for sub in subs.iter() {

@@ -284,6 +284,7 @@ mod tests {
             seen.push(match s {
                 Subject::Object(i) => i.obj.metadata.name.clone().unwrap_or_default(),
                 Subject::Skipped(s, _) => format!("skipped {}", s.key.map(|k| k.to_string()).unwrap_or_default()),
+                Subject::Shared { key, .. } => format!("shared {key}"),
             });
             Ok(())
         };

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::cache::{Indexer, Json, Packer, Skipped};
+use crate::cache::{Indexer, Json, Packer, Skipped, Unchanged};
 use crate::error::{DecodeError, Error};
 use crate::guard;
 use crate::key::ObjectKey;
@@ -51,6 +51,15 @@ pub(crate) struct Incoming<K> {
 pub(crate) enum Subject<K> {
     Object(Incoming<K>),
     Skipped(Skipped, Error),
+    /// A list item the live store holds unchanged as a compact entry: shared, never decoded
+    /// here (its event is decoded from the JSON if and when it goes out).
+    Shared {
+        key: ObjectKey,
+        json: Json,
+        uid: Box<str>,
+        rv: Box<str>,
+        values: Vec<Vec<String>>,
+    },
 }
 
 /// Turns what the server sent into what the store and the consumers take: decodes, runs the
@@ -105,6 +114,9 @@ impl<K: Watchable> Prepare<K> {
         context: &str,
         indexer: &Indexer<K>,
     ) -> Result<Subject<K>, Error> {
+        if let Some(unchanged) = Self::unchanged(item.bytes, indexer) {
+            return Ok(unchanged);
+        }
         let message = match decode::item::<K>(item, &mut self.scratch) {
             Ok(obj) => return self.object(obj, Some(item.bytes), (context, None), indexer),
             Err(message) => message,
@@ -114,6 +126,20 @@ impl<K: Watchable> Prepare<K> {
             Some(id) => Ok(self.skipped(id, error)),
             None => Err(Error::Decode(Box::new(error))),
         }
+    }
+
+    /// A list item the live store already holds at the same uid and resourceVersion: shared,
+    /// not decoded, transformed or indexed again (see `Indexer::unchanged`).
+    fn unchanged(bytes: &[u8], indexer: &Indexer<K>) -> Option<Subject<K>> {
+        if !indexer.holds_any() {
+            return None;
+        }
+        let id = decode::peek(bytes)?;
+        let key = ObjectKey { namespace: id.namespace.map(Into::into), name: id.name?.into() };
+        Some(match indexer.unchanged(&key, id.uid?, id.resource_version?)? {
+            Unchanged::Object(obj, values) => Subject::Object(Incoming { obj, json: None, values }),
+            Unchanged::Compact { json, uid, rv, values } => Subject::Shared { key, json, uid, rv, values },
+        })
     }
 
     /// An object that does not decode as `K`, known by its metadata: the error that reports it

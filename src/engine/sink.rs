@@ -48,6 +48,10 @@ pub(crate) struct Sink<K> {
     /// Compact store modes: the JSON of the object being applied by `InitApply`, for its event
     /// to wait in the backlog as the store holds it.
     packed: Option<Json>,
+    /// Compact store modes: the JSON of an unchanged object a relist shares with the live
+    /// store (`Subject::Shared`): its `InitApply` is made from it, decoded only if it must go
+    /// out at once.
+    shared_json: Option<Json>,
     /// Compact store modes: the length of the JSON of the object being applied, to count what
     /// `kept` holds.
     len: usize,
@@ -82,6 +86,7 @@ impl<K: Watchable> Sink<K> {
             connected: false,
             deferring: false,
             packed: None,
+            shared_json: None,
             len: 0,
             batching: false,
             backlog: Vec::new(),
@@ -143,6 +148,12 @@ impl<K: Watchable> Sink<K> {
                 self.deferring = false;
                 self.writer.abort_init();
             }
+            (Effect::InitApply, Some(Subject::Shared { key, json, uid, rv, values })) => {
+                let values = std::mem::take(values);
+                let (key, uid, rv) = (key.clone(), std::mem::take(uid), std::mem::take(rv));
+                self.pending = self.writer.init_share(key, json.clone(), uid, rv, values, &mut self.out);
+                self.shared_json = Some(json.clone());
+            }
             (Effect::Apply, Some(Subject::Object(i))) => {
                 self.len = i.json.as_ref().map_or(0, Json::len);
                 let old = self.writer.apply(&i.obj, i.json.take(), std::mem::take(&mut i.values));
@@ -170,8 +181,11 @@ impl<K: Watchable> Sink<K> {
             (Effect::InitApply | Effect::Apply | Effect::Delete, None) => {
                 log::error!("bug: {effect:?} without an object; ignored");
             }
+            (Effect::Apply | Effect::Delete, Some(Subject::Shared { key, .. })) => {
+                log::error!("bug: {effect:?} of a shared list item {key}; ignored");
+            }
         }
-        if self.out.is_empty() && error.is_none() {
+        if self.out.is_empty() && error.is_none() && self.shared_json.is_none() {
             return Ok(());
         }
         let subs = hub.map_or_else(|| self.shared.hub.lock().subscribers(), |h| h.subscribers());
@@ -188,25 +202,34 @@ impl<K: Watchable> Sink<K> {
     /// Sends the events in `self.out` and then `error` to `subs` (behind any backlog).
     pub(crate) fn publish(&mut self, subs: Arc<[Sub<K>]>, error: Option<Error>) -> Result<(), Stopped> {
         let packed = self.packed.take();
-        if self.out.is_empty() && error.is_none() {
+        let shared = self.shared_json.take();
+        if self.out.is_empty() && error.is_none() && shared.is_none() {
             return Ok(());
         }
         let mut events = std::mem::take(&mut self.out);
+        let decode = self.writer.decoder();
         if self.deferring && self.backlog.len() < self.pending.saturating_add(DEFER_SLACK) {
             // A list body is being read: events go out in batches, and only as far as that never
             // waits for a consumer.
-            let decode = self.writer.decoder();
             let items = events.drain(..).map(|ev| match (ev, &packed) {
                 (Event::InitApply(_), Some(json)) => Held::InitApply(json.clone(), decode),
                 (ev, _) => Held::Item(Ok(ev)),
             });
-            let items = items.chain(error.map(|e| Held::Item(Err(e))));
+            let shared = shared.map(|json| Held::InitApply(json, decode));
+            let items = items.chain(shared).chain(error.map(|e| Held::Item(Err(e))));
             self.backlog.extend(items.map(|item| (Arc::clone(&subs), item)));
             if self.backlog.len() >= BATCH {
                 self.shared.outbox().deliver_ready(&mut self.backlog);
             }
             self.out = events;
             return Ok(());
+        }
+        // Beyond the backlog's bound a shared entry's event is made now (if anyone takes it).
+        if let Some(json) = shared
+            && !subs.is_empty()
+            && let Some(Ok(ev)) = Held::InitApply(json, decode).into_item()
+        {
+            events.push(ev);
         }
         if self.compact && !subs.is_empty() {
             for obj in events.iter().filter_map(Event::object) {
@@ -275,6 +298,9 @@ impl<K: Watchable> Sink<K> {
     pub(crate) fn flush(&mut self) -> Result<(), Stopped> {
         let outbox = self.shared.outbox();
         for (subs, held) in self.backlog.drain(..) {
+            if subs.is_empty() {
+                continue;
+            }
             if let Some(item) = held.into_item() {
                 outbox.deliver(&subs, [item])?;
             }

@@ -8,12 +8,14 @@
 mod line;
 mod list;
 mod object;
+mod peek;
 mod status;
 mod watch;
 
 pub(crate) use line::{Line, read_line};
 pub(crate) use list::{Item, ListError, ListMeta, list};
 pub(crate) use object::{Scratch, compact, decode_error, item, object};
+pub(crate) use peek::identity as peek;
 pub(crate) use status::http_error;
 pub(crate) use watch::{Change, Identity, WatchEvent, identity, watch_event};
 
