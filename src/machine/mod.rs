@@ -36,17 +36,6 @@ use crate::wire::request::{ListParams, VersionMatch, WatchParams};
 /// server cannot cause a hot reconnect loop (client-go's reflector: "very short watch", 1 s).
 const SHORT_WATCH: Duration = Duration::from_secs(1);
 
-impl Recovery {
-    /// The relist reason of an expiry (anything else relists as `Error`).
-    fn reason(self) -> RelistReason {
-        match self {
-            Recovery::Expired => RelistReason::Expired,
-            Recovery::TooLarge => RelistReason::TooLarge,
-            Recovery::Resume | Recovery::Relist | Recovery::Refused => RelistReason::Error,
-        }
-    }
-}
-
 /// Where the watcher is. Each variant holds only what is valid in it.
 #[derive(Debug, Clone, PartialEq)]
 enum State {
@@ -267,21 +256,7 @@ impl Machine {
                 let e = Error::transport("list", "the list has no metadata.resourceVersion to watch from");
                 self.fail(e, true, State::Sync { resume: None, reason: RelistReason::Error }, now, fx)
             }
-            Input::ListFailed(e) => {
-                fx.push(Effect::AbortInit);
-                let paging = next.continue_token.is_some();
-                match e.recovery() {
-                    // An expired continue token or resume RV: start over, consistent and paged.
-                    r @ (Recovery::Expired | Recovery::TooLarge) => {
-                        log::debug!("list failed ({e}); relisting from scratch (paging: {paging})");
-                        self.fail_quietly(State::Sync { resume: None, reason: r.reason() }, now, fx)
-                    }
-                    Recovery::Resume | Recovery::Relist | Recovery::Refused => {
-                        let resume = next.resource_version.filter(|rv| rv != "0" && !paging);
-                        self.fail(e, true, State::Sync { resume, reason: RelistReason::Error }, now, fx)
-                    }
-                }
-            }
+            Input::ListFailed(e) => self.recover(e, Failed::List(next), now, fx),
             input => self.unexpected(State::List { next }, input, now, fx),
         }
     }
@@ -297,8 +272,8 @@ impl Machine {
         fx: &mut Vec<Effect>,
     ) -> Then {
         let fallback = |m: &mut Machine, why: &str, fx: &mut Vec<Effect>, resume: Option<String>| {
-            m.streaming_fallback(why, fx);
-            m.request(State::Sync { resume, reason: RelistReason::StreamingFallback }, now, fx)
+            fx.push(Effect::AbortInit);
+            m.fall_back(why, resume, now, fx)
         };
         match input {
             Input::WatchOpened => {
@@ -328,19 +303,7 @@ impl Machine {
             Input::WatchEnded => {
                 fallback(self, "the stream ended before the end-of-initial-events bookmark", fx, resume)
             }
-            Input::WatchFailed(e) => match e.recovery() {
-                r @ (Recovery::Expired | Recovery::TooLarge) => {
-                    fx.push(Effect::AbortInit);
-                    self.fail_quietly(State::Sync { resume: None, reason: r.reason() }, now, fx)
-                }
-                // Throttling or transport trouble says nothing about streaming support.
-                Recovery::Resume => {
-                    fx.push(Effect::AbortInit);
-                    self.fail(e, true, State::Sync { resume, reason: RelistReason::Error }, now, fx)
-                }
-                // Rejected (422 and friends), failed in-stream or a broken line: list + watch.
-                Recovery::Relist | Recovery::Refused => fallback(self, &e.to_string(), fx, resume),
-            },
+            Input::WatchFailed(e) => self.recover(e, Failed::StreamInit { resume }, now, fx),
             input => self.unexpected(State::StreamInit { resume, opened, last_seen }, input, now, fx),
         }
     }
@@ -382,7 +345,7 @@ impl Machine {
                 log::trace!("watch ended cleanly at resourceVersion {rv}");
                 self.request(State::Watch { rv }, now, fx)
             }
-            Input::WatchFailed(e) => self.watch_failed(rv, e, now, fx),
+            Input::WatchFailed(e) => self.recover(e, Failed::Watch { rv }, now, fx),
             input => self.unexpected(State::Watching { rv, events, opened, last_seen, stall }, input, now, fx),
         }
     }
@@ -411,20 +374,51 @@ impl Machine {
         self.request(State::Sync { resume: None, reason: RelistReason::Error }, now, fx)
     }
 
-    /// A watch from `rv` failed: recover as [`Error::recovery`] says (docs/protocol.md §6.9).
-    fn watch_failed(&mut self, rv: String, e: Error, now: Instant, fx: &mut Vec<Effect>) -> Then {
-        match e.recovery() {
-            Recovery::Expired => {
-                log::debug!("watch from resourceVersion {rv} expired; relisting");
-                self.fail_quietly(State::Sync { resume: Some(rv), reason: RelistReason::Expired }, now, fx)
+    /// A request failed: recover as [`Error::recovery`] classes the error, from where `failed`
+    /// left off. The one place that decides what follows a failure (410 Gone, too large, a
+    /// refusal, transport trouble), for lists, streaming lists and watches alike
+    /// (docs/protocol.md §6.9).
+    fn recover(&mut self, e: Error, failed: Failed, now: Instant, fx: &mut Vec<Effect>) -> Then {
+        let recovery = e.recovery();
+        if matches!(recovery, Recovery::Expired | Recovery::TooLarge) {
+            log::debug!("{e}; relisting");
+        }
+        // A relist in progress is abandoned, whatever follows.
+        if !matches!(failed, Failed::Watch { .. }) {
+            fx.push(Effect::AbortInit);
+        }
+        match (recovery, failed) {
+            // The watch's resourceVersion expired: relist not older than it, unpaged.
+            (Recovery::Expired, Failed::Watch { rv }) => {
+                self.relist_quietly(State::Sync { resume: Some(rv), reason: RelistReason::Expired }, now, fx)
             }
-            Recovery::TooLarge => {
-                self.fail_quietly(State::Sync { resume: None, reason: RelistReason::TooLarge }, now, fx)
+            // An expired continue token or relist resourceVersion: start over, consistent and paged.
+            (Recovery::Expired, Failed::List(_) | Failed::StreamInit { .. }) => {
+                self.relist_quietly(State::Sync { resume: None, reason: RelistReason::Expired }, now, fx)
             }
-            Recovery::Resume => self.fail(e, true, State::Watch { rv }, now, fx),
+            // The server has not reached the resourceVersion asked for: forget it.
+            (Recovery::TooLarge, _) => {
+                self.relist_quietly(State::Sync { resume: None, reason: RelistReason::TooLarge }, now, fx)
+            }
+            (Recovery::Resume, Failed::Watch { rv }) => self.fail(e, true, State::Watch { rv }, now, fx),
             // Broken line, in-stream error, 4xx: relist not older than what we have.
-            Recovery::Relist | Recovery::Refused => {
+            (Recovery::Relist | Recovery::Refused, Failed::Watch { rv }) => {
                 self.fail(e, true, State::Sync { resume: Some(rv), reason: RelistReason::Error }, now, fx)
+            }
+            // A failed list relists from the resourceVersion it asked for, if that was a resume
+            // point (not "any", not a later page).
+            (_, Failed::List(next)) => {
+                let paging = next.continue_token.is_some();
+                let resume = next.resource_version.filter(|rv| rv != "0" && !paging);
+                self.fail(e, true, State::Sync { resume, reason: RelistReason::Error }, now, fx)
+            }
+            // Throttling or transport trouble says nothing about streaming support.
+            (Recovery::Resume, Failed::StreamInit { resume }) => {
+                self.fail(e, true, State::Sync { resume, reason: RelistReason::Error }, now, fx)
+            }
+            // Rejected (422 and friends), failed in-stream or a broken line: list + watch.
+            (Recovery::Relist | Recovery::Refused, Failed::StreamInit { resume }) => {
+                self.fall_back(&e.to_string(), resume, now, fx)
             }
         }
     }
@@ -557,10 +551,11 @@ impl Machine {
         self.failures = 0;
     }
 
-    fn streaming_fallback(&mut self, why: &str, fx: &mut Vec<Effect>) {
+    /// Streaming lists do not work with this server: relist with paged lists, now and from now on.
+    fn fall_back(&mut self, why: &str, resume: Option<String>, now: Instant, fx: &mut Vec<Effect>) -> Then {
         log::debug!("streaming lists unavailable ({why}); using paged lists from now on");
         self.streaming_unsupported = true;
-        fx.push(Effect::AbortInit);
+        self.request(State::Sync { resume, reason: RelistReason::StreamingFallback }, now, fx)
     }
 
     /// A failure: report it, count it, and either end (retry limit) or wait, then go to `then`.
@@ -571,8 +566,7 @@ impl Machine {
         {
             return (State::Ended, Next::End(Error::GaveUp { attempts: self.failures, last: Box::new(e) }));
         }
-        let delay = self.backoff.next_delay(now, &mut self.rng);
-        let delay = self.server_wait(&e).map_or(delay, |ra| ra.max(delay));
+        let delay = self.backoff.delay_after(&e, now, &mut self.rng);
         log::debug!("{e}; retrying in {delay:?}");
         if report {
             fx.push(Effect::Report(e));
@@ -580,16 +574,15 @@ impl Machine {
         (then, Next::Wait(delay))
     }
 
-    /// How long the server asked us to wait (`Retry-After`), clamped to the backoff maximum: a
-    /// watch cache minutes behind is a broken cache, so no server can park a watcher for longer
-    /// than its own backoff would (30 s by default). The only place a server's wait is bounded.
+    /// How long the server asked us to wait, as the backoff policy bounds it
+    /// ([`BackoffState::server_wait`]).
     pub(crate) fn server_wait(&self, e: &Error) -> Option<Duration> {
-        e.retry_after().map(|ra| ra.min(self.config.backoff.max))
+        self.backoff.server_wait(e)
     }
 
-    /// An expected recovery (410, too large): retry at once the first time, with backoff when it
+    /// An expected recovery (410, too large): relist at once the first time, with backoff when it
     /// keeps happening, so a server that always answers 410 cannot cause a hot loop.
-    fn fail_quietly(&mut self, then: State, now: Instant, fx: &mut Vec<Effect>) -> Then {
+    fn relist_quietly(&mut self, then: State, now: Instant, fx: &mut Vec<Effect>) -> Then {
         if self.failures == 0 {
             self.failures = 1;
             return self.request(then, now, fx);
@@ -597,6 +590,16 @@ impl Machine {
         let e = Error::transport("relist", "the server keeps answering 410 Gone or \"too large resource version\"");
         self.fail(e, false, then, now, fx)
     }
+}
+
+/// The request that failed, with what [`Machine::recover`] needs to go on from it.
+enum Failed {
+    /// A list page, requested with these parameters.
+    List(ListParams),
+    /// A streaming list that would have resumed the store from `resume`.
+    StreamInit { resume: Option<String> },
+    /// A watch from `rv`, where the store is in sync.
+    Watch { rv: String },
 }
 
 /// The fields of `State::Watching`, for its handler.
