@@ -1,4 +1,4 @@
-//! Issue 13's randomized model test: seeded server operations (create, update, delete, recreate
+//! The randomized model test: seeded server operations (create, update, delete, recreate
 //! under the same name, updates into and out of something that does not decode, compaction) interleaved with faults (resets, stalls, 410 in both forms,
 //! 429/5xx with any `Retry-After`, expired continue tokens, lost events), against the fake server
 //! in every list mode (paged with pages of 1, 2 and 500, streaming, metadata-only, compact store,
