@@ -5,6 +5,9 @@
 //! with the current time. Randomness (backoff jitter, watch timeouts)
 //! comes from a seeded RNG, so every transition is testable with plain values.
 //!
+//! Every failed request goes through [`Machine::recover`], which decides what follows from how
+//! [`Error::recovery`] classes the error; the delay before a retry is [`backoff`]'s.
+//!
 //! ```text
 //!            ┌──────────────── 410 / too large / error (after backoff) ───────────────┐
 //!            v                                                                         │
