@@ -400,7 +400,7 @@ impl Machine {
                 self.relist_quietly(State::Sync { resume: None, reason: RelistReason::Expired }, now, fx)
             }
             // The server has not reached the resourceVersion asked for: forget it.
-            (Recovery::TooLarge, _) => {
+            (Recovery::TooLarge, Failed::List(_) | Failed::StreamInit { .. } | Failed::Watch { .. }) => {
                 self.relist_quietly(State::Sync { resume: None, reason: RelistReason::TooLarge }, now, fx)
             }
             (Recovery::Resume, Failed::Watch { rv }) => self.fail(e, true, State::Watch { rv }, now, fx),
@@ -410,7 +410,7 @@ impl Machine {
             }
             // A failed list relists from the resourceVersion it asked for, if that was a resume
             // point (not "any", not a later page).
-            (_, Failed::List(next)) => {
+            (Recovery::Resume | Recovery::Relist | Recovery::Refused, Failed::List(next)) => {
                 let paging = next.continue_token.is_some();
                 let resume = next.resource_version.filter(|rv| rv != "0" && !paging);
                 self.fail(e, true, State::Sync { resume, reason: RelistReason::Error }, now, fx)
