@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 7: kube-watcher vs kube-rs, in the same run, against the same server, on the same machine.
+# kube-watcher vs kube-rs, in the same run, against the same server, on the same machine.
 #
 #   benches/compare.sh [--runs K] [--quick] [--current-thread] [--compact] [--baseline BIN] [--out FILE]
 #                      [--alloc glibc|mimalloc|jemalloc[,...]] [--server-opts "ARGS"] [--peers kw,kws,kr]

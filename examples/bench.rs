@@ -40,7 +40,7 @@
 //! the first watch; later watches stay open and quiet. It prints its URL and runs until killed.
 //! A list body goes out as kube-apiserver sends one: `Content-Type: application/json`, chunked,
 //! written through a buffer in chunks of `--chunk-kib` (64 by default; 0: one chunk per pod, as
-//! this server did before issue 17). `--gzip`: gzip (fastest level) list bodies above 128 KiB when
+//! this server once did: benches/peers/kube-rs/README.md says what that cost kube-rs). `--gzip`: gzip (fastest level) list bodies above 128 KiB when
 //! the request says `Accept-Encoding: gzip`, as kube-apiserver does. `--page-cap N`: at most N
 //! pods per page whatever `limit` asks (with a continue token), as a server that caps lists does.
 //! It is deliberately not the general fake server (`kube_watcher::testing`): it must not be the

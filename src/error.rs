@@ -12,7 +12,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// `{err}` is enough. Secrets (tokens, keys, passwords) never appear in it.
 ///
 /// A watcher reports most errors on its channel and keeps going (see [`Error::is_terminal`]).
-#[derive(thiserror::Error)]
+#[derive(thiserror::Error, Clone)]
 #[non_exhaustive]
 pub enum Error {
     /// The API server answered with a non-success HTTP status, or sent an `ERROR` event in a watch.
@@ -287,32 +287,6 @@ impl Error {
     }
 }
 
-impl Clone for Error {
-    fn clone(&self) -> Self {
-        match self {
-            Error::Api(e) => Error::Api(e.clone()),
-            Error::Transport { context, message } => {
-                Error::Transport { context: context.clone(), message: message.clone() }
-            }
-            Error::Decode(e) => Error::Decode(e.clone()),
-            Error::Config { field, message } => Error::Config { field: field.clone(), message: message.clone() },
-            Error::Auth { source_name, message } => {
-                Error::Auth { source_name: source_name.clone(), message: message.clone() }
-            }
-            Error::NotReady { waited, last_error } => {
-                Error::NotReady { waited: *waited, last_error: last_error.clone() }
-            }
-            Error::GaveUp { attempts, last } => Error::GaveUp { attempts: *attempts, last: last.clone() },
-            Error::Stopped => Error::Stopped,
-            Error::Spawn(m) => Error::Spawn(m.clone()),
-            Error::Lagged { dropped } => Error::Lagged { dropped: *dropped },
-            Error::Panicked { callback, message } => {
-                Error::Panicked { callback: callback.clone(), message: message.clone() }
-            }
-        }
-    }
-}
-
 /// Escapes and caps input quoted in an error message (about 64 bytes, never splitting a char).
 pub(crate) fn snippet(bytes: &[u8]) -> String {
     const MAX: usize = 64;
@@ -367,6 +341,23 @@ mod tests {
             e.to_string(),
             "decode watch pods (line 3, 812 bytes): expected value at line 1 column 1; starts with \"<html>\\n\""
         );
+    }
+
+    #[test]
+    fn a_clone_is_the_same_error() {
+        let api = Error::Api(Box::new(ApiError {
+            context: "watch pods".into(),
+            code: 429,
+            reason: "TooManyRequests".into(),
+            retry_after: Some(Duration::from_secs(3)),
+            ..ApiError::default()
+        }));
+        let e = Error::GaveUp { attempts: 4, last: Box::new(api) };
+        let c = e.clone();
+        assert_eq!(c.to_string(), e.to_string());
+        assert_eq!((c.status(), c.is_terminal()), (Some(429), true));
+        let Error::GaveUp { last, .. } = c else { panic!("{c}") };
+        assert_eq!(last.retry_after(), Some(Duration::from_secs(3)));
     }
 
     #[test]

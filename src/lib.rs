@@ -113,12 +113,26 @@
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 // Layers, top to bottom; a module imports only from layers below it (see ARCHITECTURE.md).
+// Blank lines keep rustfmt from sorting them.
+
+// The public face: `Watcher`, its builder, `watch_object`.
+mod watcher;
+
+// The thread that runs a watcher, the control block, delivery to subscribers.
+mod engine;
+
+// Side by side, neither importing the other: the store (read side, writer, indexes), and the
+// pure state machine (what to request next, backoff, drift verdicts).
+mod cache;
+mod machine;
+
+// HTTP, requests, decoding, discovery.
+mod wire;
+
+// Where the server is and how to trust and authenticate to it: kubeconfig, in-cluster, exec
+// plugins, TLS, proxies.
 mod auth;
-mod cache; // the store: read side, writer, indexes
-mod engine; // the thread that runs a watcher, the control block, delivery to subscribers
-mod machine; // the pure state machine: what to request next, backoff, drift verdicts
-mod watcher; // the public face: `Watcher`, its builder, `watch_object`
-mod wire; // HTTP, requests, decoding // kubeconfig, in-cluster, exec plugins, TLS, proxies
+
 // The vocabulary every layer shares.
 mod config;
 mod error;

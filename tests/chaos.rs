@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::random::{Write, Writes};
 use common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube_watcher::testing::{Chunking, FakeApiServer, Fault, Match, Watch410};
@@ -171,60 +172,23 @@ fn random_fault(rng: &mut StdRng) -> (Match, Fault) {
     }
 }
 
-fn random_pod(rng: &mut StdRng) -> Pod {
-    let ns = ["a", "b"][rng.random_range(0..2)];
-    let mut p = pod(ns, &format!("c{}", rng.random_range(0..NAMES)));
-    p = labelled(p, "chaos", if rng.random_bool(0.5) { "in" } else { "out" });
-    if rng.random_bool(0.1) {
-        p.metadata.finalizers = Some(vec!["example.com/chaos".into()]);
-    }
-    p
-}
-
-/// One random write; errors such as "already exists" or "not found" are part of the game.
-fn mutate(server: &FakeApiServer, rng: &mut StdRng) {
-    let p = random_pod(rng);
-    let (ns, name) = (p.metadata.namespace.clone().unwrap(), p.metadata.name.clone().unwrap());
-    match rng.random_range(0..10) {
-        0..=2 => {
-            let _ = server.create(&p);
-        }
-        3..=4 => {
-            // Modify or relabel across the selector.
-            if let Some(mut cur) = server.get::<Pod>(Some(&ns), &name) {
-                let value = if selected(&cur) { "out" } else { "in" };
-                cur = labelled(cur, "chaos", if rng.random_bool(0.6) { value } else { "in" });
-                cur.metadata.annotations.get_or_insert_default().insert("n".into(), rng.random::<u32>().to_string());
-                let _ = server.replace(&cur);
-            }
-        }
-        5..=6 => {
-            let _ = server.delete::<Pod>(Some(&ns), &name);
-        }
-        7 => {
-            // Drop finalizers so terminating objects go away.
-            if let Some(mut cur) = server.get::<Pod>(Some(&ns), &name) {
-                cur.metadata.finalizers = None;
-                let _ = server.replace(&cur);
-            }
-        }
-        8 => {
-            // Recreate under the same name: a new uid.
-            if server.delete::<Pod>(Some(&ns), &name).is_ok() {
-                let _ = server.create(&p);
-            }
-        }
-        _ => server.batch(|b| {
-            for _ in 0..rng.random_range(2..6) {
-                let q = random_pod(rng);
-                let (ns, name) = (q.metadata.namespace.clone(), q.metadata.name.clone().unwrap());
-                if b.create(&q).is_err() {
-                    let _ = b.delete::<Pod>(ns.as_deref(), &name);
-                }
-            }
-        }),
-    }
-}
+/// The pods `c0`..`c11` in two namespaces, half of them selected by `chaos=in`, and their writes.
+const WRITES: Writes = Writes {
+    namespaces: &["a", "b"],
+    prefix: "c",
+    names: NAMES,
+    finalizer: "example.com/chaos",
+    selector: Some("chaos"),
+    mix: &[
+        (3, Write::Create),
+        (2, Write::Modify),
+        (2, Write::Delete),
+        (1, Write::DropFinalizers),
+        (1, Write::Recreate),
+        (1, Write::Batch),
+    ],
+    batch: 2..6,
+};
 
 #[test]
 fn random_writes_and_faults_end_with_every_store_equal_to_the_server() {
@@ -263,7 +227,7 @@ fn chaos(apply_only: bool) {
         "seed={seed} chunking={chunking:?} watch_410={watch_410:?} continue_ttl={continue_ttl:?} history={history}"
     );
     for _ in 0..NAMES {
-        mutate(&server, &mut rng);
+        WRITES.write(&server, &mut rng);
     }
     let client = Client::from_url(&server.url()).unwrap();
     let (all_label, all_config) = random_config(&mut rng);
@@ -297,7 +261,7 @@ fn chaos(apply_only: bool) {
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             // Chaos.
             for _ in 0..rounds {
-                mutate(&server, &mut rng);
+                WRITES.write(&server, &mut rng);
                 if rng.random_bool(0.12) {
                     let (m, f) = random_fault(&mut rng);
                     server.push_fault(m, f);

@@ -89,7 +89,7 @@ fn seed() -> u64 {
     seed
 }
 
-/// Numbers the two JSON parsers might read differently (issue 13 item 11), for mutations.
+/// Numbers the two JSON parsers might read differently, for mutations.
 const NUMBERS: &[&str] = &[
     "-0",
     "-0.0",
@@ -565,7 +565,7 @@ fn randomized_watch_lines_decode_to_the_same_value_every_way() {
 }
 
 /// Numbers of every shape, in integer fields (i64 `generation`, i32 `containerPort`) and in
-/// untyped JSON, decode alike every way (issue 13 item 11).
+/// untyped JSON, decode alike every way (the two regression tests below hold the forms found).
 #[test]
 fn randomized_numbers_decode_to_the_same_value_every_way() {
     let _serial = serial();
@@ -634,7 +634,7 @@ fn pods_with(number: &str) -> [String; 2] {
     ]
 }
 
-/// Issue 13 item 11: each number form is judged alike by the watcher's direct decoder
+/// Each number form is judged alike by the watcher's direct decoder
 /// (simd-json), its raw path (serde_json, compact store), a compact store's read-back, a list
 /// item and plain serde_json (`fuzzing::watch_line` and `fuzzing::list` panic otherwise), with
 /// the verdict serde_json gives: `-0` is the float -0.0 to serde_json, and a float is never an
@@ -673,7 +673,7 @@ fn regression_number_forms_in_integer_fields_are_judged_alike_by_every_decoding_
     }
 }
 
-/// Issue 13 item 11: untyped JSON keeps each number as serde_json reads it, on every path:
+/// Untyped JSON keeps each number as serde_json reads it, on every path:
 /// `-0` stays the float -0.0 (simd-json alone reads the integer 0), and long floats get
 /// serde_json's rounding.
 #[test]

@@ -345,7 +345,7 @@ fn kwatch_rejects_an_unknown_flag_before_connecting() {
     assert_eq!(out.stderr.trim(), "kwatch: unknown flag \"--follow\" (see kwatch --help)");
 }
 
-/// Issue 16 item 5: a transient error during start-up (here a 429 on discovery) is retried with
+/// A transient error during start-up (here a 429 on discovery) is retried with
 /// backoff and said on stderr; an error retrying cannot fix (the 403 on the list) ends kwatch.
 #[test]
 fn kwatch_retries_a_transient_error_at_start_up() {

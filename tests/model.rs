@@ -1,4 +1,4 @@
-//! Issue 13's randomized model test: seeded server operations (create, update, delete, recreate
+//! The randomized model test: seeded server operations (create, update, delete, recreate
 //! under the same name, updates into and out of something that does not decode, compaction) interleaved with faults (resets, stalls, 410 in both forms,
 //! 429/5xx with any `Retry-After`, expired continue tokens, lost events), against the fake server
 //! in every list mode (paged with pages of 1, 2 and 500, streaming, metadata-only, compact store,
@@ -41,6 +41,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::random::{Write, Writes, is_broken};
 use common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube_watcher::testing::{Chunking, FakeApiServer, Fault, Match, ResourceType, Watch410};
@@ -175,7 +176,7 @@ fn run_seed(seed: u64) -> Result<(), String> {
     );
     let setup = Setup { mode, stalls, lost_events, prompt, describe };
     for _ in 0..NAMES {
-        write(&server, &mut rng);
+        WRITES.write(&server, &mut rng);
     }
     let mut config = Config::default()
         .timeout(Duration::from_secs(1))
@@ -380,10 +381,6 @@ fn holds(state: &State, truth: &(State, State)) -> bool {
         })
 }
 
-fn is_broken(v: &serde_json::Value) -> bool {
-    v["spec"]["containers"].is_number()
-}
-
 /// How a subscriber other than the watcher's own channel reads.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Kind {
@@ -487,7 +484,7 @@ fn run<K: Watchable>(
         if op == OPS / 2 {
             consumers.push(spawn("late subscriber", w.subscribe(), Some(Kind::Late), rng));
         }
-        write(server, rng);
+        WRITES.write(server, rng);
         if rng.random_bool(0.15) {
             let (m, f) = fault(setup, rng);
             server.push_fault(m, f);
@@ -677,72 +674,24 @@ fn converge<K: Watchable>(
     }
 }
 
-fn random_pod(rng: &mut StdRng) -> Pod {
-    let ns = NAMESPACES[rng.random_range(0..NAMESPACES.len())];
-    let mut p = pod(ns, &format!("m{}", rng.random_range(0..NAMES)));
-    if rng.random_bool(0.1) {
-        p.metadata.finalizers = Some(vec!["example.com/model".into()]);
-    }
-    p
-}
-
-/// One random write; "already exists" and "not found" are part of the game.
-fn write(server: &FakeApiServer, rng: &mut StdRng) {
-    let p = random_pod(rng);
-    let (ns, name) = (p.metadata.namespace.clone().unwrap(), p.metadata.name.clone().unwrap());
-    match rng.random_range(0..11) {
-        0..=2 => {
-            let _ = server.create(&p);
-        }
-        3..=4 => {
-            if let Some(mut cur) = server.get::<Pod>(Some(&ns), &name) {
-                cur.metadata.annotations.get_or_insert_default().insert("n".into(), rng.random::<u32>().to_string());
-                let _ = server.replace(&cur);
-            }
-        }
-        5 => {
-            let _ = server.delete::<Pod>(Some(&ns), &name);
-        }
-        6 => {
-            // Let terminating objects go.
-            if let Some(mut cur) = server.get::<Pod>(Some(&ns), &name) {
-                cur.metadata.finalizers = None;
-                let _ = server.replace(&cur);
-            }
-        }
-        9 => {
-            // Break the object (it no longer decodes as a Pod) or mend it.
-            let rt = ResourceType::of::<Pod>();
-            if let Some(mut v) = server.get_value(&rt, Some(&ns), &name) {
-                if is_broken(&v) {
-                    v.as_object_mut().unwrap().remove("spec");
-                } else {
-                    v["spec"] = serde_json::json!({"containers": 5});
-                }
-                let _ = server.replace_value(&rt, v);
-            }
-        }
-        7..=8 => {
-            // Recreate under the same name: a new uid.
-            if let Some(mut cur) = server.get::<Pod>(Some(&ns), &name) {
-                cur.metadata.finalizers = None;
-                let _ = server.replace(&cur);
-            }
-            if server.delete::<Pod>(Some(&ns), &name).is_ok() {
-                let _ = server.create(&p);
-            }
-        }
-        _ => server.batch(|b| {
-            for _ in 0..rng.random_range(2..5) {
-                let q = random_pod(rng);
-                let (ns, name) = (q.metadata.namespace.clone(), q.metadata.name.clone().unwrap());
-                if b.create(&q).is_err() {
-                    let _ = b.delete::<Pod>(ns.as_deref(), &name);
-                }
-            }
-        }),
-    }
-}
+/// The pods `m0`..`m7` in three namespaces, and their writes.
+const WRITES: Writes = Writes {
+    namespaces: &NAMESPACES,
+    prefix: "m",
+    names: NAMES,
+    finalizer: "example.com/model",
+    selector: None,
+    mix: &[
+        (3, Write::Create),
+        (2, Write::Modify),
+        (1, Write::Delete),
+        (1, Write::DropFinalizers),
+        (2, Write::Recreate),
+        (1, Write::BreakOrMend),
+        (1, Write::Batch),
+    ],
+    batch: 2..5,
+};
 
 fn fault(setup: &Setup, rng: &mut StdRng) -> (Match, Fault) {
     let watch = |f| (Match::Watch, f);

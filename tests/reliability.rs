@@ -1,4 +1,4 @@
-//! Issue 13: hostile but realistic inputs — a huge `Retry-After`, durations that overflow a
+//! Hostile but realistic inputs — a huge `Retry-After`, durations that overflow a
 //! deadline, panicking callbacks, full channels at the end, dropped lag subscribers, a user index
 //! named "namespace", recreates during aborted lists — never wedge, kill or freeze a watcher.
 #![cfg(feature = "testing")]
@@ -169,7 +169,7 @@ mod endings {
         Fault::Status { code: 403, reason: "Forbidden".into(), message: "no".into(), retry_after: None }
     }
 
-    /// Issue 13 item 9: a consumer whose channel is full when the watcher gives up still gets
+    /// A consumer whose channel is full when the watcher gives up still gets
     /// the terminal error, after what was queued.
     #[test]
     fn the_terminal_error_reaches_a_consumer_whose_channel_was_full() {
@@ -196,7 +196,7 @@ mod endings {
         assert!(matches!(late.recv_timeout(WAIT), Ok(Err(Error::GaveUp { .. }))));
     }
 
-    /// Issue 13 item 5: a dropped lagging subscription is forgotten like a blocking one.
+    /// A dropped lagging subscription is forgotten like a blocking one.
     #[test]
     fn a_dropped_lagging_subscription_is_forgotten() {
         let server = server();
@@ -211,7 +211,7 @@ mod endings {
     }
 }
 
-/// Issue 13: a slow blocking consumer must not slow a list download (an unpaged relist could
+/// A slow blocking consumer must not slow a list download (an unpaged relist could
 /// then be cut by the server's request deadline, again and again). Events wait for the consumer
 /// once the body is read; the store is ready meanwhile.
 #[test]

@@ -1,4 +1,4 @@
-//! Issue 13 items 1 and 7: objects that do not decode as the watched type. One policy in paged
+//! Objects that do not decode as the watched type. One policy in paged
 //! lists, streaming lists, watches and drift checks: the store keeps the last version of the
 //! same object that decoded (or nothing), each undecodable version is reported once, naming the
 //! object, `stats().undecodable` counts them, and none is taken for a deletion or for drift.

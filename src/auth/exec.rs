@@ -491,7 +491,7 @@ mod tests {
         })
     }
 
-    /// Issue 13 item 8: a plugin that leaves a child holding its stdout used to keep the call
+    /// A plugin that leaves a child holding its stdout used to keep the call
     /// waiting for that child (15 s with a 1 s timeout), holding the plugin lock meanwhile.
     #[cfg(unix)]
     #[test]

@@ -1,10 +1,12 @@
-//! Jittered exponential backoff that resets after a healthy period; clock and RNG are injected.
+//! The backoff policy: jittered exponential backoff that resets after a healthy period, and how
+//! a server's `Retry-After` bounds and extends it. Clock and RNG are injected.
 
 use std::time::{Duration, Instant};
 
 use rand::Rng;
 
 use crate::config::Backoff;
+use crate::error::Error;
 
 /// The running state of a [`Backoff`] policy.
 ///
@@ -22,10 +24,24 @@ impl BackoffState {
         BackoffState { policy, attempt: 0, last_failure: None }
     }
 
+    /// The delay before retrying after the failure `e` at `now`: the jittered backoff, or the
+    /// server's `Retry-After` ([`server_wait`](Self::server_wait)) when that is longer.
+    pub(crate) fn delay_after(&mut self, e: &Error, now: Instant, rng: &mut impl Rng) -> Duration {
+        let delay = self.next_delay(now, rng);
+        self.server_wait(e).map_or(delay, |ra| ra.max(delay))
+    }
+
+    /// How long the server asked us to wait (`Retry-After`), clamped to the backoff maximum: a
+    /// watch cache minutes behind is a broken cache, so no server can park a watcher for longer
+    /// than its own backoff would (30 s by default). The only place a server's wait is bounded.
+    pub(crate) fn server_wait(&self, e: &Error) -> Option<Duration> {
+        e.retry_after().map(|ra| ra.min(self.policy.max))
+    }
+
     /// The delay before the next attempt, after a failure at `now`.
     ///
     /// Full jitter: uniform in `[0, cap]`, where `cap = min(max, initial × factor^attempt)`.
-    pub(crate) fn next_delay(&mut self, now: Instant, rng: &mut impl Rng) -> Duration {
+    fn next_delay(&mut self, now: Instant, rng: &mut impl Rng) -> Duration {
         if let Some(last) = self.last_failure
             && now.saturating_duration_since(last) >= self.policy.reset_after
         {
@@ -99,6 +115,22 @@ mod tests {
         let d = b.next_delay(later, &mut rng);
         assert!(d <= Duration::from_millis(800));
         assert_eq!(b.attempt, 1);
+    }
+
+    #[test]
+    fn a_retry_after_extends_the_delay_up_to_the_backoff_maximum() {
+        let mut rng = StdRng::seed_from_u64(5);
+        let mut b = BackoffState::new(policy());
+        let now = Instant::now();
+        let asked = |secs| {
+            Error::Api(Box::new(crate::error::ApiError {
+                retry_after: Some(Duration::from_secs(secs)),
+                ..Default::default()
+            }))
+        };
+        assert_eq!(b.delay_after(&asked(7), now, &mut rng), Duration::from_secs(7));
+        assert_eq!(b.delay_after(&asked(u64::MAX), now, &mut rng), Duration::from_secs(30));
+        assert!(b.delay_after(&Error::transport("watch", "reset"), now, &mut rng) <= Duration::from_millis(3200));
     }
 
     #[test]

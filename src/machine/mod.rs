@@ -5,6 +5,9 @@
 //! with the current time. Randomness (backoff jitter, watch timeouts)
 //! comes from a seeded RNG, so every transition is testable with plain values.
 //!
+//! Every failed request goes through [`Machine::recover`], which decides what follows from how
+//! [`Error::recovery`] classes the error; the delay before a retry is [`backoff`]'s.
+//!
 //! ```text
 //!            ┌──────────────── 410 / too large / error (after backoff) ───────────────┐
 //!            v                                                                         │
@@ -35,17 +38,6 @@ use crate::wire::request::{ListParams, VersionMatch, WatchParams};
 /// A watch that ends cleanly this soon with no event is treated as a failure, so a misbehaving
 /// server cannot cause a hot reconnect loop (client-go's reflector: "very short watch", 1 s).
 const SHORT_WATCH: Duration = Duration::from_secs(1);
-
-impl Recovery {
-    /// The relist reason of an expiry (anything else relists as `Error`).
-    fn reason(self) -> RelistReason {
-        match self {
-            Recovery::Expired => RelistReason::Expired,
-            Recovery::TooLarge => RelistReason::TooLarge,
-            Recovery::Resume | Recovery::Relist | Recovery::Refused => RelistReason::Error,
-        }
-    }
-}
 
 /// Where the watcher is. Each variant holds only what is valid in it.
 #[derive(Debug, Clone, PartialEq)]
@@ -267,21 +259,7 @@ impl Machine {
                 let e = Error::transport("list", "the list has no metadata.resourceVersion to watch from");
                 self.fail(e, true, State::Sync { resume: None, reason: RelistReason::Error }, now, fx)
             }
-            Input::ListFailed(e) => {
-                fx.push(Effect::AbortInit);
-                let paging = next.continue_token.is_some();
-                match e.recovery() {
-                    // An expired continue token or resume RV: start over, consistent and paged.
-                    r @ (Recovery::Expired | Recovery::TooLarge) => {
-                        log::debug!("list failed ({e}); relisting from scratch (paging: {paging})");
-                        self.fail_quietly(State::Sync { resume: None, reason: r.reason() }, now, fx)
-                    }
-                    Recovery::Resume | Recovery::Relist | Recovery::Refused => {
-                        let resume = next.resource_version.filter(|rv| rv != "0" && !paging);
-                        self.fail(e, true, State::Sync { resume, reason: RelistReason::Error }, now, fx)
-                    }
-                }
-            }
+            Input::ListFailed(e) => self.recover(e, Failed::List(next), now, fx),
             input => self.unexpected(State::List { next }, input, now, fx),
         }
     }
@@ -297,8 +275,8 @@ impl Machine {
         fx: &mut Vec<Effect>,
     ) -> Then {
         let fallback = |m: &mut Machine, why: &str, fx: &mut Vec<Effect>, resume: Option<String>| {
-            m.streaming_fallback(why, fx);
-            m.request(State::Sync { resume, reason: RelistReason::StreamingFallback }, now, fx)
+            fx.push(Effect::AbortInit);
+            m.fall_back(why, resume, now, fx)
         };
         match input {
             Input::WatchOpened => {
@@ -328,19 +306,7 @@ impl Machine {
             Input::WatchEnded => {
                 fallback(self, "the stream ended before the end-of-initial-events bookmark", fx, resume)
             }
-            Input::WatchFailed(e) => match e.recovery() {
-                r @ (Recovery::Expired | Recovery::TooLarge) => {
-                    fx.push(Effect::AbortInit);
-                    self.fail_quietly(State::Sync { resume: None, reason: r.reason() }, now, fx)
-                }
-                // Throttling or transport trouble says nothing about streaming support.
-                Recovery::Resume => {
-                    fx.push(Effect::AbortInit);
-                    self.fail(e, true, State::Sync { resume, reason: RelistReason::Error }, now, fx)
-                }
-                // Rejected (422 and friends), failed in-stream or a broken line: list + watch.
-                Recovery::Relist | Recovery::Refused => fallback(self, &e.to_string(), fx, resume),
-            },
+            Input::WatchFailed(e) => self.recover(e, Failed::StreamInit { resume }, now, fx),
             input => self.unexpected(State::StreamInit { resume, opened, last_seen }, input, now, fx),
         }
     }
@@ -382,7 +348,7 @@ impl Machine {
                 log::trace!("watch ended cleanly at resourceVersion {rv}");
                 self.request(State::Watch { rv }, now, fx)
             }
-            Input::WatchFailed(e) => self.watch_failed(rv, e, now, fx),
+            Input::WatchFailed(e) => self.recover(e, Failed::Watch { rv }, now, fx),
             input => self.unexpected(State::Watching { rv, events, opened, last_seen, stall }, input, now, fx),
         }
     }
@@ -411,20 +377,51 @@ impl Machine {
         self.request(State::Sync { resume: None, reason: RelistReason::Error }, now, fx)
     }
 
-    /// A watch from `rv` failed: recover as [`Error::recovery`] says (docs/protocol.md §6.9).
-    fn watch_failed(&mut self, rv: String, e: Error, now: Instant, fx: &mut Vec<Effect>) -> Then {
-        match e.recovery() {
-            Recovery::Expired => {
-                log::debug!("watch from resourceVersion {rv} expired; relisting");
-                self.fail_quietly(State::Sync { resume: Some(rv), reason: RelistReason::Expired }, now, fx)
+    /// A request failed: recover as [`Error::recovery`] classes the error, from where `failed`
+    /// left off. The one place that decides what follows a failure (410 Gone, too large, a
+    /// refusal, transport trouble), for lists, streaming lists and watches alike
+    /// (docs/protocol.md §6.9).
+    fn recover(&mut self, e: Error, failed: Failed, now: Instant, fx: &mut Vec<Effect>) -> Then {
+        let recovery = e.recovery();
+        if matches!(recovery, Recovery::Expired | Recovery::TooLarge) {
+            log::debug!("{e}; relisting");
+        }
+        // A relist in progress is abandoned, whatever follows.
+        if !matches!(failed, Failed::Watch { .. }) {
+            fx.push(Effect::AbortInit);
+        }
+        match (recovery, failed) {
+            // The watch's resourceVersion expired: relist not older than it, unpaged.
+            (Recovery::Expired, Failed::Watch { rv }) => {
+                self.relist_quietly(State::Sync { resume: Some(rv), reason: RelistReason::Expired }, now, fx)
             }
-            Recovery::TooLarge => {
-                self.fail_quietly(State::Sync { resume: None, reason: RelistReason::TooLarge }, now, fx)
+            // An expired continue token or relist resourceVersion: start over, consistent and paged.
+            (Recovery::Expired, Failed::List(_) | Failed::StreamInit { .. }) => {
+                self.relist_quietly(State::Sync { resume: None, reason: RelistReason::Expired }, now, fx)
             }
-            Recovery::Resume => self.fail(e, true, State::Watch { rv }, now, fx),
+            // The server has not reached the resourceVersion asked for: forget it.
+            (Recovery::TooLarge, Failed::List(_) | Failed::StreamInit { .. } | Failed::Watch { .. }) => {
+                self.relist_quietly(State::Sync { resume: None, reason: RelistReason::TooLarge }, now, fx)
+            }
+            (Recovery::Resume, Failed::Watch { rv }) => self.fail(e, true, State::Watch { rv }, now, fx),
             // Broken line, in-stream error, 4xx: relist not older than what we have.
-            Recovery::Relist | Recovery::Refused => {
+            (Recovery::Relist | Recovery::Refused, Failed::Watch { rv }) => {
                 self.fail(e, true, State::Sync { resume: Some(rv), reason: RelistReason::Error }, now, fx)
+            }
+            // A failed list relists from the resourceVersion it asked for, if that was a resume
+            // point (not "any", not a later page).
+            (Recovery::Resume | Recovery::Relist | Recovery::Refused, Failed::List(next)) => {
+                let paging = next.continue_token.is_some();
+                let resume = next.resource_version.filter(|rv| rv != "0" && !paging);
+                self.fail(e, true, State::Sync { resume, reason: RelistReason::Error }, now, fx)
+            }
+            // Throttling or transport trouble says nothing about streaming support.
+            (Recovery::Resume, Failed::StreamInit { resume }) => {
+                self.fail(e, true, State::Sync { resume, reason: RelistReason::Error }, now, fx)
+            }
+            // Rejected (422 and friends), failed in-stream or a broken line: list + watch.
+            (Recovery::Relist | Recovery::Refused, Failed::StreamInit { resume }) => {
+                self.fall_back(&e.to_string(), resume, now, fx)
             }
         }
     }
@@ -557,10 +554,11 @@ impl Machine {
         self.failures = 0;
     }
 
-    fn streaming_fallback(&mut self, why: &str, fx: &mut Vec<Effect>) {
+    /// Streaming lists do not work with this server: relist with paged lists, now and from now on.
+    fn fall_back(&mut self, why: &str, resume: Option<String>, now: Instant, fx: &mut Vec<Effect>) -> Then {
         log::debug!("streaming lists unavailable ({why}); using paged lists from now on");
         self.streaming_unsupported = true;
-        fx.push(Effect::AbortInit);
+        self.request(State::Sync { resume, reason: RelistReason::StreamingFallback }, now, fx)
     }
 
     /// A failure: report it, count it, and either end (retry limit) or wait, then go to `then`.
@@ -571,8 +569,7 @@ impl Machine {
         {
             return (State::Ended, Next::End(Error::GaveUp { attempts: self.failures, last: Box::new(e) }));
         }
-        let delay = self.backoff.next_delay(now, &mut self.rng);
-        let delay = self.server_wait(&e).map_or(delay, |ra| ra.max(delay));
+        let delay = self.backoff.delay_after(&e, now, &mut self.rng);
         log::debug!("{e}; retrying in {delay:?}");
         if report {
             fx.push(Effect::Report(e));
@@ -580,16 +577,15 @@ impl Machine {
         (then, Next::Wait(delay))
     }
 
-    /// How long the server asked us to wait (`Retry-After`), clamped to the backoff maximum: a
-    /// watch cache minutes behind is a broken cache, so no server can park a watcher for longer
-    /// than its own backoff would (30 s by default). The only place a server's wait is bounded.
+    /// How long the server asked us to wait, as the backoff policy bounds it
+    /// ([`BackoffState::server_wait`]).
     pub(crate) fn server_wait(&self, e: &Error) -> Option<Duration> {
-        e.retry_after().map(|ra| ra.min(self.config.backoff.max))
+        self.backoff.server_wait(e)
     }
 
-    /// An expected recovery (410, too large): retry at once the first time, with backoff when it
+    /// An expected recovery (410, too large): relist at once the first time, with backoff when it
     /// keeps happening, so a server that always answers 410 cannot cause a hot loop.
-    fn fail_quietly(&mut self, then: State, now: Instant, fx: &mut Vec<Effect>) -> Then {
+    fn relist_quietly(&mut self, then: State, now: Instant, fx: &mut Vec<Effect>) -> Then {
         if self.failures == 0 {
             self.failures = 1;
             return self.request(then, now, fx);
@@ -597,6 +593,16 @@ impl Machine {
         let e = Error::transport("relist", "the server keeps answering 410 Gone or \"too large resource version\"");
         self.fail(e, false, then, now, fx)
     }
+}
+
+/// The request that failed, with what [`Machine::recover`] needs to go on from it.
+enum Failed {
+    /// A list page, requested with these parameters.
+    List(ListParams),
+    /// A streaming list that would have resumed the store from `resume`.
+    StreamInit { resume: Option<String> },
+    /// A watch from `rv`, where the store is in sync.
+    Watch { rv: String },
 }
 
 /// The fields of `State::Watching`, for its handler.
@@ -613,97 +619,9 @@ mod tests {
     use super::*;
     use crate::error::ApiError;
 
-    /// A step flattened for assertions, in the order the worker performs it: the effects, then
-    /// the next move (always last).
-    #[derive(Debug)]
-    enum Action {
-        BeginInit,
-        InitApply,
-        InitDone,
-        AbortInit,
-        Apply,
-        Delete,
-        Report(Error),
-        Relist(RelistReason),
-        List(ListParams),
-        DriftCheck { params: ListParams, rv: String },
-        Watch { params: WatchParams, idle: Duration },
-        ReadOn,
-        Wait(Duration),
-        End(Error),
-    }
-
-    impl PartialEq for Action {
-        fn eq(&self, other: &Action) -> bool {
-            match (self.split(), other.split()) {
-                (Part::Effect(a), Part::Effect(b)) => a == b,
-                (Part::Next(a), Part::Next(b)) => a == b,
-                _ => false,
-            }
-        }
-    }
-
-    enum Part {
-        Effect(Effect),
-        Next(Next),
-    }
-
-    impl Action {
-        fn split(&self) -> Part {
-            Part::Effect(match self {
-                Action::BeginInit => Effect::BeginInit,
-                Action::InitApply => Effect::InitApply,
-                Action::InitDone => Effect::InitDone,
-                Action::AbortInit => Effect::AbortInit,
-                Action::Apply => Effect::Apply,
-                Action::Delete => Effect::Delete,
-                Action::Report(e) => Effect::Report(e.clone()),
-                Action::Relist(r) => Effect::Relist(*r),
-                Action::List(p) => return Part::Next(Next::List(p.clone())),
-                Action::DriftCheck { params, rv } => {
-                    return Part::Next(Next::DriftCheck { params: params.clone(), rv: rv.clone() });
-                }
-                Action::Watch { params, idle } => {
-                    return Part::Next(Next::Watch { params: params.clone(), idle: *idle });
-                }
-                Action::ReadOn => return Part::Next(Next::ReadOn),
-                Action::Wait(d) => return Part::Next(Next::Wait(*d)),
-                Action::End(e) => return Part::Next(Next::End(e.clone())),
-            })
-        }
-    }
-
-    fn flat(step: Step) -> Vec<Action> {
-        let mut out: Vec<Action> = step
-            .effects
-            .into_iter()
-            .map(|e| match e {
-                Effect::BeginInit => Action::BeginInit,
-                Effect::InitApply => Action::InitApply,
-                Effect::InitDone => Action::InitDone,
-                Effect::AbortInit => Action::AbortInit,
-                Effect::Apply => Action::Apply,
-                Effect::Delete => Action::Delete,
-                Effect::Report(e) => Action::Report(e),
-                Effect::Relist(r) => Action::Relist(r),
-            })
-            .collect();
-        out.push(match step.next {
-            Next::List(p) => Action::List(p),
-            Next::DriftCheck { params, rv } => Action::DriftCheck { params, rv },
-            Next::Watch { params, idle } => Action::Watch { params, idle },
-            Next::ReadOn => Action::ReadOn,
-            Next::Wait(d) => Action::Wait(d),
-            Next::End(e) => Action::End(e),
-        });
-        out
-    }
-
-    impl Machine {
-        /// [`Machine::step`], flattened.
-        fn run(&mut self, input: Input<'_>, now: Instant) -> Vec<Action> {
-            flat(self.step(input, now))
-        }
+    /// The step that applies `effects`, then reads on.
+    fn read_on(effects: &[Effect]) -> Step {
+        Step { effects: effects.to_vec(), next: Next::ReadOn }
     }
 
     fn t0() -> Instant {
@@ -728,25 +646,21 @@ mod tests {
         Error::Api(a)
     }
 
-    /// The driver action (the last one) and the effects before it.
-    fn driver(actions: &[Action]) -> &Action {
-        actions.last().expect("every step ends with a driver action")
+    /// The effects other than relist counts.
+    fn effects(s: &Step) -> Vec<&Effect> {
+        s.effects.iter().filter(|e| !matches!(e, Effect::Relist(_))).collect()
     }
 
-    fn effects(actions: &[Action]) -> Vec<&Action> {
-        actions[..actions.len() - 1].iter().filter(|a| !matches!(a, Action::Relist(_))).collect()
-    }
-
-    fn list_params(a: &Action) -> &ListParams {
-        match a {
-            Action::List(p) => p,
+    fn list_params(next: &Next) -> &ListParams {
+        match next {
+            Next::List(p) => p,
             other => panic!("expected List, got {other:?}"),
         }
     }
 
-    fn watch_params(a: &Action) -> &WatchParams {
-        match a {
-            Action::Watch { params, .. } => params,
+    fn watch_params(next: &Next) -> &WatchParams {
+        match next {
+            Next::Watch { params, .. } => params,
             other => panic!("expected Watch, got {other:?}"),
         }
     }
@@ -755,21 +669,21 @@ mod tests {
     fn watching(config: Config, rv: &str) -> (Machine, Instant) {
         let now = t0();
         let mut m = Machine::new(config, 1);
-        m.run(Input::Start, now);
-        let a = m.run(Input::Page { resource_version: Some(rv), continue_token: None }, now);
-        assert!(matches!(driver(&a), Action::Watch { .. }));
-        let a = m.run(Input::WatchOpened, now);
-        assert_eq!(a, [Action::ReadOn]);
+        m.step(Input::Start, now);
+        let step = m.step(Input::Page { resource_version: Some(rv), continue_token: None }, now);
+        assert!(matches!(&step.next, Next::Watch { .. }));
+        let step = m.step(Input::WatchOpened, now);
+        assert_eq!(step, read_on(&[]));
         (m, now)
     }
 
     #[test]
     fn first_sync_is_a_consistent_paged_list() {
         let mut m = Machine::new(Config::default().labels("app=web"), 1);
-        let a = m.run(Input::Start, t0());
-        assert_eq!(a[0], Action::Relist(RelistReason::Initial));
-        assert_eq!(a[1], Action::BeginInit);
-        let p = list_params(driver(&a));
+        let step = m.step(Input::Start, t0());
+        assert_eq!(step.effects[0], Effect::Relist(RelistReason::Initial));
+        assert_eq!(step.effects[1], Effect::BeginInit);
+        let p = list_params(&step.next);
         assert_eq!(p.limit, Some(500));
         assert_eq!(p.resource_version, None);
         assert_eq!(p.label_selector.as_deref(), Some("app=web"));
@@ -778,25 +692,25 @@ mod tests {
     #[test]
     fn list_items_are_applied_to_the_relist_in_progress() {
         let mut m = Machine::new(Config::default(), 1);
-        m.run(Input::Start, t0());
-        assert_eq!(m.run(Input::Item, t0()), [Action::InitApply, Action::ReadOn]);
+        m.step(Input::Start, t0());
+        assert_eq!(m.step(Input::Item, t0()), read_on(&[Effect::InitApply]));
         // Outside a list an item is a bug of the worker: start over.
         let (mut m, now) = watching(Config::default(), "5");
-        assert!(m.run(Input::Item, now).contains(&Action::Relist(RelistReason::Error)));
+        assert!(m.step(Input::Item, now).effects.contains(&Effect::Relist(RelistReason::Error)));
     }
 
     #[test]
     fn one_table_decides_how_every_failure_is_recovered_from() {
         // A 408 resumes the watch (it used to relist while `is_retryable` called it retryable).
         let (mut m, now) = watching(Config::default(), "5");
-        let a = m.run(Input::WatchFailed(api(408, "Timeout", false)), now);
-        assert!(matches!(driver(&a), Action::Wait(_)));
-        assert!(!a.iter().any(|a| matches!(a, Action::Relist(_))), "{a:?}");
-        assert_eq!(watch_params(driver(&m.run(Input::Start, now))).resource_version.as_deref(), Some("5"));
+        let step = m.step(Input::WatchFailed(api(408, "Timeout", false)), now);
+        assert!(matches!(&step.next, Next::Wait(_)));
+        assert!(!step.effects.iter().any(|e| matches!(e, Effect::Relist(_))), "{step:?}");
+        assert_eq!(watch_params(&m.step(Input::Start, now).next).resource_version.as_deref(), Some("5"));
         // An in-stream 500 cannot be resumed: relist past it.
         let (mut m, now) = watching(Config::default(), "5");
-        m.run(Input::WatchFailed(api(500, "InternalError", true)), now);
-        assert!(m.run(Input::Start, now).contains(&Action::Relist(RelistReason::Error)));
+        m.step(Input::WatchFailed(api(500, "InternalError", true)), now);
+        assert!(m.step(Input::Start, now).effects.contains(&Effect::Relist(RelistReason::Error)));
         for (e, recovery, retryable) in [
             (api(410, "Gone", true), Recovery::Expired, true),
             (too_large(), Recovery::TooLarge, true),
@@ -813,29 +727,29 @@ mod tests {
     #[test]
     fn any_semantic_lists_at_resource_version_zero() {
         let mut m = Machine::new(Config::default().any_semantic(), 1);
-        let a = m.run(Input::Start, t0());
-        assert_eq!(list_params(driver(&a)).resource_version.as_deref(), Some("0"));
+        let step = m.step(Input::Start, t0());
+        assert_eq!(list_params(&step.next).resource_version.as_deref(), Some("0"));
     }
 
     #[test]
     fn follow_up_pages_carry_the_token_and_no_resource_version() {
         let mut m = Machine::new(Config::default().any_semantic(), 1);
-        m.run(Input::Start, t0());
-        let a = m.run(Input::Page { resource_version: Some("10"), continue_token: Some("T1") }, t0());
-        let p = list_params(driver(&a));
+        m.step(Input::Start, t0());
+        let step = m.step(Input::Page { resource_version: Some("10"), continue_token: Some("T1") }, t0());
+        let p = list_params(&step.next);
         assert_eq!(p.continue_token.as_deref(), Some("T1"));
         assert_eq!(p.resource_version, None);
         assert_eq!(p.limit, Some(500));
-        assert!(effects(&a).is_empty(), "no InitDone before the last page: {a:?}");
+        assert!(effects(&step).is_empty(), "no InitDone before the last page: {step:?}");
     }
 
     #[test]
     fn the_last_page_completes_the_init_and_watches_from_the_list_rv() {
         let mut m = Machine::new(Config::default(), 1);
-        m.run(Input::Start, t0());
-        let a = m.run(Input::Page { resource_version: Some("42"), continue_token: None }, t0());
-        assert_eq!(a[0], Action::InitDone);
-        let w = watch_params(driver(&a));
+        m.step(Input::Start, t0());
+        let step = m.step(Input::Page { resource_version: Some("42"), continue_token: None }, t0());
+        assert_eq!(step.effects[0], Effect::InitDone);
+        let w = watch_params(&step.next);
         assert_eq!(w.resource_version.as_deref(), Some("42"));
         assert!(w.bookmarks);
         assert!(!w.send_initial_events);
@@ -846,59 +760,60 @@ mod tests {
     #[test]
     fn watch_events_apply_and_advance_the_resume_rv() {
         let (mut m, now) = watching(Config::default(), "42");
-        let a = m.run(Input::Event(WatchInput::Added { resource_version: "43" }), now);
-        assert_eq!(a, [Action::Apply, Action::ReadOn]);
-        let a = m.run(Input::Event(WatchInput::Deleted { resource_version: "44" }), now);
-        assert_eq!(a, [Action::Delete, Action::ReadOn]);
-        let a = m.run(Input::Event(WatchInput::Bookmark { resource_version: "50", initial_events_end: false }), now);
-        assert_eq!(a, [Action::ReadOn]);
-        let a = m.run(Input::WatchEnded, now + Duration::from_secs(60));
-        assert_eq!(watch_params(driver(&a)).resource_version.as_deref(), Some("50"));
-        assert!(effects(&a).is_empty(), "a clean end re-watches without relisting: {a:?}");
+        let step = m.step(Input::Event(WatchInput::Added { resource_version: "43" }), now);
+        assert_eq!(step, read_on(&[Effect::Apply]));
+        let step = m.step(Input::Event(WatchInput::Deleted { resource_version: "44" }), now);
+        assert_eq!(step, read_on(&[Effect::Delete]));
+        let step =
+            m.step(Input::Event(WatchInput::Bookmark { resource_version: "50", initial_events_end: false }), now);
+        assert_eq!(step, read_on(&[]));
+        let step = m.step(Input::WatchEnded, now + Duration::from_secs(60));
+        assert_eq!(watch_params(&step.next).resource_version.as_deref(), Some("50"));
+        assert!(effects(&step).is_empty(), "a clean end re-watches without relisting: {step:?}");
     }
 
     #[test]
     fn a_clean_end_rewatches_without_relisting() {
         let (mut m, now) = watching(Config::default(), "7");
-        m.run(Input::Event(WatchInput::Modified { resource_version: "8" }), now);
-        let a = m.run(Input::WatchEnded, now + Duration::from_secs(61));
-        assert_eq!(a.len(), 1);
-        assert_eq!(watch_params(&a[0]).resource_version.as_deref(), Some("8"));
+        m.step(Input::Event(WatchInput::Modified { resource_version: "8" }), now);
+        let step = m.step(Input::WatchEnded, now + Duration::from_secs(61));
+        assert!(step.effects.is_empty(), "{step:?}");
+        assert_eq!(watch_params(&step.next).resource_version.as_deref(), Some("8"));
     }
 
     #[test]
     fn a_very_short_empty_watch_backs_off() {
         let (mut m, now) = watching(Config::default(), "7");
-        let a = m.run(Input::WatchEnded, now + Duration::from_millis(10));
-        assert!(matches!(driver(&a), Action::Wait(_)), "{a:?}");
-        let a = m.run(Input::Start, now + Duration::from_secs(1));
-        assert_eq!(watch_params(driver(&a)).resource_version.as_deref(), Some("7"));
+        let step = m.step(Input::WatchEnded, now + Duration::from_millis(10));
+        assert!(matches!(&step.next, Next::Wait(_)), "{step:?}");
+        let step = m.step(Input::Start, now + Duration::from_secs(1));
+        assert_eq!(watch_params(&step.next).resource_version.as_deref(), Some("7"));
     }
 
     #[test]
     fn gone_during_a_watch_relists_not_older_than_the_resume_rv_unpaged() {
         for e in [api(410, "Expired", true), api(410, "Gone", false)] {
             let (mut m, now) = watching(Config::default(), "42");
-            let a = m.run(Input::WatchFailed(e), now);
-            assert_eq!(a[0], Action::Relist(RelistReason::Expired));
-            assert_eq!(a[1], Action::BeginInit);
-            let p = list_params(driver(&a));
+            let step = m.step(Input::WatchFailed(e), now);
+            assert_eq!(step.effects[0], Effect::Relist(RelistReason::Expired));
+            assert_eq!(step.effects[1], Effect::BeginInit);
+            let p = list_params(&step.next);
             assert_eq!(p.resource_version.as_deref(), Some("42"));
             assert_eq!(p.limit, None);
-            assert!(!a.iter().any(|a| matches!(a, Action::Report(_))), "410 is recovery, not an error");
+            assert!(!step.effects.iter().any(|e| matches!(e, Effect::Report(_))), "410 is recovery, not an error");
         }
     }
 
     #[test]
     fn gone_again_on_the_relist_falls_back_to_a_consistent_paged_list() {
         let (mut m, now) = watching(Config::default(), "42");
-        m.run(Input::WatchFailed(api(410, "Expired", true)), now);
-        let a = m.run(Input::ListFailed(api(410, "Expired", false)), now);
-        assert_eq!(a[0], Action::AbortInit);
+        m.step(Input::WatchFailed(api(410, "Expired", true)), now);
+        let step = m.step(Input::ListFailed(api(410, "Expired", false)), now);
+        assert_eq!(step.effects[0], Effect::AbortInit);
         // The second 410 in a row goes through backoff.
-        assert!(matches!(driver(&a), Action::Wait(_)), "{a:?}");
-        let a = m.run(Input::Start, now);
-        let p = list_params(driver(&a));
+        assert!(matches!(&step.next, Next::Wait(_)), "{step:?}");
+        let step = m.step(Input::Start, now);
+        let p = list_params(&step.next);
         assert_eq!(p.resource_version, None);
         assert_eq!(p.limit, Some(500));
     }
@@ -906,21 +821,21 @@ mod tests {
     #[test]
     fn too_large_resource_version_forgets_the_rv() {
         let (mut m, now) = watching(Config::default(), "42");
-        let a = m.run(Input::WatchFailed(too_large()), now);
-        assert_eq!(a[0], Action::Relist(RelistReason::TooLarge));
-        assert_eq!(list_params(driver(&a)).resource_version, None);
+        let step = m.step(Input::WatchFailed(too_large()), now);
+        assert_eq!(step.effects[0], Effect::Relist(RelistReason::TooLarge));
+        assert_eq!(list_params(&step.next).resource_version, None);
     }
 
     #[test]
     fn an_expired_continue_token_restarts_the_list() {
         let mut m = Machine::new(Config::default(), 1);
         let now = t0();
-        m.run(Input::Start, now);
-        m.run(Input::Page { resource_version: Some("10"), continue_token: Some("T1") }, now);
-        let a = m.run(Input::ListFailed(api(410, "Expired", false)), now);
-        assert_eq!(a[0], Action::AbortInit);
-        assert!(a.contains(&Action::BeginInit));
-        let p = list_params(driver(&a));
+        m.step(Input::Start, now);
+        m.step(Input::Page { resource_version: Some("10"), continue_token: Some("T1") }, now);
+        let step = m.step(Input::ListFailed(api(410, "Expired", false)), now);
+        assert_eq!(step.effects[0], Effect::AbortInit);
+        assert!(step.effects.contains(&Effect::BeginInit));
+        let p = list_params(&step.next);
         assert_eq!(p.continue_token, None);
         assert_eq!(p.limit, Some(500));
     }
@@ -929,13 +844,13 @@ mod tests {
     fn continue_tokens_that_keep_expiring_back_off() {
         let mut m = Machine::new(Config::default().page_size(1), 1);
         let now = t0();
-        m.run(Input::Start, now);
-        m.run(Input::Page { resource_version: Some("10"), continue_token: Some("T1") }, now);
-        let a = m.run(Input::ListFailed(api(410, "Expired", false)), now);
-        assert!(matches!(driver(&a), Action::List(_)), "the first expiry restarts at once: {a:?}");
-        m.run(Input::Page { resource_version: Some("10"), continue_token: Some("T2") }, now);
-        let a = m.run(Input::ListFailed(api(410, "Expired", false)), now);
-        assert!(matches!(driver(&a), Action::Wait(_)), "the second one backs off: {a:?}");
+        m.step(Input::Start, now);
+        m.step(Input::Page { resource_version: Some("10"), continue_token: Some("T1") }, now);
+        let step = m.step(Input::ListFailed(api(410, "Expired", false)), now);
+        assert!(matches!(&step.next, Next::List(_)), "the first expiry restarts at once: {step:?}");
+        m.step(Input::Page { resource_version: Some("10"), continue_token: Some("T2") }, now);
+        let step = m.step(Input::ListFailed(api(410, "Expired", false)), now);
+        assert!(matches!(&step.next, Next::Wait(_)), "the second one backs off: {step:?}");
     }
 
     #[test]
@@ -946,8 +861,8 @@ mod tests {
             e.retry_after = Some(Duration::from_secs(secs));
             let e = Error::Api(e);
             assert_eq!(m.server_wait(&e), Some(Duration::from_secs(30)));
-            let a = m.run(Input::WatchFailed(e), now);
-            assert_eq!(driver(&a), &Action::Wait(Duration::from_secs(30)), "Retry-After {secs}");
+            let step = m.step(Input::WatchFailed(e), now);
+            assert_eq!(&step.next, &Next::Wait(Duration::from_secs(30)), "Retry-After {secs}");
         }
     }
 
@@ -955,8 +870,8 @@ mod tests {
     fn intervals_too_long_to_add_to_an_instant_are_never_due() {
         let config = Config::default().relist_interval(Duration::MAX).drift_check(Duration::MAX);
         let (mut m, now) = watching(config, "42");
-        let a = m.run(Input::WatchEnded, now + Duration::from_secs(61));
-        let w = watch_params(driver(&a));
+        let step = m.step(Input::WatchEnded, now + Duration::from_secs(61));
+        let w = watch_params(&step.next);
         assert!((60..90).contains(&w.timeout.as_secs()), "{:?}", w.timeout);
     }
 
@@ -965,35 +880,35 @@ mod tests {
         let (mut m, now) = watching(Config::default(), "42");
         let Error::Api(mut e) = api(429, "TooManyRequests", false) else { unreachable!() };
         e.retry_after = Some(Duration::from_secs(7));
-        let a = m.run(Input::WatchFailed(Error::Api(e)), now);
-        assert!(matches!(a[0], Action::Report(_)));
-        match driver(&a) {
-            Action::Wait(d) => assert!(*d >= Duration::from_secs(7), "{d:?}"),
+        let step = m.step(Input::WatchFailed(Error::Api(e)), now);
+        assert!(matches!(step.effects[0], Effect::Report(_)));
+        match &step.next {
+            Next::Wait(d) => assert!(*d >= Duration::from_secs(7), "{d:?}"),
             other => panic!("{other:?}"),
         }
-        let a = m.run(Input::Start, now);
-        assert_eq!(watch_params(driver(&a)).resource_version.as_deref(), Some("42"));
+        let step = m.step(Input::Start, now);
+        assert_eq!(watch_params(&step.next).resource_version.as_deref(), Some("42"));
     }
 
     #[test]
     fn forbidden_is_reported_and_retried_with_a_full_relist() {
         let mut m = Machine::new(Config::default(), 1);
         let now = t0();
-        m.run(Input::Start, now);
-        let a = m.run(Input::ListFailed(api(403, "Forbidden", false)), now);
-        assert!(matches!(&a[1], Action::Report(e) if e.status() == Some(403)), "{a:?}");
-        assert!(matches!(driver(&a), Action::Wait(_)));
-        let a = m.run(Input::Start, now);
-        assert!(matches!(driver(&a), Action::List(_)));
+        m.step(Input::Start, now);
+        let step = m.step(Input::ListFailed(api(403, "Forbidden", false)), now);
+        assert!(matches!(&step.effects[1], Effect::Report(e) if e.status() == Some(403)), "{step:?}");
+        assert!(matches!(&step.next, Next::Wait(_)));
+        let step = m.step(Input::Start, now);
+        assert!(matches!(&step.next, Next::List(_)));
     }
 
     #[test]
     fn a_transport_error_mid_watch_resumes_after_backoff() {
         let (mut m, now) = watching(Config::default(), "42");
-        let a = m.run(Input::WatchFailed(Error::transport("watch pods", "connection reset")), now);
-        assert!(matches!(driver(&a), Action::Wait(d) if *d <= Duration::from_millis(800)));
-        let a = m.run(Input::Start, now);
-        assert_eq!(watch_params(driver(&a)).resource_version.as_deref(), Some("42"));
+        let step = m.step(Input::WatchFailed(Error::transport("watch pods", "connection reset")), now);
+        assert!(matches!(&step.next, Next::Wait(d) if *d <= Duration::from_millis(800)));
+        let step = m.step(Input::Start, now);
+        assert_eq!(watch_params(&step.next).resource_version.as_deref(), Some("42"));
     }
 
     #[test]
@@ -1006,20 +921,20 @@ mod tests {
             message: "bad".into(),
             snippet: "abc".into(),
         }));
-        m.run(Input::WatchFailed(e), now);
-        let a = m.run(Input::Start, now);
-        assert_eq!(list_params(driver(&a)).resource_version.as_deref(), Some("42"));
+        m.step(Input::WatchFailed(e), now);
+        let step = m.step(Input::Start, now);
+        assert_eq!(list_params(&step.next).resource_version.as_deref(), Some("42"));
     }
 
     #[test]
     fn idle_beyond_the_stall_timeout_declares_the_connection_dead() {
         let config = Config::default().timeout(Duration::from_secs(60));
         let (mut m, now) = watching(config, "42");
-        let a = m.run(Input::Idle, now + Duration::from_secs(10));
-        assert_eq!(a, [Action::ReadOn], "idle before the stall limit keeps reading");
-        let a = m.run(Input::Idle, now + Duration::from_secs(91));
-        assert!(matches!(&a[0], Action::Report(Error::Transport { .. })), "{a:?}");
-        assert!(matches!(driver(&a), Action::Wait(_)));
+        let step = m.step(Input::Idle, now + Duration::from_secs(10));
+        assert_eq!(step, read_on(&[]), "idle before the stall limit keeps reading");
+        let step = m.step(Input::Idle, now + Duration::from_secs(91));
+        assert!(matches!(&step.effects[0], Effect::Report(Error::Transport { .. })), "{step:?}");
+        assert!(matches!(&step.next, Next::Wait(_)));
     }
 
     #[test]
@@ -1028,34 +943,34 @@ mod tests {
         let State::Watching { stall, .. } = m.state.clone() else { panic!() };
         assert!(stall < Duration::from_secs(120), "{stall:?}");
         assert!(stall > Duration::from_secs(60), "{stall:?}");
-        let a = m.run(Input::Idle, now + stall);
-        assert!(matches!(driver(&a), Action::Wait(_)));
+        let step = m.step(Input::Idle, now + stall);
+        assert!(matches!(&step.next, Next::Wait(_)));
     }
 
     #[test]
     fn max_retries_ends_the_watcher_with_gave_up() {
         let mut m = Machine::new(Config::default().max_retries(2), 1);
         let now = t0();
-        m.run(Input::Start, now);
+        m.step(Input::Start, now);
         for _ in 0..2 {
-            let a = m.run(Input::ListFailed(api(503, "ServiceUnavailable", false)), now);
-            assert!(matches!(driver(&a), Action::Wait(_)));
-            m.run(Input::Start, now);
+            let step = m.step(Input::ListFailed(api(503, "ServiceUnavailable", false)), now);
+            assert!(matches!(&step.next, Next::Wait(_)));
+            m.step(Input::Start, now);
         }
-        let a = m.run(Input::ListFailed(api(503, "ServiceUnavailable", false)), now);
-        assert!(matches!(driver(&a), Action::End(Error::GaveUp { attempts: 3, .. })), "{a:?}");
-        assert!(matches!(driver(&m.run(Input::Start, now)), Action::End(_)));
+        let step = m.step(Input::ListFailed(api(503, "ServiceUnavailable", false)), now);
+        assert!(matches!(&step.next, Next::End(Error::GaveUp { attempts: 3, .. })), "{step:?}");
+        assert!(matches!(&m.step(Input::Start, now).next, Next::End(_)));
     }
 
     #[test]
     fn progress_resets_the_retry_count() {
         let (mut m, now) = watching(Config::default().max_retries(1), "1");
-        m.run(Input::WatchFailed(Error::transport("w", "reset")), now);
-        m.run(Input::Start, now);
-        m.run(Input::WatchOpened, now);
-        m.run(Input::Event(WatchInput::Modified { resource_version: "2" }), now);
-        let a = m.run(Input::WatchFailed(Error::transport("w", "reset")), now);
-        assert!(matches!(driver(&a), Action::Wait(_)), "{a:?}");
+        m.step(Input::WatchFailed(Error::transport("w", "reset")), now);
+        m.step(Input::Start, now);
+        m.step(Input::WatchOpened, now);
+        m.step(Input::Event(WatchInput::Modified { resource_version: "2" }), now);
+        let step = m.step(Input::WatchFailed(Error::transport("w", "reset")), now);
+        assert!(matches!(&step.next, Next::Wait(_)), "{step:?}");
     }
 
     #[test]
@@ -1065,121 +980,122 @@ mod tests {
         let State::Watching { .. } = m.state else { panic!() };
         // The watch opened at `now`, right after the sync: its timeout is capped at 30 s.
         let mut m2 = Machine::new(Config::default().relist_interval(Duration::from_secs(30)), 1);
-        m2.run(Input::Start, now);
-        let a = m2.run(Input::Page { resource_version: Some("5"), continue_token: None }, now);
-        assert_eq!(watch_params(driver(&a)).timeout, Duration::from_secs(30));
-        m.run(Input::Event(WatchInput::Modified { resource_version: "6" }), now);
-        let a = m.run(Input::WatchEnded, now + Duration::from_secs(31));
-        assert!(a.contains(&Action::Relist(RelistReason::Periodic)), "{a:?}");
-        assert_eq!(list_params(driver(&a)).resource_version.as_deref(), Some("6"));
+        m2.step(Input::Start, now);
+        let step = m2.step(Input::Page { resource_version: Some("5"), continue_token: None }, now);
+        assert_eq!(watch_params(&step.next).timeout, Duration::from_secs(30));
+        m.step(Input::Event(WatchInput::Modified { resource_version: "6" }), now);
+        let step = m.step(Input::WatchEnded, now + Duration::from_secs(31));
+        assert!(step.effects.contains(&Effect::Relist(RelistReason::Periodic)), "{step:?}");
+        assert_eq!(list_params(&step.next).resource_version.as_deref(), Some("6"));
     }
 
     #[test]
     fn a_due_drift_check_runs_between_watches_and_relists_only_on_a_mismatch() {
         let config = Config::default().drift_check(Duration::from_secs(30));
         let (mut m, now) = watching(config, "5");
-        m.run(Input::Event(WatchInput::Modified { resource_version: "6" }), now);
+        m.step(Input::Event(WatchInput::Modified { resource_version: "6" }), now);
         // Not due yet: a plain re-watch.
-        let a = m.run(Input::WatchEnded, now + Duration::from_secs(10));
-        assert_eq!(watch_params(driver(&a)).resource_version.as_deref(), Some("6"));
-        m.run(Input::WatchOpened, now + Duration::from_secs(10));
-        let a = m.run(Input::WatchEnded, now + Duration::from_secs(31));
-        let Action::DriftCheck { params, rv } = driver(&a) else { panic!("{a:?}") };
+        let step = m.step(Input::WatchEnded, now + Duration::from_secs(10));
+        assert_eq!(watch_params(&step.next).resource_version.as_deref(), Some("6"));
+        m.step(Input::WatchOpened, now + Duration::from_secs(10));
+        let step = m.step(Input::WatchEnded, now + Duration::from_secs(31));
+        let Next::DriftCheck { params, rv } = &step.next else { panic!("{step:?}") };
         assert_eq!((rv.as_str(), params.resource_version.as_deref()), ("6", Some("6")));
         assert_eq!((params.version_match, params.limit), (Some(VersionMatch::NotOlderThan), None));
         // In step: watch on, and the next check is a full interval away.
         let later = now + Duration::from_secs(32);
-        let a = m.run(Input::DriftChecked(Ok(0)), later);
-        assert_eq!(watch_params(driver(&a)).timeout, Duration::from_secs(30));
-        m.run(Input::WatchOpened, later);
-        let a = m.run(Input::WatchEnded, later + Duration::from_secs(30));
-        assert!(matches!(driver(&a), Action::DriftCheck { .. }), "{a:?}");
+        let step = m.step(Input::DriftChecked(Ok(0)), later);
+        assert_eq!(watch_params(&step.next).timeout, Duration::from_secs(30));
+        m.step(Input::WatchOpened, later);
+        let step = m.step(Input::WatchEnded, later + Duration::from_secs(30));
+        assert!(matches!(&step.next, Next::DriftCheck { .. }), "{step:?}");
         // A mismatch relists; a failed check is reported and the watch goes on.
         let mut m2 = Machine::new(Config::default(), 1);
         m2.state = State::Checking { rv: "6".into() };
-        let a = m2.run(Input::DriftChecked(Ok(2)), later);
-        assert!(a.contains(&Action::Relist(RelistReason::Drift)), "{a:?}");
+        let step = m2.step(Input::DriftChecked(Ok(2)), later);
+        assert!(step.effects.contains(&Effect::Relist(RelistReason::Drift)), "{step:?}");
         m2.state = State::Checking { rv: "6".into() };
-        let a = m2.run(Input::DriftChecked(Err(Error::transport("drift", "reset"))), later);
-        assert!(matches!(a[0], Action::Report(_)), "{a:?}");
-        assert_eq!(watch_params(driver(&a)).resource_version.as_deref(), Some("6"));
+        let step = m2.step(Input::DriftChecked(Err(Error::transport("drift", "reset"))), later);
+        assert!(matches!(step.effects[0], Effect::Report(_)), "{step:?}");
+        assert_eq!(watch_params(&step.next).resource_version.as_deref(), Some("6"));
     }
 
     mod streaming {
         use super::*;
 
-        fn start() -> (Machine, Instant, Vec<Action>) {
+        fn start() -> (Machine, Instant, Step) {
             let mut m = Machine::new(Config::default().streaming_lists(), 1);
             let now = t0();
-            let a = m.run(Input::Start, now);
-            (m, now, a)
+            let step = m.step(Input::Start, now);
+            (m, now, step)
         }
 
         #[test]
         fn a_streaming_list_sends_initial_events_and_applies_them_at_the_marker() {
-            let (mut m, now, a) = start();
-            let w = watch_params(driver(&a));
+            let (mut m, now, step) = start();
+            let w = watch_params(&step.next);
             assert!(w.send_initial_events && w.bookmarks);
-            assert_eq!(m.run(Input::WatchOpened, now), [Action::BeginInit, Action::ReadOn]);
-            let a = m.run(Input::Event(WatchInput::Added { resource_version: "3" }), now);
-            assert_eq!(a, [Action::InitApply, Action::ReadOn]);
-            let a = m.run(Input::Event(WatchInput::Bookmark { resource_version: "9", initial_events_end: true }), now);
-            assert_eq!(a, [Action::InitDone, Action::ReadOn]);
-            let a = m.run(Input::Event(WatchInput::Modified { resource_version: "10" }), now);
-            assert_eq!(a, [Action::Apply, Action::ReadOn]);
-            let a = m.run(Input::WatchEnded, now + Duration::from_secs(70));
-            assert_eq!(watch_params(driver(&a)).resource_version.as_deref(), Some("10"));
-            assert!(!watch_params(driver(&a)).send_initial_events);
+            assert_eq!(m.step(Input::WatchOpened, now), read_on(&[Effect::BeginInit]));
+            let step = m.step(Input::Event(WatchInput::Added { resource_version: "3" }), now);
+            assert_eq!(step, read_on(&[Effect::InitApply]));
+            let step =
+                m.step(Input::Event(WatchInput::Bookmark { resource_version: "9", initial_events_end: true }), now);
+            assert_eq!(step, read_on(&[Effect::InitDone]));
+            let step = m.step(Input::Event(WatchInput::Modified { resource_version: "10" }), now);
+            assert_eq!(step, read_on(&[Effect::Apply]));
+            let step = m.step(Input::WatchEnded, now + Duration::from_secs(70));
+            assert_eq!(watch_params(&step.next).resource_version.as_deref(), Some("10"));
+            assert!(!watch_params(&step.next).send_initial_events);
         }
 
         #[test]
         fn a_rejected_streaming_list_falls_back_and_is_remembered() {
             let (mut m, now, _) = start();
-            let a = m.run(Input::WatchFailed(api(422, "Invalid", false)), now);
-            assert!(a.contains(&Action::Relist(RelistReason::StreamingFallback)), "{a:?}");
-            assert!(matches!(driver(&a), Action::List(_)));
+            let step = m.step(Input::WatchFailed(api(422, "Invalid", false)), now);
+            assert!(step.effects.contains(&Effect::Relist(RelistReason::StreamingFallback)), "{step:?}");
+            assert!(matches!(&step.next, Next::List(_)));
             // A later relist does not probe again.
-            m.run(Input::Page { resource_version: Some("5"), continue_token: None }, now);
-            m.run(Input::WatchOpened, now);
-            let a = m.run(Input::WatchFailed(api(410, "Expired", true)), now);
-            assert!(matches!(driver(&a), Action::List(_)), "{a:?}");
+            m.step(Input::Page { resource_version: Some("5"), continue_token: None }, now);
+            m.step(Input::WatchOpened, now);
+            let step = m.step(Input::WatchFailed(api(410, "Expired", true)), now);
+            assert!(matches!(&step.next, Next::List(_)), "{step:?}");
         }
 
         #[test]
         fn an_ignored_streaming_list_is_detected_by_a_modified_before_the_marker() {
             let (mut m, now, _) = start();
-            m.run(Input::WatchOpened, now);
-            m.run(Input::Event(WatchInput::Added { resource_version: "3" }), now);
-            let a = m.run(Input::Event(WatchInput::Modified { resource_version: "4" }), now);
-            assert!(a.contains(&Action::AbortInit));
-            assert!(matches!(driver(&a), Action::List(_)), "{a:?}");
+            m.step(Input::WatchOpened, now);
+            m.step(Input::Event(WatchInput::Added { resource_version: "3" }), now);
+            let step = m.step(Input::Event(WatchInput::Modified { resource_version: "4" }), now);
+            assert!(step.effects.contains(&Effect::AbortInit));
+            assert!(matches!(&step.next, Next::List(_)), "{step:?}");
         }
 
         #[test]
         fn an_ignored_streaming_list_is_detected_by_a_missing_marker() {
             let (mut m, now, _) = start();
-            m.run(Input::WatchOpened, now);
-            m.run(Input::Event(WatchInput::Added { resource_version: "3" }), now);
-            assert_eq!(m.run(Input::Idle, now + Duration::from_secs(2)), [Action::ReadOn]);
-            let a = m.run(Input::Idle, now + Duration::from_secs(11));
-            assert!(matches!(driver(&a), Action::List(_)), "{a:?}");
+            m.step(Input::WatchOpened, now);
+            m.step(Input::Event(WatchInput::Added { resource_version: "3" }), now);
+            assert_eq!(m.step(Input::Idle, now + Duration::from_secs(2)), read_on(&[]));
+            let step = m.step(Input::Idle, now + Duration::from_secs(11));
+            assert!(matches!(&step.next, Next::List(_)), "{step:?}");
         }
 
         #[test]
         fn throttling_retries_the_streaming_list() {
             let (mut m, now, _) = start();
-            let a = m.run(Input::WatchFailed(api(429, "TooManyRequests", false)), now);
-            assert!(matches!(driver(&a), Action::Wait(_)));
-            let a = m.run(Input::Start, now);
-            assert!(watch_params(driver(&a)).send_initial_events);
+            let step = m.step(Input::WatchFailed(api(429, "TooManyRequests", false)), now);
+            assert!(matches!(&step.next, Next::Wait(_)));
+            let step = m.step(Input::Start, now);
+            assert!(watch_params(&step.next).send_initial_events);
         }
 
         #[test]
         fn an_in_stream_error_before_the_marker_falls_back() {
             let (mut m, now, _) = start();
-            m.run(Input::WatchOpened, now);
-            let a = m.run(Input::WatchFailed(api(500, "InternalError", true)), now);
-            assert!(matches!(driver(&a), Action::List(_)), "{a:?}");
+            m.step(Input::WatchOpened, now);
+            let step = m.step(Input::WatchFailed(api(500, "InternalError", true)), now);
+            assert!(matches!(&step.next, Next::List(_)), "{step:?}");
         }
     }
 }

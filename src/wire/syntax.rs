@@ -491,7 +491,7 @@ mod tests {
         }
     }
 
-    /// Issue 13 item 11: simd-json and serde_json read these valid numbers differently (as
+    /// simd-json and serde_json read these valid numbers differently (as
     /// found or as serde_json's rounding allows), so simd-json must never see them.
     #[test]
     fn numbers_read_differently_by_the_two_parsers_are_refused() {

@@ -9,6 +9,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube_watcher::testing::FakeApiServer;
 use kube_watcher::{Api, Client, Config, Error, Event, Watcher};
 
+pub mod random;
+
 /// Milliseconds, to keep durations short to write.
 pub fn ms(n: u64) -> Duration {
     Duration::from_millis(n)

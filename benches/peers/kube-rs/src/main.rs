@@ -1,4 +1,4 @@
-//! kube-rs peer for kube-watcher's `examples/bench.rs` (issue 7): the same client CLI and the
+//! kube-rs peer for kube-watcher's `examples/bench.rs`: the same client CLI and the
 //! same JSON line, measured with kube-rs's `watcher` + `reflector` over `Api::<Pod>::all`.
 //!
 //! ```text
