@@ -53,6 +53,33 @@ pub enum Error {
         /// The last error the watcher met, if any (for instance the 403 of its list).
         last_error: Option<Box<Error>>,
     },
+    /// [`Store::wait_for_version`](crate::Store::wait_for_version) ran out of time before the
+    /// store reflected the version it waited for.
+    #[error("store did not reach resourceVersion {} within {waited:?}: {}", quoted(wanted), match reached {
+        Some(v) => format!("it reflects {}", quoted(v)),
+        None => "it reflects no resourceVersion yet".to_owned(),
+    })]
+    VersionNotReached {
+        /// The version waited for.
+        wanted: Box<str>,
+        /// The version the store reflected when the time ran out, if any.
+        reached: Option<Box<str>>,
+        /// How long the caller waited.
+        waited: Duration,
+    },
+    /// Two resourceVersions cannot be compared: Kubernetes orders only positive decimal integers
+    /// written without leading zeros (see [`Store::wait_for_version`](crate::Store::wait_for_version)).
+    #[error(
+        "cannot compare resourceVersion {} with the store's {}: only positive decimal integers without leading zeros are ordered",
+        quoted(wanted),
+        quoted(store)
+    )]
+    IncomparableVersions {
+        /// The version asked for.
+        wanted: Box<str>,
+        /// The version the store (or one namespace of it) reflects.
+        store: Box<str>,
+    },
     /// The watcher gave up after `max_retries` consecutive failures without progress (terminal).
     #[error("gave up after {attempts} consecutive failures: {last}")]
     GaveUp {
@@ -190,6 +217,8 @@ impl Error {
             | Error::Stopped
             | Error::Spawn(_)
             | Error::Lagged { .. }
+            | Error::VersionNotReached { .. }
+            | Error::IncomparableVersions { .. }
             | Error::Panicked { .. } => None,
         }
     }
@@ -220,6 +249,8 @@ impl Error {
             | Error::Decode(_)
             | Error::Auth { .. }
             | Error::NotReady { .. }
+            | Error::VersionNotReached { .. }
+            | Error::IncomparableVersions { .. }
             | Error::Lagged { .. } => false,
         }
     }
@@ -263,6 +294,8 @@ impl Error {
             | Error::Stopped
             | Error::Spawn(_)
             | Error::Lagged { .. }
+            | Error::VersionNotReached { .. }
+            | Error::IncomparableVersions { .. }
             | Error::Panicked { .. } => Recovery::Refused,
         }
     }
@@ -304,11 +337,22 @@ impl Clone for Error {
             Error::Stopped => Error::Stopped,
             Error::Spawn(m) => Error::Spawn(m.clone()),
             Error::Lagged { dropped } => Error::Lagged { dropped: *dropped },
+            Error::VersionNotReached { wanted, reached, waited } => {
+                Error::VersionNotReached { wanted: wanted.clone(), reached: reached.clone(), waited: *waited }
+            }
+            Error::IncomparableVersions { wanted, store } => {
+                Error::IncomparableVersions { wanted: wanted.clone(), store: store.clone() }
+            }
             Error::Panicked { callback, message } => {
                 Error::Panicked { callback: callback.clone(), message: message.clone() }
             }
         }
     }
+}
+
+/// `text` in double quotes, escaped and capped as [`snippet`] does.
+fn quoted(text: &str) -> String {
+    format!("\"{}\"", snippet(text.as_bytes()))
 }
 
 /// Escapes and caps input quoted in an error message (about 64 bytes, never splitting a char).

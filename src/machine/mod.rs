@@ -120,8 +120,9 @@ pub(crate) enum Effect {
     BeginInit,
     /// Apply the current input's object to the relist in progress.
     InitApply,
-    /// The relist is complete (emit `InitDone`).
-    InitDone,
+    /// The relist is complete (emit `InitDone`); the store then reflects this resourceVersion
+    /// (`None`: the server sent none).
+    InitDone(Option<String>),
     /// Forget the relist in progress.
     AbortInit,
     /// Apply the current input's object (added or modified).
@@ -132,6 +133,9 @@ pub(crate) enum Effect {
     Report(Error),
     /// Count a relist and its reason.
     Relist(RelistReason),
+    /// The store now reflects the server at this resourceVersion: after the `Apply` or
+    /// `Delete` before it in the same step, or a bookmark (docs/protocol.md §2.3).
+    Reached(String),
 }
 
 /// What the worker does next, after the effects.
@@ -162,9 +166,11 @@ impl PartialEq for Effect {
         match (self, other) {
             (Effect::Report(a), Effect::Report(b)) => same_error(a, b),
             (Effect::Relist(a), Effect::Relist(b)) => a == b,
+            (Effect::Reached(a), Effect::Reached(b)) => a == b,
+            (Effect::InitDone(a), Effect::InitDone(b)) => a == b,
             (a, b) => {
                 std::mem::discriminant(a) == std::mem::discriminant(b)
-                    && !matches!(a, Effect::Report(_) | Effect::Relist(_))
+                    && !matches!(a, Effect::Report(_) | Effect::Relist(_) | Effect::Reached(_) | Effect::InitDone(_))
             }
         }
     }
@@ -257,7 +263,7 @@ impl Machine {
             }
             Input::Page { continue_token: None, resource_version: Some(rv) } => {
                 self.progress();
-                fx.push(Effect::InitDone);
+                fx.push(Effect::InitDone(known(rv)));
                 self.last_sync = Some(now);
                 self.last_verified = Some(now);
                 self.request(State::Watch { rv: rv.to_owned() }, now, fx)
@@ -313,7 +319,7 @@ impl Machine {
                 self.progress();
                 self.last_sync = Some(now);
                 self.last_verified = Some(now);
-                fx.push(Effect::InitDone);
+                fx.push(Effect::InitDone(known(resource_version)));
                 let stall = self.stall_for(self.config.timeout.unwrap_or(Duration::from_secs(DEFAULT_TIMEOUT_SECS.1)));
                 let rv = resource_version.to_owned();
                 (State::Watching { rv, events: 1, opened, last_seen: now, stall }, Next::ReadOn)
@@ -366,7 +372,13 @@ impl Machine {
                     self.progress();
                 }
                 // Resume from the newest RV seen (docs/protocol.md §2.3); an empty one keeps the old.
-                let rv = if new_rv.is_empty() { rv } else { new_rv.to_owned() };
+                let rv = match known(new_rv) {
+                    None => rv,
+                    Some(new_rv) => {
+                        fx.push(Effect::Reached(new_rv.clone()));
+                        new_rv
+                    }
+                };
                 (State::Watching { rv, events: events + 1, opened, last_seen: now, stall }, Next::ReadOn)
             }
             Input::Idle if now.saturating_duration_since(last_seen) >= stall => {
@@ -599,6 +611,11 @@ impl Machine {
     }
 }
 
+/// A resourceVersion the server sent, if it sent one (an empty one says nothing).
+fn known(rv: &str) -> Option<String> {
+    Some(rv).filter(|rv| !rv.is_empty()).map(str::to_owned)
+}
+
 /// The fields of `State::Watching`, for its handler.
 struct Watching {
     rv: String,
@@ -619,12 +636,13 @@ mod tests {
     enum Action {
         BeginInit,
         InitApply,
-        InitDone,
+        InitDone(Option<String>),
         AbortInit,
         Apply,
         Delete,
         Report(Error),
         Relist(RelistReason),
+        Reached(String),
         List(ListParams),
         DriftCheck { params: ListParams, rv: String },
         Watch { params: WatchParams, idle: Duration },
@@ -653,12 +671,13 @@ mod tests {
             Part::Effect(match self {
                 Action::BeginInit => Effect::BeginInit,
                 Action::InitApply => Effect::InitApply,
-                Action::InitDone => Effect::InitDone,
+                Action::InitDone(rv) => Effect::InitDone(rv.clone()),
                 Action::AbortInit => Effect::AbortInit,
                 Action::Apply => Effect::Apply,
                 Action::Delete => Effect::Delete,
                 Action::Report(e) => Effect::Report(e.clone()),
                 Action::Relist(r) => Effect::Relist(*r),
+                Action::Reached(rv) => Effect::Reached(rv.clone()),
                 Action::List(p) => return Part::Next(Next::List(p.clone())),
                 Action::DriftCheck { params, rv } => {
                     return Part::Next(Next::DriftCheck { params: params.clone(), rv: rv.clone() });
@@ -680,12 +699,13 @@ mod tests {
             .map(|e| match e {
                 Effect::BeginInit => Action::BeginInit,
                 Effect::InitApply => Action::InitApply,
-                Effect::InitDone => Action::InitDone,
+                Effect::InitDone(rv) => Action::InitDone(rv),
                 Effect::AbortInit => Action::AbortInit,
                 Effect::Apply => Action::Apply,
                 Effect::Delete => Action::Delete,
                 Effect::Report(e) => Action::Report(e),
                 Effect::Relist(r) => Action::Relist(r),
+                Effect::Reached(rv) => Action::Reached(rv),
             })
             .collect();
         out.push(match step.next {
@@ -834,7 +854,7 @@ mod tests {
         let mut m = Machine::new(Config::default(), 1);
         m.run(Input::Start, t0());
         let a = m.run(Input::Page { resource_version: Some("42"), continue_token: None }, t0());
-        assert_eq!(a[0], Action::InitDone);
+        assert_eq!(a[0], Action::InitDone(Some("42".into())), "the store reflects the list once it is switched in");
         let w = watch_params(driver(&a));
         assert_eq!(w.resource_version.as_deref(), Some("42"));
         assert!(w.bookmarks);
@@ -847,14 +867,31 @@ mod tests {
     fn watch_events_apply_and_advance_the_resume_rv() {
         let (mut m, now) = watching(Config::default(), "42");
         let a = m.run(Input::Event(WatchInput::Added { resource_version: "43" }), now);
-        assert_eq!(a, [Action::Apply, Action::ReadOn]);
+        assert_eq!(a, [Action::Apply, Action::Reached("43".into()), Action::ReadOn]);
         let a = m.run(Input::Event(WatchInput::Deleted { resource_version: "44" }), now);
-        assert_eq!(a, [Action::Delete, Action::ReadOn]);
+        assert_eq!(a, [Action::Delete, Action::Reached("44".into()), Action::ReadOn]);
         let a = m.run(Input::Event(WatchInput::Bookmark { resource_version: "50", initial_events_end: false }), now);
-        assert_eq!(a, [Action::ReadOn]);
+        assert_eq!(a, [Action::Reached("50".into()), Action::ReadOn], "a bookmark moves the store's version");
+        let a = m.run(Input::Event(WatchInput::Modified { resource_version: "" }), now);
+        assert_eq!(a, [Action::Apply, Action::ReadOn], "an event without a version says nothing of it");
         let a = m.run(Input::WatchEnded, now + Duration::from_secs(60));
         assert_eq!(watch_params(driver(&a)).resource_version.as_deref(), Some("50"));
         assert!(effects(&a).is_empty(), "a clean end re-watches without relisting: {a:?}");
+    }
+
+    /// A relist in progress counts from `InitDone`: until then the store shows, and reports the
+    /// version of, the state before it.
+    #[test]
+    fn a_relist_moves_the_stores_version_only_at_its_last_page() {
+        let (mut m, now) = watching(Config::default(), "42");
+        let a = m.run(Input::WatchFailed(api(410, "Expired", true)), now);
+        assert!(matches!(driver(&a), Action::List(_)), "{a:?}");
+        for _ in 0..3 {
+            let a = m.run(Input::Item, now);
+            assert_eq!(a, [Action::InitApply, Action::ReadOn]);
+        }
+        let a = m.run(Input::Page { resource_version: Some("60"), continue_token: None }, now);
+        assert_eq!(a[0], Action::InitDone(Some("60".into())));
     }
 
     #[test]
@@ -1124,9 +1161,9 @@ mod tests {
             let a = m.run(Input::Event(WatchInput::Added { resource_version: "3" }), now);
             assert_eq!(a, [Action::InitApply, Action::ReadOn]);
             let a = m.run(Input::Event(WatchInput::Bookmark { resource_version: "9", initial_events_end: true }), now);
-            assert_eq!(a, [Action::InitDone, Action::ReadOn]);
+            assert_eq!(a, [Action::InitDone(Some("9".into())), Action::ReadOn]);
             let a = m.run(Input::Event(WatchInput::Modified { resource_version: "10" }), now);
-            assert_eq!(a, [Action::Apply, Action::ReadOn]);
+            assert_eq!(a, [Action::Apply, Action::Reached("10".into()), Action::ReadOn]);
             let a = m.run(Input::WatchEnded, now + Duration::from_secs(70));
             assert_eq!(watch_params(driver(&a)).resource_version.as_deref(), Some("10"));
             assert!(!watch_params(driver(&a)).send_initial_events);
