@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use kube_watcher::testing::{FakeApiServer, ResourceType};
+use kube_watcher::testing::{FakeApiServer, Fault, Match, ResourceType};
 use kube_watcher::{Api, ApiResource, Client, Config, DynamicObject, Event, ObjectRef, Watcher};
 use serde_json::json;
 
@@ -100,6 +100,30 @@ fn discovery_takes_two_requests_on_a_server_with_aggregated_discovery() {
     }
     let accept = server.requests()[0].header("accept").unwrap_or_default().to_owned();
     assert_eq!(accept, "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json");
+}
+
+/// An aggregated API server may answer `/apis` in the aggregated form but have no `/api`:
+/// the core group is then looked up at `/api/v1` (and skipped if that is missing too).
+#[test]
+fn discovery_goes_on_when_api_is_missing() {
+    let server = FakeApiServer::start();
+    server.register(widgets());
+    let not_found = |path: &str| {
+        let message = "the server could not find the requested resource".to_owned();
+        server.push_fault(
+            Match::Path(path.into()),
+            Fault::Status { code: 404, reason: "NotFound".into(), message, retry_after: None },
+        );
+    };
+    not_found("/api");
+    let c = client(&server);
+    assert_eq!(c.discover("pods").unwrap().plural, "pods");
+    assert_eq!(discovery_requests(&server), ["/apis", "/api", "/api/v1"]);
+    server.clear_requests();
+    not_found("/api");
+    not_found("/api/v1");
+    assert_eq!(c.discover("wd").unwrap().plural, "widgets");
+    assert_eq!(discovery_requests(&server), ["/apis", "/api", "/api/v1"]);
 }
 
 /// Without aggregated discovery (servers before 1.30, or with it turned off), the per-group

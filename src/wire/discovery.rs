@@ -292,9 +292,15 @@ impl Client {
             // A server that answered `/apis` in the aggregated form describes the core group
             // at `/api` the same way; any other has it at `/api/v1`.
             if aggregated {
-                let (core, content_type) = root(request::CORE_PATH)?;
-                if core.aggregated(&content_type) {
-                    core.split(&mut found);
+                match root(request::CORE_PATH) {
+                    Ok((core, content_type)) if core.aggregated(&content_type) => {
+                        core.split(&mut found);
+                    }
+                    Ok(_) => {}
+                    // As client-go tolerates it (an aggregated API server may have no core
+                    // group); `/api/v1` is then asked, and skipped if missing too.
+                    Err(e) if e.status() == Some(404) => log::debug!("{context}: {e}"),
+                    Err(e) => return Err(e),
                 }
             }
             versions.push((String::new(), "v1".to_owned()));
