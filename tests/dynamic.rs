@@ -161,9 +161,11 @@ fn dynamic_objects_of_a_discovered_custom_resource_reach_store_and_events() {
     server.create_value(&rt, json!({"metadata": {"name": "elsewhere", "namespace": "other"}})).unwrap();
     let deadline = std::time::Instant::now() + WAIT;
     let b = loop {
+        // The first `recv` subscribes: b comes as an `Apply`, or, when the watcher applied it
+        // before that, in the replay of the current state as an `InitApply`.
         match w.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now())).unwrap().unwrap() {
-            Event::Apply(o) => break o,
-            Event::Init | Event::InitApply(_) | Event::InitDone | Event::Delete(_) => {}
+            Event::Apply(o) | Event::InitApply(o) if o.metadata.name.as_deref() == Some("b") => break o,
+            Event::Init | Event::InitApply(_) | Event::InitDone | Event::Apply(_) | Event::Delete(_) => {}
         }
     };
     assert_eq!(b.metadata.name.as_deref(), Some("b"));
