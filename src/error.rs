@@ -53,6 +53,33 @@ pub enum Error {
         /// The last error the watcher met, if any (for instance the 403 of its list).
         last_error: Option<Box<Error>>,
     },
+    /// [`Store::wait_for_version`](crate::Store::wait_for_version) ran out of time before the
+    /// store reflected the version it waited for.
+    #[error("store did not reach resourceVersion {} within {waited:?}: {}", quoted(wanted), match reached {
+        Some(v) => format!("it reflects {}", quoted(v)),
+        None => "it reflects no resourceVersion yet".to_owned(),
+    })]
+    VersionNotReached {
+        /// The version waited for.
+        wanted: Box<str>,
+        /// The version the store reflected when the time ran out, if any.
+        reached: Option<Box<str>>,
+        /// How long the caller waited.
+        waited: Duration,
+    },
+    /// Two resourceVersions cannot be compared: Kubernetes orders only positive decimal integers
+    /// written without leading zeros (see [`Store::wait_for_version`](crate::Store::wait_for_version)).
+    #[error(
+        "cannot compare resourceVersion {} with the store's {}: only positive decimal integers without leading zeros are ordered",
+        quoted(wanted),
+        quoted(store)
+    )]
+    IncomparableVersions {
+        /// The version asked for.
+        wanted: Box<str>,
+        /// The version the store (or one namespace of it) reflects.
+        store: Box<str>,
+    },
     /// The watcher gave up after `max_retries` consecutive failures without progress (terminal).
     #[error("gave up after {attempts} consecutive failures: {last}")]
     GaveUp {
@@ -192,6 +219,8 @@ impl Error {
             | Error::Stopped
             | Error::Spawn(_)
             | Error::Lagged { .. }
+            | Error::VersionNotReached { .. }
+            | Error::IncomparableVersions { .. }
             | Error::Panicked { .. } => None,
         }
     }
@@ -222,6 +251,8 @@ impl Error {
             | Error::Decode(_)
             | Error::Auth { .. }
             | Error::NotReady { .. }
+            | Error::VersionNotReached { .. }
+            | Error::IncomparableVersions { .. }
             | Error::Lagged { .. } => false,
         }
     }
@@ -265,6 +296,8 @@ impl Error {
             | Error::Stopped
             | Error::Spawn(_)
             | Error::Lagged { .. }
+            | Error::VersionNotReached { .. }
+            | Error::IncomparableVersions { .. }
             | Error::Panicked { .. } => Recovery::Refused,
         }
     }
@@ -285,6 +318,11 @@ impl Error {
     pub(crate) fn config(field: &str, message: impl fmt::Display) -> Error {
         Error::Config { field: field.into(), message: message.to_string().into() }
     }
+}
+
+/// `text` in double quotes, escaped and capped as [`snippet`] does.
+fn quoted(text: &str) -> String {
+    format!("\"{}\"", snippet(text.as_bytes()))
 }
 
 /// Escapes and caps input quoted in an error message (about 64 bytes, never splitting a char).

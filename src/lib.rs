@@ -46,7 +46,9 @@
 //! [`Store::state`], [`Store::index`] (indexes are registered with
 //! [`WatcherBuilder::index`]), [`Store::wait_until_ready`] for the first full list, and
 //! [`Store::generation`] to learn in O(1) whether anything changed, [`Store::snapshot`] for a
-//! consistent copy to read without locks. A relist becomes visible all at once. A watcher that
+//! consistent copy to read without locks. [`Store::resource_version`] says how fresh the store is,
+//! and [`Store::wait_for_version`] waits until it shows a write you made (read-your-writes).
+//! A relist becomes visible all at once. A watcher that
 //! nobody receives events from queues none: the store alone is kept. [`Config::drift_check`]
 //! verifies now and then that the store still matches the server.
 //!

@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use kube_watcher::testing::ResourceType;
+use kube_watcher::testing::{FakeApiServer, Fault, Match, ResourceType};
 use kube_watcher::{Api, ApiResource, Client, Config, DynamicObject, Event, ObjectRef, Watcher};
 use serde_json::json;
 
@@ -17,11 +17,34 @@ fn client(server: &kube_watcher::testing::FakeApiServer) -> Client {
     Client::from_url(&server.url()).unwrap()
 }
 
+/// A server with aggregated discovery (`true`, the default) or without it, and a label.
+fn discovery_servers() -> [(&'static str, FakeApiServer); 2] {
+    [true, false].map(|aggregated| {
+        let label = if aggregated { "aggregated" } else { "per group" };
+        (label, FakeApiServer::builder().aggregated_discovery(aggregated).start())
+    })
+}
+
+/// The discovery requests `server` received (the paths under `/api` and `/apis` without a
+/// plural), in order.
+fn discovery_requests(server: &FakeApiServer) -> Vec<String> {
+    let discovery = |path: &str| {
+        let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+        matches!(segments.as_slice(), ["api"] | ["apis"] | ["api", _] | ["apis", _, _])
+    };
+    server.requests().into_iter().map(|r| r.path).filter(|p| discovery(p)).collect()
+}
+
 #[test]
 fn discovery_resolves_what_kubectl_accepts() {
-    let server = server();
+    for (label, server) in discovery_servers() {
+        discovery_resolves_what_kubectl_accepts_on(label, &server);
+    }
+}
+
+fn discovery_resolves_what_kubectl_accepts_on(label: &str, server: &FakeApiServer) {
     server.register(widgets());
-    let c = client(&server);
+    let c = client(server);
     let cases = [
         ("pods", "", "v1", "pods", "Pod", true),
         ("po", "", "v1", "pods", "Pod", true),
@@ -37,26 +60,87 @@ fn discovery_resolves_what_kubectl_accepts() {
         ("wd", "example.com", "v1", "widgets", "Widget", true),
     ];
     for (name, group, version, plural, kind, namespaced) in cases {
-        let ar = c.discover(name).unwrap_or_else(|e| panic!("{name}: {e}"));
-        assert_eq!(ar, ApiResource::new(group, version, kind, plural, namespaced), "{name}");
+        let ar = c.discover(name).unwrap_or_else(|e| panic!("{label}: {name}: {e}"));
+        assert_eq!(ar, ApiResource::new(group, version, kind, plural, namespaced), "{label}: {name}");
     }
 }
 
 #[test]
 fn discovery_names_what_it_did_not_find() {
-    let server = server();
-    let c = client(&server);
-    for name in ["gadgets", "deployments.example.com", "pods/status"] {
-        let err = c.discover(name).unwrap_err();
-        assert_eq!(err.status(), Some(404), "{name}: {err}");
-        assert!(err.to_string().contains(&format!("{name:?}")), "{name}: {err}");
-        assert!(err.to_string().contains("(plural, singular, short name or kind)"), "whole and unescaped: {err}");
+    for (label, server) in discovery_servers() {
+        let c = client(&server);
+        for name in ["gadgets", "deployments.example.com", "pods/status"] {
+            let err = c.discover(name).unwrap_err();
+            assert_eq!(err.status(), Some(404), "{label}: {name}: {err}");
+            assert!(err.to_string().contains(&format!("{name:?}")), "{label}: {name}: {err}");
+            assert!(err.to_string().contains("(plural, singular, short name or kind)"), "whole and unescaped: {err}");
+        }
+        // A near miss names what the user probably meant.
+        let err = c.discover("deploymnets").unwrap_err().to_string();
+        assert!(err.ends_with("; close matches: deployments.apps"), "{label}: {err}");
+        let err = c.discover("xyzzy").unwrap_err().to_string();
+        assert!(!err.contains("close matches"), "{label}: {err}");
     }
-    // A near miss names what the user probably meant.
-    let err = c.discover("deploymnets").unwrap_err().to_string();
-    assert!(err.ends_with("; close matches: deployments.apps"), "{err}");
-    let err = c.discover("xyzzy").unwrap_err().to_string();
-    assert!(!err.contains("close matches"), "{err}");
+}
+
+/// Aggregated discovery: `/apis` and `/api` describe every resource, so a name is found in two
+/// requests however many groups the server has.
+#[test]
+fn discovery_takes_two_requests_on_a_server_with_aggregated_discovery() {
+    let server = FakeApiServer::start();
+    server.register(widgets());
+    for g in 0..40 {
+        server.register(ResourceType::new(&format!("group{g}.example.com"), "v1", "things", "Thing", true));
+    }
+    let c = client(&server);
+    for name in ["deploy", "wd", "pods", "widgets.example.com", "things.group39.example.com", "Thing"] {
+        server.clear_requests();
+        c.discover(name).unwrap();
+        assert_eq!(discovery_requests(&server), ["/apis", "/api"], "{name}");
+    }
+    let accept = server.requests()[0].header("accept").unwrap_or_default().to_owned();
+    assert_eq!(accept, "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json");
+}
+
+/// An aggregated API server may answer `/apis` in the aggregated form but have no `/api`:
+/// the core group is then looked up at `/api/v1` (and skipped if that is missing too).
+#[test]
+fn discovery_goes_on_when_api_is_missing() {
+    let server = FakeApiServer::start();
+    server.register(widgets());
+    let not_found = |path: &str| {
+        let message = "the server could not find the requested resource".to_owned();
+        server.push_fault(
+            Match::Path(path.into()),
+            Fault::Status { code: 404, reason: "NotFound".into(), message, retry_after: None },
+        );
+    };
+    not_found("/api");
+    let c = client(&server);
+    assert_eq!(c.discover("pods").unwrap().plural, "pods");
+    assert_eq!(discovery_requests(&server), ["/apis", "/api", "/api/v1"]);
+    server.clear_requests();
+    not_found("/api");
+    not_found("/api/v1");
+    assert_eq!(c.discover("wd").unwrap().plural, "widgets");
+    assert_eq!(discovery_requests(&server), ["/apis", "/api", "/api/v1"]);
+}
+
+/// Without aggregated discovery (servers before 1.30, or with it turned off), the per-group
+/// walk: `/apis`, `/api/v1`, then the preferred version of each group until a plural matches.
+#[test]
+fn discovery_walks_the_groups_on_a_server_without_aggregated_discovery() {
+    let server = FakeApiServer::builder().aggregated_discovery(false).start();
+    server.register(widgets());
+    let c = client(&server);
+    c.discover("pods").unwrap();
+    assert_eq!(discovery_requests(&server), ["/apis", "/api/v1"], "a core plural ends the walk");
+    server.clear_requests();
+    c.discover("wd").unwrap();
+    let walked = discovery_requests(&server);
+    assert_eq!(walked[..2], ["/apis", "/api/v1"]);
+    assert!(walked.len() > 4 && walked[2..].iter().all(|p| p.starts_with("/apis/")), "{walked:?}");
+    assert!(walked.contains(&"/apis/example.com/v1".to_owned()), "{walked:?}");
 }
 
 #[test]
@@ -77,9 +161,11 @@ fn dynamic_objects_of_a_discovered_custom_resource_reach_store_and_events() {
     server.create_value(&rt, json!({"metadata": {"name": "elsewhere", "namespace": "other"}})).unwrap();
     let deadline = std::time::Instant::now() + WAIT;
     let b = loop {
+        // The first `recv` subscribes: b comes as an `Apply`, or, when the watcher applied it
+        // before that, in the replay of the current state as an `InitApply`.
         match w.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now())).unwrap().unwrap() {
-            Event::Apply(o) => break o,
-            Event::Init | Event::InitApply(_) | Event::InitDone | Event::Delete(_) => {}
+            Event::Apply(o) | Event::InitApply(o) if o.metadata.name.as_deref() == Some("b") => break o,
+            Event::Init | Event::InitApply(_) | Event::InitDone | Event::Apply(_) | Event::Delete(_) => {}
         }
     };
     assert_eq!(b.metadata.name.as_deref(), Some("b"));

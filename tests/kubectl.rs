@@ -237,6 +237,36 @@ fn kubectl_reads_discovery() {
     assert!(out.stdout.contains("deployments") && out.stdout.contains("deploy"), "{out:?}");
 }
 
+/// kubectl asks for aggregated discovery and reads the fake's documents (no per-group
+/// requests), and walks the groups when the server has none.
+#[test]
+fn kubectl_reads_aggregated_discovery_and_walks_the_groups_without_it() {
+    if kubectl_missing() {
+        return;
+    }
+    for aggregated in [true, false] {
+        let server = FakeApiServer::builder().aggregated_discovery(aggregated).start();
+        let kc = Kubeconfig::for_server(&server);
+        let out = run(&kc, &["api-resources", "-o", "wide"]);
+        assert!(out.success, "aggregated {aggregated}: {out:?}");
+        for expected in ["deployments", "deploy", "apps/v1", "configmaps", "cm", "all"] {
+            assert!(out.stdout.contains(expected), "aggregated {aggregated}: {expected}: {out:?}");
+        }
+        let group_versions = server.requests().iter().filter(|r| r.path.starts_with("/apis/")).count();
+        if aggregated {
+            assert_eq!(group_versions, 0, "kubectl read everything from /api and /apis");
+            let accept = server
+                .requests()
+                .iter()
+                .find(|r| r.path == "/apis")
+                .and_then(|r| r.header("accept").map(str::to_owned));
+            assert!(accept.unwrap_or_default().contains("g=apidiscovery.k8s.io;v=v2;"));
+        } else {
+            assert!(group_versions > 1, "kubectl walked the groups");
+        }
+    }
+}
+
 #[test]
 fn kubectl_gets_deployments_by_short_name() {
     if kubectl_missing() {

@@ -17,6 +17,7 @@ use crate::resource::Watchable;
 mod compact;
 mod entry;
 mod index;
+mod version;
 mod writer;
 
 pub(crate) use compact::{Json, Packer};
@@ -43,6 +44,8 @@ struct Inner<K> {
     undecodable: AtomicUsize,
     readiness: Mutex<Readiness>,
     ready_changed: Condvar,
+    /// Signalled when a writer's version (`Readiness::versions`) moves or the watcher ends.
+    version_changed: Condvar,
 }
 
 struct Objects<K> {
@@ -83,6 +86,9 @@ struct Readiness {
     last_error: Option<Error>,
     /// Set when the watcher has ended; nothing will make the store ready any more.
     ended: Option<Error>,
+    /// Per writer: the resourceVersion its part of the store reflects (`Writer::reached`);
+    /// `None` until its first list is complete.
+    versions: Vec<Option<String>>,
 }
 
 impl Readiness {
@@ -289,6 +295,102 @@ fn decode_all<K: Watchable>(entries: Vec<Entry<K>>, decode: Decode<K>) -> Vec<Ar
 }
 
 impl<K> Store<K> {
+    /// The resourceVersion the store reflects: the store holds every change the server made
+    /// up to it (to the objects this watcher watches), and none after it. `None` until the
+    /// first list is complete.
+    ///
+    /// It moves with every watch event and bookmark the watcher applies, and with a completed
+    /// relist (to the list's version). A relist in progress does not move it: the store keeps
+    /// reporting the version of what it shows until the new state is switched in at
+    /// [`Event::InitDone`]. A relist that [`ListSemantic::Any`](crate::ListSemantic::Any) lets
+    /// the server answer from its cache may report an older version than before.
+    ///
+    /// For a watcher over several namespaces ([`WatcherBuilder::namespaces`](crate::WatcherBuilder::namespaces)),
+    /// each namespace has its own watch at its own version, and resourceVersions are one
+    /// cluster-wide sequence: the store reflects a version only once every namespace has
+    /// reached it, so this is the oldest of the namespaces' versions. It is `None` while a
+    /// namespace has none yet, or when two of them cannot be compared (a server whose versions
+    /// are not decimal integers; see [`wait_for_version`](Self::wait_for_version)). A quiet
+    /// namespace moves only with its watch's bookmarks, which the API server sends about once
+    /// a minute.
+    #[must_use]
+    pub fn resource_version(&self) -> Option<String> {
+        version::reflected(&self.shared.readiness.lock().versions)
+    }
+
+    /// Blocks until the store reflects resourceVersion `rv` or a later one, or `timeout`
+    /// passes: read-your-writes. Write an object, take the resourceVersion the server returned
+    /// for it, wait for it, and [`get`](Self::get) shows that write (or a later state).
+    ///
+    /// Returns at once if the store is already there; wakes as soon as the watcher applies an
+    /// event or bookmark that gets it there ([`resource_version`](Self::resource_version) says
+    /// how it moves, and what it means over several namespaces).
+    ///
+    /// resourceVersions are compared by the rule Kubernetes 1.35 made part of the API: they
+    /// are positive decimal integers without leading zeros, the longer one is the later, and
+    /// two of one length compare digit by digit. Two versions outside that form cannot be
+    /// ordered: equal strings count as reached, anything else is an error, never a guess.
+    /// A resourceVersion of one resource type says nothing about another: wait on the store of
+    /// the type that was written.
+    ///
+    /// ```
+    /// # let server = kube_watcher::testing::FakeApiServer::start();
+    /// use std::time::Duration;
+    /// use kube_watcher::{Api, Client, ObjectRef, Watcher};
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    ///
+    /// let api: Api<ConfigMap> = Api::namespaced(Client::from_url(&server.url())?, "shop");
+    /// let watcher = Watcher::builder(api).start()?;
+    /// let store = watcher.store();
+    /// store.wait_until_ready(Duration::from_secs(30))?;
+    ///
+    /// let mut cm = ConfigMap::default();
+    /// cm.metadata.name = Some("settings".into());
+    /// cm.metadata.namespace = Some("shop".into());
+    /// let written = server.create(&cm).unwrap(); // or any client's write
+    /// let rv = written.metadata.resource_version.unwrap();
+    ///
+    /// store.wait_for_version(&rv, Duration::from_secs(30))?;
+    /// assert!(store.get(&ObjectRef::new("settings").within("shop")).is_some());
+    /// # Ok::<(), kube_watcher::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// - [`Error::VersionNotReached`] when the time runs out, naming `rv` and the version the
+    ///   store reflects;
+    /// - [`Error::IncomparableVersions`] when `rv` and the store's version (or a namespace's)
+    ///   differ and are not both in the form above, naming both;
+    /// - the watcher's end (for example [`Error::Stopped`]) when it stops or fails for good
+    ///   before the store gets there: waiters are woken.
+    pub fn wait_for_version(&self, rv: &str, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now().checked_add(timeout);
+        let mut r = self.shared.readiness.lock();
+        loop {
+            match version::reached(&r.versions, rv) {
+                Ok(true) => return Ok(()),
+                Ok(false) => {}
+                Err(store) => return Err(Error::IncomparableVersions { wanted: rv.into(), store: store.into() }),
+            }
+            if let Some(e) = &r.ended {
+                return Err(e.clone());
+            }
+            let timed_out = match deadline {
+                Some(d) => self.shared.version_changed.wait_until(&mut r, d).timed_out(),
+                None => {
+                    self.shared.version_changed.wait(&mut r);
+                    false
+                }
+            };
+            if timed_out && version::reached(&r.versions, rv) == Ok(false) && r.ended.is_none() {
+                return Err(Error::VersionNotReached {
+                    wanted: rv.into(),
+                    reached: version::reflected(&r.versions).map(String::into_boxed_str),
+                    waited: timeout,
+                });
+            }
+        }
+    }
+
     /// How many objects the store holds.
     #[must_use]
     pub fn len(&self) -> usize {
@@ -417,7 +519,7 @@ impl<K> Store<K> {
         self.shared.undecodable.load(Ordering::Acquire)
     }
 
-    /// The watcher has ended: wake anyone waiting for readiness with `reason` (the first one
+    /// The watcher has ended: wake anyone waiting for readiness or a version with `reason` (the first one
     /// that says why, when several threads end).
     pub(crate) fn set_ended(&self, reason: Error) {
         let mut r = self.shared.readiness.lock();
@@ -425,5 +527,6 @@ impl<K> Store<K> {
             r.ended = Some(reason);
         }
         self.shared.ready_changed.notify_all();
+        self.shared.version_changed.notify_all();
     }
 }

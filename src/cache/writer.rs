@@ -201,8 +201,13 @@ impl<K: Watchable> Writer<K> {
             parts,
             generation: AtomicU64::new(0),
             undecodable: AtomicUsize::new(0),
-            readiness: Mutex::new(Readiness { synced: vec![false; n], ..Readiness::default() }),
+            readiness: Mutex::new(Readiness {
+                synced: vec![false; n],
+                versions: vec![None; n],
+                ..Readiness::default()
+            }),
             ready_changed: Condvar::new(),
+            version_changed: Condvar::new(),
         });
         let index_fns: Arc<[Option<IndexFn<K>>]> = index_fns.into();
         let predicates: Arc<[PredicateFn<K>]> = predicates.into();
@@ -314,9 +319,10 @@ impl<K: Watchable> Writer<K> {
         held
     }
 
-    /// The relist is complete: swap it in, then report what vanished. Returns how many
-    /// deletes were inferred.
-    pub(crate) fn init_done(&mut self, out: &mut Vec<Event<K>>) -> usize {
+    /// The relist is complete: swap it in, then report what vanished. The store then reflects
+    /// resourceVersion `rv` (the list's; `None`: unknown, the version stays), from the moment
+    /// it is ready. Returns how many deletes were inferred.
+    pub(crate) fn init_done(&mut self, rv: Option<&str>, out: &mut Vec<Event<K>>) -> usize {
         let vanished = {
             let mut objects = self.shared.objects.write();
             let Some((new, indexes)) = objects.pending[self.part].take() else {
@@ -349,6 +355,10 @@ impl<K: Watchable> Writer<K> {
         let before = out.len();
         out.extend(vanished.iter().filter_map(|e| e.object(self.shared.decode)).map(Event::Delete));
         let mut r = self.shared.readiness.lock();
+        // Readiness and the version change together: a store that is ready has a version.
+        if let Some(rv) = rv {
+            self.set_version(&mut r, rv);
+        }
         if !r.synced[self.part] {
             r.synced[self.part] = true;
             self.shared.ready_changed.notify_all();
@@ -517,6 +527,22 @@ impl<K: Watchable> Writer<K> {
         }
     }
 
+    /// This writer's part of the store now reflects resourceVersion `rv`: after the event it
+    /// follows is applied, or at a bookmark (`Store::resource_version`). Wakes
+    /// `wait_for_version`.
+    pub(crate) fn reached(&self, rv: &str) {
+        self.set_version(&mut self.shared.readiness.lock(), rv);
+    }
+
+    /// Sets this writer's version and wakes `wait_for_version`.
+    fn set_version(&self, r: &mut Readiness, rv: &str) {
+        let version = r.versions[self.part].get_or_insert_with(String::new);
+        // Reuses the buffer: this runs once per event.
+        version.clear();
+        version.push_str(rv);
+        self.shared.version_changed.notify_all();
+    }
+
     /// Records the latest error, for `wait_until_ready` to explain itself.
     pub(crate) fn set_last_error(&self, e: &Error) {
         self.shared.readiness.lock().last_error = Some(e.clone());
@@ -590,7 +616,7 @@ mod tests {
             w.init_apply_t(in_ns(ns, "x"), &mut out);
             w.init_apply_t(in_ns(ns, "y"), &mut out);
             assert!(!store.is_ready_in(ns));
-            w.init_done(&mut out);
+            w.init_done(None, &mut out);
             assert!(store.is_ready_in(ns));
         }
         assert!(store.is_ready() && !store.is_ready_in("c"));
@@ -599,7 +625,7 @@ mod tests {
         out.clear();
         writers[0].begin_init(&mut out);
         writers[0].init_apply_t(in_ns("a", "x"), &mut out);
-        assert_eq!(writers[0].init_done(&mut out), 1);
+        assert_eq!(writers[0].init_done(None, &mut out), 1);
         let deleted: Vec<_> = out
             .iter()
             .filter_map(|e| match e {
@@ -637,13 +663,13 @@ mod tests {
         w.begin_init(&mut out);
         let values = w.values(&a);
         w.init_apply(Arc::clone(&a), Some(json), values, &mut out);
-        w.init_done(&mut out);
+        w.init_done(None, &mut out);
         let got = store.get(&ObjectRef::new("a").within("ns")).unwrap();
         assert_eq!(*got, *a);
         assert!(!Arc::ptr_eq(&got, &a), "decoded from the compact JSON");
         out.clear();
         w.begin_init(&mut out);
-        w.init_done(&mut out);
+        w.init_done(None, &mut out);
         assert_eq!(kinds(&out), ["Init", "InitDone", "Delete(a)"]);
     }
 
@@ -675,13 +701,13 @@ mod tests {
         w.begin_init(&mut out);
         w.init_apply_t(cm("a", "ua"), &mut out);
         w.init_apply_t(cm("b", "ub"), &mut out);
-        w.init_done(&mut out);
+        w.init_done(None, &mut out);
         out.clear();
         // a no longer decodes (same uid), b was replaced by an incarnation that does not.
         w.begin_init(&mut out);
         assert!(w.init_skip(&skipped("a", "ua", "7"), &mut out), "first seen: report");
         assert!(w.init_skip(&skipped("b", "ub2", "8"), &mut out));
-        assert_eq!(w.init_done(&mut out), 1);
+        assert_eq!(w.init_done(None, &mut out), 1);
         assert_eq!(kinds(&out), ["Init", "InitApply(a)", "InitDone", "Delete(b)"]);
         assert_eq!((store.len(), store.undecodable()), (1, 2));
         // The next relist meets the same versions: nothing to report, nothing deleted.
@@ -690,13 +716,13 @@ mod tests {
         assert!(!w.init_skip(&skipped("a", "ua", "7"), &mut out), "reported once per version");
         assert!(!w.init_skip(&skipped("b", "ub2", "8"), &mut out));
         assert!(w.init_skip(&skipped("c", "uc", "9"), &mut out), "a new one is reported");
-        assert_eq!(w.init_done(&mut out), 0);
+        assert_eq!(w.init_done(None, &mut out), 0);
         assert_eq!(kinds(&out), ["Init", "InitApply(a)", "InitDone"]);
         assert_eq!((store.len(), store.undecodable()), (1, 3));
         // A relist without them forgets them.
         out.clear();
         w.begin_init(&mut out);
-        w.init_done(&mut out);
+        w.init_done(None, &mut out);
         assert_eq!(kinds(&out), ["Init", "InitDone", "Delete(a)"]);
         assert_eq!(store.undecodable(), 0);
     }
@@ -708,7 +734,7 @@ mod tests {
         w.begin_init(&mut out);
         w.init_apply_t(cm("a", "ua"), &mut out);
         w.init_apply_t(cm("b", "ub"), &mut out);
-        w.init_done(&mut out);
+        w.init_done(None, &mut out);
         out.clear();
         assert!(w.skip(&skipped("a", "ua", "7"), &mut out));
         assert!(!w.skip(&skipped("a", "ua", "7"), &mut out), "the same version again");
@@ -740,7 +766,7 @@ mod tests {
         let mut a = (*cm("a", "ua")).clone();
         a.metadata.resource_version = Some("5".into());
         w.init_apply_t(Arc::new(a), &mut out);
-        w.init_done(&mut out);
+        w.init_done(None, &mut out);
         w.skip(&skipped("a", "ua", "7"), &mut out);
         w.skip(&skipped("n", "un", "8"), &mut out);
         let listed: HashMap<ObjectKey, Box<str>> = [("a", "7"), ("n", "8")]
@@ -767,7 +793,7 @@ mod tests {
         w.init_apply_t(cm("a", "1"), &mut out);
         assert_eq!(store.len(), 0);
         assert!(!store.is_ready());
-        w.init_done(&mut out);
+        w.init_done(None, &mut out);
         assert_eq!(store.len(), 1);
         assert!(store.is_ready());
         assert!(store.get(&ObjectRef::new("a").within("ns")).is_some());
@@ -780,11 +806,11 @@ mod tests {
         w.begin_init(&mut out);
         w.init_apply_t(cm("a", "1"), &mut out);
         w.init_apply_t(cm("b", "2"), &mut out);
-        w.init_done(&mut out);
+        w.init_done(None, &mut out);
         out.clear();
         w.begin_init(&mut out);
         w.init_apply_t(cm("a", "1"), &mut out);
-        w.init_done(&mut out);
+        w.init_done(None, &mut out);
         assert_eq!(kinds(&out), ["Init", "InitApply(a)", "InitDone", "Delete(b)"]);
         assert_eq!(store.len(), 1);
     }
@@ -795,11 +821,11 @@ mod tests {
         let mut out = Vec::new();
         w.begin_init(&mut out);
         w.init_apply_t(cm("a", "1"), &mut out);
-        w.init_done(&mut out);
+        w.init_done(None, &mut out);
         out.clear();
         w.begin_init(&mut out);
         w.init_apply_t(cm("a", "2"), &mut out);
-        w.init_done(&mut out);
+        w.init_done(None, &mut out);
         assert_eq!(kinds(&out), ["Init", "Delete(a)", "InitApply(a)", "InitDone"]);
     }
 
@@ -809,7 +835,7 @@ mod tests {
         let mut out = Vec::new();
         w.begin_init(&mut out);
         w.init_apply_t(cm("a", "1"), &mut out);
-        w.init_done(&mut out);
+        w.init_done(None, &mut out);
         w.begin_init(&mut out);
         w.init_apply_t(cm("b", "2"), &mut out);
         w.abort_init();
@@ -828,12 +854,12 @@ mod tests {
         w.abort_init();
         w.begin_init(&mut out);
         w.init_apply_t(cm("b", "2"), &mut out);
-        w.init_done(&mut out);
+        w.init_done(None, &mut out);
         assert_eq!(kinds(&out), ["Init", "InitApply(a)", "Init", "InitApply(b)", "InitDone", "Delete(a)"]);
         out.clear();
         w.begin_init(&mut out);
         w.init_apply_t(cm("b", "2"), &mut out);
-        w.init_done(&mut out);
+        w.init_done(None, &mut out);
         assert_eq!(kinds(&out), ["Init", "InitApply(b)", "InitDone"], "orphans are reported once");
     }
 
@@ -848,7 +874,7 @@ mod tests {
         w.abort_init();
         w.begin_init(&mut out);
         w.init_apply_t(cm("x", "new-uid"), &mut out);
-        w.init_done(&mut out);
+        w.init_done(None, &mut out);
         let uids: Vec<String> = out
             .iter()
             .map(|e| match e {
@@ -871,14 +897,14 @@ mod tests {
         let mut out = Vec::new();
         w.begin_init(&mut out);
         w.init_apply_t(cm("x", "1"), &mut out);
-        w.init_done(&mut out);
+        w.init_done(None, &mut out);
         out.clear();
         w.begin_init(&mut out);
         w.init_apply_t(cm("x", "2"), &mut out);
         w.abort_init();
         w.begin_init(&mut out);
         w.init_apply_t(cm("x", "2"), &mut out);
-        w.init_done(&mut out);
+        w.init_done(None, &mut out);
         assert_eq!(kinds(&out), ["Init", "Delete(x)", "InitApply(x)", "Init", "InitApply(x)", "InitDone"]);
     }
 
@@ -890,7 +916,7 @@ mod tests {
         let mut out = Vec::new();
         w.begin_init(&mut out);
         w.init_apply_t(cm("a", "1"), &mut out);
-        w.init_done(&mut out);
+        w.init_done(None, &mut out);
         w.begin_init(&mut out);
         w.init_apply_t(cm("a", "2"), &mut out);
         w.init_apply_t(cm("b", "3"), &mut out);
@@ -923,12 +949,12 @@ mod tests {
             w.begin_init(&mut out);
             w.init_apply_t(in_ns(ns, "x"), &mut out);
             w.init_apply_t(in_ns(ns, "y"), &mut out);
-            w.init_done(&mut out);
+            w.init_done(None, &mut out);
         }
         out.clear();
         writers[0].begin_init(&mut out);
         writers[0].init_apply_t(in_ns("a", "x"), &mut out);
-        assert_eq!(writers[0].init_done(&mut out), 1, "{:?}", kinds(&out));
+        assert_eq!(writers[0].init_done(None, &mut out), 1, "{:?}", kinds(&out));
         assert_eq!(kinds(&out), ["Init", "InitApply(x)", "InitDone", "Delete(y)"]);
         assert_eq!(store.len(), 3);
         assert_eq!(store.index("namespace", "y").len(), 1, "the user's index, by name: b/y only");
@@ -997,14 +1023,14 @@ mod tests {
         w.begin_init(&mut out);
         w.init_apply_t(labelled("a", "1", "web"), &mut out);
         w.init_apply_t(labelled("b", "2", "web"), &mut out);
-        w.init_done(&mut out);
+        w.init_done(None, &mut out);
         w.begin_init(&mut out);
         w.init_apply_t(labelled("a", "1", "db"), &mut out);
         assert_eq!(names(store.index("tier", "web")), ["a", "b"], "the relist is invisible until InitDone");
         w.abort_init();
         w.begin_init(&mut out);
         w.init_apply_t(labelled("a", "1", "db"), &mut out);
-        w.init_done(&mut out);
+        w.init_done(None, &mut out);
         assert!(store.index("tier", "web").is_empty());
         assert_eq!(names(store.index("tier", "db")), ["a"]);
     }

@@ -137,9 +137,9 @@ impl<K: Watchable> Sink<K> {
                 let values = std::mem::take(&mut i.values);
                 self.pending = self.writer.init_apply(Arc::clone(&i.obj), i.json.take(), values, &mut self.out);
             }
-            (Effect::InitDone, _) => {
+            (Effect::InitDone(rv), _) => {
                 self.deferring = false;
-                let inferred = self.writer.init_done(&mut self.out);
+                let inferred = self.writer.init_done(rv.as_deref(), &mut self.out);
                 counters::add(&self.shared.counters.inferred_deletes, inferred as u64);
                 let objects = self.writer.store().len();
                 self.shared.notices.send(Notice::Synced { reason: self.reason, objects, inferred_deletes: inferred });
@@ -178,6 +178,7 @@ impl<K: Watchable> Sink<K> {
                 }
                 self.shared.notices.send(Notice::Relisting { reason: *reason });
             }
+            (Effect::Reached(rv), _) => self.writer.reached(rv),
             (Effect::InitApply | Effect::Apply | Effect::Delete, None) => {
                 log::error!("bug: {effect:?} without an object; ignored");
             }

@@ -112,8 +112,9 @@ pub(crate) enum Effect {
     BeginInit,
     /// Apply the current input's object to the relist in progress.
     InitApply,
-    /// The relist is complete (emit `InitDone`).
-    InitDone,
+    /// The relist is complete (emit `InitDone`); the store then reflects this resourceVersion
+    /// (`None`: the server sent none).
+    InitDone(Option<String>),
     /// Forget the relist in progress.
     AbortInit,
     /// Apply the current input's object (added or modified).
@@ -124,6 +125,9 @@ pub(crate) enum Effect {
     Report(Error),
     /// Count a relist and its reason.
     Relist(RelistReason),
+    /// The store now reflects the server at this resourceVersion: after the `Apply` or
+    /// `Delete` before it in the same step, or a bookmark (docs/protocol.md §2.3).
+    Reached(String),
 }
 
 /// What the worker does next, after the effects.
@@ -154,9 +158,11 @@ impl PartialEq for Effect {
         match (self, other) {
             (Effect::Report(a), Effect::Report(b)) => same_error(a, b),
             (Effect::Relist(a), Effect::Relist(b)) => a == b,
+            (Effect::Reached(a), Effect::Reached(b)) => a == b,
+            (Effect::InitDone(a), Effect::InitDone(b)) => a == b,
             (a, b) => {
                 std::mem::discriminant(a) == std::mem::discriminant(b)
-                    && !matches!(a, Effect::Report(_) | Effect::Relist(_))
+                    && !matches!(a, Effect::Report(_) | Effect::Relist(_) | Effect::Reached(_) | Effect::InitDone(_))
             }
         }
     }
@@ -249,7 +255,7 @@ impl Machine {
             }
             Input::Page { continue_token: None, resource_version: Some(rv) } => {
                 self.progress();
-                fx.push(Effect::InitDone);
+                fx.push(Effect::InitDone(known(rv)));
                 self.last_sync = Some(now);
                 self.last_verified = Some(now);
                 self.request(State::Watch { rv: rv.to_owned() }, now, fx)
@@ -291,7 +297,7 @@ impl Machine {
                 self.progress();
                 self.last_sync = Some(now);
                 self.last_verified = Some(now);
-                fx.push(Effect::InitDone);
+                fx.push(Effect::InitDone(known(resource_version)));
                 let stall = self.stall_for(self.config.timeout.unwrap_or(Duration::from_secs(DEFAULT_TIMEOUT_SECS.1)));
                 let rv = resource_version.to_owned();
                 (State::Watching { rv, events: 1, opened, last_seen: now, stall }, Next::ReadOn)
@@ -332,7 +338,13 @@ impl Machine {
                     self.progress();
                 }
                 // Resume from the newest RV seen (docs/protocol.md §2.3); an empty one keeps the old.
-                let rv = if new_rv.is_empty() { rv } else { new_rv.to_owned() };
+                let rv = match known(new_rv) {
+                    None => rv,
+                    Some(new_rv) => {
+                        fx.push(Effect::Reached(new_rv.clone()));
+                        new_rv
+                    }
+                };
                 (State::Watching { rv, events: events + 1, opened, last_seen: now, stall }, Next::ReadOn)
             }
             Input::Idle if now.saturating_duration_since(last_seen) >= stall => {
@@ -605,6 +617,11 @@ enum Failed {
     Watch { rv: String },
 }
 
+/// A resourceVersion the server sent, if it sent one (an empty one says nothing).
+fn known(rv: &str) -> Option<String> {
+    Some(rv).filter(|rv| !rv.is_empty()).map(str::to_owned)
+}
+
 /// The fields of `State::Watching`, for its handler.
 struct Watching {
     rv: String,
@@ -748,7 +765,7 @@ mod tests {
         let mut m = Machine::new(Config::default(), 1);
         m.step(Input::Start, t0());
         let step = m.step(Input::Page { resource_version: Some("42"), continue_token: None }, t0());
-        assert_eq!(step.effects[0], Effect::InitDone);
+        assert_eq!(step.effects[0], Effect::InitDone(Some("42".into())), "the store reflects the list once it is switched in");
         let w = watch_params(&step.next);
         assert_eq!(w.resource_version.as_deref(), Some("42"));
         assert!(w.bookmarks);
@@ -761,15 +778,32 @@ mod tests {
     fn watch_events_apply_and_advance_the_resume_rv() {
         let (mut m, now) = watching(Config::default(), "42");
         let step = m.step(Input::Event(WatchInput::Added { resource_version: "43" }), now);
-        assert_eq!(step, read_on(&[Effect::Apply]));
+        assert_eq!(step, read_on(&[Effect::Apply, Effect::Reached("43".into())]));
         let step = m.step(Input::Event(WatchInput::Deleted { resource_version: "44" }), now);
-        assert_eq!(step, read_on(&[Effect::Delete]));
+        assert_eq!(step, read_on(&[Effect::Delete, Effect::Reached("44".into())]));
         let step =
             m.step(Input::Event(WatchInput::Bookmark { resource_version: "50", initial_events_end: false }), now);
-        assert_eq!(step, read_on(&[]));
+        assert_eq!(step, read_on(&[Effect::Reached("50".into())]), "a bookmark moves the store's version");
+        let step = m.step(Input::Event(WatchInput::Modified { resource_version: "" }), now);
+        assert_eq!(step, read_on(&[Effect::Apply]), "an event without a version says nothing of it");
         let step = m.step(Input::WatchEnded, now + Duration::from_secs(60));
         assert_eq!(watch_params(&step.next).resource_version.as_deref(), Some("50"));
         assert!(effects(&step).is_empty(), "a clean end re-watches without relisting: {step:?}");
+    }
+
+    /// A relist in progress counts from `InitDone`: until then the store shows, and reports the
+    /// version of, the state before it.
+    #[test]
+    fn a_relist_moves_the_stores_version_only_at_its_last_page() {
+        let (mut m, now) = watching(Config::default(), "42");
+        let step = m.step(Input::WatchFailed(api(410, "Expired", true)), now);
+        assert!(matches!(step.next, Next::List(_)), "{step:?}");
+        assert!(!step.effects.iter().any(|e| matches!(e, Effect::Reached(_))), "{step:?}");
+        for _ in 0..3 {
+            assert_eq!(m.step(Input::Item, now), read_on(&[Effect::InitApply]));
+        }
+        let step = m.step(Input::Page { resource_version: Some("60"), continue_token: None }, now);
+        assert_eq!(step.effects[0], Effect::InitDone(Some("60".into())));
     }
 
     #[test]
@@ -1040,9 +1074,9 @@ mod tests {
             assert_eq!(step, read_on(&[Effect::InitApply]));
             let step =
                 m.step(Input::Event(WatchInput::Bookmark { resource_version: "9", initial_events_end: true }), now);
-            assert_eq!(step, read_on(&[Effect::InitDone]));
+            assert_eq!(step, read_on(&[Effect::InitDone(Some("9".into()))]));
             let step = m.step(Input::Event(WatchInput::Modified { resource_version: "10" }), now);
-            assert_eq!(step, read_on(&[Effect::Apply]));
+            assert_eq!(step, read_on(&[Effect::Apply, Effect::Reached("10".into())]));
             let step = m.step(Input::WatchEnded, now + Duration::from_secs(70));
             assert_eq!(watch_params(&step.next).resource_version.as_deref(), Some("10"));
             assert!(!watch_params(&step.next).send_initial_events);

@@ -7,7 +7,7 @@ mod protobuf;
 mod table;
 mod write;
 
-use discovery::{api_group, api_groups, api_resources, openapi_doc, openapi_index, openapi_v2};
+use discovery::{api_group, api_groups, api_resources, api_versions, openapi_doc, openapi_index, openapi_v2};
 use list::list;
 pub(crate) use table::{Include, table};
 use write::{create, delete, delete_collection, get, has_scale, patch, scale, update};
@@ -487,12 +487,8 @@ pub(crate) fn handle(shared: &ServerCore, req: &Request, route: &Route) -> Respo
             }),
         ),
         Route::Health => Response::text(200, "ok"),
-        Route::Api => Response::json(
-            200,
-            &json!({"kind": "APIVersions", "versions": ["v1"],
-                    "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]}),
-        ),
-        Route::Apis => api_groups(shared),
+        Route::Api => api_versions(shared, req),
+        Route::Apis => api_groups(shared, req),
         Route::ApiGroup(g) => api_group(shared, g),
         Route::Resources(g, v) => api_resources(shared, g, v),
         Route::NotFoundJson => {

@@ -35,6 +35,7 @@ pub(crate) struct Settings {
     pub register_defaults: bool,
     pub legacy_watch_marker: bool,
     pub request_deadline: Option<Duration>,
+    pub aggregated_discovery: bool,
 }
 
 impl Default for Settings {
@@ -59,6 +60,7 @@ impl Default for Settings {
             register_defaults: true,
             legacy_watch_marker: false,
             request_deadline: None,
+            aggregated_discovery: true,
         }
     }
 }
@@ -194,6 +196,16 @@ impl FakeApiServerBuilder {
     /// watches to streaming lists). Defaults to false.
     pub fn initial_events_end_on_plain_watches(mut self, enabled: bool) -> Self {
         self.settings.legacy_watch_marker = enabled;
+        self
+    }
+
+    /// Whether `/api` and `/apis` answer a client that accepts it with aggregated discovery
+    /// (`apidiscovery.k8s.io/v2`: every group, version and resource in one document), as
+    /// servers since Kubernetes 1.30 do. When false they answer with the plain documents
+    /// only, like older servers, and clients walk `/api/v1` and `/apis/<group>/<version>`.
+    /// Defaults to true.
+    pub fn aggregated_discovery(mut self, enabled: bool) -> Self {
+        self.settings.aggregated_discovery = enabled;
         self
     }
 

@@ -14,8 +14,8 @@
 //!   transitions (`DELETED` with the old state when an object stops matching), `timeoutSeconds`,
 //!   streaming lists with the `k8s.io/initial-events-end` bookmark, and slow-watcher closes;
 //! * metadata-only (`PartialObjectMetadata`) lists and watches, gzip for large lists;
-//! * writes (POST, PUT, merge PATCH, DELETE with finalizers), discovery, bearer tokens and client
-//!   certificates;
+//! * writes (POST, PUT, merge PATCH, DELETE with finalizers), discovery (aggregated, or per group
+//!   as older servers have it), bearer tokens and client certificates;
 //! * scripted faults ([`Fault`]) for the next matching request: Status errors, plain-text 429s,
 //!   HTML 502s, in-stream errors, resets and truncations, stalls, malformed lines.
 //!

@@ -567,8 +567,16 @@ impl Http {
 
     /// GETs `path` (on the server, e.g. a discovery document) and returns its body, bounded.
     pub(crate) fn get_bytes(&self, path: &str, context: &str, accept: &str) -> Result<Vec<u8>> {
+        self.get_typed(path, context, accept).map(|(bytes, _)| bytes)
+    }
+
+    /// [`get_bytes`](Self::get_bytes), with the answer's `Content-Type` ("" when it has none):
+    /// what tells which of the accepted forms the server chose.
+    pub(crate) fn get_typed(&self, path: &str, context: &str, accept: &str) -> Result<(Vec<u8>, String)> {
         let url = self.url(path, "");
         let res = self.call(&url, context, REQUEST_IDLE, false, accept)?;
+        let content_type =
+            res.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
         let mut bytes = Vec::new();
         res.into_body()
             .into_with_config()
@@ -576,7 +584,7 @@ impl Http {
             .reader()
             .read_to_end(&mut bytes)
             .map_err(|e| io_error(context, e))?;
-        Ok(bytes)
+        Ok((bytes, content_type))
     }
 
     /// The full URL of an API path (keeping the server URL's own path prefix) and query.

@@ -16,6 +16,12 @@ pub(crate) const ACCEPT_METADATA_LIST: &str =
 pub(crate) const ACCEPT_METADATA: &str =
     "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
 
+/// `Accept` for the discovery roots `/api` and `/apis`: the aggregated document
+/// (`apidiscovery.k8s.io/v2`, every group, version and resource in one answer), falling back
+/// to the plain one on servers without it (docs/protocol.md §11).
+pub(crate) const ACCEPT_DISCOVERY: &str =
+    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json";
+
 /// `resourceVersionMatch` for lists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -189,6 +195,8 @@ pub(crate) fn group_version_path(group: &str, version: &str) -> String {
 
 /// The discovery path listing every named API group.
 pub(crate) const GROUPS_PATH: &str = "/apis";
+/// The discovery path of the core (legacy) group.
+pub(crate) const CORE_PATH: &str = "/api";
 
 /// The path of one object.
 pub(crate) fn object_path(ar: &ApiResource, namespace: Option<&str>, name: &str) -> String {

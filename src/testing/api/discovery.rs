@@ -1,6 +1,119 @@
-//! Discovery answers: API groups, versions, resources, and the minimal OpenAPI documents kubectl reads.
+//! Discovery answers: API groups, versions, resources (plain, and aggregated into one document
+//! for `/api` and one for `/apis`), and the minimal OpenAPI documents kubectl reads.
 
 use super::*;
+
+/// The `Content-Type` of an aggregated discovery document (`apidiscovery.k8s.io/v2`).
+const AGGREGATED: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+
+/// Whether the client accepts the aggregated form: one of its media ranges is
+/// `application/json` with `g=apidiscovery.k8s.io`, `v=v2` and `as=APIGroupDiscoveryList`
+/// (in any order), as the real server reads it.
+fn accepts_aggregated(req: &Request) -> bool {
+    let Some(accept) = req.header("accept") else { return false };
+    accept.split(',').any(|range| {
+        let mut parts = range.split(';').map(str::trim);
+        let json = parts.next().is_some_and(|base| base.eq_ignore_ascii_case("application/json"));
+        let params: Vec<(&str, &str)> = parts.filter_map(|p| p.split_once('=')).collect();
+        let has = |k: &str, v: &str| params.iter().any(|(pk, pv)| pk.trim() == k && pv.trim() == v);
+        json && has("g", "apidiscovery.k8s.io") && has("v", "v2") && has("as", "APIGroupDiscoveryList")
+    })
+}
+
+/// An `APIGroupDiscoveryList` of `groups` (name and versions, in order), with a `Vary: Accept`
+/// as the real server sends (the same URL has two forms).
+fn aggregated_list(state: &State, groups: &[(String, Vec<String>)]) -> Response {
+    let items: Vec<Value> = groups
+        .iter()
+        .map(|(g, versions)| {
+            let versions: Vec<Value> = versions
+                .iter()
+                .map(|v| {
+                    let resources: Vec<Value> = state
+                        .store
+                        .types
+                        .iter()
+                        .map(|t| &t.rt)
+                        .filter(|rt| rt.group == *g && rt.version == *v)
+                        .map(aggregated_resource)
+                        .collect();
+                    json!({"version": v, "resources": resources, "freshness": "Current"})
+                })
+                .collect();
+            // The core group's name is empty, and Go's encoder leaves an empty name out.
+            let metadata = if g.is_empty() { json!({"creationTimestamp": null}) } else { json!({"name": g}) };
+            json!({"metadata": metadata, "versions": versions})
+        })
+        .collect();
+    let body = json!({"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {}, "items": items});
+    Response::new(200, AGGREGATED, serde_json::to_vec(&body).unwrap_or_default()).header("Vary", "Accept")
+}
+
+/// One resource of an aggregated document: the fields of [`api_resources`]' entries, with its
+/// subresources nested.
+fn aggregated_resource(rt: &ResourceType) -> Value {
+    let kind = json!({"group": rt.group, "version": rt.version, "kind": rt.kind});
+    let mut subresources =
+        vec![json!({"subresource": "status", "responseKind": kind, "verbs": ["get", "patch", "update"]})];
+    if super::write::has_scale(rt) {
+        subresources.push(json!({
+            "subresource": "scale", "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
+            "verbs": ["get", "patch", "update"],
+        }));
+    }
+    let mut r = json!({
+        "resource": rt.plural, "responseKind": kind,
+        "scope": if rt.namespaced { "Namespaced" } else { "Cluster" },
+        "singularResource": singular(rt), "verbs": VERBS, "subresources": subresources,
+    });
+    if !rt.short_names.is_empty() {
+        r["shortNames"] = json!(rt.short_names);
+    }
+    if let Some(categories) = categories(rt) {
+        r["categories"] = json!(categories);
+    }
+    r
+}
+
+/// The verbs every served type allows.
+const VERBS: [&str; 8] = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
+
+fn singular(rt: &ResourceType) -> String {
+    rt.singular.clone().unwrap_or_else(|| rt.kind.to_ascii_lowercase())
+}
+
+/// `kubectl get all` lists these.
+fn categories(rt: &ResourceType) -> Option<[&'static str; 1]> {
+    (rt.built_in && matches!(rt.plural.as_str(), "pods" | "deployments" | "services")).then_some(["all"])
+}
+
+/// The named groups and their versions, in the order `/apis` lists them.
+fn named_groups(state: &State) -> Vec<(String, Vec<String>)> {
+    let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for t in &state.store.types {
+        if !t.rt.group.is_empty() {
+            let versions = groups.entry(t.rt.group.clone()).or_default();
+            if !versions.contains(&t.rt.version) {
+                versions.push(t.rt.version.clone());
+            }
+        }
+    }
+    groups.into_iter().collect()
+}
+
+/// `/api`: the core group's versions, aggregated (with its resources) when the client accepts
+/// that and the server offers it.
+pub(super) fn api_versions(shared: &ServerCore, req: &Request) -> Response {
+    let state = shared.lock();
+    if shared.settings.aggregated_discovery && accepts_aggregated(req) {
+        return aggregated_list(&state, &[(String::new(), vec!["v1".to_owned()])]);
+    }
+    Response::json(
+        200,
+        &json!({"kind": "APIVersions", "versions": ["v1"],
+                "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]}),
+    )
+}
 
 /// `/openapi/v3`: one path per group-version.
 pub(super) fn openapi_index(shared: &ServerCore) -> Response {
@@ -34,17 +147,13 @@ pub(super) fn openapi_v2(req: &Request) -> Response {
     )
 }
 
-/// `/apis`: every group and its versions.
-pub(super) fn api_groups(shared: &ServerCore) -> Response {
+/// `/apis`: every group and its versions; aggregated (with every resource) when the client
+/// accepts that and the server offers it.
+pub(super) fn api_groups(shared: &ServerCore, req: &Request) -> Response {
     let state = shared.lock();
-    let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for t in &state.store.types {
-        if !t.rt.group.is_empty() {
-            let versions = groups.entry(t.rt.group.clone()).or_default();
-            if !versions.contains(&t.rt.version) {
-                versions.push(t.rt.version.clone());
-            }
-        }
+    let groups = named_groups(&state);
+    if shared.settings.aggregated_discovery && accepts_aggregated(req) {
+        return aggregated_list(&state, &groups);
     }
     let groups: Vec<Value> = groups.iter().map(|(g, vs)| group_json(g, vs)).collect();
     Response::json(200, &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}))
@@ -71,16 +180,15 @@ pub(super) fn api_resources(shared: &ServerCore, g: &str, v: &str) -> Response {
     let mut resources = Vec::new();
     for t in state.store.types.iter().filter(|t| t.rt.group == g && t.rt.version == v) {
         let rt = &t.rt;
-        let singular = rt.singular.clone().unwrap_or_else(|| rt.kind.to_ascii_lowercase());
         let mut r = json!({
-            "name": rt.plural, "singularName": singular, "namespaced": rt.namespaced, "kind": rt.kind,
-            "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
+            "name": rt.plural, "singularName": singular(rt), "namespaced": rt.namespaced, "kind": rt.kind,
+            "verbs": VERBS,
         });
         if !rt.short_names.is_empty() {
             r["shortNames"] = json!(rt.short_names);
         }
-        if rt.built_in && matches!(rt.plural.as_str(), "pods" | "deployments" | "services") {
-            r["categories"] = json!(["all"]);
+        if let Some(categories) = categories(rt) {
+            r["categories"] = json!(categories);
         }
         resources.push(r);
         resources.push(json!({
