@@ -218,3 +218,13 @@ pub fn protobuf_object<K: DeserializeOwned + Debug>(body: &[u8]) -> Result<Strin
     }
     direct
 }
+
+/// Decodes one protobuf body (`k8s\0`, a `runtime.Unknown` envelope and the object) as a `K`
+/// with the protobuf decoder, for tests that compare the value itself.
+///
+/// # Errors
+///
+/// The decoder's error, as text.
+pub fn protobuf_decode<K: DeserializeOwned>(body: &[u8]) -> Result<K, String> {
+    crate::wire::protobuf::object::<K>(body).map_err(|e| e.to_string())
+}
