@@ -75,14 +75,21 @@ impl Schema {
         self.by_name.get(name).copied()
     }
 
-    /// The message of a kind in an API group version (`apps/v1`, `Deployment`).
+    /// The message of a kind in an API group version (`apps/v1`, `Deployment`). The kinds of
+    /// `meta.k8s.io/v1` that every group version serves (`Status` above all: errors come as
+    /// apiVersion `v1`, kind `Status`) are found under any known apiVersion.
     pub(crate) fn kind(&self, api_version: &str, kind: &str) -> Option<usize> {
         let package = self.packages.get(api_version)?;
         // A kind is a plain identifier; anything else would find a message by a path of its own.
         if kind.is_empty() || !kind.bytes().all(|b| b.is_ascii_alphanumeric()) {
             return None;
         }
-        self.message(&format!("{package}.{kind}"))
+        self.message(&format!("{package}.{kind}")).or_else(|| match kind {
+            "Status" | "WatchEvent" | "PartialObjectMetadata" | "PartialObjectMetadataList" => {
+                self.message(&format!("meta.v1.{kind}"))
+            }
+            _ => None,
+        })
     }
 }
 
@@ -196,6 +203,8 @@ mod tests {
             ("events.k8s.io/v1", "Event"),
             ("batch/v1", "Job"),
             ("meta.k8s.io/v1", "PartialObjectMetadata"),
+            ("v1", "Status"),
+            ("apps/v1", "Status"),
         ] {
             assert!(schema.kind(api_version, kind).is_some(), "{api_version} {kind}");
         }

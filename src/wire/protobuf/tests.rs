@@ -171,3 +171,27 @@ fn what_it_cannot_read_is_an_error_that_names_it() {
     huge.extend(Writer::default().varint(2 << 3 | 2).varint(u64::MAX >> 1).done());
     assert!(object::<ConfigMap>(&huge).unwrap_err().0.contains("runs past the end"));
 }
+
+#[test]
+fn an_error_status_reads_as_kubernetes_writes_it() {
+    // apiVersion v1, kind Status: a meta.k8s.io type served under every group version.
+    let cause = Writer::default().str(1, "FieldValueInvalid").str(2, "bad").str(3, "spec.x").done();
+    let details =
+        Writer::default().str(1, "web").str(2, "apps").str(3, "deployments").bytes(4, &cause).int(5, 0).done();
+    let list_meta = Writer::default().str(1, "").str(2, "").done();
+    let raw = Writer::default()
+        .bytes(1, &list_meta)
+        .str(2, "Failure")
+        .str(3, "too old resource version: 5 (9)")
+        .str(4, "Expired")
+        .bytes(5, &details)
+        .int(6, 410)
+        .done();
+    let status: k8s_openapi::apimachinery::pkg::apis::meta::v1::Status =
+        object(&envelope("v1", "Status", &raw)).unwrap();
+    let expected = json!({"apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Failure",
+        "message": "too old resource version: 5 (9)", "reason": "Expired", "code": 410,
+        "details": {"name": "web", "group": "apps", "kind": "deployments",
+                    "causes": [{"reason": "FieldValueInvalid", "message": "bad", "field": "spec.x"}]}});
+    assert_eq!(status, serde_json::from_value(expected).unwrap());
+}
