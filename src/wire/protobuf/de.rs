@@ -11,7 +11,7 @@
 
 use std::fmt;
 
-use serde::de::{self, DeserializeSeed, IntoDeserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde::forward_to_deserialize_any;
 
 use super::schema::{Field, Message, Schema, Type};
@@ -148,8 +148,10 @@ struct Fields<'de> {
     depth: u32,
     head: Vec<(&'static str, &'de str)>,
     pending: Option<Pending<'de>>,
-    /// Repeated and map fields already handed out whole: their later records are skipped.
-    done: Vec<u32>,
+    /// Repeated and map fields already handed out whole (bit `n` for field `n` below 64, the
+    /// list above): their later records are skipped.
+    done: u64,
+    done_high: Vec<u32>,
     /// An inlined message whose fields are being handed out as this one's.
     inner: Option<Box<Fields<'de>>>,
 }
@@ -176,7 +178,8 @@ impl<'de> Fields<'de> {
             depth,
             head: Vec::new(),
             pending: None,
-            done: Vec::new(),
+            done: 0,
+            done_high: Vec::new(),
             inner: None,
         })
     }
@@ -236,10 +239,17 @@ impl<'de> MapAccess<'de> for Fields<'de> {
             };
             match &field.ty {
                 Type::Repeated(_) | Type::Map(_) => {
-                    if self.done.contains(&field.number) {
+                    if field.number < 64 {
+                        let bit = 1u64 << field.number;
+                        if self.done & bit != 0 {
+                            continue;
+                        }
+                        self.done |= bit;
+                    } else if self.done_high.contains(&field.number) {
                         continue;
+                    } else {
+                        self.done_high.push(field.number);
                     }
-                    self.done.push(field.number);
                     self.pending = Some(Pending::All(field, start));
                 }
                 ty => {
@@ -423,9 +433,12 @@ impl<'de> de::Deserializer<'de> for ValueDe<'de> {
                 if raw.starts_with(super::MAGIC) {
                     return err("an embedded object in protobuf (not JSON) is not supported");
                 }
-                let value: serde_json::Value =
-                    serde_json::from_slice(raw).map_err(|e| Error(format!("embedded JSON: {e}")))?;
-                value.into_deserializer().deserialize_any(visitor).map_err(|e| Error(e.to_string()))
+                // Straight from the bytes into the visitor, as the JSON path reads it.
+                let json = |e: serde_json::Error| Error(format!("embedded JSON: {e}"));
+                let mut de = serde_json::Deserializer::from_slice(raw);
+                let value = de.deserialize_any(visitor).map_err(json)?;
+                de.end().map_err(json)?;
+                Ok(value)
             }
             (Type::Message(index), Wire::Bytes(b)) => visitor.visit_map(Fields::new(self.ctx, *index, b, self.depth)?),
             (Type::Wrapped(inner), Wire::Bytes(b)) => visitor.visit_seq(Elements {

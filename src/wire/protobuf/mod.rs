@@ -14,6 +14,7 @@
 #![cfg_attr(not(feature = "fuzzing"), allow(dead_code))]
 
 pub(crate) mod de;
+pub(crate) mod en;
 pub(crate) mod schema;
 mod time;
 
@@ -85,6 +86,17 @@ pub(crate) fn object<T: DeserializeOwned>(body: &[u8]) -> Result<T, Error> {
     };
     let head = [("apiVersion", envelope.api_version), ("kind", envelope.kind)];
     de::message(ctx, index, envelope.raw, &head)
+}
+
+/// Encodes an object's JSON form (with `apiVersion` and `kind`) as an enveloped protobuf body.
+pub(crate) fn encode(value: &serde_json::Value) -> Result<Vec<u8>, Error> {
+    let text = |key: &str| value.get(key).and_then(serde_json::Value::as_str).unwrap_or_default();
+    let (api_version, kind) = (text("apiVersion"), text("kind"));
+    let schema = schema::schema();
+    let Some(index) = schema.kind(api_version, kind) else {
+        return Err(Error(format!("kind {kind:?} of apiVersion {api_version:?} has no protobuf form")));
+    };
+    Ok(en::envelope(api_version, kind, &en::message(schema, index, value, 0)?))
 }
 
 #[cfg(test)]

@@ -38,6 +38,63 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
     (year, month, day)
 }
 
+/// Days since 1970-01-01 of a civil date (the inverse of [`civil_from_days`]).
+fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let m = i64::from(month);
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(day) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// Seconds and nanoseconds of an RFC 3339 time as Kubernetes writes it
+/// (`2006-01-02T15:04:05Z`, optionally with a fraction; an offset instead of `Z` is applied).
+pub(crate) fn parse_rfc3339(text: &str) -> Result<(i64, u32), Error> {
+    let bad = || Error(format!("{text:?} is not an RFC 3339 time"));
+    let b = text.as_bytes();
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't') || b[13] != b':' || b[16] != b':' {
+        return Err(bad());
+    }
+    let num = |r: std::ops::Range<usize>| -> Result<i64, Error> {
+        let digits = text.get(r).ok_or_else(bad)?;
+        if !digits.bytes().all(|c| c.is_ascii_digit()) {
+            return Err(bad());
+        }
+        digits.parse().map_err(|_| bad())
+    };
+    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, m, s) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || h > 23 || m > 59 || s > 60 {
+        return Err(bad());
+    }
+    let mut rest = &text[19..];
+    let mut nanos = 0u32;
+    if let Some(frac) = rest.strip_prefix('.') {
+        let digits = frac.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return Err(bad());
+        }
+        for (i, c) in frac.bytes().take(digits.min(9)).enumerate() {
+            nanos += u32::from(c - b'0') * 10u32.pow(8 - i as u32);
+        }
+        rest = &frac[digits..];
+    }
+    let offset = match rest {
+        "Z" | "z" => 0,
+        _ if rest.len() == 6 && matches!(rest.as_bytes()[0], b'+' | b'-') && rest.as_bytes()[3] == b':' => {
+            let sign = if rest.starts_with('-') { -1 } else { 1 };
+            let start = text.len() - 6;
+            let (oh, om) = (num(start + 1..start + 3)?, num(start + 4..start + 6)?);
+            sign * (oh * 3600 + om * 60)
+        }
+        _ => return Err(bad()),
+    };
+    let days = days_from_civil(year, month as u32, day as u32);
+    Ok((days * 86_400 + h * 3600 + m * 60 + s - offset, nanos))
+}
+
 /// Go's `time.Duration.String()`: `1h2m3.5s`, `1.5ms`, `0s`.
 pub(crate) fn go_duration(nanos: i64) -> String {
     let neg = nanos < 0;
@@ -92,6 +149,25 @@ mod tests {
         assert_eq!(rfc3339(-62_135_596_800, None).unwrap(), "0001-01-01T00:00:00Z");
         assert!(rfc3339(i64::MAX, None).is_err() && rfc3339(i64::MIN, None).is_err());
         assert!(rfc3339(0, Some(-1)).is_err() && rfc3339(0, Some(1_000_000_000)).is_err());
+    }
+
+    #[test]
+    fn times_parse_back() {
+        for seconds in [0, 1_700_000_000, -1, 951_782_400, -62_135_596_800, 253_402_300_799] {
+            assert_eq!(parse_rfc3339(&rfc3339(seconds, None).unwrap()).unwrap(), (seconds, 0));
+        }
+        assert_eq!(parse_rfc3339("2023-11-14T22:13:20.123456Z").unwrap(), (1_700_000_000, 123_456_000));
+        assert_eq!(parse_rfc3339("2023-11-14T23:13:20+01:00").unwrap(), (1_700_000_000, 0));
+        for bad in [
+            "",
+            "2023-11-14",
+            "2023-11-14T22:13:20",
+            "2023-13-14T22:13:20Z",
+            "2023-11-14T22:13:20.Z",
+            "x023-11-14T22:13:20Z",
+        ] {
+            assert!(parse_rfc3339(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]
