@@ -65,7 +65,15 @@ impl<'a> Reader<'a> {
         self.pos >= self.data.len()
     }
 
+    #[inline]
     pub(crate) fn varint(&mut self) -> Result<u64, Error> {
+        // Most keys and lengths fit one byte.
+        if let Some(&byte) = self.data.get(self.pos)
+            && byte < 0x80
+        {
+            self.pos += 1;
+            return Ok(u64::from(byte));
+        }
         let mut value = 0u64;
         for shift in (0..64).step_by(7) {
             let Some(&byte) = self.data.get(self.pos) else {
@@ -80,6 +88,7 @@ impl<'a> Reader<'a> {
         err(format!("varint longer than 10 bytes at byte {}", self.pos))
     }
 
+    #[inline]
     fn take(&mut self, n: u64) -> Result<&'a [u8], Error> {
         let left = self.data.len() - self.pos;
         match usize::try_from(n) {
@@ -93,6 +102,7 @@ impl<'a> Reader<'a> {
     }
 
     /// The next field number and value, or `None` at the end.
+    #[inline]
     pub(crate) fn next(&mut self) -> Result<Option<(u64, Wire<'a>)>, Error> {
         if self.at_end() {
             return Ok(None);
@@ -133,10 +143,10 @@ pub(crate) fn message<'de, T: de::Deserialize<'de>>(
     ctx: Ctx,
     index: usize,
     bytes: &'de [u8],
-    head: &[(&'static str, &'de str)],
+    head: &'de [(&'static str, &'de str)],
 ) -> Result<T, Error> {
     let mut fields = Fields::new(ctx, index, bytes, 0)?;
-    fields.head = head.to_vec();
+    fields.head = head;
     T::deserialize(MessageDe(Some(fields)))
 }
 
@@ -146,12 +156,16 @@ struct Fields<'de> {
     message: &'static Message,
     reader: Reader<'de>,
     depth: u32,
-    head: Vec<(&'static str, &'de str)>,
+    /// Entries handed out before the message's own (`apiVersion`, `kind`), first to last.
+    head: &'de [(&'static str, &'de str)],
     pending: Option<Pending<'de>>,
-    /// Repeated and map fields already handed out whole (bit `n` for field `n` below 64, the
-    /// list above): their later records are skipped.
+    /// Repeated and map fields already handed out whole (bit `n` for field `n`; the schema keeps
+    /// their numbers below 64): their later records are skipped.
     done: u64,
-    done_high: Vec<u32>,
+    /// Field numbers (bit `n & 63`) whose records come in more than one run; found in one pass
+    /// over the message when its first repeated field is met (`None` until then). The others,
+    /// as Go writes them, are read in one run from where they start.
+    split: Option<u64>,
     /// An inlined message whose fields are being handed out as this one's.
     inner: Option<Box<Fields<'de>>>,
 }
@@ -159,8 +173,9 @@ struct Fields<'de> {
 enum Pending<'de> {
     Head(&'de str),
     One(&'static Field, Wire<'de>),
-    /// A repeated or map field: every record of this number from `from` on.
-    All(&'static Field, Reader<'de>),
+    /// A repeated or map field: every record of this number from the reader's position on; with
+    /// `true` they are one run, read with the message's own reader, which ends up after it.
+    All(&'static Field, Reader<'de>, bool),
 }
 
 impl<'de> Fields<'de> {
@@ -176,12 +191,32 @@ impl<'de> Fields<'de> {
             message,
             reader: Reader::new(bytes),
             depth,
-            head: Vec::new(),
+            head: &[],
             pending: None,
             done: 0,
-            done_high: Vec::new(),
+            split: None,
             inner: None,
         })
+    }
+
+    /// The numbers of the fields whose records are split into several runs (see `split`).
+    fn split(&mut self) -> Result<u64, Error> {
+        if let Some(split) = self.split {
+            return Ok(split);
+        }
+        let (mut reader, mut seen, mut split, mut previous) = (Reader::new(self.reader.data), 0u64, 0u64, 0u64);
+        while let Some((number, _)) = reader.next()? {
+            if number != previous {
+                let bit = 1u64 << (number & 63);
+                if seen & bit != 0 {
+                    split |= bit;
+                }
+                seen |= bit;
+                previous = number;
+            }
+        }
+        self.split = Some(split);
+        Ok(split)
     }
 
     fn at(&self, field: &Field, e: Error) -> Error {
@@ -207,8 +242,9 @@ impl<'de> MapAccess<'de> for Fields<'de> {
     type Error = Error;
 
     fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, Error> {
-        if let Some((name, value)) = self.head.first().copied() {
-            self.head.remove(0);
+        if let Some(((name, value), rest)) = self.head.split_first() {
+            let (name, value) = (*name, *value);
+            self.head = rest;
             self.pending = Some(Pending::Head(value));
             return seed.deserialize(de::value::BorrowedStrDeserializer::new(name)).map(Some);
         }
@@ -239,18 +275,16 @@ impl<'de> MapAccess<'de> for Fields<'de> {
             };
             match &field.ty {
                 Type::Repeated(_) | Type::Map(_) => {
-                    if field.number < 64 {
-                        let bit = 1u64 << field.number;
-                        if self.done & bit != 0 {
-                            continue;
-                        }
-                        self.done |= bit;
-                    } else if self.done_high.contains(&field.number) {
+                    let bit = 1u64 << (field.number & 63);
+                    if self.done & bit != 0 {
                         continue;
-                    } else {
-                        self.done_high.push(field.number);
                     }
-                    self.pending = Some(Pending::All(field, start));
+                    self.done |= bit;
+                    let run = self.split().map_err(|e| Error(format!("{}: {e}", self.message.name)))? & bit == 0;
+                    if run {
+                        self.reader = start.clone();
+                    }
+                    self.pending = Some(Pending::All(field, start, run));
                 }
                 ty => {
                     if is_zero(ty, wire, field.omit_zero).map_err(|e| self.at(field, e))? {
@@ -273,8 +307,11 @@ impl<'de> MapAccess<'de> for Fields<'de> {
             Some(Pending::One(field, wire)) => {
                 seed.deserialize(ValueDe { ctx, ty: &field.ty, wire, depth: depth + 1 }).map_err(|e| self.at(field, e))
             }
-            Some(Pending::All(field, from)) => {
-                seed.deserialize(AllDe { ctx, field, from, depth: depth + 1 }).map_err(|e| self.at(field, e))
+            Some(Pending::All(field, from, run)) => {
+                let mut from = from;
+                let reader = if run { &mut self.reader } else { &mut from };
+                let value = seed.deserialize(AllDe { ctx, field, from: reader, run, depth: depth + 1 });
+                value.map_err(|e| self.at(field, e))
             }
             None => err("a value was asked for before its key"),
         }
@@ -399,10 +436,12 @@ impl<'de> de::Deserializer<'de> for ValueDe<'de> {
             (Type::Bool, Wire::Varint(v)) => visitor.visit_bool(v != 0),
             // int32 negatives are sent sign-extended to 64 bits, so one cast serves both widths.
             (Type::Int, Wire::Varint(v)) => visitor.visit_i64(v as i64),
-            (Type::Time, Wire::Bytes(b)) => visitor.visit_string(super::time::rfc3339(seconds_nanos(b)?.0, None)?),
+            (Type::Time, Wire::Bytes(b)) => {
+                visitor.visit_str(super::time::rfc3339(seconds_nanos(b)?.0, None)?.as_str())
+            }
             (Type::MicroTime, Wire::Bytes(b)) => {
                 let (seconds, nanos) = seconds_nanos(b)?;
-                visitor.visit_string(super::time::rfc3339(seconds, Some(nanos))?)
+                visitor.visit_str(super::time::rfc3339(seconds, Some(nanos))?.as_str())
             }
             (Type::Duration, Wire::Bytes(b)) => {
                 let mut reader = Reader::new(b);
@@ -445,7 +484,8 @@ impl<'de> de::Deserializer<'de> for ValueDe<'de> {
                 ctx: self.ctx,
                 ty: inner,
                 number: 1,
-                reader: Reader::new(b),
+                reader: &mut Reader::new(b),
+                run: false,
                 packed: None,
                 depth: self.depth,
             }),
@@ -472,14 +512,16 @@ impl<'de> de::Deserializer<'de> for ValueDe<'de> {
 }
 
 /// Every record of one repeated or map field, from its first record on.
-struct AllDe<'de> {
+struct AllDe<'a, 'de> {
     ctx: Ctx,
     field: &'static Field,
-    from: Reader<'de>,
+    from: &'a mut Reader<'de>,
+    /// The records are one run: stop at the first record of another field.
+    run: bool,
     depth: u32,
 }
 
-impl<'de> de::Deserializer<'de> for AllDe<'de> {
+impl<'de> de::Deserializer<'de> for AllDe<'_, 'de> {
     type Error = Error;
 
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
@@ -490,6 +532,7 @@ impl<'de> de::Deserializer<'de> for AllDe<'de> {
                 ty: value,
                 number,
                 reader: self.from,
+                run: self.run,
                 value: None,
                 depth: self.depth,
             }),
@@ -498,6 +541,7 @@ impl<'de> de::Deserializer<'de> for AllDe<'de> {
                 ty: element,
                 number,
                 reader: self.from,
+                run: self.run,
                 packed: None,
                 depth: self.depth,
             }),
@@ -525,16 +569,18 @@ impl<'de> de::Deserializer<'de> for AllDe<'de> {
 
 /// The elements of a repeated field: every record with its number (numbers may also come packed,
 /// several varints in one length-delimited record).
-struct Elements<'de> {
+struct Elements<'a, 'de> {
     ctx: Ctx,
     ty: &'static Type,
     number: u64,
-    reader: Reader<'de>,
+    reader: &'a mut Reader<'de>,
+    /// Stop before the first record of another field (left for the message to read).
+    run: bool,
     packed: Option<Reader<'de>>,
     depth: u32,
 }
 
-impl<'de> SeqAccess<'de> for Elements<'de> {
+impl<'de> SeqAccess<'de> for Elements<'_, 'de> {
     type Error = Error;
 
     fn next_element_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>, Error> {
@@ -547,8 +593,13 @@ impl<'de> SeqAccess<'de> for Elements<'de> {
                 }
                 self.packed = None;
             }
+            let before = self.reader.clone();
             let Some((number, wire)) = self.reader.next()? else { return Ok(None) };
             if number != self.number {
+                if self.run {
+                    *self.reader = before;
+                    return Ok(None);
+                }
                 continue;
             }
             if let (Type::Int | Type::Bool, Wire::Bytes(b)) = (self.ty, wire) {
@@ -562,22 +613,29 @@ impl<'de> SeqAccess<'de> for Elements<'de> {
 }
 
 /// The entries of a map field: every record with its number, each a message of key (1) and value (2).
-struct Entries<'de> {
+struct Entries<'a, 'de> {
     ctx: Ctx,
     ty: &'static Type,
     number: u64,
-    reader: Reader<'de>,
+    reader: &'a mut Reader<'de>,
+    /// Stop before the first record of another field (left for the message to read).
+    run: bool,
     value: Option<Option<Wire<'de>>>,
     depth: u32,
 }
 
-impl<'de> MapAccess<'de> for Entries<'de> {
+impl<'de> MapAccess<'de> for Entries<'_, 'de> {
     type Error = Error;
 
     fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, Error> {
         loop {
+            let before = self.reader.clone();
             let Some((number, wire)) = self.reader.next()? else { return Ok(None) };
             if number != self.number {
+                if self.run {
+                    *self.reader = before;
+                    return Ok(None);
+                }
                 continue;
             }
             let Wire::Bytes(entry) = wire else {

@@ -65,12 +65,16 @@ impl Message {
 #[derive(Debug)]
 pub(crate) struct Schema {
     pub(crate) messages: Vec<Message>,
+    /// Messages by name (`core.v1.Pod`), for tests.
+    #[cfg(test)]
     by_name: HashMap<&'static str, usize>,
-    /// `apiVersion` → package (`apps/v1` → `apps.v1`).
-    packages: HashMap<&'static str, &'static str>,
+    /// `apiVersion` → kind → message (`apps/v1` → `Deployment` → `apps.v1.Deployment`), so that
+    /// finding the message of an object allocates nothing.
+    kinds: HashMap<&'static str, HashMap<&'static str, usize>>,
 }
 
 impl Schema {
+    #[cfg(test)]
     pub(crate) fn message(&self, name: &str) -> Option<usize> {
         self.by_name.get(name).copied()
     }
@@ -79,14 +83,10 @@ impl Schema {
     /// `meta.k8s.io/v1` that every group version serves (`Status` above all: errors come as
     /// apiVersion `v1`, kind `Status`) are found under any known apiVersion.
     pub(crate) fn kind(&self, api_version: &str, kind: &str) -> Option<usize> {
-        let package = self.packages.get(api_version)?;
-        // A kind is a plain identifier; anything else would find a message by a path of its own.
-        if kind.is_empty() || !kind.bytes().all(|b| b.is_ascii_alphanumeric()) {
-            return None;
-        }
-        self.message(&format!("{package}.{kind}")).or_else(|| match kind {
+        let kinds = self.kinds.get(api_version)?;
+        kinds.get(kind).copied().or_else(|| match kind {
             "Status" | "WatchEvent" | "PartialObjectMetadata" | "PartialObjectMetadataList" => {
-                self.message(&format!("meta.v1.{kind}"))
+                self.kinds.get("meta.k8s.io/v1")?.get(kind).copied()
             }
             _ => None,
         })
@@ -158,6 +158,10 @@ pub(crate) fn parse(text: &'static str) -> Result<Schema, String> {
                 None => (ty, false),
             };
             let ty = parse_type(ty, &names).map_err(|e| format!("{name}.{field}: {e}"))?;
+            // The decoder marks repeated and map fields it has handed out in a 64-bit set.
+            if matches!(ty, Type::Repeated(_) | Type::Map(_)) && number >= 64 {
+                return Err(format!("{name}.{field}: a repeated field numbered 64 or above"));
+            }
             let inline = field == "..";
             if inline && !matches!(ty, Type::Message(_)) {
                 return Err(format!("{name}: an inlined field must be a message"));
@@ -171,7 +175,21 @@ pub(crate) fn parse(text: &'static str) -> Result<Schema, String> {
         }
         messages.push(Message { name, fields, by_number });
     }
-    Ok(Schema { messages, by_name: names, packages })
+    let mut kinds: HashMap<&'static str, HashMap<&'static str, usize>> = HashMap::new();
+    for (api_version, package) in packages {
+        let in_package = kinds.entry(api_version).or_default();
+        for (i, message) in messages.iter().enumerate() {
+            if let Some(kind) = message.name.strip_prefix(package).and_then(|k| k.strip_prefix('.')) {
+                in_package.insert(kind, i);
+            }
+        }
+    }
+    Ok(Schema {
+        messages,
+        #[cfg(test)]
+        by_name: names,
+        kinds,
+    })
 }
 
 /// The table of the Kubernetes version the crate was generated for (`table.txt`).

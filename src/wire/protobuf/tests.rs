@@ -195,3 +195,43 @@ fn an_error_status_reads_as_kubernetes_writes_it() {
                     "causes": [{"reason": "FieldValueInvalid", "message": "bad", "field": "spec.x"}]}});
     assert_eq!(status, serde_json::from_value(expected).unwrap());
 }
+
+#[test]
+fn runs_of_repeated_fields_read_in_place_whether_or_not_the_type_wants_them() {
+    // labels (11) and finalizers (14) in one run each, between other fields; a type that does not
+    // know them skips them and still reads what follows.
+    let meta = Writer::default()
+        .str(1, "x")
+        .entry(11, "a", "1")
+        .entry(11, "b", "2")
+        .str(14, "f1")
+        .str(14, "f2")
+        .str(3, "ns")
+        .done();
+    let raw = Writer::default().bytes(1, &meta).entry(2, "k", "v").done();
+    let body = envelope("v1", "ConfigMap", &raw);
+    #[derive(serde::Deserialize, Debug, PartialEq)]
+    struct Meta {
+        name: String,
+        namespace: String,
+    }
+    #[derive(serde::Deserialize, Debug, PartialEq)]
+    struct Narrow {
+        metadata: Meta,
+        data: std::collections::BTreeMap<String, String>,
+    }
+    let narrow: Narrow = object(&body).unwrap();
+    assert_eq!(narrow.metadata, Meta { name: "x".into(), namespace: "ns".into() });
+    assert_eq!(narrow.data.len(), 1);
+    let cm: ConfigMap = object(&body).unwrap();
+    assert_eq!(cm.metadata.finalizers, Some(vec!["f1".into(), "f2".into()]));
+    assert_eq!(cm.metadata.labels.unwrap().len(), 2);
+    assert_eq!(cm.metadata.namespace.as_deref(), Some("ns"));
+    // The same records split into two runs each are still one list and one map.
+    let split =
+        Writer::default().entry(11, "a", "1").str(14, "f1").str(1, "x").entry(11, "b", "2").str(14, "f2").done();
+    let cm: ConfigMap = object(&envelope("v1", "ConfigMap", &Writer::default().bytes(1, &split).done())).unwrap();
+    assert_eq!(cm.metadata.finalizers, Some(vec!["f1".into(), "f2".into()]));
+    assert_eq!(cm.metadata.labels.unwrap().len(), 2);
+    assert_eq!(cm.metadata.name.as_deref(), Some("x"));
+}

@@ -2,26 +2,56 @@
 
 use super::de::Error;
 
+/// A time in its JSON form, on the stack: `2006-01-02T15:04:05Z` or, for `MicroTime`,
+/// `2006-01-02T15:04:05.000000Z`.
+pub(crate) struct TimeText {
+    buf: [u8; 27],
+    len: usize,
+}
+
+impl TimeText {
+    pub(crate) fn as_str(&self) -> &str {
+        // Only ASCII digits and separators are written.
+        std::str::from_utf8(&self.buf[..self.len]).unwrap_or_default()
+    }
+}
+
 /// `2006-01-02T15:04:05Z`, or with `nanos` the microsecond form of `MicroTime`
 /// (`2006-01-02T15:04:05.000000Z`). Go cannot write a year outside 0..=9999 in JSON, so neither
 /// can this.
-pub(crate) fn rfc3339(seconds: i64, nanos: Option<i64>) -> Result<String, Error> {
+pub(crate) fn rfc3339(seconds: i64, nanos: Option<i64>) -> Result<TimeText, Error> {
     let days = seconds.div_euclid(86_400);
     let secs = seconds.rem_euclid(86_400);
     let (year, month, day) = civil_from_days(days);
     if !(0..=9999).contains(&year) {
         return Err(Error(format!("time {seconds}s from 1970 is outside the years 0 to 9999")));
     }
-    let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
-    Ok(match nanos {
-        None => format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}Z"),
+    let mut out = TimeText { buf: *b"0000-00-00T00:00:00.000000Z", len: 20 };
+    let mut put = |at: usize, width: usize, mut v: u64| {
+        for i in (at..at + width).rev() {
+            out.buf[i] = b'0' + (v % 10) as u8;
+            v /= 10;
+        }
+    };
+    put(0, 4, year as u64);
+    put(5, 2, u64::from(month));
+    put(8, 2, u64::from(day));
+    put(11, 2, (secs / 3600) as u64);
+    put(14, 2, (secs / 60 % 60) as u64);
+    put(17, 2, (secs % 60) as u64);
+    match nanos {
+        None => {
+            out.buf[19] = b'Z';
+        }
         Some(nanos) => {
             if !(0..1_000_000_000).contains(&nanos) {
                 return Err(Error(format!("{nanos} nanoseconds is not within a second")));
             }
-            format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}.{:06}Z", nanos / 1000)
+            put(20, 6, (nanos / 1000) as u64);
+            out.len = 27;
         }
-    })
+    }
+    Ok(out)
 }
 
 /// Days since 1970-01-01 → (year, month, day), proleptic Gregorian (Howard Hinnant's algorithm).
@@ -142,11 +172,11 @@ mod tests {
 
     #[test]
     fn times_read_as_go_writes_them() {
-        assert_eq!(rfc3339(1_700_000_000, None).unwrap(), "2023-11-14T22:13:20Z");
-        assert_eq!(rfc3339(1_700_000_000, Some(123_456_789)).unwrap(), "2023-11-14T22:13:20.123456Z");
-        assert_eq!(rfc3339(-1, None).unwrap(), "1969-12-31T23:59:59Z");
-        assert_eq!(rfc3339(951_782_400, None).unwrap(), "2000-02-29T00:00:00Z");
-        assert_eq!(rfc3339(-62_135_596_800, None).unwrap(), "0001-01-01T00:00:00Z");
+        assert_eq!(rfc3339(1_700_000_000, None).unwrap().as_str(), "2023-11-14T22:13:20Z");
+        assert_eq!(rfc3339(1_700_000_000, Some(123_456_789)).unwrap().as_str(), "2023-11-14T22:13:20.123456Z");
+        assert_eq!(rfc3339(-1, None).unwrap().as_str(), "1969-12-31T23:59:59Z");
+        assert_eq!(rfc3339(951_782_400, None).unwrap().as_str(), "2000-02-29T00:00:00Z");
+        assert_eq!(rfc3339(-62_135_596_800, None).unwrap().as_str(), "0001-01-01T00:00:00Z");
         assert!(rfc3339(i64::MAX, None).is_err() && rfc3339(i64::MIN, None).is_err());
         assert!(rfc3339(0, Some(-1)).is_err() && rfc3339(0, Some(1_000_000_000)).is_err());
     }
@@ -154,7 +184,7 @@ mod tests {
     #[test]
     fn times_parse_back() {
         for seconds in [0, 1_700_000_000, -1, 951_782_400, -62_135_596_800, 253_402_300_799] {
-            assert_eq!(parse_rfc3339(&rfc3339(seconds, None).unwrap()).unwrap(), (seconds, 0));
+            assert_eq!(parse_rfc3339(rfc3339(seconds, None).unwrap().as_str()).unwrap(), (seconds, 0));
         }
         assert_eq!(parse_rfc3339("2023-11-14T22:13:20.123456Z").unwrap(), (1_700_000_000, 123_456_000));
         assert_eq!(parse_rfc3339("2023-11-14T23:13:20+01:00").unwrap(), (1_700_000_000, 0));
