@@ -753,7 +753,7 @@ fn map(rng: &mut StdRng) -> BTreeMap<String, String> {
 fn randomized_objects_decode_as_their_json() {
     let seed = std::env::var("KUBE_WATCHER_FUZZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(25);
     let mut rng = StdRng::seed_from_u64(seed);
-    for round in 0..300 {
+    for _ in 0..300 {
         let (name, labels, data) = (text(&mut rng), map(&mut rng), map(&mut rng));
         let bytes: BTreeMap<String, Vec<u8>> = (0..rng.random_range(0..3))
             .map(|_| (text(&mut rng), (0..rng.random_range(0..20)).map(|_| rng.random()).collect()))
@@ -827,8 +827,84 @@ fn randomized_objects_decode_as_their_json() {
             &svc,
             json!({"metadata": meta_json.clone(), "spec": spec_json}),
         );
-        let _ = round;
+
+        let (pod, pod_json) = random_pod(&mut rng, meta.clone(), meta_json.clone());
+        agree_kind::<k8s_openapi::api::core::v1::Pod>(&pod, pod_json);
     }
+}
+
+/// A pod with random containers: Go's zeros where Go sends them, pointers set or not.
+fn random_pod(rng: &mut StdRng, meta: meta::ObjectMeta, meta_json: Value) -> (core::Pod, Value) {
+    let mut containers = Vec::new();
+    let mut containers_json = Vec::new();
+    for _ in 0..rng.random_range(1..4) {
+        let (name, image) = (text(rng), text(rng));
+        let args: Vec<String> = (0..rng.random_range(0..3)).map(|_| text(rng)).collect();
+        let host_port: i32 = if rng.random_bool(0.5) { 0 } else { rng.random() };
+        let container_port: i32 = rng.random();
+        let env: Vec<(String, String)> = (0..rng.random_range(0..4)).map(|_| (text(rng), text(rng))).collect();
+        let cpu = format!("{}m", rng.random_range(0..4000));
+        let run_as_user: Option<i64> = rng.random_bool(0.5).then(|| rng.random_range(-1..70_000));
+        let stdin = rng.random_bool(0.5);
+        containers.push(core::Container {
+            name: Some(name.clone()),
+            image: Some(image.clone()),
+            args: args.clone(),
+            ports: vec![core::ContainerPort {
+                name: s(""),
+                host_port: Some(host_port),
+                container_port: Some(container_port),
+                protocol: s("TCP"),
+                host_ip: s(""),
+            }],
+            env: env
+                .iter()
+                .map(|(k, v)| core::EnvVar { name: Some(k.clone()), value: Some(v.clone()), value_from: None })
+                .collect(),
+            resources: Some(core::ResourceRequirements {
+                requests: quantities(&[("cpu", &cpu)]),
+                ..Default::default()
+            }),
+            security_context: Some(core::SecurityContext { run_as_user, ..Default::default() }),
+            stdin: Some(stdin),
+            ..Default::default()
+        });
+        let mut c = json!({"name": name, "ports": [{"containerPort": container_port, "protocol": "TCP"}],
+                           "resources": {"requests": {"cpu": cpu}}, "securityContext": {}});
+        if !image.is_empty() {
+            c["image"] = json!(image);
+        }
+        if !args.is_empty() {
+            c["args"] = json!(args);
+        }
+        if host_port != 0 {
+            c["ports"][0]["hostPort"] = json!(host_port);
+        }
+        if !env.is_empty() {
+            c["env"] = env
+                .iter()
+                .map(|(k, v)| if v.is_empty() { json!({"name": k}) } else { json!({"name": k, "value": v}) })
+                .collect();
+        }
+        if let Some(uid) = run_as_user {
+            c["securityContext"]["runAsUser"] = json!(uid);
+        }
+        if stdin {
+            c["stdin"] = json!(true);
+        }
+        containers_json.push(c);
+    }
+    let started: i64 = rng.random_range(0..4_000_000_000);
+    let pod = core::Pod {
+        metadata: Some(meta),
+        spec: Some(core::PodSpec { containers, ..Default::default() }),
+        status: Some(core::PodStatus { phase: s(""), start_time: time(started), ..Default::default() }),
+    };
+    let mut status = json!({});
+    if started != 0 {
+        status["startTime"] = json!(rfc3339(started));
+    }
+    (pod, json!({"metadata": meta_json, "spec": {"containers": containers_json}, "status": status}))
 }
 
 /// Go's RFC 3339 form of a time, computed with jiff (what k8s-openapi parses with), not with the
