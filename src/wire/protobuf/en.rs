@@ -91,7 +91,18 @@ fn write_message(out: &mut Vec<u8>, schema: &Schema, index: usize, value: &Value
 }
 
 fn write_value(out: &mut Vec<u8>, schema: &Schema, number: u32, ty: &Type, v: &Value, depth: u32) -> Result<(), Error> {
-    let mismatch = || Error(format!("{v} is not a {ty:?}"));
+    // The value itself is not quoted: it may be a Secret's.
+    let mismatch = || {
+        let json = match v {
+            Value::Null => "null",
+            Value::Bool(_) => "a boolean",
+            Value::Number(_) => "a number",
+            Value::String(_) => "a string",
+            Value::Array(_) => "an array",
+            Value::Object(_) => "an object",
+        };
+        Error(format!("{json} where the table says {ty:?}"))
+    };
     match (ty, v) {
         (Type::String, Value::String(s)) => bytes(out, number, s.as_bytes()),
         (Type::Bytes, Value::String(s)) => {
