@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fuzzes the watch-line decoder, the list decoder and the kubeconfig parser, each for a bounded
+# Fuzzes the watch-line decoder, the list decoder, the protobuf decoder and the kubeconfig parser, each for a bounded
 # time (FUZZ_SECONDS, default 60 s per target).
 #
 # cargo-fuzz needs a nightly toolchain (libFuzzer, sanitizer flags). It is installed with
@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 seconds="${FUZZ_SECONDS:-60}"
-targets=(watch_line list kubeconfig)
+targets=(watch_line list protobuf kubeconfig)
 
 if rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
     if ! cargo +nightly fuzz --version >/dev/null 2>&1; then

@@ -214,3 +214,47 @@ pub fn list<K: DeserializeOwned + Debug, R: Read>(
 pub fn kubeconfig(yaml: &str) -> crate::Result<()> {
     crate::wire::client::Client::from_kubeconfig_yaml(yaml, &crate::auth::KubeconfigOptions::default()).map(|_| ())
 }
+
+/// Decodes one protobuf body (`k8s\0`, a `runtime.Unknown` envelope and the object) as a `K`
+/// with the protobuf decoder; `Ok` holds the object as text.
+///
+/// # Errors
+///
+/// The decoder's error: the body is not an enveloped object of a kind the table knows, or its
+/// bytes do not read as that kind.
+///
+/// # Panics
+///
+/// When the two ways of reading it disagree: straight into `K`, and into `serde_json::Value`
+/// first and from there into `K` (every object that decodes as a `K` must also decode as JSON,
+/// to the same `K`).
+pub fn protobuf_object<K: DeserializeOwned + Debug>(body: &[u8]) -> Result<String, String> {
+    let direct = crate::wire::protobuf::object::<K>(body).map(|o| format!("{o:?}")).map_err(|e| e.to_string());
+    let json = crate::wire::protobuf::object::<serde_json::Value>(body).map_err(|e| e.to_string());
+    if let Ok(text) = &direct {
+        let value = json.unwrap_or_else(|e| panic!("decodes as a K but not as JSON ({e}): {body:?}"));
+        let again = serde_json::from_value::<K>(value).map(|o| format!("{o:?}")).map_err(|e| e.to_string());
+        assert_eq!(Some(text), again.as_ref().ok(), "direct vs through JSON ({again:?}) on {body:?}");
+    }
+    direct
+}
+
+/// Decodes one protobuf body (`k8s\0`, a `runtime.Unknown` envelope and the object) as a `K`
+/// with the protobuf decoder, for tests that compare the value itself.
+///
+/// # Errors
+///
+/// The decoder's error, as text.
+pub fn protobuf_decode<K: DeserializeOwned>(body: &[u8]) -> Result<K, String> {
+    crate::wire::protobuf::object::<K>(body).map_err(|e| e.to_string())
+}
+
+/// Encodes an object's JSON form (with `apiVersion` and `kind`) as a protobuf body, with the same
+/// schema table the decoder reads: for tests and measurements of the decoder on realistic objects.
+///
+/// # Errors
+///
+/// The kind has no protobuf form, or a value does not fit its field.
+pub fn protobuf_encode(value: &serde_json::Value) -> Result<Vec<u8>, String> {
+    crate::wire::protobuf::encode(value).map_err(|e| e.to_string())
+}

@@ -423,6 +423,72 @@ fn randomized_list_bodies_never_panic_and_items_stay_bounded() {
     }
 }
 
+/// Every protobuf seed file (fuzz/seeds/protobuf/*): whole bodies, envelope included.
+fn protobuf_seeds() -> Vec<Vec<u8>> {
+    seed_files("protobuf")
+}
+
+/// `k8s\0` and a `runtime.Unknown` envelope around `raw`, so that mutations of an object's own
+/// bytes reach the decoder past a valid envelope.
+fn protobuf_envelope(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
+    use prost::Message as _;
+    let unknown = k8s_pb::apimachinery::pkg::runtime::Unknown {
+        type_meta: Some(k8s_pb::apimachinery::pkg::runtime::TypeMeta {
+            api_version: Some(api_version.into()),
+            kind: Some(kind.into()),
+        }),
+        raw: Some(raw.to_vec()),
+        ..Default::default()
+    };
+    let mut body = b"k8s\0".to_vec();
+    body.extend(unknown.encode_to_vec());
+    body
+}
+
+#[test]
+fn randomized_protobuf_bodies_never_panic_and_memory_stays_linear() {
+    use prost::Message as _;
+    let _serial = serial();
+    let mut rng = StdRng::seed_from_u64(seed());
+    let seeds = protobuf_seeds();
+    for seed in &seeds {
+        fuzzing::protobuf_object::<serde_json::Value>(seed).unwrap_or_else(|e| panic!("valid seed rejected: {e}"));
+    }
+    // The objects inside the seeds, to mutate behind a valid envelope.
+    let raws: Vec<(String, String, Vec<u8>)> = seeds
+        .iter()
+        .map(|body| {
+            let unknown = k8s_pb::apimachinery::pkg::runtime::Unknown::decode(&body[4..]).unwrap();
+            let type_meta = unknown.type_meta.unwrap_or_default();
+            (
+                type_meta.api_version.unwrap_or_default(),
+                type_meta.kind.unwrap_or_default(),
+                unknown.raw.unwrap_or_default(),
+            )
+        })
+        .collect();
+    let objects: Vec<Vec<u8>> = raws.iter().map(|(_, _, raw)| raw.clone()).collect();
+    for _ in 0..iterations() {
+        let body = if rng.random_bool(0.5) {
+            let (a, b) = (pick(&mut rng, &seeds), pick(&mut rng, &seeds));
+            mutate(&mut rng, a, b)
+        } else {
+            let (api_version, kind, raw) = &raws[rng.random_range(0..raws.len())];
+            let other = pick(&mut rng, &objects);
+            protobuf_envelope(api_version, kind, &mutate(&mut rng, raw, other))
+        };
+        // No allocation follows from a length read in the input: what is held stays linear in
+        // the input (an empty message on the wire is 2 bytes, a decoded Container some KiB, as
+        // `{}` is in JSON).
+        let peak = peak_growth(|| {
+            let _ = fuzzing::protobuf_object::<Pod>(&body);
+            let _ = fuzzing::protobuf_object::<k8s_openapi::List<Pod>>(&body);
+            let _ = fuzzing::protobuf_object::<serde_json::Value>(&body);
+        });
+        assert!(peak <= 4096 * body.len() + MIB, "{peak} bytes held decoding {} bytes: {body:?}", body.len());
+    }
+}
+
 #[test]
 fn randomized_kubeconfigs_never_panic() {
     let _serial = serial();

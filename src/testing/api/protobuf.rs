@@ -5,21 +5,22 @@
 //! fake that only read JSON could not be driven by them. The body is the 4-byte magic `k8s\0`
 //! followed by a `runtime.Unknown` message (`1` TypeMeta {`1` apiVersion, `2` kind}, `2` the
 //! object's own message, `3` content encoding, `4` content type); the object's fields come from
-//! `protobuf.txt`, which also says how each type maps to JSON.
+//! the schema table the client also decodes with (src/wire/protobuf/table.txt, generated from the
+//! upstream `.proto` files). That table is the one thing the fake takes from the client: the
+//! reading below is its own, so the two check each other.
 //!
 //! Go's generated code writes every non-pointer field, also when it holds its zero value; the real
 //! server reads those into Go structs and leaves them out of JSON again (`omitempty`). The same
-//! happens here: empty strings, zero numbers, `false`, empty lists and maps and a zero time are
-//! left out, except for the fields in [`KEEP_ZERO`], which are pointers in Go (a `replicas: 0`
-//! or `runAsUser: 0` means something).
+//! happens here for the fields the table marks so; a zero time is JSON `null` and left out too.
+//! A field number the table does not know is an error that names it: the fake never drops part
+//! of a body silently.
 
-use std::collections::HashMap;
-use std::sync::OnceLock;
 use std::time::{Duration, UNIX_EPOCH};
 
 use serde_json::{Map, Value};
 
 use super::super::util::{base64_std, rfc3339};
+use crate::wire::protobuf::schema::{Schema, Type, schema};
 
 /// The media type.
 pub(crate) const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
@@ -27,156 +28,6 @@ pub(crate) const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
 const MAGIC: &[u8] = b"k8s\0";
 /// Messages nest far less deeply than this in every type the table holds.
 const MAX_DEPTH: usize = 32;
-
-/// Fields whose zero value is sent on purpose (Go pointers): kept in the JSON. `Message.field`
-/// where the name alone is also a plain number elsewhere (a status's `replicas`).
-const KEEP_ZERO: &[&str] = &[
-    "DeploymentSpec.replicas",
-    "ReplicaSetSpec.replicas",
-    "StatefulSetSpec.replicas",
-    "immutable",
-    "automountServiceAccountToken",
-    "enableServiceLinks",
-    "hostUsers",
-    "shareProcessNamespace",
-    "setHostnameAsFQDN",
-    "runAsUser",
-    "runAsGroup",
-    "runAsNonRoot",
-    "fsGroup",
-    "privileged",
-    "allowPrivilegeEscalation",
-    "readOnlyRootFilesystem",
-    "optional",
-    "terminationGracePeriodSeconds",
-    "activeDeadlineSeconds",
-    "deletionGracePeriodSeconds",
-    "revisionHistoryLimit",
-    "progressDeadlineSeconds",
-    "backoffLimit",
-    "parallelism",
-    "completions",
-    "ttlSecondsAfterFinished",
-    "suspend",
-    "defaultMode",
-    "mode",
-    "priority",
-    "tolerationSeconds",
-    "controller",
-    "blockOwnerDeletion",
-    "partition",
-    "maxUnavailable",
-    "maxSurge",
-];
-
-/// The type of one field, as `protobuf.txt` names it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Type {
-    String,
-    Bool,
-    Int,
-    Bytes,
-    Time {
-        micro: bool,
-    },
-    /// `Quantity` and `Duration`: a message whose field 1 is the string JSON shows.
-    StringMessage,
-    IntOrString,
-    RawJson,
-    Message(String),
-    /// A map from strings to the inner type.
-    Map(Box<Type>),
-    Repeated(Box<Type>),
-}
-
-#[derive(Debug)]
-struct Field {
-    number: u64,
-    /// `..` for a field whose message is inlined into its parent.
-    name: String,
-    ty: Type,
-}
-
-type Schema = HashMap<String, Vec<Field>>;
-
-fn parse_type(text: &str) -> Result<Type, String> {
-    Ok(match text {
-        "string" => Type::String,
-        "bool" => Type::Bool,
-        "int" => Type::Int,
-        "bytes" => Type::Bytes,
-        "time" => Type::Time { micro: false },
-        "microtime" => Type::Time { micro: true },
-        "quantity" | "duration" => Type::StringMessage,
-        "intorstr" => Type::IntOrString,
-        "raw" => Type::RawJson,
-        "map" => Type::Map(Box::new(Type::String)),
-        "mapbytes" => Type::Map(Box::new(Type::Bytes)),
-        _ => {
-            if let Some(inner) = text.strip_prefix('[').and_then(|t| t.strip_suffix(']')) {
-                Type::Repeated(Box::new(parse_type(inner)?))
-            } else if let Some(inner) = text.strip_prefix('{').and_then(|t| t.strip_suffix('}')) {
-                Type::Map(Box::new(parse_type(inner)?))
-            } else if text.chars().next().is_some_and(|c| c.is_ascii_uppercase()) {
-                Type::Message(text.to_string())
-            } else {
-                return Err(format!("unknown type {text:?}"));
-            }
-        }
-    })
-}
-
-fn parse_schema(text: &str) -> Result<Schema, String> {
-    let mut joined: Vec<String> = Vec::new();
-    for line in text.lines() {
-        if line.starts_with('#') || line.trim().is_empty() {
-            continue;
-        }
-        match joined.last_mut() {
-            Some(last) if line.starts_with(' ') => {
-                last.push(' ');
-                last.push_str(line.trim());
-            }
-            _ => joined.push(line.to_string()),
-        }
-    }
-    let mut schema = Schema::new();
-    for line in &joined {
-        let (name, rest) = line.split_once(':').ok_or_else(|| format!("no ':' in {line:?}"))?;
-        let mut fields = Vec::new();
-        for part in rest.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let words: Vec<&str> = part.split_whitespace().collect();
-            let [number, field, ty] = words[..] else {
-                return Err(format!("{name}: field {part:?} is not `number name type`"));
-            };
-            let number = number.parse().map_err(|_| format!("{name}: bad field number in {part:?}"))?;
-            fields.push(Field { number, name: field.to_string(), ty: parse_type(ty)? });
-        }
-        schema.insert(name.to_string(), fields);
-    }
-    for (name, fields) in &schema {
-        for field in fields {
-            let mut ty = &field.ty;
-            while let Type::Repeated(inner) | Type::Map(inner) = ty {
-                ty = inner;
-            }
-            if let Type::Message(m) = ty
-                && !schema.contains_key(m)
-            {
-                return Err(format!("{name}.{}: message {m} is not in the table", field.name));
-            }
-        }
-    }
-    Ok(schema)
-}
-
-fn schema() -> &'static Schema {
-    static SCHEMA: OnceLock<Schema> = OnceLock::new();
-    SCHEMA.get_or_init(|| {
-        #[allow(clippy::expect_used)]
-        parse_schema(include_str!("protobuf.txt")).expect("OK: protobuf.txt is checked by a unit test")
-    })
-}
 
 /// One field as it arrives on the wire.
 enum Wire<'a> {
@@ -274,12 +125,12 @@ pub(crate) fn decode(body: &[u8]) -> Result<Value, String> {
     if !encoding.is_empty() {
         return Err(format!("content encoding {encoding:?} is not supported"));
     }
-    if !schema().contains_key(&kind) {
+    let Some(index) = schema().kind(&api_version, &kind) else {
         return Err(format!(
             "kind {kind:?} (apiVersion {api_version:?}) cannot be read from protobuf by the fake server"
         ));
-    }
-    let mut object = message(raw.unwrap_or_default(), &kind, 0)?;
+    };
+    let mut object = message(schema(), raw.unwrap_or_default(), index, 0)?;
     if let Value::Object(map) = &mut object {
         map.insert("apiVersion".into(), Value::String(api_version));
         map.insert("kind".into(), Value::String(kind));
@@ -291,82 +142,90 @@ fn utf8(bytes: &[u8], what: &str) -> Result<String, String> {
     String::from_utf8(bytes.to_vec()).map_err(|_| format!("{what} is not UTF-8"))
 }
 
-fn message(bytes: &[u8], name: &str, depth: usize) -> Result<Value, String> {
+fn message(schema: &Schema, bytes: &[u8], index: usize, depth: usize) -> Result<Value, String> {
+    let m = &schema.messages[index];
+    let name = m.name;
     if depth > MAX_DEPTH {
         return Err(format!("{name} is nested more than {MAX_DEPTH} deep"));
     }
-    let fields = schema().get(name).ok_or_else(|| format!("message {name} is not in the table"))?;
     let mut out = Map::new();
     let mut reader = Reader::new(bytes);
     while let Some((number, wire)) = reader.next()? {
-        let Some(field) = fields.iter().find(|f| f.number == number) else {
+        let Some(field) = m.field(number) else {
             return Err(format!(
                 "field {number} of {name} is not in the fake server's protobuf table; send JSON instead"
             ));
         };
-        let at = format!("{name}.{}", field.name);
+        let Some(field_name) = field.name else {
+            // A message inlined into its parent (Go's embedded struct).
+            if let Value::Object(inner) = scalar(schema, &field.ty, wire, name, depth)? {
+                out.extend(inner);
+            }
+            continue;
+        };
+        let at = format!("{name}.{field_name}");
         match &field.ty {
             Type::Repeated(inner) => {
-                let list = out.entry(field.name.clone()).or_insert_with(|| Value::Array(Vec::new()));
+                let list = out.entry(field_name).or_insert_with(|| Value::Array(Vec::new()));
                 let Value::Array(items) = list else { continue };
                 match (inner.as_ref(), wire) {
                     // Packed numbers (proto3 style): several varints in one length-delimited field.
-                    (Type::Int, Wire::Bytes(packed)) => {
+                    (Type::Int | Type::Bool, Wire::Bytes(packed)) => {
                         let mut r = Reader::new(packed);
                         while r.pos < packed.len() {
-                            items.push(Value::from(r.varint()? as i64));
+                            items.push(scalar(schema, inner, Wire::Varint(r.varint()?), &at, depth)?);
                         }
                     }
-                    (inner, wire) => items.push(scalar(inner, wire, &at, depth)?),
+                    (inner, wire) => items.push(scalar(schema, inner, wire, &at, depth)?),
                 }
             }
             Type::Map(value_type) => {
                 let Wire::Bytes(entry) = wire else {
                     return Err(format!("{at}: a map entry must be length-delimited"));
                 };
-                let (key, value) = map_entry(entry, value_type, &at, depth)?;
-                if let Value::Object(map) = out.entry(field.name.clone()).or_insert_with(|| Value::Object(Map::new())) {
+                let (key, value) = map_entry(schema, entry, value_type, &at, depth)?;
+                if let Value::Object(map) = out.entry(field_name).or_insert_with(|| Value::Object(Map::new())) {
                     map.insert(key, value);
                 }
             }
             ty => {
-                let value = scalar(ty, wire, &at, depth)?;
-                if field.name == ".." {
-                    if let Value::Object(inner) = value {
-                        out.extend(inner);
-                    }
+                let value = scalar(schema, ty, wire, &at, depth)?;
+                // Go leaves zero scalars of `omitempty` fields out, and a zero time is `null`.
+                if value.is_null() || (field.omit_zero && is_zero(&value)) {
+                    out.remove(field_name);
                 } else {
-                    out.insert(field.name.clone(), value);
+                    out.insert(field_name.to_string(), value);
                 }
             }
         }
     }
-    out.retain(|field, value| {
-        let keep = |k: &&str| *k == field || k.strip_prefix(name).and_then(|k| k.strip_prefix('.')) == Some(field);
-        !is_zero(value) || (KEEP_ZERO.iter().any(keep) && !value.is_null())
-    });
     Ok(Value::Object(out))
 }
 
-/// What Go's `omitempty` would leave out (an empty message stays, as in Go).
+/// A zero scalar.
 fn is_zero(value: &Value) -> bool {
     match value {
         Value::Null => true,
         Value::Bool(b) => !b,
         Value::Number(n) => n.as_i64() == Some(0),
         Value::String(s) => s.is_empty(),
-        Value::Array(a) => a.is_empty(),
-        Value::Object(_) => false,
+        Value::Array(_) | Value::Object(_) => false,
     }
 }
 
-fn map_entry(bytes: &[u8], value_type: &Type, at: &str, depth: usize) -> Result<(String, Value), String> {
+fn map_entry(
+    schema: &Schema,
+    bytes: &[u8],
+    value_type: &Type,
+    at: &str,
+    depth: usize,
+) -> Result<(String, Value), String> {
     let (mut key, mut value) = (String::new(), None);
     let mut reader = Reader::new(bytes);
     while let Some((number, wire)) = reader.next()? {
         match (number, wire) {
             (1, Wire::Bytes(b)) => key = utf8(b, at)?,
-            (2, wire) => value = Some(scalar(value_type, wire, at, depth)?),
+            (2, wire) => value = Some(scalar(schema, value_type, wire, at, depth)?),
             (n, _) => return Err(format!("{at}: map entry field {n} is unknown")),
         }
     }
@@ -374,22 +233,28 @@ fn map_entry(bytes: &[u8], value_type: &Type, at: &str, depth: usize) -> Result<
         Some(v) => v,
         // An absent value is the type's zero value.
         None => match value_type {
-            Type::Bytes | Type::String | Type::StringMessage => Value::String(String::new()),
+            Type::Bytes | Type::String => Value::String(String::new()),
+            Type::Quantity => Value::String("0".into()),
+            Type::Int => Value::from(0),
+            Type::Bool => Value::Bool(false),
+            Type::Message(index) => message(schema, &[], *index, depth + 1)?,
             _ => Value::Null,
         },
     };
     Ok((key, value))
 }
 
-fn scalar(ty: &Type, wire: Wire<'_>, at: &str, depth: usize) -> Result<Value, String> {
+fn scalar(schema: &Schema, ty: &Type, wire: Wire<'_>, at: &str, depth: usize) -> Result<Value, String> {
     Ok(match (ty, wire) {
         (Type::String, Wire::Bytes(b)) => Value::String(utf8(b, at)?),
         (Type::Bytes, Wire::Bytes(b)) => Value::String(base64_std(b)),
         (Type::Bool, Wire::Varint(v)) => Value::Bool(v != 0),
         // int32 negatives are sent sign-extended to 64 bits, so one cast serves both widths.
         (Type::Int, Wire::Varint(v)) => Value::from(v as i64),
-        (Type::Time { micro }, Wire::Bytes(b)) => time(b, *micro, at)?,
-        (Type::StringMessage, Wire::Bytes(b)) => {
+        (Type::Time, Wire::Bytes(b)) => time(b, false, at)?,
+        (Type::MicroTime, Wire::Bytes(b)) => time(b, true, at)?,
+        (Type::Duration, Wire::Bytes(_)) => return Err(format!("{at}: durations are not read by the fake server")),
+        (Type::Quantity, Wire::Bytes(b)) => {
             let mut r = Reader::new(b);
             let mut text = String::new();
             while let Some((n, w)) = r.next()? {
@@ -400,7 +265,7 @@ fn scalar(ty: &Type, wire: Wire<'_>, at: &str, depth: usize) -> Result<Value, St
             Value::String(text)
         }
         (Type::IntOrString, Wire::Bytes(b)) => int_or_string(b, at)?,
-        (Type::RawJson, Wire::Bytes(b)) => {
+        (Type::Raw, Wire::Bytes(b)) => {
             let mut r = Reader::new(b);
             let mut value = Value::Null;
             while let Some((n, w)) = r.next()? {
@@ -410,7 +275,17 @@ fn scalar(ty: &Type, wire: Wire<'_>, at: &str, depth: usize) -> Result<Value, St
             }
             value
         }
-        (Type::Message(name), Wire::Bytes(b)) => message(b, name, depth + 1)?,
+        (Type::Message(index), Wire::Bytes(b)) => message(schema, b, *index, depth + 1)?,
+        (Type::Wrapped(inner), Wire::Bytes(b)) => {
+            let mut r = Reader::new(b);
+            let mut items = Vec::new();
+            while let Some((n, w)) = r.next()? {
+                if n == 1 {
+                    items.push(scalar(schema, inner, w, at, depth)?);
+                }
+            }
+            Value::Array(items)
+        }
         (ty, _) => return Err(format!("{at}: the wire type does not match {ty:?}")),
     })
 }
@@ -506,14 +381,6 @@ mod tests {
     }
 
     #[test]
-    fn the_table_parses_and_every_message_it_names_is_defined() {
-        let schema = parse_schema(include_str!("protobuf.txt")).unwrap();
-        for kind in ["Pod", "ConfigMap", "Secret", "Deployment", "Service", "Namespace", "Job"] {
-            assert!(schema.contains_key(kind), "{kind}");
-        }
-    }
-
-    #[test]
     fn a_config_map_as_kubectl_sends_it() {
         // Go writes empty strings, a zero generation and a zero creation time; JSON leaves them out.
         let meta = Writer::default()
@@ -585,7 +452,7 @@ mod tests {
         let meta = Writer::default().str(1, "x").str(99, "?").done();
         let raw = Writer::default().bytes(1, &meta).done();
         let err = decode(&envelope("v1", "ConfigMap", &raw)).unwrap_err();
-        assert!(err.contains("field 99 of ObjectMeta"), "{err}");
+        assert!(err.contains("field 99 of meta.v1.ObjectMeta"), "{err}");
         let err = decode(&envelope("example.com/v1", "Widget", &raw)).unwrap_err();
         assert!(err.contains("\"Widget\""), "{err}");
         assert!(decode(b"{\"kind\":\"ConfigMap\"}").unwrap_err().contains("magic"));

@@ -1,0 +1,670 @@
+//! A serde `Deserializer` over protobuf bytes: k8s-openapi's own `Deserialize` impls (or
+//! `serde_json::Value`) read a message as the map its JSON form would be, with JSON names from the
+//! schema table and Kubernetes' JSON conventions for times, quantities, IntOrString, bytes and
+//! embedded JSON.
+//!
+//! What the JSON path would not see is not shown: a field number the table does not know is
+//! skipped (a newer server), and a zero scalar is left out where Go's `omitempty` leaves it out of
+//! JSON (Go's protobuf encoder writes every field that is not a pointer, zero or not). A zero time
+//! is JSON `null`, so it is left out as well. Every length read from the input is checked against
+//! what is left before it is used; nothing is allocated from a length alone.
+
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use serde::forward_to_deserialize_any;
+
+use super::schema::{Field, Message, Schema, Type};
+
+/// Messages nest far less deeply than this in every built-in type.
+const MAX_DEPTH: u32 = 64;
+
+/// What could not be read, and where (`core.v1.PodSpec.containers: …`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Error(pub(crate) String);
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl de::Error for Error {
+    fn custom<T: fmt::Display>(msg: T) -> Self {
+        Error(msg.to_string())
+    }
+}
+
+fn err<T>(msg: impl Into<String>) -> Result<T, Error> {
+    Err(Error(msg.into()))
+}
+
+/// One field as it arrives on the wire.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Wire<'a> {
+    Varint(u64),
+    Bytes(&'a [u8]),
+    /// A 32- or 64-bit fixed-width value: no type in the table uses one.
+    Fixed,
+}
+
+#[derive(Clone)]
+pub(crate) struct Reader<'a> {
+    data: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    pub(crate) fn new(data: &'a [u8]) -> Self {
+        Reader { data, pos: 0 }
+    }
+
+    pub(crate) fn at_end(&self) -> bool {
+        self.pos >= self.data.len()
+    }
+
+    #[inline]
+    pub(crate) fn varint(&mut self) -> Result<u64, Error> {
+        // Most keys and lengths fit one byte.
+        if let Some(&byte) = self.data.get(self.pos)
+            && byte < 0x80
+        {
+            self.pos += 1;
+            return Ok(u64::from(byte));
+        }
+        let mut value = 0u64;
+        for shift in (0..64).step_by(7) {
+            let Some(&byte) = self.data.get(self.pos) else {
+                return err(format!("truncated varint at byte {}", self.pos));
+            };
+            self.pos += 1;
+            value |= u64::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        err(format!("varint longer than 10 bytes at byte {}", self.pos))
+    }
+
+    #[inline]
+    fn take(&mut self, n: u64) -> Result<&'a [u8], Error> {
+        let left = self.data.len() - self.pos;
+        match usize::try_from(n) {
+            Ok(n) if n <= left => {
+                let bytes = &self.data[self.pos..self.pos + n];
+                self.pos += n;
+                Ok(bytes)
+            }
+            _ => err(format!("a field of {n} bytes at byte {} runs past the end ({left} left)", self.pos)),
+        }
+    }
+
+    /// The next field number and value, or `None` at the end.
+    #[inline]
+    pub(crate) fn next(&mut self) -> Result<Option<(u64, Wire<'a>)>, Error> {
+        if self.at_end() {
+            return Ok(None);
+        }
+        let key = self.varint()?;
+        let value = match key & 7 {
+            0 => Wire::Varint(self.varint()?),
+            1 => {
+                self.take(8)?;
+                Wire::Fixed
+            }
+            2 => {
+                let len = self.varint()?;
+                Wire::Bytes(self.take(len)?)
+            }
+            5 => {
+                self.take(4)?;
+                Wire::Fixed
+            }
+            other => return err(format!("wire type {other} of field {} is not supported", key >> 3)),
+        };
+        if key >> 3 == 0 {
+            return err("field number 0");
+        }
+        Ok(Some((key >> 3, value)))
+    }
+}
+
+/// What every part of the deserializer needs: the schema.
+#[derive(Clone, Copy)]
+pub(crate) struct Ctx {
+    pub(crate) schema: &'static Schema,
+}
+
+/// Reads `bytes` as the message `index` of `schema`, as a map of its JSON fields; `head` entries
+/// (`apiVersion` and `kind` from the envelope) come first.
+pub(crate) fn message<'de, T: de::Deserialize<'de>>(
+    ctx: Ctx,
+    index: usize,
+    bytes: &'de [u8],
+    head: &'de [(&'static str, &'de str)],
+) -> Result<T, Error> {
+    let mut fields = Fields::new(ctx, index, bytes, 0)?;
+    fields.head = head;
+    T::deserialize(MessageDe(Some(fields)))
+}
+
+/// The fields of one message, as serde map entries.
+struct Fields<'de> {
+    ctx: Ctx,
+    message: &'static Message,
+    reader: Reader<'de>,
+    depth: u32,
+    /// Entries handed out before the message's own (`apiVersion`, `kind`), first to last.
+    head: &'de [(&'static str, &'de str)],
+    pending: Option<Pending<'de>>,
+    /// Repeated and map fields already handed out whole (bit `n` for field `n`; the schema keeps
+    /// their numbers below 64): their later records are skipped.
+    done: u64,
+    /// Field numbers (bit `n & 63`) whose records come in more than one run; found in one pass
+    /// over the message when its first repeated field is met (`None` until then). The others,
+    /// as Go writes them, are read in one run from where they start.
+    split: Option<u64>,
+    /// An inlined message whose fields are being handed out as this one's.
+    inner: Option<Box<Fields<'de>>>,
+}
+
+enum Pending<'de> {
+    Head(&'de str),
+    One(&'static Field, Wire<'de>),
+    /// A repeated or map field: every record of this number from the reader's position on; with
+    /// `true` they are one run, read with the message's own reader, which ends up after it.
+    All(&'static Field, Reader<'de>, bool),
+}
+
+impl<'de> Fields<'de> {
+    fn new(ctx: Ctx, index: usize, bytes: &'de [u8], depth: u32) -> Result<Self, Error> {
+        let Some(message) = ctx.schema.messages.get(index) else {
+            return err("no such message");
+        };
+        if depth > MAX_DEPTH {
+            return err(format!("{} is nested more than {MAX_DEPTH} deep", message.name));
+        }
+        Ok(Fields {
+            ctx,
+            message,
+            reader: Reader::new(bytes),
+            depth,
+            head: &[],
+            pending: None,
+            done: 0,
+            split: None,
+            inner: None,
+        })
+    }
+
+    /// The numbers of the fields whose records are split into several runs (see `split`).
+    fn split(&mut self) -> Result<u64, Error> {
+        if let Some(split) = self.split {
+            return Ok(split);
+        }
+        let (mut reader, mut seen, mut split, mut previous) = (Reader::new(self.reader.data), 0u64, 0u64, 0u64);
+        while let Some((number, _)) = reader.next()? {
+            if number != previous {
+                let bit = 1u64 << (number & 63);
+                if seen & bit != 0 {
+                    split |= bit;
+                }
+                seen |= bit;
+                previous = number;
+            }
+        }
+        self.split = Some(split);
+        Ok(split)
+    }
+
+    fn at(&self, field: &Field, e: Error) -> Error {
+        Error(format!("{}.{}: {e}", self.message.name, field.name.unwrap_or("(inline)")))
+    }
+}
+
+/// Whether a value is what Go leaves out of JSON (or writes as `null`).
+fn is_zero(ty: &Type, wire: Wire<'_>, omit_zero: bool) -> Result<bool, Error> {
+    Ok(match (ty, wire) {
+        (_, Wire::Varint(v)) => omit_zero && v == 0,
+        (Type::String | Type::Bytes, Wire::Bytes(b)) => omit_zero && b.is_empty(),
+        (Type::Time | Type::MicroTime, Wire::Bytes(b)) => {
+            let (s, n) = seconds_nanos(b)?;
+            s == 0 && n == 0
+        }
+        (Type::Raw, Wire::Bytes(b)) => raw_json(b)?.is_empty(),
+        _ => false,
+    })
+}
+
+impl<'de> MapAccess<'de> for Fields<'de> {
+    type Error = Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, Error> {
+        if let Some(((name, value), rest)) = self.head.split_first() {
+            let (name, value) = (*name, *value);
+            self.head = rest;
+            self.pending = Some(Pending::Head(value));
+            return seed.deserialize(de::value::BorrowedStrDeserializer::new(name)).map(Some);
+        }
+        loop {
+            if let Some(inner) = &mut self.inner {
+                // Not `seed` by value twice: an inlined message's key is handed out from here.
+                match inner.next_key_seed(PhantomSeed)? {
+                    Some(name) => {
+                        return seed.deserialize(de::value::BorrowedStrDeserializer::new(name)).map(Some);
+                    }
+                    None => self.inner = None,
+                }
+            }
+            let start = self.reader.clone();
+            let Some((number, wire)) = self.reader.next().map_err(|e| Error(format!("{}: {e}", self.message.name)))?
+            else {
+                return Ok(None);
+            };
+            // A field number the table does not know (a newer server) is skipped, as unknown JSON
+            // fields are.
+            let Some(field) = self.message.field(number) else { continue };
+            let Some(name) = field.name else {
+                let (Type::Message(index), Wire::Bytes(bytes)) = (&field.ty, wire) else {
+                    return Err(self.at(field, Error("an inlined field must be a message".into())));
+                };
+                self.inner = Some(Box::new(Fields::new(self.ctx, *index, bytes, self.depth + 1)?));
+                continue;
+            };
+            match &field.ty {
+                Type::Repeated(_) | Type::Map(_) => {
+                    let bit = 1u64 << (field.number & 63);
+                    if self.done & bit != 0 {
+                        continue;
+                    }
+                    self.done |= bit;
+                    let run = self.split().map_err(|e| Error(format!("{}: {e}", self.message.name)))? & bit == 0;
+                    if run {
+                        self.reader = start.clone();
+                    }
+                    self.pending = Some(Pending::All(field, start, run));
+                }
+                ty => {
+                    if is_zero(ty, wire, field.omit_zero).map_err(|e| self.at(field, e))? {
+                        continue;
+                    }
+                    self.pending = Some(Pending::One(field, wire));
+                }
+            }
+            return seed.deserialize(de::value::BorrowedStrDeserializer::new(name)).map(Some);
+        }
+    }
+
+    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, Error> {
+        if let Some(inner) = &mut self.inner {
+            return inner.next_value_seed(seed);
+        }
+        let (ctx, depth) = (self.ctx, self.depth);
+        match self.pending.take() {
+            Some(Pending::Head(value)) => seed.deserialize(de::value::BorrowedStrDeserializer::new(value)),
+            Some(Pending::One(field, wire)) => {
+                seed.deserialize(ValueDe { ctx, ty: &field.ty, wire, depth: depth + 1 }).map_err(|e| self.at(field, e))
+            }
+            Some(Pending::All(field, from, run)) => {
+                let mut from = from;
+                let reader = if run { &mut self.reader } else { &mut from };
+                let value = seed.deserialize(AllDe { ctx, field, from: reader, run, depth: depth + 1 });
+                value.map_err(|e| self.at(field, e))
+            }
+            None => err("a value was asked for before its key"),
+        }
+    }
+}
+
+/// The key of an inlined message's field: its name, which outlives the input.
+struct PhantomSeed;
+
+impl<'de> DeserializeSeed<'de> for PhantomSeed {
+    type Value = &'de str;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<&'de str, D::Error> {
+        struct Name;
+        impl<'de> Visitor<'de> for Name {
+            type Value = &'de str;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a field name")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<&'de str, E> {
+                Ok(v)
+            }
+        }
+        d.deserialize_str(Name)
+    }
+}
+
+/// One message as a whole value.
+struct MessageDe<'de>(Option<Fields<'de>>);
+
+impl<'de> de::Deserializer<'de> for MessageDe<'de> {
+    type Error = Error;
+
+    fn deserialize_any<V: Visitor<'de>>(mut self, visitor: V) -> Result<V::Value, Error> {
+        match self.0.take() {
+            Some(fields) => visitor.visit_map(fields),
+            None => err("message read twice"),
+        }
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        visitor.visit_some(self)
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(self, _: &'static str, visitor: V) -> Result<V::Value, Error> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf unit
+        unit_struct seq tuple tuple_struct map struct enum identifier ignored_any
+    }
+}
+
+/// One value of a field (or a map value, or a repeated element).
+struct ValueDe<'de> {
+    ctx: Ctx,
+    ty: &'static Type,
+    wire: Wire<'de>,
+    depth: u32,
+}
+
+fn utf8(bytes: &[u8]) -> Result<&str, Error> {
+    std::str::from_utf8(bytes).map_err(|_| Error("a string that is not UTF-8".into()))
+}
+
+fn seconds_nanos(bytes: &[u8]) -> Result<(i64, i64), Error> {
+    let (mut seconds, mut nanos) = (0i64, 0i64);
+    let mut reader = Reader::new(bytes);
+    while let Some((number, wire)) = reader.next()? {
+        match (number, wire) {
+            (1, Wire::Varint(v)) => seconds = v as i64,
+            (2, Wire::Varint(v)) => nanos = i64::from(v as i32),
+            _ => {}
+        }
+    }
+    Ok((seconds, nanos))
+}
+
+/// Field 1 (`raw`) of a `RawExtension` or `FieldsV1`.
+fn raw_json(bytes: &[u8]) -> Result<&[u8], Error> {
+    let mut reader = Reader::new(bytes);
+    let mut raw: &[u8] = &[];
+    while let Some((number, wire)) = reader.next()? {
+        if let (1, Wire::Bytes(b)) = (number, wire) {
+            raw = b;
+        }
+    }
+    Ok(raw)
+}
+
+/// The string of a `Quantity` message (field 1).
+fn quantity(bytes: &[u8]) -> Result<&str, Error> {
+    let mut reader = Reader::new(bytes);
+    let mut text = "0";
+    while let Some((number, wire)) = reader.next()? {
+        if let (1, Wire::Bytes(b)) = (number, wire) {
+            text = utf8(b)?;
+        }
+    }
+    Ok(if text.is_empty() { "0" } else { text })
+}
+
+impl<'de> ValueDe<'de> {
+    fn mismatch<T>(&self) -> Result<T, Error> {
+        let wire = match self.wire {
+            Wire::Varint(_) => "a varint",
+            Wire::Bytes(_) => "length-delimited bytes",
+            Wire::Fixed => "a fixed-width number",
+        };
+        err(format!("{wire} where the table says {:?}", self.ty))
+    }
+}
+
+impl<'de> de::Deserializer<'de> for ValueDe<'de> {
+    type Error = Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        match (self.ty, self.wire) {
+            (Type::String, Wire::Bytes(b)) => visitor.visit_borrowed_str(utf8(b)?),
+            (Type::Bytes, Wire::Bytes(b)) => visitor.visit_string(super::base64(b)),
+            (Type::Bool, Wire::Varint(v)) => visitor.visit_bool(v != 0),
+            // int32 negatives are sent sign-extended to 64 bits, so one cast serves both widths.
+            (Type::Int, Wire::Varint(v)) => visitor.visit_i64(v as i64),
+            (Type::Time, Wire::Bytes(b)) => {
+                visitor.visit_str(super::time::rfc3339(seconds_nanos(b)?.0, None)?.as_str())
+            }
+            (Type::MicroTime, Wire::Bytes(b)) => {
+                let (seconds, nanos) = seconds_nanos(b)?;
+                visitor.visit_str(super::time::rfc3339(seconds, Some(nanos))?.as_str())
+            }
+            (Type::Duration, Wire::Bytes(b)) => {
+                let mut reader = Reader::new(b);
+                let mut nanos = 0i64;
+                while let Some((number, wire)) = reader.next()? {
+                    if let (1, Wire::Varint(v)) = (number, wire) {
+                        nanos = v as i64;
+                    }
+                }
+                visitor.visit_string(super::time::go_duration(nanos))
+            }
+            (Type::Quantity, Wire::Bytes(b)) => visitor.visit_borrowed_str(quantity(b)?),
+            (Type::IntOrString, Wire::Bytes(b)) => {
+                let (mut kind, mut int, mut text) = (0u64, 0i64, "");
+                let mut reader = Reader::new(b);
+                while let Some((number, wire)) = reader.next()? {
+                    match (number, wire) {
+                        (1, Wire::Varint(v)) => kind = v,
+                        (2, Wire::Varint(v)) => int = i64::from(v as i32),
+                        (3, Wire::Bytes(s)) => text = utf8(s)?,
+                        _ => {}
+                    }
+                }
+                if kind == 1 { visitor.visit_borrowed_str(text) } else { visitor.visit_i64(int) }
+            }
+            (Type::Raw, Wire::Bytes(b)) => {
+                let raw = raw_json(b)?;
+                if raw.starts_with(super::MAGIC) {
+                    return err("an embedded object in protobuf (not JSON) is not supported");
+                }
+                // Straight from the bytes into the visitor, as the JSON path reads it.
+                let json = |e: serde_json::Error| Error(format!("embedded JSON: {e}"));
+                let mut de = serde_json::Deserializer::from_slice(raw);
+                let value = de.deserialize_any(visitor).map_err(json)?;
+                de.end().map_err(json)?;
+                Ok(value)
+            }
+            (Type::Message(index), Wire::Bytes(b)) => visitor.visit_map(Fields::new(self.ctx, *index, b, self.depth)?),
+            (Type::Wrapped(inner), Wire::Bytes(b)) => visitor.visit_seq(Elements {
+                ctx: self.ctx,
+                ty: inner,
+                number: 1,
+                reader: &mut Reader::new(b),
+                run: false,
+                packed: None,
+                depth: self.depth,
+            }),
+            _ => self.mismatch(),
+        }
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        visitor.visit_some(self)
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(self, _: &'static str, visitor: V) -> Result<V::Value, Error> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        visitor.visit_unit()
+    }
+
+    forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf unit
+        unit_struct seq tuple tuple_struct map struct enum identifier
+    }
+}
+
+/// Every record of one repeated or map field, from its first record on.
+struct AllDe<'a, 'de> {
+    ctx: Ctx,
+    field: &'static Field,
+    from: &'a mut Reader<'de>,
+    /// The records are one run: stop at the first record of another field.
+    run: bool,
+    depth: u32,
+}
+
+impl<'de> de::Deserializer<'de> for AllDe<'_, 'de> {
+    type Error = Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        let number = u64::from(self.field.number);
+        match &self.field.ty {
+            Type::Map(value) => visitor.visit_map(Entries {
+                ctx: self.ctx,
+                ty: value,
+                number,
+                reader: self.from,
+                run: self.run,
+                value: None,
+                depth: self.depth,
+            }),
+            Type::Repeated(element) => visitor.visit_seq(Elements {
+                ctx: self.ctx,
+                ty: element,
+                number,
+                reader: self.from,
+                run: self.run,
+                packed: None,
+                depth: self.depth,
+            }),
+            _ => err("not a repeated field"),
+        }
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        visitor.visit_some(self)
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(self, _: &'static str, visitor: V) -> Result<V::Value, Error> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        visitor.visit_unit()
+    }
+
+    forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf unit
+        unit_struct seq tuple tuple_struct map struct enum identifier
+    }
+}
+
+/// The elements of a repeated field: every record with its number (numbers may also come packed,
+/// several varints in one length-delimited record).
+struct Elements<'a, 'de> {
+    ctx: Ctx,
+    ty: &'static Type,
+    number: u64,
+    reader: &'a mut Reader<'de>,
+    /// Stop before the first record of another field (left for the message to read).
+    run: bool,
+    packed: Option<Reader<'de>>,
+    depth: u32,
+}
+
+impl<'de> SeqAccess<'de> for Elements<'_, 'de> {
+    type Error = Error;
+
+    fn next_element_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>, Error> {
+        loop {
+            if let Some(packed) = &mut self.packed {
+                if !packed.at_end() {
+                    let v = packed.varint()?;
+                    let value = ValueDe { ctx: self.ctx, ty: self.ty, wire: Wire::Varint(v), depth: self.depth };
+                    return seed.deserialize(value).map(Some);
+                }
+                self.packed = None;
+            }
+            let before = self.reader.clone();
+            let Some((number, wire)) = self.reader.next()? else { return Ok(None) };
+            if number != self.number {
+                if self.run {
+                    *self.reader = before;
+                    return Ok(None);
+                }
+                continue;
+            }
+            if let (Type::Int | Type::Bool, Wire::Bytes(b)) = (self.ty, wire) {
+                self.packed = Some(Reader::new(b));
+                continue;
+            }
+            let value = ValueDe { ctx: self.ctx, ty: self.ty, wire, depth: self.depth };
+            return seed.deserialize(value).map(Some);
+        }
+    }
+}
+
+/// The entries of a map field: every record with its number, each a message of key (1) and value (2).
+struct Entries<'a, 'de> {
+    ctx: Ctx,
+    ty: &'static Type,
+    number: u64,
+    reader: &'a mut Reader<'de>,
+    /// Stop before the first record of another field (left for the message to read).
+    run: bool,
+    value: Option<Option<Wire<'de>>>,
+    depth: u32,
+}
+
+impl<'de> MapAccess<'de> for Entries<'_, 'de> {
+    type Error = Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, Error> {
+        loop {
+            let before = self.reader.clone();
+            let Some((number, wire)) = self.reader.next()? else { return Ok(None) };
+            if number != self.number {
+                if self.run {
+                    *self.reader = before;
+                    return Ok(None);
+                }
+                continue;
+            }
+            let Wire::Bytes(entry) = wire else {
+                return err("a map entry that is not length-delimited");
+            };
+            let (mut key, mut value) = ("", None);
+            let mut reader = Reader::new(entry);
+            while let Some((n, w)) = reader.next()? {
+                match (n, w) {
+                    (1, Wire::Bytes(b)) => key = utf8(b)?,
+                    (1, _) => return err("a map key that is not a string"),
+                    (2, w) => value = Some(w),
+                    _ => {}
+                }
+            }
+            self.value = Some(value);
+            return seed.deserialize(de::value::BorrowedStrDeserializer::new(key)).map(Some);
+        }
+    }
+
+    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, Error> {
+        let Some(value) = self.value.take() else {
+            return err("a map value was asked for before its key");
+        };
+        // An absent value is the type's zero value: an empty string or message.
+        let wire = value.unwrap_or(match self.ty {
+            Type::Int | Type::Bool => Wire::Varint(0),
+            _ => Wire::Bytes(&[]),
+        });
+        seed.deserialize(ValueDe { ctx: self.ctx, ty: self.ty, wire, depth: self.depth })
+    }
+}
