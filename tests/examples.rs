@@ -278,6 +278,7 @@ fn kwatch_names_an_unknown_resource_and_a_missing_context_in_its_own_terms() {
     let out = kwatch_against(&server, "context", &["pods", "--context", "nosuch"]);
     assert_eq!(out.status.code(), Some(1), "{}", out.stderr);
     assert!(out.stderr.contains("context \"nosuch\" (from --context) is not defined"), "{}", out.stderr);
+    assert!(out.stderr.contains("(hint: the kubeconfig defines fake)"), "{}", out.stderr);
     assert!(!out.stderr.contains("KubeconfigOptions"), "{}", out.stderr);
 }
 
@@ -367,6 +368,50 @@ fn kwatch_retries_a_transient_error_at_start_up() {
     assert_eq!(lines.len(), 2, "{}", out.stderr);
     assert!(lines[0].contains("429") && lines[0].contains("retrying in"), "{}", out.stderr);
     assert!(lines[1].contains("HTTP 403 Forbidden"), "{}", out.stderr);
+}
+
+/// Ctrl-C while kwatch is still retrying at start-up is a normal stop, and `--stats` still
+/// prints its closing summary.
+#[test]
+#[cfg(unix)]
+fn kwatch_stats_prints_its_summary_after_ctrl_c_during_start_up_retries() {
+    let server = FakeApiServer::start();
+    for _ in 0..20 {
+        let fault =
+            Fault::Status { code: 503, reason: "ServiceUnavailable".into(), message: "down".into(), retry_after: None };
+        server.push_fault(Match::Any, fault);
+    }
+    let kubeconfig = KubeconfigFile::new(&server, "ctrl-c");
+    let path = kubeconfig.path();
+    let mut child = command("kwatch", &["pods", "--stats", "--kubeconfig", &path]).spawn().unwrap();
+    let stdout = drain(child.stdout.take().unwrap());
+    let (tx, rx) = mpsc::channel();
+    let lines = BufReader::new(child.stderr.take().unwrap());
+    let stderr = thread::spawn(move || {
+        let mut all = String::new();
+        for line in lines.lines().map_while(Result::ok) {
+            let _ = tx.send(line.clone());
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    let first = rx.recv_timeout(RUN_TIMEOUT).expect("a retrying line");
+    assert!(first.contains("503") && first.contains("retrying in"), "{first}");
+    assert!(Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
+    let deadline = Instant::now() + RUN_TIMEOUT;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "kwatch did not stop after Ctrl-C");
+        thread::sleep(Duration::from_millis(20));
+    };
+    let (stdout, stderr) = (stdout.join().unwrap(), stderr.join().unwrap());
+    assert!(status.success(), "{status}\n{stderr}");
+    assert_eq!(stdout, "");
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(last.starts_with("# stats: stopped after") && last.contains("before the watch started"), "{stderr}");
 }
 
 /// Starts fake_apiserver with `args` and reads its start-up output up to the `ready:` line.
