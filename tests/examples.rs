@@ -112,36 +112,9 @@ fn assert_shows(out: &Output, name: &str, expected: &[&str]) {
 }
 
 #[test]
-fn watch_pods_shows_the_workload_an_outage_and_a_relist_after_410() {
-    let out = run("watch_pods", &[]);
-    assert_shows(
-        &out,
-        "watch_pods",
-        &[
-            "listed   default/web-0",
-            "-- demo: outage",
-            "trouble (retrying)",
-            "-- demo: history compaction",
-            "deleted  default/debug-0",
-        ],
-    );
-    let lists = out.stdout.matches("-- (re)list started").count();
-    assert!(lists >= 2, "the 410 should cause a relist:\n{}", out.stdout);
-}
-
-#[test]
 fn cache_reads_the_store_by_name_and_by_index_without_an_event_loop() {
     let out = run("cache", &[]);
     assert_shows(&out, "cache", &["3 pods cached", "on node-1: web-0, web-2", "get default/", "after 3 s of workload"]);
-}
-
-#[test]
-fn select_loop_skips_the_frames_in_which_nothing_changed() {
-    let out = run("select_loop", &["--seconds", "4"]);
-    assert_shows(&out, "select_loop", &["frame 1: 3 pods; node-1: 2 running, node-2: 1 running", "frames,"]);
-    let summary = out.stdout.lines().last().unwrap();
-    let skipped: u64 = summary.split_whitespace().nth(2).and_then(|n| n.parse().ok()).unwrap();
-    assert!(skipped > 0, "{summary}");
 }
 
 #[test]
@@ -504,6 +477,145 @@ fn fake_apiserver_help_describes_every_flag() {
     let out = command("fake_apiserver", &["--churn", "-1"]).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && stderr.contains("--churn"), "{stderr}");
+}
+
+/// The README shows `examples/{name}.rs` as it is, as a `rust,no_run` block (compiled there as
+/// a doctest, and here as the example that the tests run).
+fn assert_readme_shows_example(name: &str) {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let source = std::fs::read_to_string(root.join("examples").join(format!("{name}.rs"))).unwrap();
+    let block = format!("```rust,no_run\n{source}```\n");
+    assert!(readme.contains(&block), "README.md does not show examples/{name}.rs as it is:\n{source}");
+}
+
+/// Runs example `name` with `KUBECONFIG=kubeconfig`, as a newcomer runs a README snippet against
+/// fake_apiserver, and hands its stdout lines to `until` until it returns true; then kills it.
+/// Returns the lines seen.
+fn run_against(name: &str, kubeconfig: &std::path::Path, mut until: impl FnMut(&[String]) -> bool) -> Vec<String> {
+    let mut child = command(name, &[]).env("KUBECONFIG", kubeconfig).spawn().unwrap();
+    let stderr = drain(child.stderr.take().unwrap());
+    let (tx, rx) = mpsc::channel();
+    let lines = BufReader::new(child.stdout.take().unwrap());
+    thread::spawn(move || {
+        for line in lines.lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = Instant::now() + RUN_TIMEOUT;
+    let mut seen = Vec::new();
+    while !until(&seen) {
+        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(line) => seen.push(line),
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("{name}: not seen in time; stdout:\n{}\nstderr:\n{}", seen.join("\n"), stderr.join().unwrap());
+            }
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    seen
+}
+
+/// Stops a fake_apiserver started by `start_fake_apiserver` (SIGTERM, or a kill elsewhere).
+fn stop_fake_apiserver(mut child: Child) {
+    #[cfg(unix)]
+    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    #[cfg(not(unix))]
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// The quick start, run as printed against fake_apiserver (its pods are labelled app=web, api
+/// or db): it lists the web pods of namespace default, says it is in sync, then shows changes.
+#[test]
+fn watch_pods_is_the_readme_quick_start_and_shows_the_fake_servers_web_pods() {
+    assert_readme_shows_example("watch_pods");
+    let (server, _rest, _url, kubeconfig) = start_fake_apiserver(&["--churn", "10", "--exit-on-eof"], Stdio::piped());
+    let change = |l: &String| l.starts_with("changed  ") || l.starts_with("deleted  ");
+    let lines = run_against("watch_pods", &kubeconfig, |seen| {
+        let synced = seen.iter().position(|l| l.starts_with("in sync: "));
+        synced.is_some_and(|at| seen[at..].iter().any(change))
+    });
+    let synced = lines.iter().position(|l| l.starts_with("in sync: ")).unwrap();
+    let listed = lines[..synced].iter().filter(|l| l.starts_with("listed   pod-")).count();
+    assert!(listed > 0, "no web pod listed:\n{}", lines.join("\n"));
+    assert_eq!(lines[synced], format!("in sync: {listed} pods cached"), "{}", lines.join("\n"));
+    stop_fake_apiserver(server);
+}
+
+/// The README's select! loop, run as printed against fake_apiserver: a line per frame in which
+/// a store changed, and none for the frames in between.
+#[test]
+fn select_loop_is_the_readme_loop_and_skips_the_frames_in_which_nothing_changed() {
+    assert_readme_shows_example("select_loop");
+    let (server, _rest, _url, kubeconfig) = start_fake_apiserver(&["--churn", "2", "--exit-on-eof"], Stdio::piped());
+    let frame_number = |l: &String| l.strip_prefix("frame ")?.split(':').next()?.parse::<u64>().ok();
+    let lines = run_against("select_loop", &kubeconfig, |seen| {
+        let frames: Vec<u64> = seen.iter().filter_map(frame_number).collect();
+        frames.windows(2).any(|w| w[1] > w[0] + 1) && seen.iter().any(|l| l.ends_with(" pods on 2 nodes"))
+    });
+    assert!(lines.iter().filter_map(frame_number).count() >= 2, "{}", lines.join("\n"));
+    stop_fake_apiserver(server);
+}
+
+/// Pods that fake_apiserver's churn writes keep a status, so kubectl shows them as Running.
+#[test]
+fn fake_apiserver_churn_keeps_pod_status() {
+    let (server, _rest, _url, kubeconfig) =
+        start_fake_apiserver(&["--pods", "3", "--churn", "20", "--exit-on-eof"], Stdio::piped());
+    let client = kube_watcher::Client::from_kubeconfig_path(&kubeconfig, &Default::default()).unwrap();
+    let api: kube_watcher::Api<k8s_openapi::api::core::v1::Pod> = kube_watcher::Api::all(client);
+    let watcher = kube_watcher::Watcher::new(api, kube_watcher::Config::default()).unwrap();
+    let deadline = Instant::now() + RUN_TIMEOUT;
+    let (mut synced, mut changed) = (false, 0);
+    while changed < 5 {
+        let event = watcher.recv_timeout(deadline.saturating_duration_since(Instant::now())).unwrap().unwrap();
+        let pod = match event {
+            kube_watcher::Event::InitDone => {
+                synced = true;
+                continue;
+            }
+            kube_watcher::Event::Apply(pod) | kube_watcher::Event::InitApply(pod) => pod,
+            _ => continue,
+        };
+        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+        assert_eq!(phase, Some("Running"), "{:?} has no status", pod.metadata.name);
+        let ready = pod.status.as_ref().and_then(|s| s.container_statuses.as_ref()).is_some_and(|c| c[0].ready);
+        assert!(ready, "{:?}", pod.metadata.name);
+        changed += usize::from(synced);
+    }
+    watcher.stop();
+    stop_fake_apiserver(server);
+}
+
+/// `-o name` prints KIND/NAME alone, as kubectl does, so the output pipes into other commands.
+#[test]
+#[cfg(unix)]
+fn kwatch_name_output_is_pipeable() {
+    let server = FakeApiServer::start();
+    let mut pod = k8s_openapi::api::core::v1::Pod::default();
+    pod.metadata.name = Some("one".into());
+    pod.metadata.namespace = Some("shop".into());
+    server.create(&pod).unwrap();
+    let kubeconfig = KubeconfigFile::new(&server, "name");
+    let path = kubeconfig.path();
+    let mut child = command("kwatch", &["pods", "-n", "shop", "-o", "name", "--kubeconfig", &path]).spawn().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    lines.read_line(&mut first).unwrap();
+    assert_eq!(first, "pod/one\n");
+    let pid = child.id().to_string();
+    assert!(Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
+    let rest = thread::spawn(move || {
+        let mut text = String::new();
+        let _ = lines.read_to_string(&mut text);
+        text
+    });
+    let out = wait(child, rest, RUN_TIMEOUT, "kwatch -o name");
+    assert!(out.status.success(), "{out:?}");
 }
 
 /// One raw HTTP/1.1 GET to the bench server: (headers, chunk sizes, body with the chunked
