@@ -2,7 +2,7 @@
 //! resolves them.
 #![cfg(feature = "testing")]
 
-mod common;
+use crate::common;
 
 use common::*;
 use kube_watcher::testing::ResourceType;
