@@ -1,9 +1,8 @@
 //! Runs the examples as a new user would — no arguments, against the embedded fake API server —
 //! so they cannot rot, and checks that each shows what it promises.
 //!
-//! The binaries are the ones `cargo test --all-features` builds next to this test (a plain
-//! `cargo test` builds every example first). Run alone, build them first:
-//! `cargo build --examples --all-features && cargo test --all-features --test examples`.
+//! The binaries are the ones `cargo test` builds next to this test (it builds every example
+//! first). Run alone, build them first: `cargo build --examples && cargo test --test examples`.
 #![cfg(feature = "testing")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -33,14 +32,14 @@ fn example(name: &str) -> PathBuf {
     let path = profile_dir.join("examples").join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
     assert!(
         path.exists(),
-        "{} is not built: run `cargo build --examples --all-features` (a plain `cargo test --all-features` builds it)",
+        "{} is not built: run `cargo build --examples` (a plain `cargo test` builds it)",
         path.display()
     );
     let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples").join(format!("{name}.rs"));
     let modified = |p: &PathBuf| std::fs::metadata(p).and_then(|m| m.modified()).unwrap();
     assert!(
         modified(&source) <= modified(&path),
-        "{} is older than its source: run `cargo build --examples --all-features` first",
+        "{} is older than its source: run `cargo build --examples` first",
         path.display()
     );
     path
@@ -487,6 +486,26 @@ fn assert_readme_shows_example(name: &str) {
     let source = std::fs::read_to_string(root.join("examples").join(format!("{name}.rs"))).unwrap();
     let block = format!("```rust,no_run\n{source}```\n");
     assert!(readme.contains(&block), "README.md does not show examples/{name}.rs as it is:\n{source}");
+}
+
+/// The README's Cargo.toml lists kube-watcher and k8s-openapi only, so its Rust code may use
+/// nothing else (crossbeam's `select!` comes through `kube_watcher::crossbeam_channel`).
+#[test]
+fn readme_code_uses_only_the_crates_its_cargo_toml_lists() {
+    let readme = std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let mut in_rust = false;
+    let mut uses = 0;
+    for line in readme.lines() {
+        if line.starts_with("```") {
+            in_rust = line.starts_with("```rust");
+            continue;
+        }
+        let Some(path) = line.trim_start().strip_prefix("use ").filter(|_| in_rust) else { continue };
+        let root = path.split(['{', ':', ';']).next().unwrap();
+        assert!(["std", "k8s_openapi", "kube_watcher"].contains(&root), "README uses {root:?}: {line}");
+        uses += 1;
+    }
+    assert!(uses > 5, "found only {uses} use lines in the README's Rust blocks");
 }
 
 /// Runs example `name` with `KUBECONFIG=kubeconfig`, as a newcomer runs a README snippet against
