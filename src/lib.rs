@@ -78,10 +78,11 @@
 //!
 //! [`Watcher::receiver`] is a `crossbeam_channel::Receiver`, so several watchers, timers and
 //! your own channels can share one `select!` loop (the crate is re-exported as
-//! [`crossbeam_channel`]; the `select_loop` example is a game-style loop with a frame tick). A full channel (1024 events by default,
-//! [`WatcherBuilder::channel_capacity`]) makes the watcher wait for you: backpressure, never
-//! silent loss. More consumers: [`Watcher::subscribe`], each with its own
-//! [`SlowConsumer`] policy (block, or lag and catch up from the store).
+//! [`crossbeam_channel`]; the `select_loop` example is a game-style loop with a frame tick).
+//! A full channel (1024 events by default, [`WatcherBuilder::channel_capacity`]) makes the
+//! watcher wait for you: backpressure, never silent loss. More consumers:
+//! [`Watcher::subscribe`], each with its own [`SlowConsumer`] policy (block, or lag and catch up
+//! from the store).
 //!
 //! # Stopping
 //!
