@@ -73,11 +73,14 @@ fn dynamic_objects_of_a_discovered_custom_resource_reach_store_and_events() {
     assert_eq!(a.data["spec"]["size"], 1);
     assert_eq!(a.types.as_ref().map(|t| (t.api_version.as_str(), t.kind.as_str())), Some(("example.com/v1", "Widget")));
 
+    // Attach before the change: a consumer that attaches later gets it as part of the current
+    // state (an InitApply), not as an Apply, and the loop below would wait in vain.
+    let events = w.receiver();
     server.create_value(&rt, json!({"metadata": {"name": "b", "namespace": "shop"}, "spec": {"size": 2}})).unwrap();
     server.create_value(&rt, json!({"metadata": {"name": "elsewhere", "namespace": "other"}})).unwrap();
     let deadline = std::time::Instant::now() + WAIT;
     let b = loop {
-        match w.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now())).unwrap().unwrap() {
+        match events.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now())).unwrap().unwrap() {
             Event::Apply(o) => break o,
             Event::Init | Event::InitApply(_) | Event::InitDone | Event::Delete(_) => {}
         }
