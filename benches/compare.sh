@@ -5,8 +5,9 @@
 #                      [--alloc glibc|mimalloc|jemalloc[,...]] [--server-opts "ARGS"] [--peers kw,kws,kr]
 #                      [--workloads watch,sync] [--peer-gzip]
 #
-# Builds `examples/bench` (kube-watcher client and the server) and the kube-rs peer
-# (benches/peers/kube-rs, its own cargo project), then, for each workload, runs K rounds; each
+# Builds kube-watcher's bench (examples/bench.rs, client and server, through benches/alloc: a
+# cargo project of its own that adds the global allocator) and the kube-rs peer
+# (benches/peers/kube-rs, its own cargo project too), then, for each workload, runs K rounds; each
 # round runs every peer once, each against a freshly started `bench --serve` on a fresh port
 # (port 0), killed afterwards. Workloads:
 #   watch: --pods 10000  --events 100000   (events/s with 10k pods cached)
@@ -19,11 +20,11 @@
 # peer and the ratios kube-watcher / kube-rs as markdown. The raw JSON lines
 # (plus the server's CPU time and the load average around each client run) go to --out.
 #
-# --alloc: the global allocator of both peers (bench-only cargo features: kube-watcher's
-# `bench-mimalloc`/`bench-jemalloc`, the peer's `mimalloc`/`jemalloc`; glibc is neither). A
-# comma list runs every allocator in every round (interleaved); each allocator is built in its
-# own target directories (kube-watcher: $CARGO_TARGET_DIR for glibc, $CARGO_TARGET_DIR/alloc-NAME
-# otherwise; peer: $PEER_TARGET_DIR[-NAME]), so switching does not rebuild. Every JSON line and
+# --alloc: the global allocator of both peers (cargo features `mimalloc`/`jemalloc` of the two
+# bench projects, benches/alloc and benches/peers/kube-rs; glibc is neither: the library never
+# has them). A comma list runs every allocator in every round (interleaved); each allocator is
+# built in its own target directories (kube-watcher: $CARGO_TARGET_DIR/bench-alloc[-NAME];
+# peer: $PEER_TARGET_DIR[-NAME]), so switching does not rebuild. Every JSON line and
 # the table name the allocator (a first build of each is a full release build; jemalloc adds a
 # configure + make of its C sources).
 # --server-opts: passed to every `bench --serve` (e.g. "--gzip --page-cap 100", or
@@ -65,7 +66,7 @@ while [ $# -gt 0 ]; do
         --peers) peer_list=$2; shift 2 ;;
         --workloads) workloads=$2; shift 2 ;;
         --peer-gzip) peer_gzip=1; shift ;;
-        -h|--help) sed -n '2,42p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,41p' "$0"; exit 0 ;;
         *) echo "unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -90,24 +91,24 @@ case " $server_opts " in *" --varied "*) kw_extra=(--varied) ;; esac
 kw_target=${CARGO_TARGET_DIR:-$root/target}
 peer_target=${PEER_TARGET_DIR:-$root/target/kube-rs-peer}
 # Per allocator: target directories, cargo features and binaries.
-kw_target_of() { if [ "$1" = glibc ]; then echo "$kw_target"; else echo "$kw_target/alloc-$1"; fi; }
+kw_target_of() { if [ "$1" = glibc ]; then echo "$kw_target/bench-alloc"; else echo "$kw_target/bench-alloc-$1"; fi; }
 peer_target_of() {
     local t=$peer_target
     [ "$1" = glibc ] || t=$t-$1
     [ "$peer_gzip" = 0 ] || t=$t-gzip
     echo "$t"
 }
-kw_bin_of() { echo "$(kw_target_of "$1")/release/examples/bench"; }
+kw_bin_of() { echo "$(kw_target_of "$1")/release/bench"; }
 peer_bin_of() { echo "$(peer_target_of "$1")/release/kube-rs-peer"; }
-# The server is always the glibc build of examples/bench (built first).
+# The server is always the glibc build of the bench (built first).
 kw_bin=$(kw_bin_of glibc)
 
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
     for a in glibc "${alloc_list[@]}"; do
         kw_features=()
-        [ "$a" = glibc ] || kw_features=(--features "bench-$a")
+        [ "$a" = glibc ] || kw_features=(--features "$a")
         echo "building kube-watcher bench, allocator $a (target $(kw_target_of "$a"))" >&2
-        (cd "$root" && CARGO_TARGET_DIR=$(kw_target_of "$a") cargo build --release --example bench "${kw_features[@]}")
+        (cd "$root/benches/alloc" && CARGO_TARGET_DIR=$(kw_target_of "$a") cargo build --release "${kw_features[@]}")
     done
     for a in "${alloc_list[@]}"; do
         peer_features=()

@@ -61,9 +61,10 @@
 //! (`benches/support/varied_pod.rs`) instead of copies of one pod that differ in a few numbers;
 //! the client needs `--varied` too, to look them up when it times `get()`.
 //!
-//! The global allocator is a build choice of this bench only (the library never sets one):
-//! features `bench-jemalloc` (tikv-jemallocator) and `bench-mimalloc`; with both, jemalloc;
-//! with neither, glibc's malloc.
+//! The global allocator is the application's choice (the library never sets one): built here,
+//! glibc's malloc. `benches/alloc` is a cargo project of its own that builds this same file with
+//! mimalloc or jemalloc installed (`benches/compare.sh --alloc`), so that neither allocator is a
+//! dependency or a feature of the library.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -74,23 +75,9 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use kube_watcher::{Api, Client, Event, Notice, ObjectRef, Watchable, Watcher};
 
-#[cfg(feature = "bench-jemalloc")]
-#[global_allocator]
-static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
-#[cfg(all(feature = "bench-mimalloc", not(feature = "bench-jemalloc")))]
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-/// The global allocator this build uses, as the JSON line names it.
-const ALLOCATOR: &str = if cfg!(feature = "bench-jemalloc") {
-    "jemalloc"
-} else if cfg!(feature = "bench-mimalloc") {
-    "mimalloc"
-} else {
-    "glibc"
-};
-
 struct Args {
+    /// The global allocator's name, for the JSON line (set by `run`'s caller).
+    allocator: &'static str,
     serve: bool,
     url: Option<String>,
     pods: usize,
@@ -119,6 +106,7 @@ struct Args {
 
 fn parse_args() -> Result<Args, String> {
     let mut a = Args {
+        allocator: "glibc",
         serve: false,
         url: None,
         pods: 10_000,
@@ -185,8 +173,14 @@ fn parse_args() -> Result<Args, String> {
 }
 
 fn main() {
+    run("glibc");
+}
+
+/// The bench, with `allocator` naming the global allocator in the JSON line: `main` here, and
+/// `benches/alloc/src/main.rs` after installing another one.
+pub fn run(allocator: &'static str) {
     let args = match parse_args() {
-        Ok(a) => a,
+        Ok(a) => Args { allocator, ..a },
         Err(e) => {
             eprintln!("{e}");
             std::process::exit(2);
@@ -374,7 +368,8 @@ fn measure<K: Watchable>(watcher: Watcher<K>, args: &Args, start: Instant) -> Re
     }
     let stop_us = timed_stop(&watcher);
     println!(
-        r#"{{"peer":"kube-watcher","allocator":"{ALLOCATOR}","path":"{}","parallel_sync":{},"n":{},"m":{},"initial_sync_ms":{},"watch_ms":{},"events_per_s":{:.0},"cache_len":{},"max_rss_kb":{},"get_us_median":{get_median:.1},"get_us_p99":{get_p99:.1},"stop_us":{}}}"#,
+        r#"{{"peer":"kube-watcher","allocator":"{}","path":"{}","parallel_sync":{},"n":{},"m":{},"initial_sync_ms":{},"watch_ms":{},"events_per_s":{:.0},"cache_len":{},"max_rss_kb":{},"get_us_median":{get_median:.1},"get_us_p99":{get_p99:.1},"stop_us":{}}}"#,
+        args.allocator,
         if args.store_only { "store" } else { "consumer" },
         args.parallel_sync,
         args.pods,

@@ -30,7 +30,10 @@ mod demo {
     use std::thread;
     use std::time::{Duration, Instant};
 
-    use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
+    use k8s_openapi::api::core::v1::{
+        Container, ContainerState, ContainerStateRunning, ContainerStatus, Node, NodeCondition, NodeStatus, Pod,
+        PodCondition, PodSpec, PodStatus,
+    };
     use kube_watcher::testing::{FakeApiServer, Fault, Match};
 
     /// Command-line options.
@@ -55,9 +58,10 @@ usage: fake_apiserver [OPTIONS]
   --port N             listen on 127.0.0.1:N (default: a free port)
   --tls                serve HTTPS with a fresh self-signed CA (the kubeconfig trusts it)
   --token T            require `Authorization: Bearer T` (the kubeconfig carries it)
-  --pods N             pods to create at start, spread over namespaces default, shop and
-                       ops (default: 10)
-  --churn PER_SEC      random pod creates, updates and deletes per second (default: 0)
+  --pods N             running pods to create at start, spread over namespaces default,
+                       shop and ops and labelled app=web, api or db (default: 10), on two
+                       nodes, node-1 and node-2
+  --churn PER_SEC      random pod creates, relabellings and deletes per second (default: 0)
   --fault-rate PER_SEC random faults per second: 429s, 502s, expired watches, reset and
                        closed connections, truncated lists (default: 0)
   --seed N             seed for the churn and faults, to replay a run (default: 1)
@@ -138,19 +142,59 @@ so a script can start it in the background and wait for that line.
         }
     }
 
-    fn pod(namespace: &str, name: &str, generation: u64) -> Pod {
+    /// The apps pods belong to (label `app`): the README's quick start watches `app=web`.
+    const APPS: [&str; 3] = ["web", "api", "db"];
+
+    /// A running, ready pod of `app` on `node`. Churn writes whole pods, so every write carries
+    /// this status: an update that left it out would blank kubectl's STATUS column.
+    fn pod(namespace: &str, name: &str, app: &str, node: &str, generation: u64) -> Pod {
         let mut p = Pod::default();
         p.metadata.name = Some(name.to_string());
         p.metadata.namespace = Some(namespace.to_string());
         p.metadata.labels = Some(BTreeMap::from([
-            ("app".to_string(), format!("app-{}", generation % 3)),
+            ("app".to_string(), app.to_string()),
             ("generation".to_string(), generation.to_string()),
         ]));
         p.spec = Some(PodSpec {
             containers: vec![Container { name: "main".into(), image: Some("busybox".into()), ..Container::default() }],
+            node_name: Some(node.to_string()),
             ..PodSpec::default()
         });
+        let condition =
+            |kind: &str| PodCondition { type_: kind.to_string(), status: "True".into(), ..PodCondition::default() };
+        p.status = Some(PodStatus {
+            phase: Some("Running".into()),
+            conditions: Some(vec![condition("PodScheduled"), condition("Initialized"), condition("Ready")]),
+            container_statuses: Some(vec![ContainerStatus {
+                name: "main".into(),
+                image: "busybox".into(),
+                ready: true,
+                started: Some(true),
+                state: Some(ContainerState {
+                    running: Some(ContainerStateRunning::default()),
+                    ..ContainerState::default()
+                }),
+                ..ContainerStatus::default()
+            }]),
+            ..PodStatus::default()
+        });
         p
+    }
+
+    const NODES: [&str; 2] = ["node-1", "node-2"];
+
+    fn node(name: &str) -> Node {
+        let mut n = Node::default();
+        n.metadata.name = Some(name.to_string());
+        n.status = Some(NodeStatus {
+            conditions: Some(vec![NodeCondition {
+                type_: "Ready".into(),
+                status: "True".into(),
+                ..NodeCondition::default()
+            }]),
+            ..NodeStatus::default()
+        });
+        n
     }
 
     const NAMESPACES: [&str; 3] = ["default", "shop", "ops"];
@@ -159,10 +203,10 @@ so a script can start it in the background and wait for that line.
         let ns = NAMESPACES[rng.below(3) as usize];
         let name = format!("pod-{}", rng.below(200));
         let generation = rng.below(1000);
+        let (app, node) = (APPS[rng.below(3) as usize], NODES[rng.below(2) as usize]);
         let result = match rng.below(3) {
-            0 => server.apply(&pod(ns, &name, generation)).map(|_| ()),
             1 => server.delete::<Pod>(Some(ns), &name),
-            _ => server.apply(&pod(ns, &name, generation)).map(|_| ()),
+            _ => server.apply(&pod(ns, &name, app, node, generation)).map(|_| ()),
         };
         // Deleting a pod that does not exist is part of the noise.
         let _ = result;
@@ -246,9 +290,14 @@ so a script can start it in the background and wait for that line.
         }
         let server = Arc::new(builder.try_start().map_err(|e| format!("start: {e}"))?);
         let mut rng = Rng(opts.seed.max(1).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+        for name in NODES {
+            server.create(&node(name)).map_err(|e| format!("create nodes: {e}"))?;
+        }
         for i in 0..opts.pods {
-            let ns = NAMESPACES[i % NAMESPACES.len()];
-            server.create(&pod(ns, &format!("pod-{i}"), rng.below(1000))).map_err(|e| format!("seed pods: {e}"))?;
+            // pod-0 default/web, pod-1 shop/web, pod-2 ops/web, pod-3 default/api, ...
+            let (ns, app, node) = (NAMESPACES[i % 3], APPS[(i / 3) % 3], NODES[i % 2]);
+            let created = server.create(&pod(ns, &format!("pod-{i}"), app, node, rng.below(1000)));
+            created.map_err(|e| format!("seed pods: {e}"))?;
         }
         let (kubeconfig, temporary) = match &opts.kubeconfig {
             Some(path) => (path.clone(), false),

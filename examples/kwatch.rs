@@ -28,7 +28,7 @@ use kube_watcher::{
     Api, ApiError, ApiResource, Client, Config, DynamicObject, Error, Event, KubeconfigOptions, Notice, RelistReason,
     Watchable, Watcher,
 };
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 const USAGE: &str = "\
 usage: kwatch [RESOURCE] [options]
@@ -42,12 +42,15 @@ options:
   -A, --all-namespaces      watch every namespace
   -l, --selector S          label selector, e.g. app=web,tier!=db
       --field-selector S    field selector, e.g. spec.nodeName=node-1
-  -o, --output FORMAT       wide, json, yaml or name (default: a table)
+  -o, --output FORMAT       wide, json, yaml or name (default: a table). As kubectl: json
+                            prints each object indented over many lines (read it with
+                            `jq`, not line by line), yaml as documents after `---`, name
+                            one KIND/NAME per line with no event type (for pipes)
       --context C           kubeconfig context to use
       --kubeconfig F        kubeconfig file to use (instead of $KUBECONFIG or ~/.kube/config)
       --watch-only          do not print the objects that exist at the start
-      --output-watch-events with -o json or yaml: print {\"type\": ..., \"object\": ...} per change,
-                            as kubectl does (otherwise each line is the object alone)
+      --output-watch-events with -o json or yaml: wrap each object in
+                            {\"type\": ..., \"object\": ...} (kubectl's flag of that name)
       --stats               print reconnects, relists and lag as they happen (to stderr)
       --demo                watch an in-process fake cluster with a simulated workload
                             (needs the `testing` feature)
@@ -146,6 +149,10 @@ impl Options {
                 "--stats" => opts.stats = true,
                 "--demo" => opts.demo = true,
                 f if f.starts_with('-') => return Err(format!("unknown flag {arg:?}")),
+                // kubectl takes `pods,configmaps`; a watch here is of one type.
+                _ if arg.contains(',') => {
+                    return Err(format!("one resource type at a time: got {arg:?} (run one kwatch per type)"));
+                }
                 _ if opts.resource.is_none() => opts.resource = Some(arg),
                 _ => {
                     return Err(format!(
@@ -202,9 +209,20 @@ impl Target {
 fn run(opts: &Options) -> Result<(), String> {
     let stop = ctrl_c()?;
     let mut demo = if opts.demo { Some(demo::start()?) } else { None };
-    let client = connect(opts, demo.as_ref()).map_err(|e| explain(&e, None, false))?;
+    let client = connect(opts, demo.as_ref()).map_err(|e| explain_connect(&e, opts))?;
     let name = opts.resource.as_deref().unwrap_or("pods");
-    let resource = discover(&client, name, &stop)?;
+    let started = Instant::now();
+    let (found, failures) = discover(&client, name, &stop)?;
+    let Some(resource) = found else {
+        // Ctrl-C while start-up was still retrying: a normal stop, with the summary it asked for.
+        if opts.stats {
+            eprintln!(
+                "# stats: stopped after {:.1} s, before the watch started: {failures} failed attempts to discover {name:?}",
+                started.elapsed().as_secs_f64()
+            );
+        }
+        return Ok(());
+    };
     let namespace = match (resource.namespaced, opts.all_namespaces, &opts.namespace) {
         (false, _, _) | (true, true, _) => None,
         (true, false, Some(ns)) => Some(ns.clone()),
@@ -263,20 +281,68 @@ fn connect(opts: &Options, demo: Option<&demo::Demo>) -> Result<Client, Error> {
     }
 }
 
-/// A channel that receives `()` on the first Ctrl-C; a second Ctrl-C exits at once.
+/// [`explain`] for a failure to build the client: a `--context` the kubeconfig does not define
+/// is answered with the contexts it does define, as `kubectl config get-contexts` would show.
+fn explain_connect(e: &Error, opts: &Options) -> String {
+    let text = e.to_string().replace("(from KubeconfigOptions::context)", "(from --context)");
+    if opts.context.is_none() || !text.contains("(from --context) is not defined") {
+        return explain(e, None, false);
+    }
+    match known_contexts(opts).as_slice() {
+        [] => format!("{text} (hint: the kubeconfig defines no context)"),
+        names => format!("{text} (hint: the kubeconfig defines {})", names.join(", ")),
+    }
+}
+
+/// The names of the contexts in the kubeconfig files kwatch reads (`--kubeconfig`, else
+/// `$KUBECONFIG`'s list, else `~/.kube/config`), in order, without repeats. Files that cannot be
+/// read or parsed are skipped: the library has already said what is wrong with them.
+fn known_contexts(opts: &Options) -> Vec<String> {
+    #[derive(Deserialize)]
+    struct File {
+        #[serde(default)]
+        contexts: Option<Vec<Named>>,
+    }
+    #[derive(Deserialize)]
+    struct Named {
+        name: String,
+    }
+    let paths: Vec<PathBuf> = match (&opts.kubeconfig, std::env::var_os("KUBECONFIG")) {
+        (Some(path), _) => vec![path.clone()],
+        (None, Some(list)) if !list.is_empty() => std::env::split_paths(&list).collect(),
+        (None, _) => {
+            std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".kube").join("config")).into_iter().collect()
+        }
+    };
+    let mut names: Vec<String> = Vec::new();
+    for path in paths {
+        let Ok(text) = std::fs::read_to_string(&path) else { continue };
+        let Ok(file) = serde_norway::from_str::<File>(&text) else { continue };
+        for context in file.contexts.into_iter().flatten() {
+            if !names.contains(&context.name) {
+                names.push(context.name);
+            }
+        }
+    }
+    names
+}
+
 /// Discovers `name`, retrying what retrying can fix (429, 5xx, a refused or dropped connection)
 /// with the library's backoff (0.8 s doubling to 30 s), saying so on stderr; a 403, an unknown
 /// resource or a bad configuration ends kwatch at once. Ctrl-C interrupts the wait.
-fn discover(client: &Client, name: &str, stop: &Receiver<()>) -> Result<ApiResource, String> {
+/// Returns the resource (`None` if Ctrl-C came first) and the number of failed attempts.
+fn discover(client: &Client, name: &str, stop: &Receiver<()>) -> Result<(Option<ApiResource>, u32), String> {
     let backoff = kube_watcher::Backoff::default();
     let mut delay = backoff.initial;
+    let mut failures = 0;
     loop {
         match client.discover(name) {
-            Ok(resource) => return Ok(resource),
+            Ok(resource) => return Ok((Some(resource), failures)),
             Err(e) if e.is_retryable() => {
+                failures += 1;
                 eprintln!("kwatch: {}; retrying in {:.1} s", explain(&e, None, false), delay.as_secs_f64());
                 if stop.recv_timeout(delay).is_ok() {
-                    return Err("interrupted".to_owned());
+                    return Ok((None, failures));
                 }
                 delay = delay.mul_f64(backoff.factor).min(backoff.max);
             }
@@ -285,6 +351,7 @@ fn discover(client: &Client, name: &str, stop: &Receiver<()>) -> Result<ApiResou
     }
 }
 
+/// A channel that receives `()` on the first Ctrl-C; a second Ctrl-C exits at once.
 fn ctrl_c() -> Result<Receiver<()>, String> {
     let (tx, rx) = crossbeam_channel::bounded(1);
     let pressed = AtomicBool::new(false);
@@ -798,13 +865,14 @@ impl<'a> Printer<'a> {
                 }
                 self.rows::<K>(vec![row], out)?;
             }
+            // KIND/NAME alone, as `kubectl get -w -o name` prints it, so it can be piped.
             Output::Name => {
                 let r = &self.target.resource;
                 let kind_name = match r.group.as_str() {
                     "" => r.kind.to_lowercase(),
                     group => format!("{}.{group}", r.kind.to_lowercase()),
                 };
-                writeln!(out, "{kind:<9}{kind_name}/{}", name(obj.meta()))?;
+                writeln!(out, "{kind_name}/{}", name(obj.meta()))?;
             }
             Output::Json | Output::Yaml => {
                 let mut object = serde_json::to_value(obj).map_err(io::Error::other)?;
@@ -964,6 +1032,59 @@ mod tests {
         assert!(parse(&["pods", "-A", "-n", "x"]).unwrap_err().contains("exclude each other"));
         assert!(parse(&[]).unwrap_err().contains("kwatch --demo"));
         assert!(parse(&["--help"]).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_comma_separated_list_of_types_is_refused_as_one_type_at_a_time() {
+        let e = parse(&["pods,configmaps"]).unwrap_err();
+        assert!(e.starts_with("one resource type at a time: got \"pods,configmaps\""), "{e}");
+        let e = parse(&["pods", "configmaps"]).unwrap_err();
+        assert!(e.starts_with("one resource type at a time"), "{e}");
+    }
+
+    /// Prints `events` for a pod watch in `output` format and returns the text.
+    fn printed(output: Output, events: &[Event<Pod>]) -> String {
+        let opts = Options { output, ..Options::default() };
+        let target = Target { resource: ApiResource::of::<Pod>(), namespace: Some("shop".into()) };
+        let mut printer = Printer::new(&opts, &target);
+        let mut out = Vec::new();
+        for event in events {
+            printer.event(event, &mut out).unwrap();
+        }
+        String::from_utf8(out).unwrap()
+    }
+
+    fn a_pod(name: &str, rv: &str) -> std::sync::Arc<Pod> {
+        let mut pod = Pod::default();
+        pod.metadata.name = Some(name.into());
+        pod.metadata.namespace = Some("shop".into());
+        pod.metadata.resource_version = Some(rv.into());
+        std::sync::Arc::new(pod)
+    }
+
+    #[test]
+    fn name_output_is_kind_slash_name_alone_as_kubectl_prints_it() {
+        let events = [
+            Event::Init,
+            Event::InitApply(a_pod("a", "1")),
+            Event::InitDone,
+            Event::Apply(a_pod("b", "2")),
+            Event::Delete(a_pod("a", "3")),
+        ];
+        assert_eq!(printed(Output::Name, &events), "pod/a\npod/b\npod/a\n");
+    }
+
+    #[test]
+    fn json_output_is_indented_over_many_lines_as_the_help_says() {
+        let text = printed(Output::Json, &[Event::Apply(a_pod("a", "1"))]);
+        assert!(text.starts_with("{\n  \"") && text.lines().count() > 3, "{text}");
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!((value["kind"].as_str(), value["metadata"]["name"].as_str()), (Some("Pod"), Some("a")));
+        assert!(
+            USAGE.contains("json\n                            prints each object indented over many lines"),
+            "{USAGE}"
+        );
+        assert!(!USAGE.contains("each line is the object"), "{USAGE}");
     }
 
     #[test]

@@ -83,6 +83,14 @@ impl Default for Backoff {
 /// Plain data with by-value builder methods; every default is documented on its setter.
 /// Values are validated when the watcher starts.
 ///
+/// **Coming from kube-rs:** this is the counterpart of `kube::runtime::watcher::Config` (label
+/// and field selectors, page size, list semantic, streaming lists, bookmarks), not of
+/// `kube::Config`. Where to connect and with which credentials (kube-rs's `kube::Config`,
+/// `kube::Client`) is [`Client`](crate::Client) here: [`Client::try_default`](crate::Client::try_default)
+/// for what `Client::try_default().await` does, [`Client::from_kubeconfig`](crate::Client::from_kubeconfig)
+/// with [`KubeconfigOptions`](crate::KubeconfigOptions) for `Config::from_kubeconfig`. The
+/// other names migrate as they are: `docs/comparison.md` has the list.
+///
 /// ```
 /// use std::time::Duration;
 /// use kube_watcher::Config;

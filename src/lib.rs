@@ -6,24 +6,48 @@
 //!
 //! ```
 //! # let server = kube_watcher::testing::FakeApiServer::start();
-//! # let url = server.url();
-//! use std::time::Duration;
-//! use kube_watcher::{Api, Client, Config, Event, Watcher};
+//! # for name in ["web-0", "web-1"] {
+//! #     let mut pod = k8s_openapi::api::core::v1::Pod::default();
+//! #     pod.metadata.name = Some(name.into());
+//! #     pod.metadata.namespace = Some("default".into());
+//! #     pod.metadata.labels = Some([("app".to_owned(), "web".to_owned())].into());
+//! #     server.create(&pod).unwrap();
+//! # }
 //! use k8s_openapi::api::core::v1::Pod;
+//! use kube_watcher::{Api, Client, Config, Event, Watcher};
 //!
-//! let client = Client::from_url(&url)?; // or Client::try_default()? with a kubeconfig
-//! let pods: Api<Pod> = Api::all(client);
-//! let watcher = Watcher::new(pods, Config::default())?;
-//! watcher.store().wait_until_ready(Duration::from_secs(30))?;
-//! while let Ok(event) = watcher.recv_timeout(Duration::from_millis(100)) {
-//!     match event? {
-//!         Event::Apply(pod) | Event::InitApply(pod) => println!("{:?}", pod.metadata.name),
-//!         Event::Delete(pod) => println!("gone: {:?}", pod.metadata.name),
-//!         Event::Init | Event::InitDone => {}
+//! # let client = Client::from_url(&server.url())?;
+//! # /*
+//! let client = Client::try_default()?; // KUBECONFIG, ~/.kube/config, else in-cluster
+//! # */
+//! let pods: Api<Pod> = Api::namespaced(client, "default");
+//! let watcher = Watcher::new(pods, Config::default().labels("app=web"))?;
+//! let store = watcher.store(); // always current; cheap to clone
+//! # std::thread::scope(|s| {
+//! #     // The loop below runs until the watcher is stopped; stop it once the first list is in.
+//! #     s.spawn(|| {
+//! #         store.wait_until_ready(std::time::Duration::from_secs(30)).unwrap();
+//! #         watcher.stop();
+//! #     });
+//! // Every event from the start: the current state (Init, InitApply…, InitDone), then changes.
+//! // Errors are retried by the watcher; they arrive here so that you can see them.
+//! for event in &watcher {
+//!     match event {
+//!         Ok(Event::InitApply(pod)) => println!("listed   {}", pod.metadata.name.as_deref().unwrap_or("")),
+//!         Ok(Event::InitDone) => println!("in sync: {} pods cached", store.len()),
+//!         Ok(Event::Apply(pod)) => println!("changed  {}", pod.metadata.name.as_deref().unwrap_or("")),
+//!         Ok(Event::Delete(pod)) => println!("deleted  {}", pod.metadata.name.as_deref().unwrap_or("")),
+//!         Ok(Event::Init) => {} // a (re)list starts
+//!         Err(e) => eprintln!("watch trouble, retrying: {e}"),
 //!     }
 //! }
+//! # });
 //! # Ok::<(), kube_watcher::Error>(())
 //! ```
+//!
+//! This is the README's quick start (`examples/watch_pods.rs`): it runs until the watcher is
+//! stopped ([`Watcher::stop`], or dropping it), and only [`Error::is_terminal`] errors, which
+//! the default [`Config`] never produces, end it on their own.
 //!
 //! To see it run without a cluster: `cargo run --example kwatch --features testing -- --demo`.
 //!
@@ -55,11 +79,12 @@
 //! # `select!` over watchers
 //!
 //! [`Watcher::receiver`] is a `crossbeam_channel::Receiver`, so several watchers, timers and
-//! your own channels can share one `select!` loop (the `select_loop` example is a game-style
-//! loop with a frame tick). A full channel (1024 events by default,
-//! [`WatcherBuilder::channel_capacity`]) makes the watcher wait for you: backpressure, never
-//! silent loss. More consumers: [`Watcher::subscribe`], each with its own
-//! [`SlowConsumer`] policy (block, or lag and catch up from the store).
+//! your own channels can share one `select!` loop (the crate is re-exported as
+//! [`crossbeam_channel`]; the `select_loop` example is a game-style loop with a frame tick).
+//! A full channel (1024 events by default, [`WatcherBuilder::channel_capacity`]) makes the
+//! watcher wait for you: backpressure, never silent loss. More consumers:
+//! [`Watcher::subscribe`], each with its own [`SlowConsumer`] policy (block, or lag and catch up
+//! from the store).
 //!
 //! # Stopping
 //!
@@ -166,10 +191,20 @@ pub use crate::watcher::object::{ObjectWatcher, watch_object};
 pub use crate::watcher::{Watcher, WatcherBuilder, metadata_watcher};
 pub use crate::wire::client::{Api, Client, ObjectList};
 pub use crate::wire::request::{ListParams, VersionMatch};
+/// The channel crate of [`Watcher::receiver`] and [`Watcher::subscribe`], for `select!`, `tick`
+/// and `after` without a dependency of your own (`use kube_watcher::crossbeam_channel::select;`).
+pub use crossbeam_channel;
 pub use crossbeam_channel::{RecvTimeoutError, TryRecvError};
+/// The Kubernetes types watchers are typed with; enable one of its version features (such as
+/// `latest`) in your application.
 pub use k8s_openapi;
 
 /// The README's examples, compiled and run as doctests.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
+
+/// The guide's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/guide.md")]
+struct GuideDoctests;

@@ -2,7 +2,7 @@
 //! kept as JSON (compressed in the second).
 #![cfg(feature = "testing")]
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

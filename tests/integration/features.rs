@@ -2,7 +2,7 @@
 //! and stats, predicates, snapshots.
 #![cfg(feature = "testing")]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

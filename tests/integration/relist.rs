@@ -2,7 +2,7 @@
 //! resourceVersion shares the live object, and its `InitApply` carries that same `Arc`; what
 //! changed, appeared or was recreated meanwhile is decoded, and what vanished is deleted.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::Arc;

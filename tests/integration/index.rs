@@ -2,7 +2,7 @@
 //! apply, delete and relists, in the typed, the compact and the compressed store mode.
 #![cfg(feature = "testing")]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! The watcher against the fake API server: listing, watching, resuming, relisting, errors.
 #![cfg(feature = "testing")]
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

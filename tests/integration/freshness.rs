@@ -1,7 +1,7 @@
 //! Freshness: the resourceVersion a store reflects, and waiting for one (read-your-writes),
 //! against the fake server.
 
-mod common;
+use crate::common;
 
 use std::time::Instant;
 

@@ -2,7 +2,7 @@
 //! (`for_each_config`: page sizes 1, 2 and 500 × bookmarks on/off × list+watch / streaming list).
 #![cfg(feature = "testing")]
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

@@ -1,7 +1,7 @@
 //! `stop()` and `Drop` end the watcher thread promptly in every state, leaking nothing.
 #![cfg(feature = "testing")]
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

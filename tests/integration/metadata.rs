@@ -2,7 +2,7 @@
 //! ignore it.
 #![cfg(feature = "testing")]
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};

@@ -3,7 +3,7 @@
 //! named "namespace", recreates during aborted lists — never wedge, kill or freeze a watcher.
 #![cfg(feature = "testing")]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 //! same prompt stop.
 #![cfg(feature = "testing")]
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};

@@ -2,7 +2,7 @@
 //! resolves them.
 #![cfg(feature = "testing")]
 
-mod common;
+use crate::common;
 
 use common::*;
 use kube_watcher::testing::{FakeApiServer, Fault, Match, ResourceType};
@@ -157,15 +157,16 @@ fn dynamic_objects_of_a_discovered_custom_resource_reach_store_and_events() {
     assert_eq!(a.data["spec"]["size"], 1);
     assert_eq!(a.types.as_ref().map(|t| (t.api_version.as_str(), t.kind.as_str())), Some(("example.com/v1", "Widget")));
 
+    // Attach before the change: a consumer that attaches later gets it as part of the current
+    // state (an InitApply), not as an Apply, and the loop below would wait in vain.
+    let events = w.receiver();
     server.create_value(&rt, json!({"metadata": {"name": "b", "namespace": "shop"}, "spec": {"size": 2}})).unwrap();
     server.create_value(&rt, json!({"metadata": {"name": "elsewhere", "namespace": "other"}})).unwrap();
     let deadline = std::time::Instant::now() + WAIT;
     let b = loop {
-        // The first `recv` subscribes: b comes as an `Apply`, or, when the watcher applied it
-        // before that, in the replay of the current state as an `InitApply`.
-        match w.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now())).unwrap().unwrap() {
-            Event::Apply(o) | Event::InitApply(o) if o.metadata.name.as_deref() == Some("b") => break o,
-            Event::Init | Event::InitApply(_) | Event::InitDone | Event::Apply(_) | Event::Delete(_) => {}
+        match events.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now())).unwrap().unwrap() {
+            Event::Apply(o) => break o,
+            Event::Init | Event::InitApply(_) | Event::InitDone | Event::Delete(_) => {}
         }
     };
     assert_eq!(b.metadata.name.as_deref(), Some("b"));

@@ -2,7 +2,7 @@
 //! and every channel a watcher hands out ends with it (README "Recovery": what a consumer can
 //! and cannot hold up). Each test here failed before the fix it names.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! `watch_object`: one named object as `Option<Arc<K>>` updates.
 #![cfg(feature = "testing")]
 
-mod common;
+use crate::common;
 
 use common::*;
 use k8s_openapi::api::core::v1::Pod;

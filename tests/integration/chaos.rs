@@ -6,7 +6,7 @@
 //! of rounds (default 200: a few seconds).
 #![cfg(feature = "testing")]
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -197,7 +197,7 @@ fn random_writes_and_faults_end_with_every_store_equal_to_the_server() {
 
 /// Also checks the stricter promise of src/event.rs: a consumer that treats `InitApply` as
 /// `Apply` and ignores `Init`/`InitDone` misses no deletion. (It failed for about half the seeds
-/// until abandoned relists' objects were tracked; tests/scenarios.rs has the deterministic case.)
+/// until abandoned relists' objects were tracked; tests/integration/scenarios.rs has the deterministic case.)
 #[test]
 fn random_writes_and_faults_miss_no_delete_for_an_apply_only_consumer() {
     chaos(true);

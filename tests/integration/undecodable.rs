@@ -4,7 +4,7 @@
 //! object, `stats().undecodable` counts them, and none is taken for a deletion or for drift.
 #![cfg(feature = "testing")]
 
-mod common;
+use crate::common;
 
 use common::*;
 use k8s_openapi::api::core::v1::Pod;
