@@ -73,7 +73,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
-use kube_watcher::{Api, Client, Event, Notice, ObjectRef, Watchable, Watcher};
+use kube_watcher::{Api, Client, Event, Notice, ObjectRef, RelistReason, Watchable, Watcher};
 
 struct Args {
     /// The global allocator's name, for the JSON line (set by `run`'s caller).
@@ -295,8 +295,9 @@ fn own_switches() -> (u64, u64) {
 /// then prints them with the resident memory before and the peak during them. On the consumer
 /// path a thread receives every event meanwhile; on the store-only path nothing is attached.
 fn relists<K: Watchable>(watcher: &Watcher<K>, args: &Args, initial_sync: Duration) -> Result<(), String> {
+    // The notices channel holds them all from the start: the first relist may be under way.
     let notices = watcher.notices();
-    while notices.try_recv().is_ok() {} // those of the first sync
+    let mut synced = false;
     let drain = (!args.store_only).then(|| {
         let rx = watcher.receiver().clone();
         std::thread::spawn(move || rx.iter().count())
@@ -310,7 +311,8 @@ fn relists<K: Watchable>(watcher: &Watcher<K>, args: &Args, initial_sync: Durati
     while times.len() < args.relists {
         let left = deadline.saturating_duration_since(Instant::now());
         match notices.recv_timeout(left) {
-            Ok(Notice::Relisting { .. }) => began = Some(Instant::now()),
+            Ok(Notice::Synced { reason: RelistReason::Initial, .. }) => synced = true,
+            Ok(Notice::Relisting { .. }) if synced => began = Some(Instant::now()),
             Ok(Notice::Synced { .. }) => times.extend(began.take().map(|t| t.elapsed())),
             Ok(_) => {}
             Err(_) => return Err(format!("only {} of {} relists came", times.len(), args.relists)),
@@ -325,7 +327,8 @@ fn relists<K: Watchable>(watcher: &Watcher<K>, args: &Args, initial_sync: Durati
     let mut sorted = ms.clone();
     sorted.sort_unstable();
     println!(
-        r#"{{"peer":"kube-watcher","mode":"relists","allocator":"{ALLOCATOR}","path":"{}","store":"{}","parallel_sync":{},"n":{},"initial_sync_ms":{},"relists":{},"relist_ms_median":{},"relist_ms":{ms:?},"steady_rss_kb":{steady},"relist_peak_rss_kb":{peak}}}"#,
+        r#"{{"peer":"kube-watcher","mode":"relists","allocator":"{}","path":"{}","store":"{}","parallel_sync":{},"n":{},"initial_sync_ms":{},"relists":{},"relist_ms_median":{},"relist_ms":{ms:?},"steady_rss_kb":{steady},"relist_peak_rss_kb":{peak}}}"#,
+        args.allocator,
         if args.store_only { "store" } else { "consumer" },
         args.mode,
         args.parallel_sync,
@@ -609,17 +612,6 @@ fn handle(conn: TcpStream, pods: &[String], opts: ServerOpts, state: &ServerStat
             write!(out, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")?;
             out.flush()?;
             let first = !state.watched.swap(true, Ordering::SeqCst);
-            if !first && state.expired.load(Ordering::SeqCst) < opts.relists {
-                // Expired: the client relists.
-                state.expired.fetch_add(1, Ordering::SeqCst);
-                let mut body = Chunked::new(&mut out, 0);
-                body.write_all(
-                    br#"{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","status":"Failure","message":"too old resource version","reason":"Expired","code":410}}"#,
-                )?;
-                body.write_all(b"\n")?;
-                body.finish()?.flush()?;
-                continue;
-            }
             if first {
                 // Events go out in chunks of 64 KiB, as a busy apiserver's do.
                 let mut body = Chunked::new(&mut out, 64 * 1024);
@@ -641,6 +633,17 @@ fn handle(conn: TcpStream, pods: &[String], opts: ServerOpts, state: &ServerStat
                     body.write_all(line.as_bytes())?;
                 }
                 body.flush()?;
+            }
+            if state.expired.load(Ordering::SeqCst) < opts.relists {
+                // Expired (after the events, on the first watch): the client relists.
+                state.expired.fetch_add(1, Ordering::SeqCst);
+                let mut body = Chunked::new(&mut out, 0);
+                body.write_all(
+                    br#"{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","status":"Failure","message":"too old resource version","reason":"Expired","code":410}}"#,
+                )?;
+                body.write_all(b"\n")?;
+                body.finish()?.flush()?;
+                continue;
             }
             // Stay open and quiet, as a healthy watch does, until the client leaves.
             let mut sink = [0u8; 1];

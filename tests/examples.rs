@@ -710,3 +710,33 @@ fn bench_server_caps_pages_gzips_when_asked_and_the_client_syncs_through_it() {
         std::panic::resume_unwind(panic);
     }
 }
+
+/// `bench --relists`: the server answers watches with a 410 and lists again (some pods changed
+/// with `--relist-changed`); the client times each relist on both paths and reports memory.
+#[test]
+fn bench_relists_are_served_and_timed() {
+    for path in [None, Some("--store-only")] {
+        let args =
+            ["--serve", "--pods", "200", "--events", "0", "--port", "0", "--relists", "2", "--relist-changed", "10"];
+        let mut server = command("bench", &args).spawn().unwrap();
+        let mut stdout = BufReader::new(server.stdout.take().unwrap());
+        let mut url = String::new();
+        stdout.read_line(&mut url).unwrap();
+        let url = url.trim().to_owned();
+        let result = std::panic::catch_unwind(|| {
+            let mut client = vec!["--url", url.as_str(), "--pods", "200", "--events", "0", "--relists", "2"];
+            client.extend(path);
+            let out = run("bench", &client);
+            let line: serde_json::Value =
+                serde_json::from_str(out.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {out:?}"));
+            assert_eq!(line["mode"], "relists", "{out:?}");
+            assert_eq!(line["relist_ms"].as_array().map(Vec::len), Some(2), "{out:?}");
+            assert!(line["relist_peak_rss_kb"].as_u64().is_some_and(|kb| kb > 0), "{out:?}");
+        });
+        let _ = server.kill();
+        let _ = server.wait();
+        if let Err(panic) = result {
+            std::panic::resume_unwind(panic);
+        }
+    }
+}

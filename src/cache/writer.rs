@@ -48,7 +48,8 @@ fn other_incarnation<K: Watchable>(old: Option<Entry<K>>, new: &K) -> Option<Ent
 /// Swaps in a relist of one namespace: its objects and index entries replace those of the
 /// namespace, the rest of the store is untouched. Returns the namespace's previous objects.
 fn replace_namespace<K>(objects: &mut Objects<K>, ns: &str, new: Map<K>, indexes: Indexes) -> Map<K> {
-    // By key, not through the namespace index: a user index may replace that one (issue 13).
+    // By key, not through the namespace index: a user index may replace that one (see the test
+    // a_user_index_named_namespace_does_not_break_per_namespace_relists below).
     let keys: Vec<ObjectKey> = objects.live.keys().filter(|k| k.namespace.as_deref() == Some(ns)).cloned().collect();
     let mut old = HashMap::with_capacity(keys.len());
     for key in keys {
@@ -863,7 +864,7 @@ mod tests {
         assert_eq!(kinds(&out), ["Init", "InitApply(b)", "InitDone"], "orphans are reported once");
     }
 
-    /// Issue 13 item 12: an object delivered by an abandoned relist, then deleted and recreated
+    /// An object delivered by an abandoned relist, then deleted and recreated
     /// under the same name before the next relist completes, is reported deleted by uid.
     #[test]
     fn an_incarnation_delivered_by_an_abandoned_relist_and_then_replaced_is_reported_deleted() {
@@ -933,7 +934,7 @@ mod tests {
         assert_eq!(replay, ["a:2", "b:3"]);
     }
 
-    /// Issue 13 item 6: a user index named "namespace" replaces the built-in one; a relist of
+    /// A user index named "namespace" replaces the built-in one; a relist of
     /// one namespace must still remove that namespace's vanished objects.
     #[test]
     fn a_user_index_named_namespace_does_not_break_per_namespace_relists() {

@@ -765,7 +765,11 @@ mod tests {
         let mut m = Machine::new(Config::default(), 1);
         m.step(Input::Start, t0());
         let step = m.step(Input::Page { resource_version: Some("42"), continue_token: None }, t0());
-        assert_eq!(step.effects[0], Effect::InitDone(Some("42".into())), "the store reflects the list once it is switched in");
+        assert_eq!(
+            step.effects[0],
+            Effect::InitDone(Some("42".into())),
+            "the store reflects the list once it is switched in"
+        );
         let w = watch_params(&step.next);
         assert_eq!(w.resource_version.as_deref(), Some("42"));
         assert!(w.bookmarks);

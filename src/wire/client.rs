@@ -1,4 +1,5 @@
-//! `Client`, `Api<K>` and the HTTP layer: the only module that touches ureq.
+//! `Client`, `Api<K>` and the HTTP layer: every request and response goes through here (auth/ builds
+//! the agents and their TLS and proxy settings; ARCHITECTURE.md lists every user of ureq).
 //!
 //! Every request goes through [`Http::call`]: credentials are fetched just before it, a stale
 //! pooled connection is retried once, a 401 refreshes credentials once, and any non-2xx answer
@@ -854,7 +855,7 @@ mod stream_tests {
         next_event(stream)
     }
 
-    /// Issue 13 item 10: after a streaming list the stream keeps the short end-marker read
+    /// After a streaming list the stream keeps the short end-marker read
     /// timeout, so a pause inside a later line times a read out; the line must still arrive
     /// whole (the bytes before the pause were dropped, and the rest decoded as garbage).
     #[test]

@@ -294,7 +294,7 @@ mod tests {
         assert_eq!(buf, b"b");
     }
 
-    /// Issue 13 item 10: a read timeout inside a line kept only the bytes after it.
+    /// A read timeout inside a line used to keep only the bytes after it.
     #[test]
     fn a_line_resumed_after_a_read_timeout_is_whole() {
         /// Hands out its parts one read at a time; an empty part is a timeout of that kind.

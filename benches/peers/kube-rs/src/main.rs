@@ -5,6 +5,10 @@
 //! kube-rs-peer --url http://127.0.0.1:18080 --pods 10000 --events 100000 [--current-thread]
 //! ```
 //!
+//! `--relists K` (with a server started with `--relists K`): after the events, times K relists
+//! (each from its `Init` to its `InitDone`) and prints them with the resident memory before
+//! and the peak during them, as kube-watcher's bench does.
+//!
 //! `initial_sync_ms`: from start until the reflector's store is ready (the first `InitDone`)
 //! and holds `--pods` objects. `watch_ms`: from the first applied watch event (`Apply` or
 //! `Delete` after the initial sync; the reflector has already written it into the store when
@@ -42,13 +46,16 @@ struct Args {
     pods: usize,
     events: usize,
     current_thread: bool,
+    /// Relists to time after the events (the server answers watches with a 410).
+    relists: usize,
 }
 
-const USAGE: &str = "usage: kube-rs-peer --url URL [--pods N] [--events M] [--mode typed] [--current-thread]";
+const USAGE: &str =
+    "usage: kube-rs-peer --url URL [--pods N] [--events M] [--mode typed] [--current-thread] [--relists K]";
 
 fn parse_args() -> Result<Args, String> {
     let mut url = None;
-    let mut a = Args { url: String::new(), pods: 10_000, events: 100_000, current_thread: false };
+    let mut a = Args { url: String::new(), pods: 10_000, events: 100_000, current_thread: false, relists: 0 };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         let mut value = || it.next().ok_or_else(|| format!("{arg} needs a value"));
@@ -63,6 +70,7 @@ fn parse_args() -> Result<Args, String> {
                 }
             }
             "--current-thread" => a.current_thread = true,
+            "--relists" => a.relists = value()?.parse().map_err(|e| format!("--relists: {e}"))?,
             "--serve" => return Err("--serve: run the server with kube-watcher's `examples/bench.rs --serve`".into()),
             "-h" | "--help" => return Err(USAGE.into()),
             other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
@@ -132,8 +140,11 @@ async fn client(args: &Args) -> Result<String, Box<dyn std::error::Error>> {
                     return Err(format!("initial sync holds {} of {} pods", reader.len(), args.pods).into());
                 }
                 initial_sync = Some(start.elapsed());
-                if args.events == 0 {
+                if args.events == 0 && args.relists == 0 {
                     break;
+                }
+                if args.events == 0 {
+                    return relists(&mut stream, &reader, args, start.elapsed()).await;
                 }
             }
             watcher::Event::Apply(_) | watcher::Event::Delete(_) if initial_sync.is_some() => {
@@ -144,6 +155,9 @@ async fn client(args: &Args) -> Result<String, Box<dyn std::error::Error>> {
                 }
                 if seen >= args.events {
                     last = Some(now);
+                    if args.relists > 0 {
+                        return relists(&mut stream, &reader, args, initial_sync.unwrap_or_default()).await;
+                    }
                     break;
                 }
             }
@@ -176,9 +190,55 @@ async fn client(args: &Args) -> Result<String, Box<dyn std::error::Error>> {
 }
 
 fn max_rss_kb() -> u64 {
+    rss_kb("VmHWM:")
+}
+
+/// A memory figure of `/proc/self/status` in KiB (`VmHWM:` the peak, `VmRSS:` now).
+fn rss_kb(field: &str) -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).map(str::to_owned))
+        .and_then(|s| s.lines().find(|l| l.starts_with(field)).map(str::to_owned))
         .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
         .unwrap_or(0)
+}
+
+/// `--relists K`, as kube-watcher's bench does: times K relists (each from its `Init` to its
+/// `InitDone`), with the resident memory before them and the peak during them.
+async fn relists<S, E>(
+    stream: &mut std::pin::Pin<&mut S>,
+    reader: &reflector::Store<Pod>,
+    args: &Args,
+    initial_sync: Duration,
+) -> Result<String, Box<dyn std::error::Error>>
+where
+    S: futures::Stream<Item = Result<watcher::Event<Pod>, E>>,
+    E: std::fmt::Display,
+{
+    let steady = rss_kb("VmRSS:");
+    std::fs::write("/proc/self/clear_refs", "5")?;
+    let mut times = Vec::new();
+    let mut began = None;
+    while times.len() < args.relists {
+        match stream.next().await {
+            Some(Ok(watcher::Event::Init)) => began = Some(Instant::now()),
+            Some(Ok(watcher::Event::InitDone)) => times.extend(began.take().map(|t: Instant| t.elapsed())),
+            Some(Ok(_)) => {}
+            // The 410 that starts each relist arrives as an error first.
+            Some(Err(_)) => {}
+            None => return Err("the watch stream ended".into()),
+        }
+    }
+    let peak = rss_kb("VmHWM:");
+    let ms: Vec<u128> = times.iter().map(Duration::as_millis).collect();
+    let mut sorted = ms.clone();
+    sorted.sort_unstable();
+    let peer = if args.current_thread { "kube-rs-current-thread" } else { "kube-rs" };
+    Ok(format!(
+        r#"{{"peer":"{peer}","mode":"relists","allocator":"{ALLOCATOR}","path":"consumer","store":"typed","n":{},"initial_sync_ms":{},"relists":{},"relist_ms_median":{},"relist_ms":{ms:?},"steady_rss_kb":{steady},"relist_peak_rss_kb":{peak},"cache_len":{}}}"#,
+        args.pods,
+        initial_sync.as_millis(),
+        args.relists,
+        sorted[sorted.len() / 2],
+        reader.len(),
+    ))
 }
