@@ -113,7 +113,12 @@ fn sync_and_relist(parallel: usize, compact: bool, namespaced: bool) -> (Seen, H
     if namespaced {
         builder = builder.namespaces(&["apps", "other"]).start_spread(Duration::ZERO);
     }
+    // Attach before the first list is answered: the errors it reports are not part of the
+    // replay a consumer attaching later would get.
+    let hold = server.hold(Match::List);
     let w = builder.start().unwrap();
+    let _ = w.receiver();
+    hold.release();
     let sync = collect(&w, |s| s.iter().filter(|e| *e == "InitDone").count() == if namespaced { 2 } else { 1 });
     let synced = contents(&w);
 
