@@ -2,8 +2,8 @@
 //!
 //! `cargo bench --bench micro` prints the median of 15 runs for each operation on a realistic
 //! ~6 KB pod. No framework: std timing keeps dev-dependencies lean. With `--features fuzzing` it
-//! also times kube-watcher's strict syntax check and its protobuf decoder (the hidden `fuzzing`
-//! entry points).
+//! also times kube-watcher's strict syntax check, the identity scan of a relist and its protobuf
+//! decoder (the hidden `fuzzing` entry points).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -43,6 +43,11 @@ fn main() {
     #[cfg(feature = "fuzzing")]
     per_op("strict syntax check (before simd-json)", 2000, || {
         black_box(kube_watcher::fuzzing::strict_syntax(black_box(line.as_bytes())));
+    });
+    // What a relist reads of an item the store already holds (src/wire/decode/peek.rs).
+    #[cfg(feature = "fuzzing")]
+    per_op("identity of a listed item (relist peek)", 2000, || {
+        assert!(kube_watcher::fuzzing::peek(black_box(bytes)));
     });
     per_op("envelope with RawValue object", 2000, || {
         #[derive(serde::Deserialize)]

@@ -112,6 +112,11 @@ pub fn watch_line<K: DeserializeOwned + Debug>(line: &[u8]) -> Result<String, St
     }
 }
 
+/// The identity scan a relist uses on each listed item (`decode::peek`): whether it answered.
+pub fn peek(json: &[u8]) -> bool {
+    decode::peek(json).is_some()
+}
+
 /// Whenever the identity scan a relist uses (`decode::peek`) answers for valid JSON, it names
 /// what a decoder reads from the object's `metadata`.
 ///
