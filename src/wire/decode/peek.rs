@@ -140,6 +140,7 @@ impl<'a> Cursor<'a> {
         let mut id = Peeked::default();
         self.ws();
         if self.peek()? == b'}' {
+            self.i += 1;
             return Some(id);
         }
         loop {
@@ -194,6 +195,7 @@ mod tests {
     #[test]
     fn what_is_missing_stays_none() {
         assert_eq!(identity(br#"{"metadata":{}}"#), Some(Peeked::default()));
+        assert_eq!(identity(br#"{"metadata":{ },"kind":"Pod"}"#), Some(Peeked::default()));
         let cluster = identity(br#"{"metadata":{"name":"n1","uid":"u","resourceVersion":"1"}}"#).unwrap();
         assert_eq!(cluster, id(None, "n1", "u", "1"));
     }
@@ -205,6 +207,7 @@ mod tests {
             br#"{"metadata":{"name":"a\u0062"}}"#,
             br#"{"metadata":{"name":"a","name":"b"}}"#,
             br#"{"metadata":{"name":"a"},"metadata":{"name":"b"}}"#,
+            br#"{"metadata":{},"status":"x","metadata":{"resourceVersion":"9"}}"#,
             br#"{"metadata":{"name":"a"},"spec":{"#,
             br#"{"metadata":{"resourceVersion":7}}"#,
             br#"{"metadata":"#,
