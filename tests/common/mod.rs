@@ -7,9 +7,12 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube_watcher::testing::FakeApiServer;
-use kube_watcher::{Api, Client, Config, Error, Event, Watcher};
+use kube_watcher::{Api, Client, Config, Error, Event, Watcher, WatcherBuilder};
 
 pub mod random;
+
+/// Puts a builder in one store mode (the tests that run a scenario in every mode).
+pub type Mode = fn(WatcherBuilder<Pod>) -> WatcherBuilder<Pod>;
 
 /// Milliseconds, to keep durations short to write.
 pub fn ms(n: u64) -> Duration {

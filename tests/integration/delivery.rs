@@ -11,10 +11,7 @@ use common::*;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube_watcher::testing::{Chunking, FakeApiServer, Fault, Match};
-use kube_watcher::{Api, Client, Config, Error, Event, Notice, SlowConsumer, Watcher, WatcherBuilder};
-
-/// Puts a builder in one store mode.
-type Mode = fn(WatcherBuilder<Pod>) -> WatcherBuilder<Pod>;
+use kube_watcher::{Api, Client, Config, Error, Event, Notice, SlowConsumer, Watcher};
 
 /// The store modes a consumer must see alike.
 fn modes() -> [(&'static str, Mode); 4] {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube_watcher::testing::{FakeApiServer, Fault, Match};
-use kube_watcher::{Event, Watchable, Watcher, WatcherBuilder};
+use kube_watcher::{Event, Watchable, Watcher};
 
 /// Makes the server answer the next watch with an in-stream 410: the watcher relists.
 fn expire_the_watch(server: &FakeApiServer) {
@@ -103,8 +103,6 @@ fn fresh_server() -> FakeApiServer {
     create_pods(&server, 0..4);
     server
 }
-
-type Mode = fn(WatcherBuilder<Pod>) -> WatcherBuilder<Pod>;
 
 #[test]
 fn an_unchanged_object_is_shared_by_the_relist_in_every_mode() {

@@ -33,7 +33,6 @@ pub(crate) fn identity(json: &[u8]) -> Option<Peeked<'_>> {
     }
     loop {
         let key = c.plain_string()?;
-        c.ws();
         c.expect(b':')?;
         c.ws();
         if key == b"metadata" {
@@ -46,7 +45,7 @@ pub(crate) fn identity(json: &[u8]) -> Option<Peeked<'_>> {
         }
         c.ws();
         match c.next()? {
-            b',' => c.ws(),
+            b',' => {}
             b'}' => return found,
             _ => return None,
         }
@@ -69,6 +68,7 @@ impl<'a> Cursor<'a> {
         Some(c)
     }
 
+    /// Skips whitespace, then takes `want`.
     fn expect(&mut self, want: u8) -> Option<()> {
         self.ws();
         (self.next()? == want).then_some(())
@@ -145,7 +145,6 @@ impl<'a> Cursor<'a> {
         }
         loop {
             let key = self.plain_string()?;
-            self.ws();
             self.expect(b':')?;
             self.ws();
             let slot = match key {
@@ -166,7 +165,7 @@ impl<'a> Cursor<'a> {
             }
             self.ws();
             match self.next()? {
-                b',' => self.ws(),
+                b',' => {}
                 b'}' => return Some(id),
                 _ => return None,
             }
