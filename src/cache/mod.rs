@@ -262,7 +262,8 @@ impl<K: Watchable> Store<K> {
     /// `InitApply` for each object (the visible ones, as abandoned relists left them), `InitDone`,
     /// then `Init` and the pending objects if a relist is in progress. Empty when nothing has
     /// been published yet. Entries are decoded (compact mode) outside the store's lock; the
-    /// caller holds the hub lock, so the watcher changes nothing meanwhile.
+    /// caller holds the consumers' lock (`engine/delivery/subscribers.rs`), so the watcher
+    /// changes nothing meanwhile.
     pub(crate) fn replay(&self) -> Vec<Event<K>> {
         let objects = self.shared.objects.read();
         let synced = self.shared.readiness.lock().synced.contains(&true);

@@ -27,7 +27,6 @@ pub(crate) struct Counters {
     /// Nanoseconds after `start` of the last event, plus one; 0 = none yet.
     last_event: AtomicU64,
     pub(crate) drift_checks: AtomicU64,
-    pub(crate) lagged: AtomicU64,
     last_error: Mutex<Option<String>>,
 }
 
@@ -49,7 +48,6 @@ impl Default for Counters {
             backoff_nanos: AtomicU64::new(0),
             last_event: AtomicU64::new(0),
             drift_checks: AtomicU64::new(0),
-            lagged: AtomicU64::new(0),
             last_error: Mutex::new(None),
         }
     }
@@ -100,7 +98,8 @@ impl Counters {
         self.last_event.store(nanos + 1, Ordering::Relaxed);
     }
 
-    /// The counters as plain data; the caller fills in what the counters do not hold.
+    /// The counters as plain data; the caller fills in what the counters do not hold (the
+    /// store's and the consumers' figures).
     pub(crate) fn snapshot(&self) -> Stats {
         let r = |i: usize| get(&self.relists[i]);
         let e = |i: usize| get(&self.errors[i]);
@@ -137,7 +136,7 @@ impl Counters {
             objects: 0,
             undecodable: 0,
             queued: 0,
-            lagged: get(&self.lagged),
+            lagged: 0,
             subscribers: 0,
         }
     }

@@ -2,19 +2,19 @@
 //!
 //! The worker ([`worker`]) performs what the pure state machine ([`crate::machine`]) decides:
 //! it makes the requests through [`crate::wire`], prepares each object ([`prepare`]: decode,
-//! transform, index values), applies effects to the cache ([`crate::cache`]) and publishes
-//! events to the subscribers ([`sink`], [`hub`]). The control block ([`shared`]) is what the
-//! public handle and the threads share. The engine never imports the public face
-//! ([`crate::watcher`]): the face builds an [`Engine`] from a [`Spec`] and talks to it.
+//! transform, index values), turns the machine's effects into changes of the cache
+//! ([`crate::cache`]) and hands their events to [`delivery`], which gets them to the
+//! consumers. The control block ([`control`]) is what the public handle and the threads
+//! share. The engine never imports the public face ([`crate::watcher`]): the face builds an
+//! [`Engine`] from a [`Spec`] and talks to it.
 
+pub(crate) mod control;
 pub(crate) mod counters;
+pub(crate) mod delivery;
 pub(crate) mod gate;
-pub(crate) mod hub;
 pub(crate) mod notices;
 pub(crate) mod parallel;
 pub(crate) mod prepare;
-pub(crate) mod shared;
-pub(crate) mod sink;
 pub(crate) mod worker;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -28,19 +28,18 @@ use parking_lot::Mutex;
 
 use crate::cache::{IndexFn, PredicateFn, Store, Writer};
 use crate::config::Config;
+use crate::engine::control::Control;
 use crate::engine::counters::Counters;
+use crate::engine::delivery::{Delivery, Item, Subscribers};
 use crate::engine::gate::Gate;
-use crate::engine::hub::{Hub, Item};
 use crate::engine::notices::Notices;
 use crate::engine::parallel::Pool;
 use crate::engine::prepare::{Compaction, Prepare, Transform};
-use crate::engine::shared::Control;
-use crate::engine::sink::Sink;
 use crate::engine::worker::Worker;
 use crate::error::{Error, Result};
 use crate::guard;
 use crate::machine::Machine;
-use crate::notice::{Notice, SlowConsumer};
+use crate::notice::{Notice, RelistReason, SlowConsumer};
 use crate::resource::Watchable;
 use crate::stats::Stats;
 use crate::wire::client::{Api, Http};
@@ -91,18 +90,19 @@ impl<K: Watchable> Engine<K> {
             .map(|_| Http::with_max_line(Arc::clone(&spec.api.client.conn), spec.config.max_line))
             .collect();
         let name = thread_name("kw-", &spec.api.resource.plural);
+        let notices = Arc::new(Notices::default());
         let shared = Arc::new(Control {
             name: name.clone(),
             stopping: AtomicBool::new(false),
             stop_tx: Mutex::new(Some(stop_tx)),
-            stop_rx,
+            stop_rx: stop_rx.clone(),
             abandon_tx: Mutex::new(Some(abandon_tx)),
             abandon_rx,
             terminal: Mutex::new(None),
             store: store.clone(),
-            hub: Mutex::new(Hub::new(parts.len())),
+            subscribers: Arc::new(Subscribers::new(parts.len(), stop_rx, Arc::clone(&notices))),
             counters: Counters::default(),
-            notices: Notices::default(),
+            notices,
             gate: Gate::new(spec.max_lists),
             running: AtomicUsize::new(parts.len()),
             agents: https.iter().map(|h| h.agent().clone()).collect(),
@@ -127,15 +127,20 @@ impl<K: Watchable> Engine<K> {
             if let Some(ns) = part {
                 api.namespace = Some(ns.into());
             }
+            let delivery = Delivery::new(Arc::clone(&shared.subscribers), writer.decoder(), spec.compact.is_some());
             let worker = Worker {
                 api,
                 http,
                 machine: Machine::new(spec.config.clone(), rand::random()),
-                sink: Sink::new(writer, Arc::clone(&shared), spec.compact.is_some()),
+                control: Arc::clone(&shared),
+                writer,
+                delivery,
                 prepare: prepare.another(),
                 pool: pool.clone(),
                 drift_suspects: Default::default(),
                 start_spread: spec.start_spread,
+                reason: RelistReason::Initial,
+                connected: false,
             };
             match spawn(worker, &name, &shared) {
                 Ok(w) => workers.push(w),
@@ -157,7 +162,7 @@ impl<K: Watchable> Engine<K> {
 
     /// A new consumer: the current state first, then live events.
     pub(crate) fn subscribe(&self, store: &Store<K>, capacity: usize, policy: SlowConsumer) -> Receiver<Item<K>> {
-        self.shared.subscribe(store, capacity, policy)
+        self.shared.subscribers.subscribe(store, capacity, policy)
     }
 }
 
@@ -183,9 +188,7 @@ impl<K> Engine<K> {
         let mut s = self.shared.counters.snapshot();
         s.objects = self.shared.store.len();
         s.undecodable = self.shared.store.undecodable();
-        let hub = self.shared.hub.lock();
-        s.queued = hub.queued();
-        s.subscribers = hub.len();
+        self.shared.subscribers.count(&mut s);
         s
     }
 

@@ -29,6 +29,7 @@ use std::thread::JoinHandle;
 use crossbeam_channel::{Receiver, Sender, TryRecvError, bounded, select, unbounded};
 
 use crate::cache::Indexer;
+use crate::engine::gate::Stopped;
 use crate::engine::prepare::{Prepare, Subject};
 use crate::error::{Error, Result};
 use crate::resource::Watchable;
@@ -45,6 +46,26 @@ const JOBS_PER_THREAD: usize = 2;
 /// Bytes of one list in flight beyond which the worker waits (items can be up to
 /// `Config::max_line` long, so the job count alone does not bound memory).
 const BYTES_IN_FLIGHT: usize = 16 << 20;
+
+/// Why reading a list body ended before its end: an error (an item's, or the body's), or the
+/// watcher stopping.
+#[derive(Debug)]
+pub(crate) enum Halt {
+    Failed(Error),
+    Stopped,
+}
+
+impl From<Error> for Halt {
+    fn from(e: Error) -> Halt {
+        Halt::Failed(e)
+    }
+}
+
+impl From<Stopped> for Halt {
+    fn from(_: Stopped) -> Halt {
+        Halt::Stopped
+    }
+}
 
 /// What a helper made of one item: prepared (or the error of the whole body), or the panic of
 /// a callback, to resume on the worker.
@@ -193,15 +214,15 @@ impl<K> Run<'_, K> {
     }
 
     /// Hands the items whose results are back to `apply`, in list order. Waits (waking at once
-    /// on `stop`, then `Err(Error::Stopped)`) while too much is in flight, or, with `all`, until
+    /// on `stop`, then `Halt::Stopped`) while too much is in flight, or, with `all`, until
     /// every item pushed is applied. The first error (an item's, or `apply`'s) ends the run
     /// and is returned; a helper's panic resumes here, after the items before it.
     pub(crate) fn apply(
         &mut self,
         all: bool,
         stop: &Receiver<()>,
-        mut apply: impl FnMut(Subject<K>) -> Result<()>,
-    ) -> Result<()> {
+        mut apply: impl FnMut(Subject<K>) -> Result<(), Halt>,
+    ) -> Result<(), Halt> {
         if all {
             self.send();
         }
@@ -215,7 +236,7 @@ impl<K> Run<'_, K> {
                     recv(rx) -> reply => reply.map_err(|_| ()),
                     recv(stop) -> _ => {
                         self.ended = true;
-                        return Err(Error::Stopped);
+                        return Err(Halt::Stopped);
                     }
                 },
                 Err(TryRecvError::Disconnected) => Err(()),
@@ -224,14 +245,14 @@ impl<K> Run<'_, K> {
             self.in_flight -= size;
             let Ok(reply) = reply else {
                 self.ended = true;
-                return Err(Error::Panicked {
+                return Err(Halt::Failed(Error::Panicked {
                     callback: "a list decoding helper thread".into(),
                     message: "it exited without an answer".into(),
-                });
+                }));
             };
             for prepared in reply {
                 let result = match prepared {
-                    Ok(result) => result.and_then(&mut apply),
+                    Ok(result) => result.map_err(Halt::Failed).and_then(&mut apply),
                     Err(panic) => {
                         self.ended = true;
                         resume_unwind(panic)
@@ -274,7 +295,7 @@ mod tests {
         transform: Option<Transform<ConfigMap>>,
         items: &[String],
         stop: &Receiver<()>,
-    ) -> (Vec<String>, Result<()>) {
+    ) -> (Vec<String>, Result<(), Halt>) {
         let (writer, _store) = Writer::<ConfigMap>::new();
         let prepare = Prepare::new("test".into(), transform, None);
         let mut helpers = Vec::new();
@@ -340,7 +361,7 @@ mod tests {
         items[40] = "5".into();
         let (seen, result) = run_items(2, None, &items, &stop);
         assert_eq!(seen, (0..40).map(|i| format!("c{i}")).collect::<Vec<_>>());
-        assert!(matches!(result, Err(Error::Decode(_))), "{result:?}");
+        assert!(matches!(result, Err(Halt::Failed(Error::Decode(_)))), "{result:?}");
     }
 
     #[test]
@@ -401,7 +422,7 @@ mod tests {
             applied += 1;
             Ok(())
         });
-        assert!(matches!(result, Err(Error::Stopped)), "{result:?}");
+        assert!(matches!(result, Err(Halt::Stopped)), "{result:?}");
         assert_eq!(applied, 0);
         drop(run); // abandons the list: the helper skips "b"
         drop(gate_tx);

@@ -1,5 +1,6 @@
 //! The background thread: performs the machine's next moves through the wire (lists, drift
-//! checks, watches), feeds back what happened, and stops promptly.
+//! checks, watches), turns its effects into changes of the store whose events it hands to
+//! delivery, feeds back what happened, and stops promptly.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -10,17 +11,19 @@ use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 
 use crossbeam_channel::{after, select};
 
-use crate::engine::counters;
-use crate::engine::hub::Stopped;
-use crate::engine::parallel::Pool;
-use crate::engine::prepare::{Prepare, Subject};
-use crate::engine::sink::Sink;
+use crate::cache::Writer;
+use crate::engine::control::Control;
+use crate::engine::counters::{self, Counters};
+use crate::engine::delivery::{Delivery, Form};
+use crate::engine::gate::Stopped;
+use crate::engine::parallel::{Halt, Pool};
+use crate::engine::prepare::{Incoming, Prepare, Subject};
 use crate::error::Error;
 use crate::guard;
 use crate::key::ObjectKey;
 use crate::machine::drift;
-use crate::machine::{Input, Machine, Next, Step, WatchInput};
-use crate::notice::Notice;
+use crate::machine::{Effect, Input, Machine, Next, Step, WatchInput};
+use crate::notice::{Notice, RelistReason};
 use crate::resource::{PartialObjectMetadata, Watchable};
 use crate::wire::client::{Api, Http, StreamItem};
 use crate::wire::decode::{self, Change, WatchEvent};
@@ -31,7 +34,13 @@ pub(crate) struct Worker<K> {
     pub(crate) api: Api<K>,
     pub(crate) http: Http,
     pub(crate) machine: Machine,
-    pub(crate) sink: Sink<K>,
+    /// What the watcher's handle and threads share: the stop signal, counters, notices, the
+    /// list gate, the end path.
+    pub(crate) control: Arc<Control<K>>,
+    /// This thread's part of the store.
+    pub(crate) writer: Writer<K>,
+    /// How the events of the store's changes reach the consumers.
+    pub(crate) delivery: Delivery<K>,
     pub(crate) prepare: Prepare<K>,
     /// Helper threads that prepare list items (`WatcherBuilder::parallel_sync`); none: this
     /// thread prepares them.
@@ -40,6 +49,10 @@ pub(crate) struct Worker<K> {
     pub(crate) drift_suspects: drift::Suspects,
     /// Start after a random delay up to this (watchers over several namespaces).
     pub(crate) start_spread: Duration,
+    /// The reason of the relist in progress (for `Notice::Synced`).
+    pub(crate) reason: RelistReason,
+    /// False from the start and after each `Notice::Reconnecting` until a request succeeds.
+    pub(crate) connected: bool,
 }
 
 impl<K: Watchable> Worker<K> {
@@ -56,7 +69,7 @@ impl<K: Watchable> Worker<K> {
             // applied before it. Any other panic is a bug, for the thread's top frame.
             Err(panic) if guard::is_callback(panic.as_ref()) => {
                 let e = guard::into_error(panic.as_ref());
-                log::warn!("{}: {e}", self.sink.shared.name);
+                log::warn!("{}: {e}", self.control.name);
                 e
             }
             Err(panic) => resume_unwind(panic),
@@ -64,16 +77,15 @@ impl<K: Watchable> Worker<K> {
         // Events held back (a batch, or an abandoned list's) go out before the terminal error.
         let end = match end {
             Error::Stopped => end,
-            e => self.sink.quiet().map_or(Error::Stopped, |()| e),
+            e => self.delivery.quiet().map_or(Error::Stopped, |()| e),
         };
-        let shared = Arc::clone(&self.sink.shared);
-        shared.finish(end);
-        shared.exited();
-        log::debug!("{}: watcher thread exits", shared.name);
+        self.control.finish(end);
+        self.control.exited();
+        log::debug!("{}: watcher thread exits", self.control.name);
     }
 
     fn stopping(&self) -> bool {
-        self.sink.shared.stopping.load(Ordering::Acquire)
+        self.control.stopping.load(Ordering::Acquire)
     }
 
     fn drive(&mut self) -> Result<Error, Stopped> {
@@ -82,23 +94,23 @@ impl<K: Watchable> Worker<K> {
             if self.stopping() {
                 return Err(Stopped);
             }
-            let next = self.sink.perform(step, None)?;
-            let shared = Arc::clone(&self.sink.shared);
+            let next = self.perform(step, None)?;
+            let control = Arc::clone(&self.control);
             // Lists take a permit (a limit across the threads of a multi-namespace watcher),
             // held until the list returns; then every request waits out a `Retry-After` that
             // any of those threads was given.
             let _permit = match &next {
-                Next::List(_) | Next::DriftCheck { .. } => Some(shared.gate.list_permit(&shared.stop_rx)?),
+                Next::List(_) | Next::DriftCheck { .. } => Some(control.gate.list_permit(&control.stop_rx)?),
                 _ => None,
             };
             if matches!(next, Next::List(_) | Next::DriftCheck { .. } | Next::Watch { .. } | Next::Wait(_)) {
                 // Events held back while the last body was read wait for slow consumers here,
                 // between two requests or before a backoff wait (a relist's last page publishes
                 // them with `InitDone`, after the store is updated).
-                self.sink.quiet()?;
+                self.delivery.quiet()?;
             }
             if matches!(next, Next::List(_) | Next::DriftCheck { .. } | Next::Watch { .. }) {
-                shared.gate.wait_turn(&shared.stop_rx)?;
+                control.gate.wait_turn(&control.stop_rx)?;
             }
             step = match next {
                 Next::List(params) => self.list(&params)?,
@@ -115,17 +127,155 @@ impl<K: Watchable> Worker<K> {
         }
     }
 
+    /// Applies a step's effects, with the current input's object, and returns its next move.
+    fn perform(&mut self, step: Step, mut subject: Option<Subject<K>>) -> Result<Next, Stopped> {
+        for e in &step.effects {
+            self.effect(e, &mut subject)?;
+        }
+        if let Next::Wait(delay) = &step.next
+            && let Some(Effect::Report(error)) = step.effects.iter().find(|e| matches!(e, Effect::Report(_)))
+        {
+            self.connected = false;
+            self.control.notices.send(Notice::Reconnecting { error: error.clone(), delay: *delay });
+        }
+        Ok(step.next)
+    }
+
+    /// Applies one effect: a change of the store, through the writer, whose events go to the
+    /// consumers through delivery; or a count, a notice, the version the store reflects.
+    /// `subject`: the current input's object, taken by the effect that applies it.
+    fn effect(&mut self, effect: &Effect, subject: &mut Option<Subject<K>>) -> Result<(), Stopped> {
+        let (writer, counters) = (&mut self.writer, &self.control.counters);
+        match effect {
+            Effect::BeginInit => {
+                self.delivery.relist_begins();
+                self.delivery.send(Form::Decoded, |c| writer.begin_init(c.events()))
+            }
+            Effect::InitApply => match taken(effect, subject) {
+                Some(subject) => Self::init_apply(writer, &mut self.delivery, counters, subject),
+                None => Ok(()),
+            },
+            Effect::InitDone(rv) => {
+                self.delivery.relist_ends();
+                let (notices, reason) = (&self.control.notices, self.reason);
+                self.delivery.send(Form::Decoded, |c| {
+                    let inferred = writer.init_done(rv.as_deref(), c.events());
+                    counters::add(&counters.inferred_deletes, inferred as u64);
+                    let objects = writer.store().len();
+                    notices.send(Notice::Synced { reason, objects, inferred_deletes: inferred });
+                })
+            }
+            Effect::AbortInit => {
+                self.delivery.relist_ends();
+                writer.abort_init();
+                Ok(())
+            }
+            Effect::Apply => match taken(effect, subject) {
+                Some(Subject::Object(Incoming { obj, json, values })) => {
+                    let form = json.clone().map_or(Form::Decoded, Form::Json);
+                    self.delivery.send(form, |c| {
+                        let old = writer.apply(&obj, json, values);
+                        // The predicates compare outside the consumers' lock, after the
+                        // subscribers are taken: one subscribing meanwhile gets the new state
+                        // in its replay instead.
+                        c.unlock();
+                        if !writer.applied(old, obj, c.events()) {
+                            counters::add(&counters.filtered, 1);
+                        }
+                    })
+                }
+                Some(Subject::Skipped(s, e)) => self.delivery.send(Form::Decoded, |c| {
+                    if writer.skip(&s, c.events()) {
+                        c.report(noted(writer, counters, e));
+                    }
+                }),
+                Some(Subject::Shared { key, .. }) => {
+                    log::error!("bug: {effect:?} of a shared list item {key}; ignored");
+                    Ok(())
+                }
+                None => Ok(()),
+            },
+            Effect::Delete => match taken(effect, subject) {
+                Some(Subject::Object(Incoming { obj, json, .. })) => {
+                    let form = json.map_or(Form::Decoded, Form::Json);
+                    self.delivery.send(form, |c| writer.delete(obj, c.events()))
+                }
+                Some(Subject::Skipped(s, e)) => self.delivery.send(Form::Decoded, |c| {
+                    if s.key.is_none() {
+                        c.report(noted(writer, counters, e));
+                    }
+                    writer.delete_skipped(&s, c.events());
+                }),
+                Some(Subject::Shared { key, .. }) => {
+                    log::error!("bug: {effect:?} of a shared list item {key}; ignored");
+                    Ok(())
+                }
+                None => Ok(()),
+            },
+            Effect::Report(e) => self.delivery.send(Form::Decoded, |c| c.report(noted(writer, counters, e.clone()))),
+            Effect::Relist(reason) => {
+                counters.relist(*reason);
+                self.reason = *reason;
+                if *reason != RelistReason::Initial {
+                    log::debug!("{}: relisting ({reason:?})", self.control.name);
+                }
+                self.control.notices.send(Notice::Relisting { reason: *reason });
+                Ok(())
+            }
+            Effect::Reached(rv) => {
+                writer.reached(rv);
+                Ok(())
+            }
+        }
+    }
+
+    /// Applies one object to the relist in progress: a list item as it is read, or a
+    /// streaming list's initial event (`Effect::InitApply`).
+    fn init_apply(
+        writer: &mut Writer<K>,
+        delivery: &mut Delivery<K>,
+        counters: &Counters,
+        subject: Subject<K>,
+    ) -> Result<(), Stopped> {
+        match subject {
+            Subject::Object(Incoming { obj, json, values }) => {
+                let form = json.clone().map_or(Form::Decoded, Form::Json);
+                delivery.send(form, |c| {
+                    let held = writer.init_apply(obj, json, values, c.events());
+                    c.relist_holds(held);
+                })
+            }
+            Subject::Shared { key, json, uid, rv, values } => delivery.send(Form::InitApply(json.clone()), |c| {
+                let held = writer.init_share(key, json, uid, rv, values, c.events());
+                c.relist_holds(held);
+            }),
+            Subject::Skipped(s, e) => delivery.send(Form::Decoded, |c| {
+                if writer.init_skip(&s, c.events()) {
+                    c.report(noted(writer, counters, e));
+                }
+            }),
+        }
+    }
+
+    /// A request succeeded: announce it if it is the first since the start or a failure.
+    fn connected(&mut self) {
+        if !self.connected {
+            self.connected = true;
+            self.control.notices.send(Notice::Connected);
+        }
+    }
+
     /// A `Retry-After` from the server delays every thread of this watcher (set before this
     /// thread lets go of its list permit, so none slips through).
     fn note_retry_after(&self, e: &Error) {
         if let Some(until) = self.machine.server_wait(e).and_then(|after| Instant::now().checked_add(after)) {
-            self.sink.shared.gate.delay_all(until);
+            self.control.gate.delay_all(until);
         }
     }
 
     /// Sleeps `delay`, waking at once on stop. Never `thread::sleep`.
     fn wait(&self, delay: Duration) -> Result<(), Stopped> {
-        self.sink.counters().backoff(delay);
+        self.control.counters.backoff(delay);
         self.pause(delay)
     }
 
@@ -135,60 +285,49 @@ impl<K: Watchable> Worker<K> {
             return Ok(());
         }
         select! {
-            recv(self.sink.shared.stop_rx) -> _ => Err(Stopped),
+            recv(self.control.stop_rx) -> _ => Err(Stopped),
             recv(after(delay)) -> _ => Ok(()),
         }
     }
 
+    /// Reads one list page: each item goes to the relist in progress as it arrives (prepared
+    /// here or on the helper threads); then the machine learns how the page ended.
     fn list(&mut self, params: &ListParams) -> Result<Step, Stopped> {
-        counters::add(&self.sink.counters().lists, 1);
+        let control = Arc::clone(&self.control);
+        counters::add(&control.counters.lists, 1);
         let context = self.api.describe("list");
-        let shared = Arc::clone(&self.sink.shared);
-        let (sink, machine, prepare) = (&mut self.sink, &mut self.machine, &mut self.prepare);
-        // Set when applying an item ended the read of the body: stopped, or another move (the
-        // machine's to decide).
-        let mut ended: Option<Result<Next, Stopped>> = None;
-        let mut apply = |sink: &mut Sink<K>, subject: Subject<K>| {
-            match sink.perform(machine.step(Input::Item, Instant::now()), Some(subject)) {
-                Ok(Next::ReadOn) => return Ok(()),
-                Ok(next) => ended = Some(Ok(next)),
-                Err(Stopped) => ended = Some(Err(Stopped)),
-            }
-            Err(Error::Stopped)
-        };
+        let (writer, delivery, prepare) = (&mut self.writer, &mut self.delivery, &mut self.prepare);
+        let counters = &control.counters;
         let result = match &self.pool {
             // One object that is not a `K` must not block the whole cache: it is skipped.
-            None => self.http.list(&self.api, params, |item| {
-                counters::add(&shared.counters.bytes, item.bytes.len() as u64);
-                let subject = prepare.item(item, &context, sink.writer.indexer())?;
-                apply(sink, subject)
+            None => self.http.list::<_, Halt>(&self.api, params, |item| {
+                counters::add(&counters.bytes, item.bytes.len() as u64);
+                let subject = prepare.item(item, &context, writer.indexer())?;
+                Ok(Self::init_apply(writer, delivery, counters, subject)?)
             }),
             // The same, with the items prepared on helper threads and applied here in order.
             Some(pool) => {
                 let mut run = pool.run(&context);
                 let result = self.http.list(&self.api, params, |item| {
-                    counters::add(&shared.counters.bytes, item.bytes.len() as u64);
+                    counters::add(&counters.bytes, item.bytes.len() as u64);
                     run.push(item);
-                    run.apply(false, &shared.stop_rx, |subject| apply(sink, subject))
+                    run.apply(false, &control.stop_rx, |s| Ok(Self::init_apply(writer, delivery, counters, s)?))
                 });
                 // The items read before the body ended (or failed) are applied, as above: the
                 // first error among them is the list's.
-                run.apply(true, &shared.stop_rx, |subject| apply(sink, subject)).and(result)
+                run.apply(true, &control.stop_rx, |s| Ok(Self::init_apply(writer, delivery, counters, s)?)).and(result)
             }
         };
-        if matches!(ended, Some(Err(Stopped))) || self.stopping() {
+        if self.stopping() {
             return Err(Stopped);
-        }
-        if let Some(Ok(next)) = ended {
-            return Ok(Step { effects: Vec::new(), next });
         }
         let now = Instant::now();
         Ok(match result {
             Ok(meta) => {
-                self.sink.connected();
+                self.connected();
                 log::debug!(
                     "{}: list page done at resourceVersion {:?} (more: {})",
-                    self.sink.shared.name,
+                    control.name,
                     meta.resource_version,
                     meta.continue_token.is_some()
                 );
@@ -200,7 +339,8 @@ impl<K: Watchable> Worker<K> {
                     now,
                 )
             }
-            Err(e) => {
+            Err(Halt::Stopped) => return Err(Stopped),
+            Err(Halt::Failed(e)) => {
                 self.note_retry_after(&e);
                 self.machine.step(Input::ListFailed(e), now)
             }
@@ -209,12 +349,12 @@ impl<K: Watchable> Worker<K> {
 
     /// Lists metadata only and compares it with the store (`Config::drift_check`).
     fn drift_check(&mut self, params: &ListParams, rv: &str) -> Result<Step, Stopped> {
-        counters::add(&self.sink.counters().drift_checks, 1);
+        counters::add(&self.control.counters.drift_checks, 1);
         let api = self.api.clone().into_metadata();
         let context = api.describe("drift check: list");
         let scratch = &mut self.prepare.scratch;
         let mut listed = HashMap::new();
-        let result = self.http.list(&api, params, |item| {
+        let result = self.http.list::<_, Error>(&api, params, |item| {
             let meta: PartialObjectMetadata<K> = decode::item(item, scratch)
                 .map_err(|e| Error::Decode(Box::new(decode::decode_error(&context, None, item.bytes, e))))?;
             if let (Some(key), Some(rv)) = (ObjectKey::of(&meta), meta.metadata.resource_version) {
@@ -231,23 +371,23 @@ impl<K: Watchable> Worker<K> {
         let outcome = result.map(|meta| {
             let list_rv = meta.resource_version.unwrap_or_default();
             let mut check = drift::Check::new(rv, &list_rv, listed, &mut self.drift_suspects);
-            self.sink.writer.versions(|key, rv| check.stored(key, rv));
+            self.writer.versions(|key, rv| check.stored(key, rv));
             let mismatched = check.finish();
             log::debug!(
                 "{}: drift check at {rv} against list at {list_rv}: {mismatched} out of step",
-                self.sink.shared.name
+                self.control.name
             );
-            self.sink.shared.notices.send(Notice::DriftChecked { mismatched });
+            self.control.notices.send(Notice::DriftChecked { mismatched });
             mismatched
         });
         Ok(self.machine.step(Input::DriftChecked(outcome), Instant::now()))
     }
 
     fn watch(&mut self, params: &WatchParams, idle: Duration) -> Result<Step, Stopped> {
-        counters::add(&self.sink.counters().watches, 1);
+        counters::add(&self.control.counters.watches, 1);
         log::debug!(
             "{}: watch from resourceVersion {:?} (timeout {:?})",
-            self.sink.shared.name,
+            self.control.name,
             params.resource_version,
             params.timeout
         );
@@ -259,24 +399,24 @@ impl<K: Watchable> Worker<K> {
                 return Ok(self.machine.step(Input::WatchFailed(e), Instant::now()));
             }
         };
-        self.sink.connected();
+        self.connected();
         let mut step = self.machine.step(Input::WatchOpened, Instant::now());
         let context = self.api.describe("watch");
-        // Events of a burst go out together (see `Sink::batching`); whatever is held back goes
-        // out before any wait for the network and when the stream ends.
-        self.sink.batching = true;
+        // Events of a burst go out together (see `Delivery::batching`); whatever is held back
+        // goes out before any wait for the network and when the stream ends.
+        self.delivery.batching(true);
         loop {
-            match self.sink.perform(step, None)? {
+            match self.perform(step, None)? {
                 Next::ReadOn => {}
                 // Anything else ends this stream (dropping it closes the connection).
                 next => {
-                    self.sink.batching = false;
-                    self.sink.quiet()?;
+                    self.delivery.batching(false);
+                    self.delivery.quiet()?;
                     return Ok(Step { effects: Vec::new(), next });
                 }
             }
             if !stream.line_ready() {
-                self.sink.before_read()?;
+                self.delivery.before_read()?;
             }
             let item = stream.next_line();
             if self.stopping() {
@@ -285,7 +425,7 @@ impl<K: Watchable> Worker<K> {
             let now = Instant::now();
             step = match item {
                 StreamItem::Line(bytes, line) => {
-                    counters::add(&self.sink.counters().bytes, bytes.len() as u64 + 1);
+                    counters::add(&self.control.counters.bytes, bytes.len() as u64 + 1);
                     let keep_raw = self.prepare.keeps_json();
                     match decode::watch_event::<K>(bytes, keep_raw, &mut self.prepare.scratch)
                         .map_err(|message| {
@@ -293,7 +433,7 @@ impl<K: Watchable> Worker<K> {
                         })
                         .and_then(|(ev, raw)| self.on_event(ev, (bytes, raw), (&context, line), now))
                     {
-                        Ok((input, step)) => Step { effects: Vec::new(), next: self.sink.perform(step, input)? },
+                        Ok((input, step)) => Step { effects: Vec::new(), next: self.perform(step, input)? },
                         Err(e) => self.machine.step(Input::WatchFailed(e), now),
                     }
                 }
@@ -315,11 +455,11 @@ impl<K: Watchable> Worker<K> {
     ) -> Result<(Option<Subject<K>>, Step), Error> {
         let (line, raw) = bytes;
         let (context, n) = at;
-        let counters = &self.sink.shared.counters;
+        let counters = &self.control.counters;
         counters.event_seen(now);
         let object_event = |obj: K, make: fn(&str) -> WatchInput<'_>, this: &mut Self| {
             let rv = obj.meta().resource_version.clone().unwrap_or_default();
-            let input = this.prepare.object(obj, raw, (context, Some(n)), this.sink.writer.indexer())?;
+            let input = this.prepare.object(obj, raw, (context, Some(n)), this.writer.indexer())?;
             let actions = this.machine.step(Input::Event(make(&rv)), now);
             Ok((Some(input), actions))
         };
@@ -346,7 +486,7 @@ impl<K: Watchable> Worker<K> {
                 Ok((None, self.machine.step(Input::WatchFailed(e), now)))
             }
             WatchEvent::Undecodable { kind, id, message } => {
-                // The machine moves past it as past any event; the sink applies the policy.
+                // The machine moves past it as past any event; the writer applies the policy.
                 let rv = id.resource_version.clone().unwrap_or_default();
                 let (input, counter) = match kind {
                     Change::Added => (WatchInput::Added { resource_version: &rv }, &counters.added),
@@ -359,4 +499,21 @@ impl<K: Watchable> Worker<K> {
             }
         }
     }
+}
+
+/// The object `effect` applies, taken from the current input; `None` (a bug of the machine,
+/// logged) when the input has none.
+fn taken<K>(effect: &Effect, subject: &mut Option<Subject<K>>) -> Option<Subject<K>> {
+    let taken = subject.take();
+    if taken.is_none() {
+        log::error!("bug: {effect:?} without an object; ignored");
+    }
+    taken
+}
+
+/// A non-terminal error to deliver: counted, and kept for `wait_until_ready` to explain itself.
+fn noted<K: Watchable>(writer: &Writer<K>, counters: &Counters, e: Error) -> Error {
+    writer.set_last_error(&e);
+    counters.error(&e);
+    e
 }

@@ -68,9 +68,8 @@ enum State {
 pub(crate) enum Input<'a> {
     /// The worker starts (or finished waiting): make the next request.
     Start,
-    /// One item of the list page being read.
-    Item,
-    /// A list page arrived and its items were applied (`InitApply`).
+    /// A list page was read to its end, and its items were applied to the relist in progress
+    /// (each as `Effect::InitApply` would; the machine has nothing to decide per item).
     Page { resource_version: Option<&'a str>, continue_token: Option<&'a str> },
     /// A list request failed.
     ListFailed(Error),
@@ -110,7 +109,8 @@ pub(crate) struct Step {
 pub(crate) enum Effect {
     /// A relist starts (emit `Init`).
     BeginInit,
-    /// Apply the current input's object to the relist in progress.
+    /// Apply the current event's object to the relist in progress: a streaming list's initial
+    /// events (a paged list's items go to the relist as they are read: see [`Next::List`]).
     InitApply,
     /// The relist is complete (emit `InitDone`); the store then reflects this resourceVersion
     /// (`None`: the server sent none).
@@ -133,7 +133,8 @@ pub(crate) enum Effect {
 /// What the worker does next, after the effects.
 #[derive(Debug, Clone)]
 pub(crate) enum Next {
-    /// Request one list page; feed back `Input::Item` per item, then `Page` or `ListFailed`.
+    /// Request one list page, apply each of its items to the relist in progress (as
+    /// `Effect::InitApply` does), then feed back `Input::Page` or `Input::ListFailed`.
     List(ListParams),
     /// Compare the store with a metadata-only list made with these parameters, at the store's
     /// resourceVersion `rv`; feed back `Input::DriftChecked`.
@@ -240,10 +241,6 @@ impl Machine {
     /// A paged list is in progress.
     fn on_list(&mut self, mut next: ListParams, input: Input<'_>, now: Instant, fx: &mut Vec<Effect>) -> Then {
         match input {
-            Input::Item => {
-                fx.push(Effect::InitApply);
-                (State::List { next }, Next::ReadOn)
-            }
             // Progress counts at the last page only: a list whose later pages keep failing
             // (say, a continue token that always expires) must still back off.
             Input::Page { continue_token: Some(token), .. } => {
@@ -707,16 +704,6 @@ mod tests {
     }
 
     #[test]
-    fn list_items_are_applied_to_the_relist_in_progress() {
-        let mut m = Machine::new(Config::default(), 1);
-        m.step(Input::Start, t0());
-        assert_eq!(m.step(Input::Item, t0()), read_on(&[Effect::InitApply]));
-        // Outside a list an item is a bug of the worker: start over.
-        let (mut m, now) = watching(Config::default(), "5");
-        assert!(m.step(Input::Item, now).effects.contains(&Effect::Relist(RelistReason::Error)));
-    }
-
-    #[test]
     fn one_table_decides_how_every_failure_is_recovered_from() {
         // A 408 resumes the watch (it used to relist while `is_retryable` called it retryable).
         let (mut m, now) = watching(Config::default(), "5");
@@ -803,9 +790,6 @@ mod tests {
         let step = m.step(Input::WatchFailed(api(410, "Expired", true)), now);
         assert!(matches!(step.next, Next::List(_)), "{step:?}");
         assert!(!step.effects.iter().any(|e| matches!(e, Effect::Reached(_))), "{step:?}");
-        for _ in 0..3 {
-            assert_eq!(m.step(Input::Item, now), read_on(&[Effect::InitApply]));
-        }
         let step = m.step(Input::Page { resource_version: Some("60"), continue_token: None }, now);
         assert_eq!(step.effects[0], Effect::InitDone(Some("60".into())));
     }

@@ -16,7 +16,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
 use crate::cache::Store;
 use crate::config::Config;
 use crate::engine::Engine;
-use crate::engine::hub::Item;
+use crate::engine::delivery::Item;
 use crate::error::Result;
 use crate::event::Event;
 use crate::notice::{Notice, SlowConsumer};

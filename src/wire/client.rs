@@ -356,7 +356,7 @@ impl<K: Watchable> Api<K> {
         let mut items = Vec::new();
         let context = self.describe("list");
         let mut scratch = decode::Scratch::default();
-        let meta = http.list(self, params, |item| {
+        let meta = http.list::<_, Error>(self, params, |item| {
             let obj = decode::item::<K>(item, &mut scratch)
                 .map_err(|e| Error::Decode(Box::new(decode::decode_error(&context, None, item.bytes, e))))?;
             items.push(obj);
@@ -593,27 +593,29 @@ impl Http {
         format!("{}{path}{query}", self.conn.server)
     }
 
-    /// Lists one page of `api`, handing each item's bytes to `on_item` as it streams in.
-    pub(crate) fn list<K>(
+    /// Lists one page of `api`, handing each item's bytes to `on_item` as it streams in. An
+    /// `Err` from `on_item` ends the read and is returned as it is.
+    pub(crate) fn list<K, E: From<Error>>(
         &self,
         api: &Api<K>,
         params: &ListParams,
-        mut on_item: impl FnMut(decode::Item<'_>) -> Result<()>,
-    ) -> Result<ListMeta> {
+        mut on_item: impl FnMut(decode::Item<'_>) -> Result<(), E>,
+    ) -> Result<ListMeta, E> {
         let context = api.describe("list");
         let url = self.url(&request::collection_path(&api.resource, api.namespace.as_deref()), &params.query());
         let accept = if api.metadata_only { request::ACCEPT_METADATA_LIST } else { request::ACCEPT_JSON };
         let res = self.call(&url, &context, REQUEST_IDLE, false, accept)?;
         let reader = Capped { inner: res.into_body().into_reader(), left: DEFAULT_MAX_LIST_BYTES };
         decode::list(reader, self.max_line, &mut on_item).map_err(|e| match e {
-            ListError::Io(e) => io_error(&context, e),
+            ListError::Io(e) => io_error(&context, e).into(),
             ListError::Malformed { message, offset, snippet } => Error::Decode(Box::new(crate::error::DecodeError {
                 context,
                 line: None,
                 len: offset as usize,
                 message: format!("{message} (at byte {offset})"),
                 snippet,
-            })),
+            }))
+            .into(),
             ListError::Item(e) => e,
         })
     }

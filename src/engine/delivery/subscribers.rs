@@ -1,9 +1,10 @@
-//! Where events and notices go: the consumers' channels, each with its slow-consumer policy.
+//! The consumers of one watcher: their channels, each with its slow-consumer policy, and how
+//! an item reaches them (waiting, never waiting, lagging, the terminal error).
 //!
-//! The worker applies a change to the store and takes the list of subscribers under the hub
-//! lock, then sends outside it. So a consumer that subscribes at any moment gets either the
-//! state before a change and then its event, or the state after it, never both; and a worker
-//! waiting for a slow consumer never keeps anyone from subscribing.
+//! The worker changes the store and takes the list of subscribers under their lock (see
+//! `Delivery::send`), then sends outside it. So a consumer that subscribes at any moment gets
+//! either the state before a change and then its event, or the state after it, never both; and
+//! a worker waiting for a slow consumer never keeps anyone from subscribing.
 
 use std::fmt;
 use std::sync::Arc;
@@ -11,23 +12,25 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicU64, AtomicUsize};
 
 use crossbeam_channel::{Receiver, Select, Sender, TrySendError, bounded, select, unbounded};
+use parking_lot::{Mutex, MutexGuard};
 
-use crate::cache::{Decode, Json};
-use crate::engine::counters::{self, Counters};
-pub(crate) use crate::engine::gate::Stopped;
+use crate::cache::{Decode, Json, Store};
+use crate::engine::gate::Stopped;
 use crate::engine::notices::Notices;
 use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::notice::{Notice, SlowConsumer};
+use crate::resource::Watchable;
+use crate::stats::Stats;
 
 /// The item type of an event channel.
 pub(crate) type Item<K> = Result<Event<K>>;
 
-/// Items held back for their subscribers, in order (see [`Outbox::deliver_ready`]).
-pub(crate) type Backlog<K> = Vec<(Arc<[Sub<K>]>, Held<K>)>;
+/// Items held back for their subscribers, in order (see [`Subscribers::deliver_ready`]).
+pub(super) type Backlog<K> = Vec<(Arc<[Sub<K>]>, Held<K>)>;
 
 /// An item held back.
-pub(crate) enum Held<K> {
+pub(super) enum Held<K> {
     Item(Item<K>),
     /// An `InitApply` of a compact store mode, held as the store holds its object and decoded
     /// when it goes out: a list that a consumer is behind on holds no decoded objects.
@@ -37,7 +40,7 @@ pub(crate) enum Held<K> {
 impl<K> Held<K> {
     /// The item to send; `None` only if a compact entry no longer decodes (a bug: it decoded
     /// when it was stored), which is logged.
-    pub(crate) fn into_item(self) -> Option<Item<K>> {
+    pub(super) fn into_item(self) -> Option<Item<K>> {
         match self {
             Held::Item(item) => Some(item),
             Held::InitApply(json, decode) => match json.bytes().and_then(|bytes| decode(&bytes)) {
@@ -52,7 +55,7 @@ impl<K> Held<K> {
 }
 
 /// One consumer's channel.
-pub(crate) struct Sub<K> {
+pub(super) struct Sub<K> {
     id: u64,
     tx: Sender<Item<K>>,
     /// With the lag policy: the episode in progress, shared by every copy of this `Sub`.
@@ -63,11 +66,11 @@ pub(crate) struct Sub<K> {
 /// marker and the terminal error, so neither ever waits for room (a blocking consumer's channel
 /// has no such slots: it is read, so the terminal error waits its turn).
 ///
-/// The channel itself is unbounded and the hub keeps to `room`: a lagging consumer is never
+/// The channel itself is unbounded and the roster keeps to `room`: a lagging consumer is never
 /// waited for, so nothing needs a bounded channel's wake-up, and an unbounded channel discards
 /// its messages the moment its receiver is dropped. So a consumer that drops its receiver in
 /// the middle of an episode leaves no queue behind and is found out (and forgotten) at the next
-/// event, which a full bounded channel would hide for good. The hub holds no receiver of its
+/// event, which a full bounded channel would hide for good. The roster holds no receiver of its
 /// own, so dropping the consumer's disconnects the channel.
 ///
 /// Dropping an event of a relist in progress is the one case where the store does not yet hold
@@ -93,7 +96,7 @@ impl<K> Sub<K> {
     /// only. A lagging consumer's channel is emptied at the drop (see [`LagState`]) and a
     /// look cannot tell it from an empty live one; a blocking consumer's full channel that is
     /// ready for a send has lost its receiver (a live one is ready only with room). A channel
-    /// found gone by a send is removed from the hub, which a look never does (another thread may
+    /// found gone by a send is removed from the roster, which a look never does (another thread may
     /// send in between).
     fn looks_gone(&self) -> bool {
         if self.lag.is_some() || !self.tx.is_full() {
@@ -111,8 +114,21 @@ impl<K> Clone for Sub<K> {
     }
 }
 
-/// The subscribers. Only the worker sends; subscribing and delivery synchronize on this lock.
-pub(crate) struct Hub<K> {
+/// The consumers of one watcher, shared by its handle (subscribing, [`Stats`]) and its worker
+/// threads (delivery, and the last one's [`close`](Self::close)).
+pub(crate) struct Subscribers<K> {
+    /// Subscribing and delivery synchronize on this lock (the worker holds it while it changes
+    /// the store: see `Delivery::send`).
+    roster: Mutex<Roster<K>>,
+    /// Closed on stop: a send waiting for a slow consumer gives up.
+    stop: Receiver<()>,
+    notices: Arc<Notices>,
+    /// Events dropped for lagging consumers ([`Stats::lagged`]).
+    lagged: AtomicU64,
+}
+
+/// The subscriber list. Only the workers send.
+pub(super) struct Roster<K> {
     /// Rebuilt when a subscriber comes or goes, so taking it per event is one `Arc` clone.
     subs: Arc<[Sub<K>]>,
     /// The watcher's parts (namespaces watched apart), each of which relists on its own.
@@ -123,34 +139,72 @@ pub(crate) struct Hub<K> {
     ended_with: Option<Error>,
 }
 
-impl<K> Hub<K> {
-    /// A hub for a watcher of `parts` parts.
-    pub(crate) fn new(parts: usize) -> Self {
-        Hub { subs: Arc::from(Vec::new()), parts: parts.max(1), next_id: 0, closed: false, ended_with: None }
+impl<K> Subscribers<K> {
+    /// No consumers yet, for a watcher of `parts` parts (each relists on its own); `stop`
+    /// closes when the watcher stops; lag episodes are announced on `notices`.
+    pub(crate) fn new(parts: usize, stop: Receiver<()>, notices: Arc<Notices>) -> Self {
+        let roster =
+            Roster { subs: Arc::from(Vec::new()), parts: parts.max(1), next_id: 0, closed: false, ended_with: None };
+        Subscribers { roster: Mutex::new(roster), stop, notices, lagged: AtomicU64::new(0) }
+    }
+
+    /// The lock a store change is made under (`Delivery::send`).
+    pub(super) fn lock(&self) -> MutexGuard<'_, Roster<K>> {
+        self.roster.lock()
+    }
+
+    /// Fills in what the consumers count in `stats`: events waiting in their channels, how
+    /// many are still there, and the events dropped for lagging ones.
+    pub(crate) fn count(&self, stats: &mut Stats) {
+        let roster = self.roster.lock();
+        stats.queued = roster.queued();
+        stats.subscribers = roster.len();
+        stats.lagged = self.lagged.load(Relaxed);
+    }
+
+    /// No more events: the channels end once their consumers drained them, after `terminal`
+    /// (if any), which is delivered behind every queued event (see
+    /// [`deliver_final`](Self::deliver_final)). A consumer attaching later gets `terminal`.
+    pub(crate) fn close(&self, terminal: Option<Error>, abandon: &Receiver<()>) {
+        let subs = {
+            let mut roster = self.roster.lock();
+            let subs = roster.subscribers();
+            roster.close(terminal.clone());
+            subs
+        };
+        if let Some(e) = terminal {
+            self.deliver_final(&subs, &e, abandon);
+        }
     }
 }
 
-impl<K> fmt::Debug for Hub<K> {
+impl<K: Watchable> Subscribers<K> {
+    /// A new consumer of `store`: its current state first, then live events.
+    pub(crate) fn subscribe(&self, store: &Store<K>, capacity: usize, policy: SlowConsumer) -> Receiver<Item<K>> {
+        let mut roster = self.roster.lock();
+        // Under this lock no worker can change the store: the replay and the live events that
+        // follow it fit together exactly.
+        let replay = if roster.is_closed() { Vec::new() } else { store.replay() };
+        roster.subscribe(replay, capacity, policy)
+    }
+}
+
+impl<K> fmt::Debug for Roster<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Hub").field("subscribers", &self.subs.len()).field("closed", &self.closed).finish()
+        f.debug_struct("Roster").field("subscribers", &self.subs.len()).field("closed", &self.closed).finish()
     }
 }
 
-impl<K> Hub<K> {
+impl<K> Roster<K> {
     /// The current subscribers, to deliver to after the lock is released.
-    pub(crate) fn subscribers(&self) -> Arc<[Sub<K>]> {
+    pub(super) fn subscribers(&self) -> Arc<[Sub<K>]> {
         Arc::clone(&self.subs)
     }
 
     /// A new consumer: a channel with room for `capacity` events beyond `replay`, which it gets
-    /// first (and, for a lagging consumer, room for the lag marker and the terminal error). Once the hub is closed the
-    /// channel is already disconnected.
-    pub(crate) fn subscribe(
-        &mut self,
-        replay: Vec<Event<K>>,
-        capacity: usize,
-        policy: SlowConsumer,
-    ) -> Receiver<Item<K>> {
+    /// first (and, for a lagging consumer, room for the lag marker and the terminal error).
+    /// Once the roster is closed the channel is already disconnected.
+    fn subscribe(&mut self, replay: Vec<Event<K>>, capacity: usize, policy: SlowConsumer) -> Receiver<Item<K>> {
         let room = capacity.saturating_add(replay.len());
         let (tx, rx) = match policy {
             SlowConsumer::Lag => unbounded(),
@@ -184,39 +238,31 @@ impl<K> Hub<K> {
 
     /// No more events: consumers see their channel end once they drain it (and once the caller
     /// drops the subscribers it took). A consumer attaching later gets `ended_with`, if any.
-    pub(crate) fn close(&mut self, ended_with: Option<Error>) {
+    fn close(&mut self, ended_with: Option<Error>) {
         self.closed = true;
         self.ended_with = ended_with;
         self.subs = Arc::from(Vec::new());
     }
 
-    pub(crate) fn is_closed(&self) -> bool {
+    fn is_closed(&self) -> bool {
         self.closed
     }
 
     /// Events waiting in the channels of consumers that are still there.
-    pub(crate) fn queued(&self) -> usize {
+    fn queued(&self) -> usize {
         self.subs.iter().filter(|s| !s.looks_gone()).map(|s| s.tx.len()).sum()
     }
 
     /// Consumers that are still there.
-    pub(crate) fn len(&self) -> usize {
+    fn len(&self) -> usize {
         self.subs.iter().filter(|s| !s.looks_gone()).count()
     }
 }
 
-/// What delivery needs besides the subscribers: the stop signal, counters and notices.
-pub(crate) struct Outbox<'a, K> {
-    pub(crate) hub: &'a parking_lot::Mutex<Hub<K>>,
-    pub(crate) stop: &'a Receiver<()>,
-    pub(crate) counters: &'a Counters,
-    pub(crate) notices: &'a Notices,
-}
-
-impl<K> Outbox<'_, K> {
+impl<K> Subscribers<K> {
     /// Sends each item to every subscriber in `subs`, by its policy; forgets those that went
     /// away. Fails only when the watcher is stopping.
-    pub(crate) fn deliver(&self, subs: &[Sub<K>], items: impl IntoIterator<Item = Item<K>>) -> Result<(), Stopped> {
+    pub(super) fn deliver(&self, subs: &[Sub<K>], items: impl IntoIterator<Item = Item<K>>) -> Result<(), Stopped> {
         let mut gone = Vec::new();
         for item in items {
             let Some((last, rest)) = subs.split_last() else { return Ok(()) };
@@ -226,7 +272,7 @@ impl<K> Outbox<'_, K> {
             self.send(last, item, &mut gone)?;
         }
         if !gone.is_empty() {
-            self.hub.lock().remove(&gone);
+            self.roster.lock().remove(&gone);
         }
         Ok(())
     }
@@ -236,7 +282,7 @@ impl<K> Outbox<'_, K> {
     /// has no room for stays for those consumers only, and everything after it stays, so each
     /// consumer still gets its items in order; a consumer found gone is forgotten. Used while a
     /// response body is being read.
-    pub(crate) fn deliver_ready(&self, backlog: &mut Backlog<K>) {
+    pub(super) fn deliver_ready(&self, backlog: &mut Backlog<K>) {
         let mut gone = Vec::new();
         let mut items = std::mem::take(backlog).into_iter();
         for (subs, held) in items.by_ref() {
@@ -267,7 +313,7 @@ impl<K> Outbox<'_, K> {
         }
         backlog.extend(items);
         if !gone.is_empty() {
-            self.hub.lock().remove(&gone);
+            self.roster.lock().remove(&gone);
         }
     }
 
@@ -325,7 +371,7 @@ impl<K> Outbox<'_, K> {
             // the channel: the send below finds that out).
             if !sub.tx.is_empty() {
                 lag.dropped.store(dropped + 1, Relaxed);
-                counters::add(&self.counters.lagged, 1);
+                self.lagged.fetch_add(1, Relaxed);
                 self.uncover(lag, in_relist, relist_ended);
                 return;
             }
@@ -343,7 +389,7 @@ impl<K> Outbox<'_, K> {
         }
         if lagging {
             lag.dropped.store(1, Relaxed);
-            counters::add(&self.counters.lagged, 1);
+            self.lagged.fetch_add(1, Relaxed);
             self.uncover(lag, in_relist, relist_ended);
         } else if relist_ended {
             // The relist is in the store now: a consumer that caught up before it ended
@@ -369,7 +415,7 @@ impl<K> Outbox<'_, K> {
     /// Delivers the watcher's terminal error to every consumer after what is already queued,
     /// and never drops it: a consumer that is behind gets it once it has caught up. Gives up
     /// only when the user stops the watcher (`abandon` closes) or the consumer went away.
-    pub(crate) fn deliver_final(&self, subs: &[Sub<K>], error: &Error, abandon: &Receiver<()>) {
+    fn deliver_final(&self, subs: &[Sub<K>], error: &Error, abandon: &Receiver<()>) {
         for sub in subs {
             let item = Err(error.clone());
             // A lagging consumer's reserved slot takes it at once; a blocking one may be behind.
@@ -412,29 +458,24 @@ mod tests {
     }
 
     struct Bench {
-        hub: parking_lot::Mutex<Hub<String>>,
-        stop: (Sender<()>, Receiver<()>),
-        counters: Counters,
-        notices: Notices,
+        subscribers: Subscribers<String>,
+        /// Held: the watcher is not stopping.
+        _stop: Sender<()>,
     }
 
     impl Bench {
         fn new() -> Self {
-            Bench {
-                hub: parking_lot::Mutex::new(Hub::new(1)),
-                stop: bounded(1),
-                counters: Counters::default(),
-                notices: Notices::default(),
-            }
+            let (stop_tx, stop_rx) = bounded(1);
+            Bench { subscribers: Subscribers::new(1, stop_rx, Arc::default()), _stop: stop_tx }
         }
 
-        fn outbox(&self) -> Outbox<'_, String> {
-            Outbox { hub: &self.hub, stop: &self.stop.1, counters: &self.counters, notices: &self.notices }
+        fn subscribe(&self, capacity: usize, policy: SlowConsumer) -> Receiver<Item<String>> {
+            self.subscribers.roster.lock().subscribe(Vec::new(), capacity, policy)
         }
 
         fn send(&self, ev: Event<String>) {
-            let subs = self.hub.lock().subscribers();
-            assert!(self.outbox().deliver(&subs, [Ok(ev)]).is_ok());
+            let subs = self.subscribers.roster.lock().subscribers();
+            assert!(self.subscribers.deliver(&subs, [Ok(ev)]).is_ok());
         }
     }
 
@@ -445,7 +486,7 @@ mod tests {
     #[test]
     fn a_lagging_consumer_that_caught_up_during_a_relist_is_told_again_when_it_ends() {
         let bench = Bench::new();
-        let rx = bench.hub.lock().subscribe(Vec::new(), 2, SlowConsumer::Lag);
+        let rx = bench.subscribe(2, SlowConsumer::Lag);
         bench.send(Event::Init);
         bench.send(Event::InitApply(obj("a")));
         bench.send(Event::InitApply(obj("b"))); // no room: dropped, the marker is queued
@@ -464,7 +505,7 @@ mod tests {
     #[test]
     fn a_marker_read_after_the_relist_ended_covers_it() {
         let bench = Bench::new();
-        let rx = bench.hub.lock().subscribe(Vec::new(), 1, SlowConsumer::Lag);
+        let rx = bench.subscribe(1, SlowConsumer::Lag);
         bench.send(Event::Init);
         bench.send(Event::InitApply(obj("a"))); // dropped, marker queued
         bench.send(Event::InitDone); // dropped: the store now has everything
@@ -476,7 +517,7 @@ mod tests {
     #[test]
     fn a_dropped_lagging_consumer_leaves_no_queue_and_is_forgotten_at_the_next_event() {
         let bench = Bench::new();
-        let rx = bench.hub.lock().subscribe(Vec::new(), 1, SlowConsumer::Lag);
+        let rx = bench.subscribe(1, SlowConsumer::Lag);
         for name in ["a", "b", "c"] {
             bench.send(Event::Apply(obj(name)));
         }
@@ -485,28 +526,28 @@ mod tests {
         drop(rx);
         assert_eq!(Arc::strong_count(&kept), 1, "the dropped channel let go of what it held");
         bench.send(Event::Apply(obj("d")));
-        assert_eq!(bench.hub.lock().len(), 0);
+        assert_eq!(bench.subscribers.roster.lock().len(), 0);
     }
 
     #[test]
     fn delivery_that_never_waits_skips_a_full_consumer_and_keeps_its_items_in_order() {
         let bench = Bench::new();
         let (full, free) = {
-            let mut hub = bench.hub.lock();
-            (hub.subscribe(Vec::new(), 1, SlowConsumer::Block), hub.subscribe(Vec::new(), 8, SlowConsumer::Block))
+            let mut roster = bench.subscribers.roster.lock();
+            (roster.subscribe(Vec::new(), 1, SlowConsumer::Block), roster.subscribe(Vec::new(), 8, SlowConsumer::Block))
         };
-        let subs = bench.hub.lock().subscribers();
+        let subs = bench.subscribers.roster.lock().subscribers();
         let mut backlog: Backlog<String> =
             ["a", "b", "c"].iter().map(|n| (Arc::clone(&subs), Held::Item(Ok(Event::Apply(obj(n)))))).collect();
-        bench.outbox().deliver_ready(&mut backlog);
+        bench.subscribers.deliver_ready(&mut backlog);
         assert_eq!(drain(&free), ["Apply(a)", "Apply(b)"], "b went to the consumer with room");
         assert_eq!(drain(&full), ["Apply(a)"]);
         assert_eq!(backlog.len(), 2, "b (for the full one only) and c stay");
         // A full consumer that is gone holds nobody back.
         drop(full);
-        bench.outbox().deliver_ready(&mut backlog);
+        bench.subscribers.deliver_ready(&mut backlog);
         assert!(backlog.is_empty());
         assert_eq!(drain(&free), ["Apply(c)"]);
-        assert_eq!(bench.hub.lock().len(), 1);
+        assert_eq!(bench.subscribers.roster.lock().len(), 1);
     }
 }

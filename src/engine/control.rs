@@ -1,7 +1,8 @@
-//! The control block one watcher's handle and threads share: the stop signal, the hub of
-//! subscribers, the counters, the notices, the list gate, and the one end path every thread
-//! takes ([`Control::finish`], then [`Control::exited`]).
+//! The control block one watcher's handle and threads share: the stop signal, the consumers,
+//! the counters, the notices, the list gate, and the one end path every thread takes
+//! ([`Control::finish`], then [`Control::exited`]).
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use crossbeam_channel::{Receiver, Sender};
@@ -9,12 +10,11 @@ use parking_lot::Mutex;
 
 use crate::cache::Store;
 use crate::engine::counters::Counters;
+use crate::engine::delivery::Subscribers;
 use crate::engine::gate::Gate;
-use crate::engine::hub::{Hub, Item, Outbox};
 use crate::engine::notices::Notices;
 use crate::error::Error;
-use crate::notice::{Notice, SlowConsumer};
-use crate::resource::Watchable;
+use crate::notice::Notice;
 
 /// The control block: what the public handle and the worker threads share.
 pub(crate) struct Control<K> {
@@ -33,12 +33,13 @@ pub(crate) struct Control<K> {
     pub(crate) terminal: Mutex<Option<Error>>,
     /// The store, to wake `wait_until_ready` callers at once when the watcher ends.
     pub(crate) store: Store<K>,
-    pub(crate) hub: Mutex<Hub<K>>,
+    /// The consumers; each worker's `Delivery` holds them too.
+    pub(crate) subscribers: Arc<Subscribers<K>>,
     pub(crate) counters: Counters,
-    pub(crate) notices: Notices,
+    pub(crate) notices: Arc<Notices>,
     /// List limit and shared `Retry-After` across the workers.
     pub(crate) gate: Gate,
-    /// Workers still running; the last one to end closes the hub.
+    /// Workers still running; the last one to end closes the consumers' channels.
     pub(crate) running: AtomicUsize,
     /// A clone of each worker's agent: shutting it down interrupts a blocked read.
     pub(crate) agents: Vec<ureq::Agent>,
@@ -52,11 +53,6 @@ impl<K> Control<K> {
                 agent.clone().shutdown();
             }
         }
-    }
-
-    /// Where the worker delivers events.
-    pub(crate) fn outbox(&self) -> Outbox<'_, K> {
-        Outbox { hub: &self.hub, stop: &self.stop_rx, counters: &self.counters, notices: &self.notices }
     }
 
     /// The user stops the watcher: stop, and give up delivering a terminal error.
@@ -90,27 +86,8 @@ impl<K> Control<K> {
             return;
         }
         let terminal = self.terminal.lock().take();
-        let subs = {
-            let mut hub = self.hub.lock();
-            let subs = hub.subscribers();
-            hub.close(terminal.clone());
-            subs
-        };
-        if let Some(e) = terminal {
-            self.outbox().deliver_final(&subs, &e, &self.abandon_rx);
-        }
+        self.subscribers.close(terminal, &self.abandon_rx);
         // Every channel a watcher hands out ends with it.
         self.notices.close();
-    }
-}
-
-impl<K: Watchable> Control<K> {
-    /// A new consumer: the current state first, then live events.
-    pub(crate) fn subscribe(&self, store: &Store<K>, capacity: usize, policy: SlowConsumer) -> Receiver<Item<K>> {
-        let mut hub = self.hub.lock();
-        // Under the hub lock the worker cannot apply a change: the replay and the live events
-        // that follow it fit together exactly.
-        let replay = if hub.is_closed() { Vec::new() } else { store.replay() };
-        hub.subscribe(replay, capacity, policy)
     }
 }
