@@ -25,7 +25,7 @@ pub(crate) use entry::Decode;
 use entry::Entry;
 pub(crate) use index::IndexFn;
 use index::Indexes;
-pub(crate) use writer::{Indexer, PredicateFn, Skipped, Unchanged, Writer};
+pub(crate) use writer::{Indexer, PredicateFn, Seen, Skipped, Unchanged, Writer};
 
 type Map<K> = HashMap<ObjectKey, Entry<K>>;
 

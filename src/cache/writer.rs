@@ -11,7 +11,7 @@ use super::compact::Json;
 use super::entry::{Decode, Entry};
 use super::index::{IndexFn, Indexes, NAMESPACE_INDEX, index_insert, index_remove, new_indexes};
 use super::{Inner, Map, Objects, Readiness, Store};
-use crate::error::Error;
+use crate::error::{DecodeError, Error};
 use crate::event::Event;
 use crate::guard;
 use crate::key::ObjectKey;
@@ -33,11 +33,44 @@ fn same_incarnation(a: Option<&str>, b: Option<&str>) -> bool {
 /// object), [`Stats::undecodable`](crate::Stats::undecodable) counts them, and they are
 /// never taken for deletions or drift: a `Delete` comes only when the server deletes or
 /// replaces the object. An object without a name cannot be stored: reported each time.
+///
+/// The engine only carries such objects here ([`Writer::undecodable`]): this file decides what
+/// the store does, whether consumers are told, and how the error that tells them reads.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Skipped {
     pub(crate) key: Option<ObjectKey>,
     pub(crate) uid: Option<String>,
     pub(crate) rv: Option<String>,
+}
+
+/// Where an object that does not decode as `K` was met.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Seen {
+    /// In the relist in progress (a list item, or a streaming list's initial event).
+    Listed,
+    /// In a watch event that added or modified it.
+    Changed,
+    /// In a watch event that deleted it.
+    Deleted,
+}
+
+impl Skipped {
+    /// The error that reports it: `error` (why it does not decode), prefixed with the object
+    /// and what the store does about it.
+    fn report(&self, mut error: DecodeError) -> Error {
+        let what = match (&self.key, &self.rv) {
+            (None, _) => "an object without metadata.name".to_owned(),
+            (Some(k), Some(rv)) => format!("{k} at resourceVersion {rv}"),
+            (Some(k), None) => k.to_string(),
+        };
+        let action = if self.key.is_some() {
+            "the store keeps its last version that decoded, if any"
+        } else {
+            "cannot be stored"
+        };
+        error.message = format!("{what} skipped ({action}): {}", error.message);
+        Error::Decode(Box::new(error))
+    }
 }
 
 /// `old`, when it is another incarnation than `new` (both have uids, and they differ).
@@ -429,12 +462,34 @@ impl<K: Watchable> Writer<K> {
         out.push(Event::Delete(obj));
     }
 
+    /// An object that does not decode as `K` (`error` says why), met where `seen` says: applies
+    /// the policy ([`Skipped`]) and returns the error to report, if consumers are to be told.
+    pub(crate) fn undecodable(
+        &mut self,
+        seen: Seen,
+        s: &Skipped,
+        error: DecodeError,
+        out: &mut Vec<Event<K>>,
+    ) -> Option<Error> {
+        let new = match seen {
+            Seen::Listed => self.init_skip(s, out),
+            Seen::Changed => self.skip(s, out),
+            Seen::Deleted => {
+                self.delete_skipped(s, out);
+                // Deleting what is stored needs no report; a nameless object is reported
+                // each time.
+                s.key.is_none()
+            }
+        };
+        new.then(|| s.report(error))
+    }
+
     /// An object of the relist in progress that does not decode as `K`. The store keeps the
     /// version consumers know of the same incarnation, if any (delivered again as `InitApply`,
     /// as the relist's state includes it); another incarnation is reported deleted at
     /// `InitDone`, as the server no longer has it. Returns whether this version is new to
     /// consumers: the caller reports it then, and only then.
-    pub(crate) fn init_skip(&mut self, s: &Skipped, out: &mut Vec<Event<K>>) -> bool {
+    fn init_skip(&mut self, s: &Skipped, out: &mut Vec<Event<K>>) -> bool {
         let Some(key) = &s.key else { return true };
         let kept = self
             .shared
@@ -462,7 +517,7 @@ impl<K: Watchable> Writer<K> {
     /// The store keeps the version it has of the same incarnation; another incarnation is
     /// reported deleted (the server replaced it). Returns whether to report it (see
     /// [`init_skip`](Self::init_skip)).
-    pub(crate) fn skip(&mut self, s: &Skipped, out: &mut Vec<Event<K>>) -> bool {
+    fn skip(&mut self, s: &Skipped, out: &mut Vec<Event<K>>) -> bool {
         let Some(key) = &s.key else { return true };
         let mut objects = self.shared.objects.write();
         let replaced = objects.live.get(key).is_some_and(|old| !same_incarnation(old.uid(), s.uid.as_deref()));
@@ -482,7 +537,7 @@ impl<K: Watchable> Writer<K> {
 
     /// A watch event deleted an object whose last version does not decode as `K`: the
     /// version the store holds, if any, is reported deleted.
-    pub(crate) fn delete_skipped(&mut self, s: &Skipped, out: &mut Vec<Event<K>>) {
+    fn delete_skipped(&mut self, s: &Skipped, out: &mut Vec<Event<K>>) {
         let Some(key) = &s.key else { return };
         self.forget_skipped(key);
         let mut objects = self.shared.objects.write();
@@ -692,6 +747,33 @@ mod tests {
             key: Some(ObjectKey { namespace: Some("ns".into()), name: name.into() }),
             uid: Some(uid.into()),
             rv: Some(rv.into()),
+        }
+    }
+
+    fn why() -> DecodeError {
+        DecodeError { context: "watch".into(), line: Some(1), len: 3, message: "bad".into(), snippet: "abc".into() }
+    }
+
+    #[test]
+    fn an_undecodable_version_is_reported_once_naming_the_object_and_what_the_store_does() {
+        let (mut w, _store) = Writer::<ConfigMap>::new();
+        let mut out = Vec::new();
+        let e = w.undecodable(Seen::Changed, &skipped("a", "ua", "7"), why(), &mut out).map(|e| e.to_string());
+        assert!(
+            e.as_deref().is_some_and(|e| e.contains(
+                "ns/a at resourceVersion 7 skipped (the store keeps its last version that decoded, if any): bad"
+            )),
+            "{e:?}"
+        );
+        assert!(w.undecodable(Seen::Changed, &skipped("a", "ua", "7"), why(), &mut out).is_none());
+        // Deleting it needs no report; a nameless object is reported every time it is met.
+        assert!(w.undecodable(Seen::Deleted, &skipped("a", "ua", "8"), why(), &mut out).is_none());
+        let nameless = Skipped::default();
+        for seen in [Seen::Listed, Seen::Changed, Seen::Deleted, Seen::Changed] {
+            let e = w.undecodable(seen, &nameless, why(), &mut out).map(|e| e.to_string());
+            assert!(
+                e.as_deref().is_some_and(|e| e.contains("an object without metadata.name skipped (cannot be stored)"))
+            );
         }
     }
 

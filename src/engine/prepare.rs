@@ -47,10 +47,10 @@ pub(crate) struct Incoming<K> {
 }
 
 /// What an object input carries: the object, or, when it does not decode as `K`, who it is
-/// and the error that reports it (see [`Skipped`] for the policy).
+/// and why (the store's writer applies the policy: see [`Skipped`]).
 pub(crate) enum Subject<K> {
     Object(Incoming<K>),
-    Skipped(Skipped, Error),
+    Skipped(Skipped, DecodeError),
     /// A list item the live store holds unchanged as a compact entry: shared, never decoded
     /// here (its event is decoded from the JSON if and when it goes out).
     Shared {
@@ -64,8 +64,8 @@ pub(crate) enum Subject<K> {
 
 /// Turns what the server sent into what the store and the consumers take: decodes, runs the
 /// user's transform and index functions (guarded: a panic names its callback), keeps compact
-/// JSON in compact store mode, and applies the undecodable-object policy's first half (who
-/// the object is, and the error that reports it; the cache does the rest).
+/// JSON in compact store mode. An object that does not decode as `K` is carried on as who it is
+/// and why ([`Subject::Skipped`]); what follows is the writer's ([`Skipped`]).
 pub(crate) struct Prepare<K> {
     /// The watcher's name, for logs.
     name: String,
@@ -142,19 +142,10 @@ impl<K: Watchable> Prepare<K> {
         })
     }
 
-    /// An object that does not decode as `K`, known by its metadata: the error that reports it
-    /// names the object.
-    pub(crate) fn skipped(&self, id: decode::Identity, mut error: DecodeError) -> Subject<K> {
+    /// An object that does not decode as `K`, known by its metadata, and why.
+    pub(crate) fn skipped(&self, id: decode::Identity, error: DecodeError) -> Subject<K> {
         let key = id.name.map(|name| ObjectKey { namespace: id.namespace.map(Into::into), name: name.into() });
-        let what = match (&key, &id.resource_version) {
-            (None, _) => "an object without metadata.name".to_owned(),
-            (Some(k), Some(rv)) => format!("{k} at resourceVersion {rv}"),
-            (Some(k), None) => k.to_string(),
-        };
-        let action =
-            if key.is_some() { "the store keeps its last version that decoded, if any" } else { "cannot be stored" };
-        error.message = format!("{what} skipped ({action}): {}", error.message);
-        Subject::Skipped(Skipped { key, uid: id.uid, rv: id.resource_version }, Error::Decode(Box::new(error)))
+        Subject::Skipped(Skipped { key, uid: id.uid, rv: id.resource_version }, error)
     }
 
     /// Runs the transform, and in the compact modes keeps the object's JSON: the wire bytes as

@@ -11,14 +11,14 @@ use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 
 use crossbeam_channel::{after, select};
 
-use crate::cache::Writer;
+use crate::cache::{Seen, Skipped, Writer};
 use crate::engine::control::Control;
 use crate::engine::counters::{self, Counters};
 use crate::engine::delivery::{Delivery, Form};
 use crate::engine::gate::Stopped;
 use crate::engine::parallel::{Halt, Pool};
 use crate::engine::prepare::{Incoming, Prepare, Subject};
-use crate::error::Error;
+use crate::error::{DecodeError, Error};
 use crate::guard;
 use crate::key::ObjectKey;
 use crate::machine::drift;
@@ -167,8 +167,9 @@ impl<K: Watchable> Worker<K> {
             }
             Effect::AbortInit => {
                 self.delivery.relist_ends();
-                writer.abort_init();
-                Ok(())
+                // No events, but a change of what a subscriber's replay shows (the relist in
+                // progress).
+                self.delivery.send(Form::Decoded, |_| writer.abort_init())
             }
             Effect::Apply => match taken(effect, subject) {
                 Some(Subject::Object(Incoming { obj, json, values })) => {
@@ -184,11 +185,9 @@ impl<K: Watchable> Worker<K> {
                         }
                     })
                 }
-                Some(Subject::Skipped(s, e)) => self.delivery.send(Form::Decoded, |c| {
-                    if writer.skip(&s, c.events()) {
-                        c.report(noted(writer, counters, e));
-                    }
-                }),
+                Some(Subject::Skipped(s, e)) => {
+                    Self::undecodable(writer, &mut self.delivery, counters, Seen::Changed, &s, e)
+                }
                 Some(Subject::Shared { key, .. }) => {
                     log::error!("bug: {effect:?} of a shared list item {key}; ignored");
                     Ok(())
@@ -200,12 +199,9 @@ impl<K: Watchable> Worker<K> {
                     let form = json.map_or(Form::Decoded, Form::Json);
                     self.delivery.send(form, |c| writer.delete(obj, c.events()))
                 }
-                Some(Subject::Skipped(s, e)) => self.delivery.send(Form::Decoded, |c| {
-                    if s.key.is_none() {
-                        c.report(noted(writer, counters, e));
-                    }
-                    writer.delete_skipped(&s, c.events());
-                }),
+                Some(Subject::Skipped(s, e)) => {
+                    Self::undecodable(writer, &mut self.delivery, counters, Seen::Deleted, &s, e)
+                }
                 Some(Subject::Shared { key, .. }) => {
                     log::error!("bug: {effect:?} of a shared list item {key}; ignored");
                     Ok(())
@@ -249,12 +245,25 @@ impl<K: Watchable> Worker<K> {
                 let held = writer.init_share(key, json, uid, rv, values, c.events());
                 c.relist_holds(held);
             }),
-            Subject::Skipped(s, e) => delivery.send(Form::Decoded, |c| {
-                if writer.init_skip(&s, c.events()) {
-                    c.report(noted(writer, counters, e));
-                }
-            }),
+            Subject::Skipped(s, e) => Self::undecodable(writer, delivery, counters, Seen::Listed, &s, e),
         }
+    }
+
+    /// Hands an object that does not decode as `K` to the writer, which applies the policy
+    /// (see `Skipped`) and says whether to report it.
+    fn undecodable(
+        writer: &mut Writer<K>,
+        delivery: &mut Delivery<K>,
+        counters: &Counters,
+        seen: Seen,
+        s: &Skipped,
+        error: DecodeError,
+    ) -> Result<(), Stopped> {
+        delivery.send(Form::Decoded, |c| {
+            if let Some(e) = writer.undecodable(seen, s, error, c.events()) {
+                c.report(noted(writer, counters, e));
+            }
+        })
     }
 
     /// A request succeeded: announce it if it is the first since the start or a failure.
