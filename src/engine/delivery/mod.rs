@@ -158,8 +158,9 @@ impl<K: Watchable> Delivery<K> {
     /// lock is held (until [`Change::unlock`], or its end) and appends the events that change
     /// makes; they go out by the mode in force, followed by the error it reports, if any. So a
     /// consumer subscribing at any moment gets either the state before a change and then its
-    /// events, or the state after it, never both. No user code may run under the lock.
-    /// `form`: how the store holds the change's object.
+    /// events, or the state after it, never both. User code that compares (predicates) runs
+    /// after [`Change::unlock`] (ARCHITECTURE.md, "Locks, and their order", says what runs
+    /// under the lock). `form`: how the store holds the change's object.
     pub(crate) fn send<T>(&mut self, form: Form, change: impl FnOnce(&mut Change<'_, K>) -> T) -> Result<T, Stopped> {
         let subscribers = Arc::clone(&self.subscribers);
         let (done, subs, error, held) = {
