@@ -67,7 +67,7 @@ pub(crate) struct Spec<K> {
 
 /// A running watcher: its control block, its store and its threads.
 pub(crate) struct Engine<K> {
-    shared: Arc<Control<K>>,
+    control: Arc<Control<K>>,
     /// The worker threads, then the helper threads (which exit after the workers), each with a
     /// channel that closes when it exits.
     workers: Mutex<Vec<(JoinHandle<()>, Receiver<()>)>>,
@@ -91,7 +91,7 @@ impl<K: Watchable> Engine<K> {
             .collect();
         let name = thread_name("kw-", &spec.api.resource.plural);
         let notices = Arc::new(Notices::default());
-        let shared = Arc::new(Control {
+        let control = Arc::new(Control {
             name: name.clone(),
             stopping: AtomicBool::new(false),
             stop_tx: Mutex::new(Some(stop_tx)),
@@ -127,12 +127,12 @@ impl<K: Watchable> Engine<K> {
             if let Some(ns) = part {
                 api.namespace = Some(ns.into());
             }
-            let delivery = Delivery::new(Arc::clone(&shared.subscribers), writer.decoder(), spec.compact.is_some());
+            let delivery = Delivery::new(Arc::clone(&control.subscribers), writer.decoder(), spec.compact.is_some());
             let worker = Worker {
                 api,
                 http,
                 machine: Machine::new(spec.config.clone(), rand::random()),
-                control: Arc::clone(&shared),
+                control: Arc::clone(&control),
                 writer,
                 delivery,
                 prepare: prepare.another(),
@@ -142,11 +142,11 @@ impl<K: Watchable> Engine<K> {
                 reason: RelistReason::Initial,
                 connected: false,
             };
-            match spawn(worker, &name, &shared) {
+            match spawn(worker, &name, &control) {
                 Ok(w) => workers.push(w),
                 Err(e) => {
                     // Those already started stop; report why.
-                    shared.request_stop();
+                    control.request_stop();
                     drop(pool);
                     workers.extend(helpers);
                     join(workers, &name);
@@ -157,45 +157,45 @@ impl<K: Watchable> Engine<K> {
         // The helpers exit once every worker has dropped its copy of the pool.
         drop(pool);
         workers.extend(helpers);
-        Ok(Engine { shared, workers: Mutex::new(workers) })
+        Ok(Engine { control, workers: Mutex::new(workers) })
     }
 
     /// A new consumer: the current state first, then live events.
     pub(crate) fn subscribe(&self, store: &Store<K>, capacity: usize, policy: SlowConsumer) -> Receiver<Item<K>> {
-        self.shared.subscribers.subscribe(store, capacity, policy)
+        self.control.subscribers.subscribe(store, capacity, policy)
     }
 }
 
 impl<K> Engine<K> {
     /// `kw-<plural>`: the threads' name, also used in logs.
     pub(crate) fn name(&self) -> &str {
-        &self.shared.name
+        &self.control.name
     }
 
     pub(crate) fn is_stopping(&self) -> bool {
-        self.shared.stopping.load(Ordering::Relaxed)
+        self.control.stopping.load(Ordering::Relaxed)
     }
 
     pub(crate) fn store(&self) -> Store<K> {
-        self.shared.store.clone()
+        self.control.store.clone()
     }
 
     pub(crate) fn notices(&self) -> Receiver<Notice> {
-        self.shared.notices.receiver()
+        self.control.notices.receiver()
     }
 
     pub(crate) fn stats(&self) -> Stats {
-        let mut s = self.shared.counters.snapshot();
-        s.objects = self.shared.store.len();
-        s.undecodable = self.shared.store.undecodable();
-        self.shared.subscribers.count(&mut s);
+        let mut s = self.control.counters.snapshot();
+        s.objects = self.control.store.len();
+        s.undecodable = self.control.store.undecodable();
+        self.control.subscribers.count(&mut s);
         s
     }
 
     /// Stops the threads and waits for them (bounded). Idempotent.
     pub(crate) fn stop(&self) {
-        self.shared.abandon();
-        join(std::mem::take(&mut *self.workers.lock()), &self.shared.name);
+        self.control.abandon();
+        join(std::mem::take(&mut *self.workers.lock()), &self.control.name);
     }
 }
 
@@ -203,10 +203,10 @@ impl<K> Engine<K> {
 fn spawn<K: Watchable>(
     worker: Worker<K>,
     name: &str,
-    shared: &Arc<Control<K>>,
+    control: &Arc<Control<K>>,
 ) -> Result<(JoinHandle<()>, Receiver<()>)> {
     let (done_tx, done_rx) = bounded::<()>(0);
-    let thread_shared = Arc::clone(shared);
+    let thread_control = Arc::clone(control);
     let handle = std::thread::Builder::new()
         .name(name.to_owned())
         .spawn(move || {
@@ -214,12 +214,12 @@ fn spawn<K: Watchable>(
             if let Err(panic) = catch_unwind(AssertUnwindSafe(|| worker.run())) {
                 let e = guard::into_error(panic.as_ref());
                 if guard::is_callback(panic.as_ref()) {
-                    log::warn!("{}: {e}", thread_shared.name);
+                    log::warn!("{}: {e}", thread_control.name);
                 } else {
-                    log::error!("bug: {}: {e}", thread_shared.name);
+                    log::error!("bug: {}: {e}", thread_control.name);
                 }
-                thread_shared.finish(e);
-                thread_shared.exited();
+                thread_control.finish(e);
+                thread_control.exited();
             }
         })
         .map_err(|e| Error::Spawn(e.to_string().into()))?;

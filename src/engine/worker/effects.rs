@@ -1,0 +1,172 @@
+//! The machine's effects, turned into changes of the store (through the writer) whose events
+//! go to the consumers (through delivery), and into counts and notices: the one place that
+//! knows which effect changes what.
+
+use crate::cache::{Seen, Skipped, Writer};
+use crate::engine::counters::{self, Counters};
+use crate::engine::delivery::{Delivery, Form};
+use crate::engine::gate::Stopped;
+use crate::engine::prepare::{Incoming, Subject};
+use crate::engine::worker::Worker;
+use crate::error::{DecodeError, Error};
+use crate::machine::{Effect, Next, Step};
+use crate::notice::{Notice, RelistReason};
+use crate::resource::Watchable;
+
+impl<K: Watchable> Worker<K> {
+    /// Applies a step's effects, with the current input's object, and returns its next move.
+    pub(super) fn perform(&mut self, step: Step, mut subject: Option<Subject<K>>) -> Result<Next, Stopped> {
+        for e in &step.effects {
+            self.effect(e, &mut subject)?;
+        }
+        if let Next::Wait(delay) = &step.next
+            && let Some(Effect::Report(error)) = step.effects.iter().find(|e| matches!(e, Effect::Report(_)))
+        {
+            self.connected = false;
+            self.control.notices.send(Notice::Reconnecting { error: error.clone(), delay: *delay });
+        }
+        Ok(step.next)
+    }
+
+    /// Applies one effect: a change of the store, through the writer, whose events go to the
+    /// consumers through delivery; or a count, a notice, the version the store reflects.
+    /// `subject`: the current input's object, taken by the effect that applies it.
+    fn effect(&mut self, effect: &Effect, subject: &mut Option<Subject<K>>) -> Result<(), Stopped> {
+        let (writer, counters) = (&mut self.writer, &self.control.counters);
+        match effect {
+            Effect::BeginInit => {
+                self.delivery.relist_begins();
+                self.delivery.send(Form::Decoded, |c| writer.begin_init(c.events()))
+            }
+            Effect::InitApply => match taken(effect, subject) {
+                Some(subject) => Self::init_apply(writer, &mut self.delivery, counters, subject),
+                None => Ok(()),
+            },
+            Effect::InitDone(rv) => {
+                self.delivery.relist_ends();
+                let (notices, reason) = (&self.control.notices, self.reason);
+                self.delivery.send(Form::Decoded, |c| {
+                    let inferred = writer.init_done(rv.as_deref(), c.events());
+                    counters::add(&counters.inferred_deletes, inferred as u64);
+                    let objects = writer.store().len();
+                    notices.send(Notice::Synced { reason, objects, inferred_deletes: inferred });
+                })
+            }
+            Effect::AbortInit => {
+                self.delivery.relist_ends();
+                // No events, but a change of what a subscriber's replay shows (the relist in
+                // progress).
+                self.delivery.send(Form::Decoded, |_| writer.abort_init())
+            }
+            Effect::Apply => match taken(effect, subject) {
+                Some(Subject::Object(Incoming { obj, json, values })) => {
+                    let form = json.clone().map_or(Form::Decoded, Form::Json);
+                    self.delivery.send(form, |c| {
+                        let old = writer.apply(&obj, json, values);
+                        // The predicates compare outside the consumers' lock, after the
+                        // subscribers are taken: one subscribing meanwhile gets the new state
+                        // in its replay instead.
+                        c.unlock();
+                        if !writer.applied(old, obj, c.events()) {
+                            counters::add(&counters.filtered, 1);
+                        }
+                    })
+                }
+                Some(Subject::Skipped(s, e)) => {
+                    Self::undecodable(writer, &mut self.delivery, counters, Seen::Changed, &s, e)
+                }
+                Some(Subject::Shared { key, .. }) => {
+                    log::error!("bug: {effect:?} of a shared list item {key}; ignored");
+                    Ok(())
+                }
+                None => Ok(()),
+            },
+            Effect::Delete => match taken(effect, subject) {
+                Some(Subject::Object(Incoming { obj, json, .. })) => {
+                    let form = json.map_or(Form::Decoded, Form::Json);
+                    self.delivery.send(form, |c| writer.delete(obj, c.events()))
+                }
+                Some(Subject::Skipped(s, e)) => {
+                    Self::undecodable(writer, &mut self.delivery, counters, Seen::Deleted, &s, e)
+                }
+                Some(Subject::Shared { key, .. }) => {
+                    log::error!("bug: {effect:?} of a shared list item {key}; ignored");
+                    Ok(())
+                }
+                None => Ok(()),
+            },
+            Effect::Report(e) => self.delivery.send(Form::Decoded, |c| c.report(noted(writer, counters, e.clone()))),
+            Effect::Relist(reason) => {
+                counters.relist(*reason);
+                self.reason = *reason;
+                if *reason != RelistReason::Initial {
+                    log::debug!("{}: relisting ({reason:?})", self.control.name);
+                }
+                self.control.notices.send(Notice::Relisting { reason: *reason });
+                Ok(())
+            }
+            Effect::Reached(rv) => {
+                writer.reached(rv);
+                Ok(())
+            }
+        }
+    }
+
+    /// Applies one object to the relist in progress: a list item as it is read, or a
+    /// streaming list's initial event (`Effect::InitApply`).
+    pub(super) fn init_apply(
+        writer: &mut Writer<K>,
+        delivery: &mut Delivery<K>,
+        counters: &Counters,
+        subject: Subject<K>,
+    ) -> Result<(), Stopped> {
+        match subject {
+            Subject::Object(Incoming { obj, json, values }) => {
+                let form = json.clone().map_or(Form::Decoded, Form::Json);
+                delivery.send(form, |c| {
+                    let held = writer.init_apply(obj, json, values, c.events());
+                    c.relist_holds(held);
+                })
+            }
+            Subject::Shared { key, json, uid, rv, values } => delivery.send(Form::InitApply(json.clone()), |c| {
+                let held = writer.init_share(key, json, uid, rv, values, c.events());
+                c.relist_holds(held);
+            }),
+            Subject::Skipped(s, e) => Self::undecodable(writer, delivery, counters, Seen::Listed, &s, e),
+        }
+    }
+
+    /// Hands an object that does not decode as `K` to the writer, which applies the policy
+    /// (see `Skipped`) and says whether to report it.
+    fn undecodable(
+        writer: &mut Writer<K>,
+        delivery: &mut Delivery<K>,
+        counters: &Counters,
+        seen: Seen,
+        s: &Skipped,
+        error: DecodeError,
+    ) -> Result<(), Stopped> {
+        delivery.send(Form::Decoded, |c| {
+            if let Some(e) = writer.undecodable(seen, s, error, c.events()) {
+                c.report(noted(writer, counters, e));
+            }
+        })
+    }
+}
+
+/// The object `effect` applies, taken from the current input; `None` (a bug of the machine,
+/// logged) when the input has none.
+fn taken<K>(effect: &Effect, subject: &mut Option<Subject<K>>) -> Option<Subject<K>> {
+    let taken = subject.take();
+    if taken.is_none() {
+        log::error!("bug: {effect:?} without an object; ignored");
+    }
+    taken
+}
+
+/// A non-terminal error to deliver: counted, and kept for `wait_until_ready` to explain itself.
+fn noted<K: Watchable>(writer: &Writer<K>, counters: &Counters, e: Error) -> Error {
+    writer.set_last_error(&e);
+    counters.error(&e);
+    e
+}
