@@ -127,7 +127,7 @@ impl<K> Indexer<K> {
 /// The write side, owned by the watcher thread. Each method applies one step and appends the
 /// events consumers must see, in order, to `out`. No user code runs under the store's lock:
 /// index values are computed before ([`Writer::index_values`]), predicates after
-/// ([`Writer::passes`]).
+/// ([`Writer::applied`]).
 pub(crate) struct Writer<K> {
     shared: Arc<Inner<K>>,
     /// Which of `Inner::parts` this writer fills.
