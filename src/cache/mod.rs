@@ -260,7 +260,8 @@ impl<K: Watchable> Store<K> {
 
     /// The events that bring a new subscriber to what the other consumers believe: `Init`,
     /// `InitApply` for each object (the visible ones, as abandoned relists left them), `InitDone`,
-    /// then `Init` and the pending objects if a relist is in progress. Empty when nothing has
+    /// then `Init` and the pending objects if a relist is in progress (each after the `Delete`
+    /// of the incarnation it replaced, as the other consumers got it). Empty when nothing has
     /// been published yet. Entries are decoded (compact mode) outside the store's lock; the
     /// caller holds the consumers' lock (`engine/delivery/subscribers.rs`), so the watcher
     /// changes nothing meanwhile.
@@ -273,22 +274,53 @@ impl<K: Watchable> Store<K> {
             told.extend(objects.live.iter().filter(|(k, _)| !overridden(k)).map(|(_, e)| e.share()));
             told.extend(objects.told.iter().flat_map(|t| t.values().flatten()).map(Entry::share));
         }
-        let pending: Vec<Vec<Entry<K>>> =
-            objects.pending.iter().flatten().map(|(p, _)| p.values().map(Entry::share).collect()).collect();
+        // Each pending object, after the incarnation it replaced (another uid) in what the lines
+        // above show: consumers got that one's `Delete` when the relist met the new one
+        // (`Writer::init_insert`), so the replay gives it too.
+        let pending: Vec<Vec<Replacing<K>>> = objects
+            .pending
+            .iter()
+            .enumerate()
+            .filter_map(|(part, p)| p.as_ref().map(|(p, _)| (part, p)))
+            .map(|(part, p)| {
+                let shown = |key: &ObjectKey| match objects.told[part].get(key) {
+                    Some(told) => told.as_ref(),
+                    None => objects.live.get(key),
+                };
+                p.iter()
+                    .map(|(key, e)| {
+                        let replaced = Some(key)
+                            .filter(|_| synced)
+                            .and_then(shown)
+                            .filter(|old| old.uid().is_some() && old.uid() != e.uid())
+                            .map(Entry::share);
+                        (replaced, e.share())
+                    })
+                    .collect()
+            })
+            .collect();
         drop(objects);
+        let decode = self.shared.decode;
         let mut out = Vec::new();
         if synced {
             out.push(Event::Init);
-            out.extend(decode_all(told, self.shared.decode).into_iter().map(Event::InitApply));
+            out.extend(decode_all(told, decode).into_iter().map(Event::InitApply));
             out.push(Event::InitDone);
         }
         for relist in pending {
             out.push(Event::Init);
-            out.extend(decode_all(relist, self.shared.decode).into_iter().map(Event::InitApply));
+            for (replaced, e) in relist {
+                out.extend(replaced.and_then(|old| old.object(decode)).map(Event::Delete));
+                out.extend(e.object(decode).map(Event::InitApply));
+            }
         }
         out
     }
 }
+
+/// An object of a relist in progress, after the incarnation it replaced in what a replay shows
+/// before it (see `Store::replay`).
+type Replacing<K> = (Option<Entry<K>>, Entry<K>);
 
 /// Decodes entries handed out of the lock (an `Arc` clone each in the default mode).
 fn decode_all<K: Watchable>(entries: Vec<Entry<K>>, decode: Decode<K>) -> Vec<Arc<K>> {
