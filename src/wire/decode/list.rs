@@ -39,24 +39,28 @@ pub(crate) enum ListError<E> {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Item<'a> {
     pub(crate) bytes: &'a [u8],
-    /// The bytes passed the strict syntax check (`syntax`), so decoding need not check them
-    /// again. The list scanner does not check items: it finds their end by brackets and quotes
-    /// ([`list`]), and only the items that are decoded are checked, by the decoder.
+    /// The bytes passed the strict syntax check (`syntax`) while the scanner looked for their
+    /// end, so decoding need not check them again.
     pub(crate) checked: bool,
 }
 
 /// Streams a list body: calls `on_item` with each element of `items`, in order, and returns the
-/// list metadata. Items are found by their brackets and quotes alone (the strict syntax check
-/// costs as much again, ~2 µs for a 6 KB pod, and a relist does not decode the items the store
-/// holds unchanged: only decoded items are checked, by the decoder); for well-formed JSON that
-/// finds the same end, and a malformed item is handed over as far as its brackets go, as before. Holds at most one item of up to `max_item` bytes plus a read buffer (and
+/// list metadata. Holds at most one item of up to `max_item` bytes plus a read buffer (and
 /// input already consumed, while it is smaller than the rest).
 pub(crate) fn list<R: Read, E>(
     reader: R,
     max_item: usize,
     mut on_item: impl FnMut(Item<'_>) -> Result<(), E>,
 ) -> Result<ListMeta, ListError<E>> {
-    let mut s = Scanner { reader, buf: Vec::with_capacity(READ_SIZE), pos: 0, consumed: 0, eof: false, max_item };
+    let mut s = Scanner {
+        reader,
+        buf: Vec::with_capacity(READ_SIZE),
+        pos: 0,
+        consumed: 0,
+        eof: false,
+        max_item,
+        checked: false,
+    };
     let mut meta = ListMeta::default();
     s.expect(b'{')?;
     if s.peek()? == b'}' {
@@ -76,8 +80,8 @@ pub(crate) fn list<R: Read, E>(
                         s.pos += 1;
                     } else {
                         loop {
-                            let (a, b) = s.item()?;
-                            on_item(Item { bytes: &s.buf[a..b], checked: false }).map_err(ListError::Item)?;
+                            let (a, b) = s.value()?;
+                            on_item(Item { bytes: &s.buf[a..b], checked: s.checked }).map_err(ListError::Item)?;
                             match s.next_byte()? {
                                 b',' => continue,
                                 b']' => break,
@@ -124,6 +128,8 @@ struct Scanner<R> {
     consumed: u64,
     eof: bool,
     max_item: usize,
+    /// The last value `value()` returned passed the strict syntax check.
+    checked: bool,
 }
 
 impl<R: Read> Scanner<R> {
@@ -204,8 +210,8 @@ impl<R: Read> Scanner<R> {
         serde_json::from_slice(&self.buf[a..b]).map_err(|e| self.malformed(format!("bad key: {e}")))
     }
 
-    /// Scans one complete JSON value (the list's own keys and values) and returns its span in
-    /// `buf`.
+    /// Scans one complete JSON value and returns its span in `buf`; `checked` tells whether it
+    /// passed the strict syntax check on the way.
     fn value<E>(&mut self) -> Result<(usize, usize), ListError<E>> {
         self.peek()?;
         // Drop consumed input once it outweighs the rest: each byte moves at most once, where
@@ -214,8 +220,10 @@ impl<R: Read> Scanner<R> {
             self.compact();
         }
         let start = self.pos;
-        // An object or array is found and checked in one pass while it is well-formed; anything
-        // else is left to the lenient scan below, which finds the end of malformed values too.
+        // An object or array (every list item) is found and checked in one pass while it is
+        // well-formed; anything else is left to the lenient scan below, which finds the end of
+        // malformed items too, so decoding can name what is wrong with them.
+        self.checked = false;
         loop {
             let available = self.buf.len() - start;
             match syntax::container_prefix(&self.buf[start..]) {
@@ -225,6 +233,7 @@ impl<R: Read> Scanner<R> {
                 }
                 Prefix::Complete(n) => {
                     self.pos = start + n;
+                    self.checked = true;
                     return Ok((start, start + n));
                 }
                 Prefix::Incomplete if available <= self.max_item && !self.eof => {
@@ -237,20 +246,6 @@ impl<R: Read> Scanner<R> {
             }
         }
         self.lenient_value(start)
-    }
-
-    /// Scans one element of `items` by brackets and quotes alone (see [`list`]) and returns its
-    /// span in `buf`, at most `max_item` bytes.
-    fn item<E>(&mut self) -> Result<(usize, usize), ListError<E>> {
-        self.peek()?;
-        if self.pos > self.buf.len() / 2 {
-            self.compact();
-        }
-        let (start, end) = self.lenient_value(self.pos)?;
-        if end - start > self.max_item {
-            return Err(self.malformed(format!("list item larger than {} bytes", self.max_item)));
-        }
-        Ok((start, end))
     }
 
     /// Finds the end of the value at `start` by brackets and quotes alone.
@@ -287,13 +282,6 @@ impl<R: Read> Scanner<R> {
                         self.pos = i + 1;
                         return Ok((start, i + 1));
                     }
-                } else {
-                    // Inside a string only a quote or a backslash matters: jump to the next.
-                    match memchr::memchr2(b'"', b'\\', &self.buf[i..]) {
-                        Some(at) => i += at,
-                        None => i = self.buf.len(),
-                    }
-                    continue;
                 }
             } else if scalar {
                 if matches!(b, b',' | b'}' | b']') || b.is_ascii_whitespace() {

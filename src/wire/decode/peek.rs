@@ -6,14 +6,14 @@
 //! object cannot hold a second `metadata` key (no `"metadata"` and no `\u` escape in its
 //! bytes, two SIMD searches); only otherwise does it walk on to the end, since a decoder reads
 //! the last of two (serde_json and k8s-openapi both keep the last value of a repeated key), so
-//! an object with two has no certain identity here. For a realistic 6 KB pod that is about
-//! 1 µs, against ~15 for a decode.
+//! an object with two has no certain identity here. For a realistic 6 KB pod that is 1.5 µs
+//! (2.9 µs when it walked to the end), against 15–20 µs for a decode.
 //!
 //! It answers only when the answer is certain: `None` for anything unusual (an escape in one of
 //! the four strings, one of them twice or not a string, no `metadata`), and the caller then
-//! decodes as usual. It does not validate the JSON: the list scanner (`list.rs`) finds an
-//! item's end by its brackets and quotes alone, and the strict syntax check runs only on the
-//! items that are decoded. So an item whose identity matches the live entry is taken for that
+//! decodes as usual. It does not validate the JSON: the list scanner (`list.rs`) checks each
+//! item while it looks for its end, and hands a malformed one over unchecked, as far as its
+//! brackets and quotes go. An item whose identity matches the live entry is taken for that
 //! entry whatever the rest of its bytes hold, malformed or not: nothing of it but the identity
 //! is read, and the store keeps the object it decoded for that uid at that resourceVersion (the
 //! API server gives every change of an object a new resourceVersion; docs/performance.md,
