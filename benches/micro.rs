@@ -3,7 +3,8 @@
 //! `cargo bench --bench micro` prints the median of 15 runs for each operation on a realistic
 //! ~6 KB pod. No framework: std timing keeps dev-dependencies lean. With `--features fuzzing` it
 //! also times kube-watcher's strict syntax check, the identity scan of a relist and its protobuf
-//! decoder (the hidden `fuzzing` entry points).
+//! decoder (the hidden `fuzzing` entry points). Arguments after `--` keep only the lines whose
+//! name contains one of them (`cargo bench --bench micro --features fuzzing -- decode`).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -21,6 +22,10 @@ fn median(mut f: impl FnMut() -> Duration) -> Duration {
 }
 
 fn per_op(name: &str, iters: u32, mut op: impl FnMut()) {
+    let filters: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
+    if !filters.is_empty() && !filters.iter().any(|f| name.contains(f.as_str())) {
+        return;
+    }
     let d = median(|| {
         let t = Instant::now();
         for _ in 0..iters {
@@ -62,6 +67,20 @@ fn main() {
     per_op("decode typed Pod (serde_json)", 500, || {
         black_box(serde_json::from_slice::<Pod>(black_box(bytes)).unwrap());
     });
+    // What the watcher's JSON path runs after the strict syntax check (src/wire/decode/object.rs):
+    // simd-json over a copy of the input, its buffers reused.
+    #[cfg(feature = "simd")]
+    {
+        use serde::Deserialize as _;
+        let mut copy = Vec::new();
+        let mut buffers = simd_json::Buffers::new(bytes.len());
+        per_op("decode typed Pod (simd-json)", 500, || {
+            copy.clear();
+            copy.extend_from_slice(black_box(bytes));
+            let mut de = simd_json::Deserializer::from_slice_with_buffers(&mut copy, &mut buffers).unwrap();
+            black_box(Pod::deserialize(&mut de).unwrap());
+        });
+    }
     // The same pod as protobuf (written with the decoder's own table: src/fuzzing.rs).
     #[cfg(feature = "fuzzing")]
     {
@@ -74,6 +93,12 @@ fn main() {
             black_box(kube_watcher::fuzzing::protobuf_decode::<Pod>(black_box(&proto)).unwrap());
         });
     }
+    // What any decoder of this pod pays at least: the typed values built by k8s-openapi's
+    // visitors from an already parsed tree (strings copied, maps and lists built), no parsing.
+    let tree: serde_json::Value = serde_json::from_slice(bytes).unwrap();
+    per_op("typed Pod from a parsed serde_json::Value", 500, || {
+        black_box(<Pod as serde::Deserialize>::deserialize(black_box(&tree)).unwrap());
+    });
     per_op("decode serde_json::Value", 500, || {
         black_box(serde_json::from_slice::<serde_json::Value>(black_box(bytes)).unwrap());
     });

@@ -95,26 +95,53 @@ mod tests {
     }
 
     #[test]
+    fn a_malformed_item_is_handed_over_whole_and_unchecked() {
+        // The second item is not valid JSON (`tru`, a leading zero), its brackets are: it is
+        // handed over whole, marked unchecked (its decode checks it, a relist that holds its
+        // identity unchanged never reads it: peek.rs), and the item after it is found all the
+        // same, also when the body comes 3 bytes at a time.
+        let body = br#"{"items":[{"metadata":{"name":"a"},"x":"}]\"{"},{"metadata":{"name":"b"},"x":[tru,01]},
+            {"metadata":{"name":"c\\"}}],"metadata":{"resourceVersion":"9"}}"#;
+        for read in [3, 1 << 16] {
+            let mut got = Vec::new();
+            list(Chunks(body, read), 1000, |item| -> Result<(), ()> {
+                got.push((String::from_utf8(item.bytes.to_vec()).unwrap(), item.checked));
+                Ok(())
+            })
+            .unwrap();
+            let want = [
+                (r#"{"metadata":{"name":"a"},"x":"}]\"{"}"#, true),
+                (r#"{"metadata":{"name":"b"},"x":[tru,01]}"#, false),
+                (r#"{"metadata":{"name":"c\\"}}"#, true),
+            ];
+            assert_eq!(got, want.map(|(s, c)| (s.to_owned(), c)), "reads of {read}");
+        }
+    }
+
+    #[test]
     fn html_is_malformed_with_a_snippet() {
         let err = names(b"<html>bad gateway</html>", 100).unwrap_err();
         assert!(err.contains("<html>"), "{err}");
     }
 
+    /// A reader that hands its bytes over `.1` at a time.
+    struct Chunks<'a>(&'a [u8], usize);
+
+    impl Read for Chunks<'_> {
+        fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+            let n = self.0.len().min(self.1).min(out.len());
+            out[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+
     #[test]
     fn items_split_across_reads_are_reassembled() {
-        struct Trickle<'a>(&'a [u8]);
-        impl Read for Trickle<'_> {
-            fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
-                let n = self.0.len().min(3).min(out.len());
-                out[..n].copy_from_slice(&self.0[..n]);
-                self.0 = &self.0[n..];
-                Ok(n)
-            }
-        }
         let body =
             br#"{"items":[{"metadata":{"name":"a\"b"}},{"metadata":{"name":"c"}}],"metadata":{"resourceVersion":"9"}}"#;
         let mut got = Vec::new();
-        list(Trickle(body), 1000, |item| -> Result<(), ()> {
+        list(Chunks(body, 3), 1000, |item| -> Result<(), ()> {
             got.push(serde_json::from_slice::<ConfigMap>(item.bytes).unwrap().metadata.name.unwrap());
             Ok(())
         })

@@ -2,16 +2,23 @@
 //! and `resourceVersion`. A relist asks this of every item to find those the store already
 //! holds at the same version (they are not decoded again), so it must cost a small fraction of
 //! a decode: it walks the top-level object, skips every value but `metadata` without looking
-//! inside, and reads `metadata`'s four strings; it goes on to the end of the object only to make
-//! sure there is one `metadata` (a few microseconds for a realistic 6 KB pod, against tens for a
-//! decode).
+//! inside, and reads `metadata`'s four strings. After `metadata` it stops when the rest of the
+//! object cannot hold a second `metadata` key (no `"metadata"` and no `\u` escape in its
+//! bytes, two SIMD searches); only otherwise does it walk on to the end, since a decoder reads
+//! the last of two (serde_json and k8s-openapi both keep the last value of a repeated key), so
+//! an object with two has no certain identity here. For a realistic 6 KB pod that is 1.5 µs
+//! (2.9 µs when it walked to the end), against 15–20 µs for a decode.
 //!
 //! It answers only when the answer is certain: `None` for anything unusual (an escape in one of
 //! the four strings, one of them twice or not a string, no `metadata`), and the caller then
-//! decodes as usual. It does not validate the JSON: a list item that is not valid JSON fails in
-//! the list scanner (`list.rs`), and a valid one with the uid and resourceVersion of what the
-//! store holds is that same object (the API server gives every change of an object a new
-//! resourceVersion).
+//! decodes as usual. It does not validate the JSON: the list scanner (`list.rs`) checks each
+//! item while it looks for its end, and hands a malformed one over unchecked, as far as its
+//! brackets and quotes go. An item whose identity matches the live entry is taken for that
+//! entry whatever the rest of its bytes hold, malformed or not: nothing of it but the identity
+//! is read, and the store keeps the object it decoded for that uid at that resourceVersion (the
+//! API server gives every change of an object a new resourceVersion; docs/performance.md,
+//! "Relists"). An item with another identity is decoded, and a malformed one takes the
+//! undecodable-object policy as before.
 
 /// The identity of an object, borrowed from its JSON.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -37,9 +44,16 @@ pub(crate) fn identity(json: &[u8]) -> Option<Peeked<'_>> {
         c.ws();
         if key == b"metadata" {
             if found.is_some() {
-                return None; // twice: a decoder would refuse the object
+                return None; // twice: a decoder reads the last one
             }
             found = Some(c.metadata()?);
+            // The rest need not be walked when it cannot hold a second `metadata` key: that
+            // needs the quoted word, or a `\u` escape spelling it (a key with any other escape
+            // cannot be `metadata`). Searching for both is several times faster than the walk.
+            let rest = c.b.get(c.i..)?;
+            if memchr::memmem::find(rest, b"\"metadata\"").is_none() && memchr::memmem::find(rest, b"\\u").is_none() {
+                return found;
+            }
         } else {
             c.skip_value()?;
         }
@@ -113,14 +127,27 @@ impl<'a> Cursor<'a> {
                 let mut depth = 1usize;
                 while depth > 0 {
                     let rest = self.b.get(self.i..)?;
-                    // The next byte that matters: a quote, or a bracket.
-                    let at = rest.iter().position(|c| matches!(c, b'"' | b'{' | b'[' | b'}' | b']'))?;
-                    self.i += at + 1;
-                    match rest[at] {
-                        b'"' => self.skip_string_body()?,
-                        b'{' | b'[' => depth += 1,
-                        _ => depth -= 1,
+                    // Brackets only count outside strings: look at the bytes up to the next
+                    // quote (punctuation, numbers, literals: a few bytes), then skip the string.
+                    let gap = memchr::memchr(b'"', rest).unwrap_or(rest.len());
+                    for (at, &c) in rest[..gap].iter().enumerate() {
+                        match c {
+                            b'{' | b'[' => depth += 1,
+                            b'}' | b']' => {
+                                depth -= 1;
+                                if depth == 0 {
+                                    self.i += at + 1;
+                                    return Some(());
+                                }
+                            }
+                            _ => {}
+                        }
                     }
+                    if gap == rest.len() {
+                        return None; // cut short
+                    }
+                    self.i += gap + 1;
+                    self.skip_string_body()?;
                 }
                 Some(())
             }
@@ -207,7 +234,6 @@ mod tests {
             br#"{"metadata":{"name":"a","name":"b"}}"#,
             br#"{"metadata":{"name":"a"},"metadata":{"name":"b"}}"#,
             br#"{"metadata":{},"status":"x","metadata":{"resourceVersion":"9"}}"#,
-            br#"{"metadata":{"name":"a"},"spec":{"#,
             br#"{"metadata":{"resourceVersion":7}}"#,
             br#"{"metadata":"#,
             br#"[]"#,
@@ -215,6 +241,28 @@ mod tests {
         ] {
             assert_eq!(identity(json), None, "{}", String::from_utf8_lossy(json));
         }
+    }
+
+    #[test]
+    fn reads_no_further_than_metadata_when_the_rest_cannot_hold_another() {
+        // Malformed after `metadata`: not read (the scanner found the item's end; a decode would
+        // refuse it, but a relist takes an item with the live identity for the live entry).
+        for json in [
+            &br#"{"metadata":{"name":"a","uid":"u","resourceVersion":"1"},"spec":{"#[..],
+            br#"{"metadata":{"name":"a","uid":"u","resourceVersion":"1"},"spec":{"x":tru}}"#,
+            br#"{"metadata":{"name":"a","uid":"u","resourceVersion":"1"} "spec" {}}"#,
+        ] {
+            assert_eq!(identity(json), Some(id(None, "a", "u", "1")), "{}", String::from_utf8_lossy(json));
+        }
+        // Where a second `metadata` may follow, the rest is walked as before.
+        for json in [
+            &br#"{"metadata":{"name":"a"},"spec":{"x":"metadata"}"#[..],
+            br#"{"metadata":{"name":"a"},"m\u0065tadata":{"name":"b"}}"#,
+        ] {
+            assert_eq!(identity(json), None, "{}", String::from_utf8_lossy(json));
+        }
+        let nested = br#"{"metadata":{"name":"a"},"spec":{"template":{"metadata":{"name":"b"}}}}"#;
+        assert_eq!(identity(nested), Some(Peeked { name: Some("a"), ..Peeked::default() }));
     }
 
     #[test]

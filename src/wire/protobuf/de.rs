@@ -8,6 +8,11 @@
 //! JSON (Go's protobuf encoder writes every field that is not a pointer, zero or not). A zero time
 //! is JSON `null`, so it is left out as well. Every length read from the input is checked against
 //! what is left before it is used; nothing is allocated from a length alone.
+//!
+//! A repeated or map field is handed out whole when its first record is met: its records are
+//! counted first (one pass over the rest of the message, stepping over every record), so a list
+//! is allocated at its exact size, as simd-json's known array lengths give on the JSON path, and
+//! when they are one run (as Go writes them) the message's reader steps over all of them.
 
 use std::fmt;
 
@@ -53,6 +58,7 @@ pub(crate) enum Wire<'a> {
 #[derive(Clone)]
 pub(crate) struct Reader<'a> {
     data: &'a [u8],
+    /// Always `<= data.len()`.
     pos: usize,
 }
 
@@ -61,23 +67,29 @@ impl<'a> Reader<'a> {
         Reader { data, pos: 0 }
     }
 
+    #[inline]
     pub(crate) fn at_end(&self) -> bool {
         self.pos >= self.data.len()
     }
 
     #[inline]
     pub(crate) fn varint(&mut self) -> Result<u64, Error> {
-        // Most keys and lengths fit one byte.
+        // Most keys and lengths fit one byte; the rest is out of line, so that `next` inlines.
         if let Some(&byte) = self.data.get(self.pos)
             && byte < 0x80
         {
             self.pos += 1;
             return Ok(u64::from(byte));
         }
+        self.long_varint()
+    }
+
+    #[inline(never)]
+    fn long_varint(&mut self) -> Result<u64, Error> {
         let mut value = 0u64;
         for shift in (0..64).step_by(7) {
             let Some(&byte) = self.data.get(self.pos) else {
-                return err(format!("truncated varint at byte {}", self.pos));
+                return Err(truncated_varint(self.pos));
             };
             self.pos += 1;
             value |= u64::from(byte & 0x7f) << shift;
@@ -85,7 +97,7 @@ impl<'a> Reader<'a> {
                 return Ok(value);
             }
         }
-        err(format!("varint longer than 10 bytes at byte {}", self.pos))
+        Err(long_varint(self.pos))
     }
 
     #[inline]
@@ -97,12 +109,12 @@ impl<'a> Reader<'a> {
                 self.pos += n;
                 Ok(bytes)
             }
-            _ => err(format!("a field of {n} bytes at byte {} runs past the end ({left} left)", self.pos)),
+            _ => Err(past_the_end(n, self.pos, left)),
         }
     }
 
     /// The next field number and value, or `None` at the end.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn next(&mut self) -> Result<Option<(u64, Wire<'a>)>, Error> {
         if self.at_end() {
             return Ok(None);
@@ -122,13 +134,58 @@ impl<'a> Reader<'a> {
                 self.take(4)?;
                 Wire::Fixed
             }
-            other => return err(format!("wire type {other} of field {} is not supported", key >> 3)),
+            other => return Err(bad_wire_type(other, key)),
         };
         if key >> 3 == 0 {
-            return err("field number 0");
+            return Err(Error("field number 0".into()));
         }
         Ok(Some((key >> 3, value)))
     }
+
+    /// Steps over the next record and returns its field number (0 at the end: no record has it).
+    /// What [`next`](Reader::next) does, without building the value.
+    #[inline(always)]
+    fn skip(&mut self) -> Result<u64, Error> {
+        if self.at_end() {
+            return Ok(0);
+        }
+        let key = self.varint()?;
+        let len = match key & 7 {
+            0 => {
+                self.varint()?;
+                0
+            }
+            1 => 8,
+            2 => self.varint()?,
+            5 => 4,
+            other => return Err(bad_wire_type(other, key)),
+        };
+        self.take(len)?;
+        if key >> 3 == 0 {
+            return Err(Error("field number 0".into()));
+        }
+        Ok(key >> 3)
+    }
+}
+
+#[cold]
+fn truncated_varint(pos: usize) -> Error {
+    Error(format!("truncated varint at byte {pos}"))
+}
+
+#[cold]
+fn long_varint(pos: usize) -> Error {
+    Error(format!("varint longer than 10 bytes at byte {pos}"))
+}
+
+#[cold]
+fn past_the_end(n: u64, pos: usize, left: usize) -> Error {
+    Error(format!("a field of {n} bytes at byte {pos} runs past the end ({left} left)"))
+}
+
+#[cold]
+fn bad_wire_type(wire: u64, key: u64) -> Error {
+    Error(format!("wire type {wire} of field {} is not supported", key >> 3))
 }
 
 /// What every part of the deserializer needs: the schema.
@@ -162,10 +219,6 @@ struct Fields<'de> {
     /// Repeated and map fields already handed out whole (bit `n` for field `n`; the schema keeps
     /// their numbers below 64): their later records are skipped.
     done: u64,
-    /// Field numbers (bit `n & 63`) whose records come in more than one run; found in one pass
-    /// over the message when its first repeated field is met (`None` until then). The others,
-    /// as Go writes them, are read in one run from where they start.
-    split: Option<u64>,
     /// An inlined message whose fields are being handed out as this one's.
     inner: Option<Box<Fields<'de>>>,
 }
@@ -173,9 +226,69 @@ struct Fields<'de> {
 enum Pending<'de> {
     Head(&'de str),
     One(&'static Field, Wire<'de>),
-    /// A repeated or map field: every record of this number from the reader's position on; with
-    /// `true` they are one run, read with the message's own reader, which ends up after it.
-    All(&'static Field, Reader<'de>, bool),
+    /// A repeated or map field: its records, from its first one on.
+    All(&'static Field, Records<'de>),
+}
+
+/// Every record of one field number in the rest of a message: read from the first of them with
+/// a reader of their own, and counted beforehand, so that lists get their exact capacity (serde's
+/// `size_hint`) and the message's own reader can step over them.
+#[derive(Clone)]
+struct Records<'de> {
+    /// At the first record of the number.
+    reader: Reader<'de>,
+    number: u64,
+    /// Records of the number not yet read.
+    left: usize,
+    /// Values they hold: one per record, or per varint in a packed record of numbers.
+    values: usize,
+}
+
+impl<'de> Records<'de> {
+    /// Counts the records numbered `number` from `from` (which is at the first of them) to the
+    /// end, and where their run ends if nothing else comes between them (Go writes a repeated
+    /// field's records in one run; other writers need not).
+    fn survey(from: &Reader<'de>, number: u64, packable: bool) -> Result<(Self, Option<usize>), Error> {
+        let mut reader = from.clone();
+        let (mut left, mut values, mut run_end, mut gap) = (0usize, 0usize, Some(from.pos), false);
+        loop {
+            let at = reader.pos;
+            let n = reader.skip()?;
+            if n == 0 {
+                break;
+            }
+            if n != number {
+                gap = left > 0;
+                continue;
+            }
+            left += 1;
+            values += if packable {
+                // A packed record holds several varints, each ending in a byte below 0x80.
+                let mut record = Reader { data: reader.data, pos: at };
+                match record.next()? {
+                    Some((_, Wire::Bytes(b))) => b.iter().filter(|&&c| c < 0x80).count(),
+                    _ => 1,
+                }
+            } else {
+                1
+            };
+            run_end = if gap { None } else { run_end.map(|_| reader.pos) };
+        }
+        Ok((Records { reader: from.clone(), number, left, values }, run_end))
+    }
+
+    /// The next record of the number.
+    #[inline]
+    fn next(&mut self) -> Result<Option<Wire<'de>>, Error> {
+        while self.left > 0 {
+            let Some((n, wire)) = self.reader.next()? else { break };
+            if n == self.number {
+                self.left -= 1;
+                return Ok(Some(wire));
+            }
+        }
+        Ok(None)
+    }
 }
 
 impl<'de> Fields<'de> {
@@ -186,45 +299,49 @@ impl<'de> Fields<'de> {
         if depth > MAX_DEPTH {
             return err(format!("{} is nested more than {MAX_DEPTH} deep", message.name));
         }
-        Ok(Fields {
-            ctx,
-            message,
-            reader: Reader::new(bytes),
-            depth,
-            head: &[],
-            pending: None,
-            done: 0,
-            split: None,
-            inner: None,
-        })
+        Ok(Fields { ctx, message, reader: Reader::new(bytes), depth, head: &[], pending: None, done: 0, inner: None })
     }
 
-    /// The numbers of the fields whose records are split into several runs (see `split`).
-    fn split(&mut self) -> Result<u64, Error> {
-        if let Some(split) = self.split {
-            return Ok(split);
+    /// The records of a repeated or map field met at `start` for the first time (`None` if it was
+    /// handed out already); when they are one run, the message's reader steps over all of them.
+    #[inline]
+    fn records(
+        &mut self,
+        field: &Field,
+        number: u64,
+        start: &Reader<'de>,
+        packable: bool,
+    ) -> Result<Option<Records<'de>>, Error> {
+        let bit = 1u64 << (number & 63);
+        if self.done & bit != 0 {
+            return Ok(None);
         }
-        let (mut reader, mut seen, mut split, mut previous) = (Reader::new(self.reader.data), 0u64, 0u64, 0u64);
-        while let Some((number, _)) = reader.next()? {
-            if number != previous {
-                let bit = 1u64 << (number & 63);
-                if seen & bit != 0 {
-                    split |= bit;
-                }
-                seen |= bit;
-                previous = number;
-            }
+        self.done |= bit;
+        let (records, run_end) = Records::survey(start, number, packable).map_err(|e| self.at(field, e))?;
+        if let Some(end) = run_end {
+            self.reader.pos = end;
         }
-        self.split = Some(split);
-        Ok(split)
+        Ok(Some(records))
     }
 
+    #[cold]
     fn at(&self, field: &Field, e: Error) -> Error {
         Error(format!("{}.{}: {e}", self.message.name, field.name.unwrap_or("(inline)")))
     }
+
+    #[cold]
+    fn in_message(&self, e: Error) -> Error {
+        Error(format!("{}: {e}", self.message.name))
+    }
+}
+
+/// Whether a repeated field of this type may come packed (several varints in one record).
+fn packable(ty: &Type) -> bool {
+    matches!(ty, Type::Int | Type::Bool)
 }
 
 /// Whether a value is what Go leaves out of JSON (or writes as `null`).
+#[inline]
 fn is_zero(ty: &Type, wire: Wire<'_>, omit_zero: bool) -> Result<bool, Error> {
     Ok(match (ty, wire) {
         (_, Wire::Varint(v)) => omit_zero && v == 0,
@@ -259,8 +376,7 @@ impl<'de> MapAccess<'de> for Fields<'de> {
                 }
             }
             let start = self.reader.clone();
-            let Some((number, wire)) = self.reader.next().map_err(|e| Error(format!("{}: {e}", self.message.name)))?
-            else {
+            let Some((number, wire)) = self.reader.next().map_err(|e| self.in_message(e))? else {
                 return Ok(None);
             };
             // A field number the table does not know (a newer server) is skipped, as unknown JSON
@@ -274,17 +390,13 @@ impl<'de> MapAccess<'de> for Fields<'de> {
                 continue;
             };
             match &field.ty {
-                Type::Repeated(_) | Type::Map(_) => {
-                    let bit = 1u64 << (field.number & 63);
-                    if self.done & bit != 0 {
-                        continue;
-                    }
-                    self.done |= bit;
-                    let run = self.split().map_err(|e| Error(format!("{}: {e}", self.message.name)))? & bit == 0;
-                    if run {
-                        self.reader = start.clone();
-                    }
-                    self.pending = Some(Pending::All(field, start, run));
+                Type::Repeated(element) => {
+                    let Some(records) = self.records(field, number, &start, packable(element))? else { continue };
+                    self.pending = Some(Pending::All(field, records));
+                }
+                Type::Map(_) => {
+                    let Some(records) = self.records(field, number, &start, false)? else { continue };
+                    self.pending = Some(Pending::All(field, records));
                 }
                 ty => {
                     if is_zero(ty, wire, field.omit_zero).map_err(|e| self.at(field, e))? {
@@ -307,10 +419,8 @@ impl<'de> MapAccess<'de> for Fields<'de> {
             Some(Pending::One(field, wire)) => {
                 seed.deserialize(ValueDe { ctx, ty: &field.ty, wire, depth: depth + 1 }).map_err(|e| self.at(field, e))
             }
-            Some(Pending::All(field, from, run)) => {
-                let mut from = from;
-                let reader = if run { &mut self.reader } else { &mut from };
-                let value = seed.deserialize(AllDe { ctx, field, from: reader, run, depth: depth + 1 });
+            Some(Pending::All(field, records)) => {
+                let value = seed.deserialize(AllDe { ctx, field, records, depth: depth + 1 });
                 value.map_err(|e| self.at(field, e))
             }
             None => err("a value was asked for before its key"),
@@ -480,15 +590,10 @@ impl<'de> de::Deserializer<'de> for ValueDe<'de> {
                 Ok(value)
             }
             (Type::Message(index), Wire::Bytes(b)) => visitor.visit_map(Fields::new(self.ctx, *index, b, self.depth)?),
-            (Type::Wrapped(inner), Wire::Bytes(b)) => visitor.visit_seq(Elements {
-                ctx: self.ctx,
-                ty: inner,
-                number: 1,
-                reader: &mut Reader::new(b),
-                run: false,
-                packed: None,
-                depth: self.depth,
-            }),
+            (Type::Wrapped(inner), Wire::Bytes(b)) => {
+                let (records, _) = Records::survey(&Reader::new(b), 1, packable(inner))?;
+                visitor.visit_seq(Elements { ctx: self.ctx, ty: inner, records, packed: None, depth: self.depth })
+            }
             _ => self.mismatch(),
         }
     }
@@ -512,39 +617,21 @@ impl<'de> de::Deserializer<'de> for ValueDe<'de> {
 }
 
 /// Every record of one repeated or map field, from its first record on.
-struct AllDe<'a, 'de> {
+struct AllDe<'de> {
     ctx: Ctx,
     field: &'static Field,
-    from: &'a mut Reader<'de>,
-    /// The records are one run: stop at the first record of another field.
-    run: bool,
+    records: Records<'de>,
     depth: u32,
 }
 
-impl<'de> de::Deserializer<'de> for AllDe<'_, 'de> {
+impl<'de> de::Deserializer<'de> for AllDe<'de> {
     type Error = Error;
 
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        let number = u64::from(self.field.number);
+        let (ctx, records, depth) = (self.ctx, self.records, self.depth);
         match &self.field.ty {
-            Type::Map(value) => visitor.visit_map(Entries {
-                ctx: self.ctx,
-                ty: value,
-                number,
-                reader: self.from,
-                run: self.run,
-                value: None,
-                depth: self.depth,
-            }),
-            Type::Repeated(element) => visitor.visit_seq(Elements {
-                ctx: self.ctx,
-                ty: element,
-                number,
-                reader: self.from,
-                run: self.run,
-                packed: None,
-                depth: self.depth,
-            }),
+            Type::Map(ty) => visitor.visit_map(Entries { ctx, ty, records, value: None, depth }),
+            Type::Repeated(ty) => visitor.visit_seq(Elements { ctx, ty, records, packed: None, depth }),
             _ => err("not a repeated field"),
         }
     }
@@ -569,18 +656,15 @@ impl<'de> de::Deserializer<'de> for AllDe<'_, 'de> {
 
 /// The elements of a repeated field: every record with its number (numbers may also come packed,
 /// several varints in one length-delimited record).
-struct Elements<'a, 'de> {
+struct Elements<'de> {
     ctx: Ctx,
     ty: &'static Type,
-    number: u64,
-    reader: &'a mut Reader<'de>,
-    /// Stop before the first record of another field (left for the message to read).
-    run: bool,
+    records: Records<'de>,
     packed: Option<Reader<'de>>,
     depth: u32,
 }
 
-impl<'de> SeqAccess<'de> for Elements<'_, 'de> {
+impl<'de> SeqAccess<'de> for Elements<'de> {
     type Error = Error;
 
     fn next_element_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>, Error> {
@@ -588,72 +672,57 @@ impl<'de> SeqAccess<'de> for Elements<'_, 'de> {
             if let Some(packed) = &mut self.packed {
                 if !packed.at_end() {
                     let v = packed.varint()?;
+                    self.records.values = self.records.values.saturating_sub(1);
                     let value = ValueDe { ctx: self.ctx, ty: self.ty, wire: Wire::Varint(v), depth: self.depth };
                     return seed.deserialize(value).map(Some);
                 }
                 self.packed = None;
             }
-            let before = self.reader.clone();
-            let Some((number, wire)) = self.reader.next()? else { return Ok(None) };
-            if number != self.number {
-                if self.run {
-                    *self.reader = before;
-                    return Ok(None);
-                }
-                continue;
-            }
+            let Some(wire) = self.records.next()? else { return Ok(None) };
             if let (Type::Int | Type::Bool, Wire::Bytes(b)) = (self.ty, wire) {
                 self.packed = Some(Reader::new(b));
                 continue;
             }
+            self.records.values = self.records.values.saturating_sub(1);
             let value = ValueDe { ctx: self.ctx, ty: self.ty, wire, depth: self.depth };
             return seed.deserialize(value).map(Some);
         }
     }
+
+    fn size_hint(&self) -> Option<usize> {
+        Some(self.records.values)
+    }
 }
 
 /// The entries of a map field: every record with its number, each a message of key (1) and value (2).
-struct Entries<'a, 'de> {
+struct Entries<'de> {
     ctx: Ctx,
     ty: &'static Type,
-    number: u64,
-    reader: &'a mut Reader<'de>,
-    /// Stop before the first record of another field (left for the message to read).
-    run: bool,
+    records: Records<'de>,
     value: Option<Option<Wire<'de>>>,
     depth: u32,
 }
 
-impl<'de> MapAccess<'de> for Entries<'_, 'de> {
+impl<'de> MapAccess<'de> for Entries<'de> {
     type Error = Error;
 
     fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, Error> {
-        loop {
-            let before = self.reader.clone();
-            let Some((number, wire)) = self.reader.next()? else { return Ok(None) };
-            if number != self.number {
-                if self.run {
-                    *self.reader = before;
-                    return Ok(None);
-                }
-                continue;
+        let Some(wire) = self.records.next()? else { return Ok(None) };
+        let Wire::Bytes(entry) = wire else {
+            return err("a map entry that is not length-delimited");
+        };
+        let (mut key, mut value) = ("", None);
+        let mut reader = Reader::new(entry);
+        while let Some((n, w)) = reader.next()? {
+            match (n, w) {
+                (1, Wire::Bytes(b)) => key = utf8(b)?,
+                (1, _) => return err("a map key that is not a string"),
+                (2, w) => value = Some(w),
+                _ => {}
             }
-            let Wire::Bytes(entry) = wire else {
-                return err("a map entry that is not length-delimited");
-            };
-            let (mut key, mut value) = ("", None);
-            let mut reader = Reader::new(entry);
-            while let Some((n, w)) = reader.next()? {
-                match (n, w) {
-                    (1, Wire::Bytes(b)) => key = utf8(b)?,
-                    (1, _) => return err("a map key that is not a string"),
-                    (2, w) => value = Some(w),
-                    _ => {}
-                }
-            }
-            self.value = Some(value);
-            return seed.deserialize(de::value::BorrowedStrDeserializer::new(key)).map(Some);
         }
+        self.value = Some(value);
+        seed.deserialize(de::value::BorrowedStrDeserializer::new(key)).map(Some)
     }
 
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, Error> {
@@ -666,5 +735,9 @@ impl<'de> MapAccess<'de> for Entries<'_, 'de> {
             _ => Wire::Bytes(&[]),
         });
         seed.deserialize(ValueDe { ctx: self.ctx, ty: self.ty, wire, depth: self.depth })
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        Some(self.records.left)
     }
 }

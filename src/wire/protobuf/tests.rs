@@ -235,3 +235,32 @@ fn runs_of_repeated_fields_read_in_place_whether_or_not_the_type_wants_them() {
     assert_eq!(cm.metadata.labels.unwrap().len(), 2);
     assert_eq!(cm.metadata.name.as_deref(), Some("x"));
 }
+
+#[test]
+fn lists_get_their_exact_capacity() {
+    // Records counted before the list is built (serde's size_hint): no growth, no slack, also
+    // when a list's records are split into runs or its numbers come packed.
+    let env = |name: &str| Writer::default().str(1, name).str(2, "v").done();
+    let mut container = Writer::default();
+    container.str(1, "c");
+    for i in 0..5 {
+        container.bytes(7, &env(&format!("E{i}")));
+    }
+    let container = container.str(2, "nginx").bytes(7, &env("LATE")).done();
+    let spec = Writer::default().bytes(2, &container).done();
+    let raw = Writer::default().bytes(2, &spec).done();
+    let pod: Pod = object(&envelope("v1", "Pod", &raw)).unwrap();
+    let containers = pod.spec.unwrap().containers;
+    assert_eq!((containers.len(), containers.capacity()), (1, 1));
+    let env = containers[0].env.as_ref().unwrap();
+    assert_eq!((env.len(), env.capacity()), (6, 6));
+    assert_eq!(env[5].name, "LATE");
+    let packed = Writer::default().varint(1).varint(300).varint(2).done();
+    let rule = Writer::default().int(2, 7).str(1, "In").bytes(2, &packed).done();
+    let ctx = Ctx { schema: schema::schema() };
+    let index = ctx.schema.message("core.v1.ContainerRestartRuleOnExitCodes").unwrap();
+    let rule: k8s_openapi::api::core::v1::ContainerRestartRuleOnExitCodes =
+        de::message(ctx, index, &rule, &[]).unwrap();
+    let values = rule.values.unwrap();
+    assert_eq!((values.as_slice(), values.capacity()), (&[7, 1, 300, 2][..], 4));
+}
