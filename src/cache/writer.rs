@@ -516,9 +516,7 @@ mod tests {
         assert_eq!(store.len(), 4);
         // Namespace a relists without y: y is reported deleted; b keeps both.
         out.clear();
-        writers[0].begin_init(&mut out);
-        writers[0].init_apply_t(in_ns("a", "x"), &mut out);
-        assert_eq!(writers[0].init_done(None, &mut out), 1);
+        assert_eq!(writers[0].relist_t(&[in_ns("a", "x")], &mut out), 1);
         let deleted: Vec<_> = out
             .iter()
             .filter_map(|e| match e {
@@ -539,6 +537,15 @@ mod tests {
         fn init_apply_t(&mut self, obj: Arc<ConfigMap>, out: &mut Vec<Event<ConfigMap>>) {
             let values = self.values(&obj);
             self.init_apply(obj, None, values, out);
+        }
+        /// A whole relist of `objs`: `Init`, an `InitApply` each, `InitDone`; returns the
+        /// number of objects it reported deleted.
+        fn relist_t(&mut self, objs: &[Arc<ConfigMap>], out: &mut Vec<Event<ConfigMap>>) -> usize {
+            self.begin_init(out);
+            for obj in objs {
+                self.init_apply_t(Arc::clone(obj), out);
+            }
+            self.init_done(None, out)
         }
         fn apply_t(&mut self, obj: Arc<ConfigMap>, out: &mut Vec<Event<ConfigMap>>) {
             let values = self.values(&obj);
@@ -618,10 +625,7 @@ mod tests {
     fn a_relist_keeps_the_last_decodable_version_of_an_undecodable_object() {
         let (mut w, store) = Writer::<ConfigMap>::new();
         let mut out = Vec::new();
-        w.begin_init(&mut out);
-        w.init_apply_t(cm("a", "ua"), &mut out);
-        w.init_apply_t(cm("b", "ub"), &mut out);
-        w.init_done(None, &mut out);
+        w.relist_t(&[cm("a", "ua"), cm("b", "ub")], &mut out);
         out.clear();
         // a no longer decodes (same uid), b was replaced by an incarnation that does not.
         w.begin_init(&mut out);
@@ -651,10 +655,7 @@ mod tests {
     fn a_watch_keeps_the_last_decodable_version_until_the_object_is_deleted_or_decodes() {
         let (mut w, store) = Writer::<ConfigMap>::new();
         let mut out = Vec::new();
-        w.begin_init(&mut out);
-        w.init_apply_t(cm("a", "ua"), &mut out);
-        w.init_apply_t(cm("b", "ub"), &mut out);
-        w.init_done(None, &mut out);
+        w.relist_t(&[cm("a", "ua"), cm("b", "ub")], &mut out);
         out.clear();
         assert!(w.skip(&skipped("a", "ua", "7"), &mut out));
         assert!(!w.skip(&skipped("a", "ua", "7"), &mut out), "the same version again");
@@ -723,14 +724,9 @@ mod tests {
     fn objects_missing_from_a_relist_are_reported_deleted_after_init_done() {
         let (mut w, store) = Writer::new();
         let mut out = Vec::new();
-        w.begin_init(&mut out);
-        w.init_apply_t(cm("a", "1"), &mut out);
-        w.init_apply_t(cm("b", "2"), &mut out);
-        w.init_done(None, &mut out);
+        w.relist_t(&[cm("a", "1"), cm("b", "2")], &mut out);
         out.clear();
-        w.begin_init(&mut out);
-        w.init_apply_t(cm("a", "1"), &mut out);
-        w.init_done(None, &mut out);
+        w.relist_t(&[cm("a", "1")], &mut out);
         assert_eq!(kinds(&out), ["Init", "InitApply(a)", "InitDone", "Delete(b)"]);
         assert_eq!(store.len(), 1);
     }
@@ -739,13 +735,9 @@ mod tests {
     fn a_new_uid_under_a_known_name_is_a_delete_then_an_add() {
         let (mut w, _store) = Writer::new();
         let mut out = Vec::new();
-        w.begin_init(&mut out);
-        w.init_apply_t(cm("a", "1"), &mut out);
-        w.init_done(None, &mut out);
+        w.relist_t(&[cm("a", "1")], &mut out);
         out.clear();
-        w.begin_init(&mut out);
-        w.init_apply_t(cm("a", "2"), &mut out);
-        w.init_done(None, &mut out);
+        w.relist_t(&[cm("a", "2")], &mut out);
         assert_eq!(kinds(&out), ["Init", "Delete(a)", "InitApply(a)", "InitDone"]);
     }
 
@@ -753,9 +745,7 @@ mod tests {
     fn an_aborted_relist_leaves_the_store_untouched() {
         let (mut w, store) = Writer::new();
         let mut out = Vec::new();
-        w.begin_init(&mut out);
-        w.init_apply_t(cm("a", "1"), &mut out);
-        w.init_done(None, &mut out);
+        w.relist_t(&[cm("a", "1")], &mut out);
         w.begin_init(&mut out);
         w.init_apply_t(cm("b", "2"), &mut out);
         w.abort_init();
@@ -772,14 +762,10 @@ mod tests {
         w.begin_init(&mut out);
         w.init_apply_t(cm("a", "1"), &mut out);
         w.abort_init();
-        w.begin_init(&mut out);
-        w.init_apply_t(cm("b", "2"), &mut out);
-        w.init_done(None, &mut out);
+        w.relist_t(&[cm("b", "2")], &mut out);
         assert_eq!(kinds(&out), ["Init", "InitApply(a)", "Init", "InitApply(b)", "InitDone", "Delete(a)"]);
         out.clear();
-        w.begin_init(&mut out);
-        w.init_apply_t(cm("b", "2"), &mut out);
-        w.init_done(None, &mut out);
+        w.relist_t(&[cm("b", "2")], &mut out);
         assert_eq!(kinds(&out), ["Init", "InitApply(b)", "InitDone"], "orphans are reported once");
     }
 
@@ -792,9 +778,7 @@ mod tests {
         w.begin_init(&mut out);
         w.init_apply_t(cm("x", "old-uid"), &mut out);
         w.abort_init();
-        w.begin_init(&mut out);
-        w.init_apply_t(cm("x", "new-uid"), &mut out);
-        w.init_done(None, &mut out);
+        w.relist_t(&[cm("x", "new-uid")], &mut out);
         let uids: Vec<String> = out
             .iter()
             .map(|e| match e {
@@ -815,16 +799,12 @@ mod tests {
     fn a_replaced_uid_is_reported_deleted_once_across_an_abandoned_relist() {
         let (mut w, _store) = Writer::new();
         let mut out = Vec::new();
-        w.begin_init(&mut out);
-        w.init_apply_t(cm("x", "1"), &mut out);
-        w.init_done(None, &mut out);
+        w.relist_t(&[cm("x", "1")], &mut out);
         out.clear();
         w.begin_init(&mut out);
         w.init_apply_t(cm("x", "2"), &mut out);
         w.abort_init();
-        w.begin_init(&mut out);
-        w.init_apply_t(cm("x", "2"), &mut out);
-        w.init_done(None, &mut out);
+        w.relist_t(&[cm("x", "2")], &mut out);
         assert_eq!(kinds(&out), ["Init", "Delete(x)", "InitApply(x)", "Init", "InitApply(x)", "InitDone"]);
     }
 
@@ -834,9 +814,7 @@ mod tests {
     fn the_replay_shows_what_an_abandoned_relist_delivered() {
         let (mut w, store) = Writer::new();
         let mut out = Vec::new();
-        w.begin_init(&mut out);
-        w.init_apply_t(cm("a", "1"), &mut out);
-        w.init_done(None, &mut out);
+        w.relist_t(&[cm("a", "1")], &mut out);
         w.begin_init(&mut out);
         w.init_apply_t(cm("a", "2"), &mut out);
         w.init_apply_t(cm("b", "3"), &mut out);
@@ -861,10 +839,7 @@ mod tests {
     fn the_replay_of_a_relist_in_progress_deletes_the_incarnations_it_replaced() {
         let (mut w, store) = Writer::new();
         let mut out = Vec::new();
-        w.begin_init(&mut out);
-        w.init_apply_t(cm("a", "1"), &mut out);
-        w.init_apply_t(cm("b", "2"), &mut out);
-        w.init_done(None, &mut out);
+        w.relist_t(&[cm("a", "1"), cm("b", "2")], &mut out);
         out.clear();
         w.begin_init(&mut out);
         w.init_apply_t(cm("a", "3"), &mut out);
@@ -913,15 +888,10 @@ mod tests {
         );
         let mut out = Vec::new();
         for (w, ns) in writers.iter_mut().zip(["a", "b"]) {
-            w.begin_init(&mut out);
-            w.init_apply_t(in_ns(ns, "x"), &mut out);
-            w.init_apply_t(in_ns(ns, "y"), &mut out);
-            w.init_done(None, &mut out);
+            w.relist_t(&[in_ns(ns, "x"), in_ns(ns, "y")], &mut out);
         }
         out.clear();
-        writers[0].begin_init(&mut out);
-        writers[0].init_apply_t(in_ns("a", "x"), &mut out);
-        assert_eq!(writers[0].init_done(None, &mut out), 1, "{:?}", kinds(&out));
+        assert_eq!(writers[0].relist_t(&[in_ns("a", "x")], &mut out), 1, "{:?}", kinds(&out));
         assert_eq!(kinds(&out), ["Init", "InitApply(x)", "InitDone", "Delete(y)"]);
         assert_eq!(store.len(), 3);
         assert_eq!(store.index("namespace", "y").len(), 1, "the user's index, by name: b/y only");
@@ -987,17 +957,12 @@ mod tests {
     fn a_relist_replaces_the_indexes_only_at_init_done() {
         let (mut w, store) = tier_writer();
         let mut out = Vec::new();
-        w.begin_init(&mut out);
-        w.init_apply_t(labelled("a", "1", "web"), &mut out);
-        w.init_apply_t(labelled("b", "2", "web"), &mut out);
-        w.init_done(None, &mut out);
+        w.relist_t(&[labelled("a", "1", "web"), labelled("b", "2", "web")], &mut out);
         w.begin_init(&mut out);
         w.init_apply_t(labelled("a", "1", "db"), &mut out);
         assert_eq!(names(store.index("tier", "web")), ["a", "b"], "the relist is invisible until InitDone");
         w.abort_init();
-        w.begin_init(&mut out);
-        w.init_apply_t(labelled("a", "1", "db"), &mut out);
-        w.init_done(None, &mut out);
+        w.relist_t(&[labelled("a", "1", "db")], &mut out);
         assert!(store.index("tier", "web").is_empty());
         assert_eq!(names(store.index("tier", "db")), ["a"]);
     }
