@@ -43,8 +43,9 @@ use crate::machine::Machine;
 use crate::notice::{Notice, SlowConsumer};
 use crate::resource::Watchable;
 use crate::stats::Stats;
-use crate::wire::client::{Api, Http};
+use crate::wire::api::Api;
 use crate::wire::decode;
+use crate::wire::http::Http;
 
 /// How long `stop()` waits for the threads. Only DNS and TCP connect cannot be interrupted
 /// (bounded by the 10 s connect timeout); past this a thread finishes on its own.

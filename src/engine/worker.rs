@@ -22,9 +22,11 @@ use crate::machine::drift;
 use crate::machine::{Input, Machine, Next, Step, WatchInput};
 use crate::notice::Notice;
 use crate::resource::{PartialObjectMetadata, Watchable};
-use crate::wire::client::{Api, Http, StreamItem};
+use crate::wire::api::Api;
 use crate::wire::decode::{self, Change, WatchEvent};
+use crate::wire::http::Http;
 use crate::wire::request::{ListParams, WatchParams};
+use crate::wire::stream::StreamItem;
 
 /// The watcher thread's state.
 pub(crate) struct Worker<K> {
