@@ -139,6 +139,7 @@ impl Counters {
             queued: 0,
             lagged: get(&self.lagged),
             subscribers: 0,
+            wire_format: None,
         }
     }
 }

@@ -267,6 +267,7 @@ impl<K: Watchable> Worker<K> {
         // Events of a burst go out together (see `Sink::batching`); whatever is held back goes
         // out before any wait for the network and when the stream ends.
         self.sink.batching = true;
+        let (encoding, overhead) = (stream.encoding(), stream.overhead());
         loop {
             match self.sink.perform(step, None)? {
                 Next::ReadOn => {}
@@ -287,9 +288,9 @@ impl<K: Watchable> Worker<K> {
             let now = Instant::now();
             step = match item {
                 StreamItem::Line(bytes, line) => {
-                    counters::add(&self.sink.counters().bytes, bytes.len() as u64 + 1);
+                    counters::add(&self.sink.counters().bytes, bytes.len() as u64 + overhead);
                     let keep_raw = self.prepare.keeps_json();
-                    match decode::watch_event::<K>(bytes, keep_raw, &mut self.prepare.scratch)
+                    match decode::event::<K>(encoding, bytes, keep_raw, &mut self.prepare.scratch)
                         .map_err(|message| {
                             Error::Decode(Box::new(decode::decode_error(&context, Some(line), bytes, message)))
                         })

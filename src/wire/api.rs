@@ -8,8 +8,8 @@ use k8s_openapi::NamespaceResourceScope;
 use crate::error::{Error, Result};
 use crate::resource::{ApiResource, PartialObjectMetadata, Watchable};
 use crate::wire::client::Client;
-use crate::wire::decode;
-use crate::wire::http::Http;
+use crate::wire::decode::{self, Encoding};
+use crate::wire::http::{Http, Negotiation};
 use crate::wire::request::{self, ListParams};
 
 /// One resource type on one server, in one namespace or across all of them.
@@ -148,7 +148,7 @@ impl<K: Watchable> Api<K> {
     /// [`Error::Api`] when the server refuses (with its status and message), [`Error::Transport`]
     /// when it cannot be reached, [`Error::Decode`] when an item does not decode as `K`.
     pub fn list(&self, params: &ListParams) -> Result<ObjectList<K>> {
-        let http = Http::new(Arc::clone(&self.client.conn));
+        let http = Http::new(Arc::clone(&self.client.conn)).negotiating(Negotiation::new(self, true));
         let mut items = Vec::new();
         let context = self.describe("list");
         let mut scratch = decode::Scratch::default();
@@ -166,12 +166,14 @@ impl<K: Watchable> Api<K> {
     /// # Errors
     /// A missing object is an [`Error::Api`] with `status() == Some(404)`.
     pub fn get(&self, name: &str) -> Result<K> {
-        let http = Http::new(Arc::clone(&self.client.conn));
+        let http = Http::new(Arc::clone(&self.client.conn)).negotiating(Negotiation::new(self, true));
         let context = format!("get {} {name:?}", self.resource.kind);
         let path = request::object_path(&self.resource, self.namespace.as_deref(), name);
-        let accept = if self.metadata_only { request::ACCEPT_METADATA } else { request::ACCEPT_JSON };
-        let bytes = http.get_bytes(&path, &context, accept)?;
-        decode::object(&bytes, &mut decode::Scratch::default())
-            .map_err(|e| Error::Decode(Box::new(decode::decode_error(&context, None, &bytes, e))))
+        let (bytes, encoding) = http.get_object(self, &path, &context)?;
+        match encoding {
+            Encoding::Json => decode::object(&bytes, &mut decode::Scratch::default()),
+            Encoding::Protobuf => decode::protobuf_object(&bytes),
+        }
+        .map_err(|e| Error::Decode(Box::new(decode::decode_error(&context, None, &bytes, e))))
     }
 }

@@ -9,6 +9,7 @@
 
 use std::io::{self, BufReader, Read};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::time::Duration;
 
 use ureq::Body;
@@ -17,8 +18,9 @@ use ureq::http::Response;
 use crate::auth::{Connection, Failure, RootSet};
 use crate::config::DEFAULT_MAX_LIST_BYTES;
 use crate::error::{Error, Result};
+use crate::resource::Watchable;
 use crate::wire::api::Api;
-use crate::wire::decode::{self, ListError, ListMeta};
+use crate::wire::decode::{self, Encoding, ListError, ListMeta};
 use crate::wire::request::{self, ListParams, WatchParams};
 use crate::wire::stream::WatchStream;
 
@@ -38,12 +40,63 @@ pub(crate) struct Http {
     conn: Arc<Connection>,
     /// The longest watch line or list item accepted (`Config::max_line`).
     max_line: usize,
+    /// Whether lists, gets and watches ask for protobuf, and what came back.
+    negotiation: Arc<Negotiation>,
+}
+
+/// How the requests of one watcher (all its threads) or one call choose their encoding
+/// (docs/protocol.md §12.1): protobuf, with JSON as the fallback in the same `Accept` header,
+/// for a type with a protobuf form unless the settings say JSON; a server that refuses it
+/// (406 or 415) is asked for JSON from then on, not probed on every request.
+#[derive(Debug, Default)]
+pub(crate) struct Negotiation {
+    /// Ask for protobuf: the type has a protobuf form and the settings allow it.
+    offer: bool,
+    /// A server refused a protobuf `Accept`: JSON from now on.
+    refused: AtomicBool,
+    /// The encoding of the last list or watch answer: 0 none yet, 1 JSON, 2 protobuf.
+    last: AtomicU8,
+}
+
+impl Negotiation {
+    /// For `api`'s type: `wanted` is the settings' say (`WireFormat::Protobuf`, and not a
+    /// compact store mode, which keeps JSON bytes). Metadata-only requests, `DynamicObject` and
+    /// kinds the schema table does not know (custom resources) stay JSON.
+    pub(crate) fn new<K: Watchable>(api: &Api<K>, wanted: bool) -> Arc<Negotiation> {
+        let offer = wanted
+            && K::protobuf_form()
+            && !api.metadata_only
+            && decode::has_protobuf_form(&api.resource.api_version, &api.resource.kind);
+        Arc::new(Negotiation { offer, ..Negotiation::default() })
+    }
+
+    /// The encoding of the last list or watch answer read; `None` before the first.
+    pub(crate) fn in_use(&self) -> Option<Encoding> {
+        match self.last.load(Ordering::Relaxed) {
+            1 => Some(Encoding::Json),
+            2 => Some(Encoding::Protobuf),
+            _ => None,
+        }
+    }
+
+    fn saw(&self, encoding: Encoding) {
+        let code = match encoding {
+            Encoding::Json => 1,
+            Encoding::Protobuf => 2,
+        };
+        self.last.store(code, Ordering::Relaxed);
+    }
 }
 
 impl Http {
     pub(crate) fn new(conn: Arc<Connection>) -> Http {
         let (agent, agent_roots) = conn.agent();
-        Http { agent, agent_roots, conn, max_line: crate::config::DEFAULT_MAX_LINE }
+        Http { agent, agent_roots, conn, max_line: crate::config::DEFAULT_MAX_LINE, negotiation: Arc::default() }
+    }
+
+    /// The same, negotiating the encoding of lists, gets and watches with `negotiation`.
+    pub(crate) fn negotiating(self, negotiation: Arc<Negotiation>) -> Http {
+        Http { negotiation, ..self }
     }
 
     /// The same, accepting watch lines and list items of up to `max_line` bytes.
@@ -79,6 +132,61 @@ impl Http {
         Ok((bytes, content_type))
     }
 
+    /// GETs one object of `api`: its bytes and their encoding (protobuf when asked for and given).
+    pub(crate) fn get_object<K>(&self, api: &Api<K>, path: &str, context: &str) -> Result<(Vec<u8>, Encoding)> {
+        let url = self.url(path, "");
+        let json = if api.metadata_only { request::ACCEPT_METADATA } else { request::ACCEPT_JSON };
+        let (res, encoding) = self.negotiated(&url, context, REQUEST_IDLE, false, json, !api.metadata_only)?;
+        let mut bytes = Vec::new();
+        res.into_body()
+            .into_with_config()
+            .limit(MAX_OBJECT_BYTES)
+            .reader()
+            .read_to_end(&mut bytes)
+            .map_err(|e| io_error(context, e))?;
+        Ok((bytes, encoding))
+    }
+
+    /// One GET in the encoding negotiated (see [`Negotiation`]): `json` is the `Accept` header
+    /// when protobuf is not offered or was refused; `offer` whether this request may offer it.
+    /// Returns the answer and the encoding its `Content-Type` names.
+    fn negotiated(
+        &self,
+        url: &str,
+        context: &str,
+        idle: Duration,
+        watch: bool,
+        json: &str,
+        offer: bool,
+    ) -> Result<(Response<Body>, Encoding)> {
+        let n = &self.negotiation;
+        let mut res = None;
+        if offer && n.offer && !n.refused.load(Ordering::Relaxed) {
+            match self.call(url, context, idle, watch, request::ACCEPT_PROTOBUF) {
+                Err(Error::Api(e)) if matches!(e.code, 406 | 415) => {
+                    // JSON was listed as the fallback, so only a server that cannot parse the
+                    // header at all answers this: ask it for JSON, now and from now on.
+                    log::debug!(
+                        "{context}: the server refused protobuf (HTTP {}); asking for JSON from now on",
+                        e.code
+                    );
+                    n.refused.store(true, Ordering::Relaxed);
+                }
+                other => res = Some(other?),
+            }
+        }
+        let res = match res {
+            Some(res) => res,
+            None => self.call(url, context, idle, watch, json)?,
+        };
+        let content_type = res.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default();
+        let encoding = Encoding::of_content_type(content_type);
+        if offer {
+            n.saw(encoding);
+        }
+        Ok((res, encoding))
+    }
+
     /// The full URL of an API path (keeping the server URL's own path prefix) and query.
     pub(super) fn url(&self, path: &str, query: &str) -> String {
         format!("{}{path}{query}", self.conn.server)
@@ -93,10 +201,17 @@ impl Http {
     ) -> Result<ListMeta> {
         let context = api.describe("list");
         let url = self.url(&request::collection_path(&api.resource, api.namespace.as_deref()), &params.query());
-        let accept = if api.metadata_only { request::ACCEPT_METADATA_LIST } else { request::ACCEPT_JSON };
-        let res = self.call(&url, &context, REQUEST_IDLE, false, accept)?;
+        let json = if api.metadata_only { request::ACCEPT_METADATA_LIST } else { request::ACCEPT_JSON };
+        let (res, encoding) = self.negotiated(&url, &context, REQUEST_IDLE, false, json, !api.metadata_only)?;
         let reader = Capped { inner: res.into_body().into_reader(), left: DEFAULT_MAX_LIST_BYTES };
-        decode::list(reader, self.max_line, &mut on_item).map_err(|e| match e {
+        let listed = match encoding {
+            Encoding::Json => decode::list(reader, self.max_line, &mut on_item),
+            Encoding::Protobuf => {
+                let resource = (api.resource.api_version.as_str(), api.resource.kind.as_str());
+                decode::protobuf_list(reader, self.max_line, resource, &mut on_item)
+            }
+        };
+        listed.map_err(|e| match e {
             ListError::Io(e) => io_error(&context, e),
             ListError::Malformed { message, offset, snippet } => Error::Decode(Box::new(crate::error::DecodeError {
                 context,
@@ -114,9 +229,10 @@ impl Http {
     pub(crate) fn watch<K>(&self, api: &Api<K>, params: &WatchParams, idle: Duration) -> Result<WatchStream> {
         let context = api.describe("watch");
         let url = self.url(&request::collection_path(&api.resource, api.namespace.as_deref()), &params.query());
-        let accept = if api.metadata_only { request::ACCEPT_METADATA } else { request::ACCEPT_JSON };
-        let res = self.call(&url, &context, idle, true, accept)?;
-        Ok(WatchStream::new(BufReader::with_capacity(64 * 1024, res.into_body().into_reader()), self.max_line, context))
+        let json = if api.metadata_only { request::ACCEPT_METADATA } else { request::ACCEPT_JSON };
+        let (res, encoding) = self.negotiated(&url, &context, idle, true, json, !api.metadata_only)?;
+        let reader = BufReader::with_capacity(64 * 1024, res.into_body().into_reader());
+        Ok(WatchStream::new(reader, self.max_line, context, encoding))
     }
 
     /// One GET with credentials; non-2xx answers become `Error::Api`.

@@ -12,9 +12,6 @@ pub(crate) mod client;
 pub(crate) mod decode;
 pub(crate) mod discovery;
 pub(crate) mod http;
-// Until watchers ask for protobuf, its users are the fake server (`testing`) and the fuzzing entry
-// points; unit tests cover it in every build.
-#[cfg(any(test, feature = "testing", feature = "fuzzing"))]
 pub(crate) mod protobuf;
 pub(crate) mod request;
 pub(crate) mod stream;

@@ -5,12 +5,13 @@ use std::io::{self, BufRead, BufReader, Read};
 use ureq::BodyReader;
 
 use crate::error::Error;
-use crate::wire::decode::{self, Line};
+use crate::wire::decode::{self, Encoding, FRAME_HEADER, Frame, Line};
 use crate::wire::http::ureq_error;
 
 /// What reading a watch stream produced.
 pub(crate) enum StreamItem<'a> {
-    /// One complete line (an event), without its newline.
+    /// One complete event: a JSON line without its newline, or a protobuf frame's message
+    /// without its length (docs/protocol.md §12.3); with its number in the stream.
     Line(&'a [u8], u64),
     /// The server ended the stream cleanly.
     End,
@@ -20,7 +21,8 @@ pub(crate) enum StreamItem<'a> {
     Failed(Error),
 }
 
-/// An open watch response, read line by line with a bounded, reused buffer.
+/// An open watch response, read event by event with a bounded, reused buffer: JSON lines, or
+/// length-delimited protobuf frames (each bounded by `Config::max_line` too).
 ///
 /// Its read timeout is fixed when the request is made (ureq cannot change it on an open
 /// response): a streaming list keeps the short end-marker wait for the life of the stream. So a
@@ -39,6 +41,8 @@ pub(crate) struct WatchStream {
     line: u64,
     max_line: usize,
     context: String,
+    /// JSON lines or protobuf frames, as the answer's `Content-Type` said.
+    encoding: Encoding,
 }
 
 /// A [`StreamItem`] that does not borrow the line (which stays in `WatchStream::buf`).
@@ -80,7 +84,12 @@ impl<R: Read> BufRead for Buffered<'_, R> {
 }
 
 impl WatchStream {
-    pub(super) fn new(reader: BufReader<BodyReader<'static>>, max_line: usize, context: String) -> WatchStream {
+    pub(super) fn new(
+        reader: BufReader<BodyReader<'static>>,
+        max_line: usize,
+        context: String,
+        encoding: Encoding,
+    ) -> WatchStream {
         WatchStream {
             ready: None,
             reader,
@@ -89,6 +98,21 @@ impl WatchStream {
             line: 0,
             max_line,
             context,
+            encoding,
+        }
+    }
+
+    /// The encoding of the stream's events.
+    pub(crate) fn encoding(&self) -> Encoding {
+        self.encoding
+    }
+
+    /// The bytes around each event that [`StreamItem::Line`] leaves out: a newline, or a
+    /// frame's length.
+    pub(crate) fn overhead(&self) -> u64 {
+        match self.encoding {
+            Encoding::Json => 1,
+            Encoding::Protobuf => FRAME_HEADER as u64,
         }
     }
 
@@ -110,10 +134,56 @@ impl WatchStream {
             None => self.advance(true).unwrap_or(Outcome::Idle),
         };
         match outcome {
-            Outcome::Line(n) => StreamItem::Line(&self.buf, n),
+            Outcome::Line(n) => match self.encoding {
+                Encoding::Json => StreamItem::Line(&self.buf, n),
+                Encoding::Protobuf => StreamItem::Line(&self.buf[FRAME_HEADER..], n),
+            },
             Outcome::End => StreamItem::End,
             Outcome::Idle => StreamItem::Idle,
             Outcome::Failed(e) => StreamItem::Failed(e),
+        }
+    }
+
+    /// Reads the next protobuf frame into `buf` (see [`advance`](Self::advance)).
+    fn advance_frame(&mut self, wait: bool) -> Option<Outcome> {
+        if !std::mem::take(&mut self.partial) {
+            self.buf.clear();
+        }
+        let read = if wait {
+            decode::read_frame(&mut self.reader, &mut self.buf, self.max_line)
+        } else {
+            decode::read_frame(&mut Buffered(&mut self.reader), &mut self.buf, self.max_line)
+        };
+        match read {
+            Ok(Frame::Complete) => {
+                self.line += 1;
+                Some(Outcome::Line(self.line))
+            }
+            Ok(Frame::End) if self.buf.is_empty() => Some(Outcome::End),
+            Ok(Frame::End) => Some(Outcome::Failed(Error::transport(
+                self.context.as_str(),
+                format!("stream ended inside frame {} after {} bytes", self.line + 1, self.buf.len()),
+            ))),
+            Ok(Frame::TooLong(len)) => Some(Outcome::Failed(Error::Decode(Box::new(decode::decode_error(
+                &self.context,
+                Some(self.line + 1),
+                &self.buf,
+                format!(
+                    "protobuf frame announces {len} bytes, more than the {} byte limit (Config::max_line)",
+                    self.max_line
+                ),
+            ))))),
+            Err(e) if !wait && e.kind() == io::ErrorKind::WouldBlock => {
+                self.partial = true;
+                None
+            }
+            Err(e) => Some(match ureq::Error::from(e) {
+                ureq::Error::Timeout(ureq::Timeout::PerRead) => {
+                    self.partial = true;
+                    Outcome::Idle
+                }
+                other => Outcome::Failed(ureq_error(&self.context, other)),
+            }),
         }
     }
 
@@ -121,6 +191,9 @@ impl WatchStream {
     /// without, `None` when the bytes received so far hold no complete line (what they hold of
     /// one is kept in `buf`).
     fn advance(&mut self, wait: bool) -> Option<Outcome> {
+        if self.encoding == Encoding::Protobuf {
+            return self.advance_frame(wait);
+        }
         loop {
             if !std::mem::take(&mut self.partial) {
                 self.buf.clear();

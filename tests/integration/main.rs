@@ -24,6 +24,7 @@ mod index;
 mod kubectl;
 mod metadata;
 mod parallel;
+mod protobuf;
 mod reliability;
 mod relist;
 mod scenarios;
