@@ -186,7 +186,7 @@ impl Client {
         Ok(Client { conn: Arc::new(conn) })
     }
 
-    /// The namespace that [`Api::default_namespaced`] uses.
+    /// The namespace that [`Api::default_namespaced`](crate::Api::default_namespaced) uses.
     #[must_use]
     pub fn default_namespace(&self) -> &str {
         &self.conn.default_namespace
