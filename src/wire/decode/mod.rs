@@ -18,7 +18,9 @@ pub(crate) use frame::{FRAME_HEADER, Frame, read_frame};
 pub(crate) use line::{Line, read_line};
 pub(crate) use list::{Form, Item, ListError, ListMeta, list};
 pub(crate) use object::{Scratch, compact, decode_error, item, object};
-pub(crate) use peek::{Peeked, identity as peek};
+pub(crate) use peek::Peeked;
+#[cfg(feature = "fuzzing")]
+pub(crate) use peek::identity as peek;
 pub(crate) use proto::{has_form as has_protobuf_form, list as protobuf_list, object as protobuf_object};
 pub(crate) use status::http_error;
 pub(crate) use watch::{Change, Identity, WatchEvent, identity, watch_event};
