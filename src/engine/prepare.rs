@@ -117,8 +117,10 @@ impl<K: Watchable> Prepare<K> {
         if let Some(unchanged) = Self::unchanged(item, indexer) {
             return Ok(unchanged);
         }
+        // Only JSON is kept as the compact modes' bytes (they never ask for protobuf).
+        let json = (item.form == decode::Form::Json).then_some(item.bytes);
         let message = match decode::item::<K>(item, &mut self.scratch) {
-            Ok(obj) => return self.object(obj, Some(item.bytes), (context, None), indexer),
+            Ok(obj) => return self.object(obj, json, (context, None), indexer),
             Err(message) => message,
         };
         let error = decode::decode_error(context, None, item.bytes, message);

@@ -181,7 +181,9 @@ impl Http {
         };
         let content_type = res.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default();
         let encoding = Encoding::of_content_type(content_type);
-        if offer {
+        // What the watcher reads: its own requests, not a protobuf watcher's metadata-only
+        // drift checks (which never offer protobuf).
+        if offer || !n.offer {
             n.saw(encoding);
         }
         Ok((res, encoding))

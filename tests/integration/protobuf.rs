@@ -188,12 +188,15 @@ fn json_settings_dynamic_objects_and_compact_stores_stay_json() {
     let dynamic: Api<DynamicObject> = Api::all_with(client.clone(), &ApiResource::of::<Pod>());
     let dynamic = Watcher::new(dynamic, Config::default()).unwrap();
     let compact = Watcher::builder(pods(&server)).compressed_store().start().unwrap();
+    let metadata = kube_watcher::metadata_watcher(pods(&server), Config::default()).unwrap();
     json.store().wait_until_ready(WAIT).unwrap();
     dynamic.store().wait_until_ready(WAIT).unwrap();
     compact.store().wait_until_ready(WAIT).unwrap();
+    metadata.store().wait_until_ready(WAIT).unwrap();
     assert_eq!(json.stats().wire_format, Some(WireFormat::Json));
     assert_eq!(dynamic.stats().wire_format, Some(WireFormat::Json));
     assert_eq!(compact.stats().wire_format, Some(WireFormat::Json));
+    assert_eq!(metadata.stats().wire_format, Some(WireFormat::Json));
     assert!(pod_requests(&server).iter().all(|r| !accepts_protobuf(r)));
     assert_eq!(dynamic.store().len(), 2);
 }

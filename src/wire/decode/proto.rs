@@ -441,3 +441,105 @@ impl<R: Read> Stream<R> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use serde_json::json;
+
+    use super::*;
+    use crate::wire::decode::http_error;
+
+    fn field(out: &mut Vec<u8>, number: u8, bytes: &[u8]) {
+        out.push(number << 3 | 2);
+        let mut n = bytes.len() as u64;
+        while n >= 0x80 {
+            out.push((n as u8) | 0x80);
+            n >>= 7;
+        }
+        out.push(n as u8);
+        out.extend_from_slice(bytes);
+    }
+
+    /// A `WatchEvent` message around `object`'s protobuf form (written by the encoder the fake
+    /// server uses: a value of the wrong type is written by its JSON type).
+    fn event(ty: &str, object: &serde_json::Value) -> Vec<u8> {
+        let mut extension = Vec::new();
+        field(&mut extension, 1, &pb::encode_lenient(object).unwrap());
+        let mut out = Vec::new();
+        field(&mut out, 1, ty.as_bytes());
+        field(&mut out, 2, &extension);
+        out
+    }
+
+    fn cm(name: &str) -> serde_json::Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "n", "uid": "u1", "resourceVersion": "5"}, "data": {"k": "v"}})
+    }
+
+    #[test]
+    fn protobuf_events_decode_by_type() {
+        let added: WatchEvent<ConfigMap> = watch_event(&event("ADDED", &cm("a"))).unwrap();
+        let WatchEvent::Added(a) = added else { panic!("{added:?}") };
+        assert_eq!(a.metadata.name.as_deref(), Some("a"));
+        assert_eq!(a.data.unwrap()["k"], "v");
+        let bookmark = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"resourceVersion": "77", "annotations": {"k8s.io/initial-events-end": "true"}}});
+        let b: WatchEvent<ConfigMap> = watch_event(&event("BOOKMARK", &bookmark)).unwrap();
+        assert!(
+            matches!(b, WatchEvent::Bookmark { ref resource_version, initial_events_end: true } if resource_version == "77"),
+            "{b:?}"
+        );
+        let plain = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"resourceVersion": "78"}});
+        let b: WatchEvent<ConfigMap> = watch_event(&event("BOOKMARK", &plain)).unwrap();
+        assert!(matches!(b, WatchEvent::Bookmark { initial_events_end: false, .. }), "{b:?}");
+        let no_rv = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}});
+        assert!(watch_event::<ConfigMap>(&event("BOOKMARK", &no_rv)).unwrap_err().contains("resourceVersion"));
+    }
+
+    #[test]
+    fn an_in_stream_410_in_protobuf_is_the_same_api_error() {
+        let status = json!({"apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Failure",
+            "message": "too old resource version: 1 (5)", "reason": "Expired", "code": 410});
+        let e: WatchEvent<ConfigMap> = watch_event(&event("ERROR", &status)).unwrap();
+        let WatchEvent::Error(status) = e else { panic!("not an error") };
+        let api = status.into_api_error("watch configmaps");
+        assert_eq!((api.code, api.reason.as_str(), api.in_stream), (410, "Expired", true));
+        // The same Status as an HTTP error body.
+        let body = pb::encode(&json!({"apiVersion": "v1", "kind": "Status", "status": "Failure",
+            "message": "pods \"x\" not found", "reason": "NotFound", "code": 404}))
+        .unwrap();
+        let e = http_error("get pods", 404, &body, None);
+        assert_eq!((e.code, e.reason.as_str(), e.message.as_str()), (404, "NotFound", "pods \"x\" not found"));
+    }
+
+    #[test]
+    fn an_object_that_is_not_a_k_is_undecodable_only_with_a_name() {
+        let mut bad = cm("a");
+        bad["data"] = json!({"k": 5});
+        let e: WatchEvent<ConfigMap> = watch_event(&event("MODIFIED", &bad)).unwrap();
+        let WatchEvent::Undecodable { kind, id, message } = e else { panic!("{e:?}") };
+        assert_eq!(kind, Change::Modified);
+        assert_eq!((id.name.as_deref(), id.namespace.as_deref()), (Some("a"), Some("n")));
+        assert_eq!((id.uid.as_deref(), id.resource_version.as_deref()), (Some("u1"), Some("5")));
+        assert!(message.starts_with("MODIFIED object: "), "{message}");
+        bad["metadata"] = json!({"namespace": "n"});
+        assert!(watch_event::<ConfigMap>(&event("ADDED", &bad)).is_err());
+        let weird = watch_event::<ConfigMap>(&event("WEIRD", &cm("a"))).unwrap_err();
+        assert!(weird.contains("unknown watch event type"), "{weird}");
+        assert!(watch_event::<ConfigMap>(b"\x0a\x05ADDED").unwrap_err().contains("without \"object\""));
+        assert!(watch_event::<ConfigMap>(b"\xff").is_err());
+    }
+
+    #[test]
+    fn the_identity_is_read_off_the_metadata_and_only_when_certain() {
+        let raw = |v: &serde_json::Value| pb::envelope(&pb::encode(v).unwrap()).unwrap().raw.to_vec();
+        let msg = raw(&cm("a"));
+        let id = peek(&msg).unwrap();
+        assert_eq!((id.name, id.namespace, id.uid, id.resource_version), (Some("a"), Some("n"), Some("u1"), Some("5")));
+        // A second metadata: a decoder would merge the two; the peek does not guess.
+        let mut twice = msg.clone();
+        twice.extend_from_slice(&msg);
+        assert_eq!(peek(&twice), None);
+        assert_eq!(peek(b"\x0a\x05\x0a\x03"), None, "truncated metadata");
+    }
+}
