@@ -277,7 +277,8 @@ pub(crate) fn list<R: Read, E>(
                 raw_seen = true;
                 while s.pos < end {
                     let key = s.varint()?;
-                    let left = end - s.pos;
+                    // What is left of the list after the key (a key may run past its end).
+                    let left = end.checked_sub(s.pos).ok_or_else(|| s.malformed("a field runs past the list's end"))?;
                     match (key >> 3, key & 7) {
                         (1, 2) => {
                             let len = s.len_within(MAX_LIST_PART.min(left), "list metadata")?;
@@ -286,6 +287,7 @@ pub(crate) fn list<R: Read, E>(
                         }
                         (2, 2) => {
                             let len = s.varint()?;
+                            let left = end.saturating_sub(s.pos);
                             if len > left {
                                 return Err(s.malformed(&format!("list item of {len} bytes runs past the list's end")));
                             }
@@ -528,6 +530,16 @@ mod tests {
         assert!(weird.contains("unknown watch event type"), "{weird}");
         assert!(watch_event::<ConfigMap>(b"\x0a\x05ADDED").unwrap_err().contains("without \"object\""));
         assert!(watch_event::<ConfigMap>(b"\xff").is_err());
+    }
+
+    /// Found by tests/decode.rs: a key whose varint runs past the end of the list's message.
+    #[test]
+    fn a_key_that_runs_past_the_lists_end_is_malformed_not_a_panic() {
+        let mut body = MAGIC.to_vec();
+        field(&mut body, 1, b"\x0a\x02v1\x12\x07PodList");
+        body.extend_from_slice(&[0x12, 0x01, 0x80, 0x01]); // raw of 1 byte: a 2-byte key
+        let e = list(&body[..], 1024, ("v1", "Pod"), |_| Ok::<(), ()>(())).unwrap_err();
+        assert!(matches!(&e, ListError::Malformed { message, .. } if message.contains("past the list's end")), "{e:?}");
     }
 
     #[test]
