@@ -412,3 +412,33 @@ fn every_kind_the_fake_serves_reads_the_same_over_protobuf_and_json() {
         batch::Job
     );
 }
+
+/// The status line of a GET of `path` with this `Accept`, sent by hand.
+fn status_of(server: &FakeApiServer, path: &str, accept: &str) -> (String, String) {
+    use std::io::{Read, Write};
+    let mut conn = std::net::TcpStream::connect(server.addr()).unwrap();
+    conn.set_read_timeout(Some(WAIT)).unwrap();
+    write!(conn, "GET {path} HTTP/1.1\r\nHost: fake\r\nAccept: {accept}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut answer = Vec::new();
+    conn.read_to_end(&mut answer).unwrap();
+    let text = String::from_utf8_lossy(&answer);
+    let status = text.lines().next().unwrap_or_default().to_owned();
+    let content_type = text
+        .lines()
+        .find_map(|l| l.strip_prefix("Content-Type: ").or_else(|| l.strip_prefix("content-type: ")))
+        .unwrap_or_default()
+        .to_owned();
+    (status, content_type)
+}
+
+#[test]
+fn a_json_only_server_refuses_a_client_that_accepts_only_protobuf() {
+    let json_only = FakeApiServer::builder().json_only(true).start();
+    let (status, _) = status_of(&json_only, "/api/v1/pods", PROTOBUF);
+    assert!(status.contains(" 406 "), "{status}");
+    let (status, content_type) = status_of(&json_only, "/api/v1/pods", &format!("{PROTOBUF}, application/json"));
+    assert!(status.contains(" 200 ") && content_type == "application/json", "{status} {content_type}");
+    let speaks = FakeApiServer::start();
+    let (status, content_type) = status_of(&speaks, "/api/v1/pods", PROTOBUF);
+    assert!(status.contains(" 200 ") && content_type == PROTOBUF, "{status} {content_type}");
+}
