@@ -1180,7 +1180,9 @@ fn the_server_handle_is_send_and_sync() {
 /// kube-apiserver's request timeout does; one read at once arrives whole.
 #[test]
 fn a_list_not_read_by_its_deadline_is_cut_off() {
-    let server = FakeApiServer::builder().request_deadline(ms(500)).start();
+    // 2 s: the deadline counts from the request's arrival, and building the 13 MB answer (a
+    // debug build, two cores busy with the rest of the suite) took more than 500 ms at times.
+    let server = FakeApiServer::builder().request_deadline(ms(2000)).start();
     let rt = ResourceType::of::<ConfigMap>();
     let blob = "x".repeat(64 * 1024);
     for i in 0..200 {
@@ -1195,7 +1197,7 @@ fn a_list_not_read_by_its_deadline_is_cut_off() {
     // Not read until well after the deadline: the body (13 MB) stops short.
     let mut stream = TcpStream::connect(server.addr()).unwrap();
     stream.write_all(b"GET /api/v1/configmaps HTTP/1.1\r\nHost: fake\r\n\r\n").unwrap();
-    let until = Instant::now() + Duration::from_secs(2);
+    let until = Instant::now() + Duration::from_secs(5);
     while Instant::now() < until {
         std::thread::sleep(ms(50));
     }

@@ -82,13 +82,15 @@ fn an_in_stream_410_in_protobuf_relists() {
     let server = server();
     create_pods(&server, 0..3);
     let w = Watcher::new(pods(&server), Config::default()).unwrap();
-    w.store().wait_until_ready(WAIT).unwrap();
+    // Attached from the start, so that the change below comes as an `Apply`.
+    collect_until(&w, |seen| seen.last().is_some_and(|e| e == "InitDone"));
     server.push_fault(
         Match::Watch,
         Fault::InStreamError { code: 410, reason: "Expired".into(), message: "too old resource version".into() },
     );
     server.end_watches();
-    eventually("a relist after the in-stream 410", || w.stats().relists.expired == 1);
+    collect_until(&w, |seen| seen.last().is_some_and(|e| e == "InitDone"));
+    assert_eq!(w.stats().relists.expired, 1);
     assert_eq!(w.stats().wire_format, Some(WireFormat::Protobuf));
     server.create(&pod("apps", "after")).unwrap();
     collect_until(&w, |seen| seen.iter().any(|e| e == "Apply(after)"));
@@ -143,7 +145,7 @@ fn a_json_only_server_is_watched_over_json() {
     let server = FakeApiServer::builder().bookmark_interval(ms(100)).json_only(true).start();
     create_pods(&server, 0..3);
     let w = Watcher::new(pods(&server), Config::default()).unwrap();
-    w.store().wait_until_ready(WAIT).unwrap();
+    collect_until(&w, |seen| seen.last().is_some_and(|e| e == "InitDone"));
     server.create(&pod("apps", "new")).unwrap();
     collect_until(&w, |seen| seen.iter().any(|e| e == "Apply(new)"));
     assert_eq!(w.stats().wire_format, Some(WireFormat::Json));
@@ -167,7 +169,7 @@ fn a_refused_protobuf_request_is_asked_again_in_json_and_the_refusal_remembered(
         },
     );
     let w = Watcher::new(pods(&server), Config::default()).unwrap();
-    w.store().wait_until_ready(WAIT).unwrap();
+    collect_until(&w, |seen| seen.last().is_some_and(|e| e == "InitDone"));
     server.create(&pod("apps", "new")).unwrap();
     collect_until(&w, |seen| seen.iter().any(|e| e == "Apply(new)"));
     assert_eq!(w.stats().wire_format, Some(WireFormat::Json));
@@ -225,7 +227,8 @@ fn a_frame_longer_than_max_line_is_a_clear_error_not_an_allocation() {
     let server = server();
     create_pods(&server, 0..1);
     let w = Watcher::new(pods(&server), Config::default().max_line(1024)).unwrap();
-    w.store().wait_until_ready(WAIT).unwrap();
+    // Attached from the start: an error is reported once, never replayed.
+    collect_until(&w, |seen| seen.last().is_some_and(|e| e == "InitDone"));
     let mut big = pod("apps", "big");
     big.metadata.annotations = Some([("note".to_owned(), "x".repeat(4000))].into());
     server.create(&big).unwrap();
