@@ -20,7 +20,7 @@
 //! events in `stats()` instead (what a cache-only program pays). The consumer path also writes
 //! `{"consumer_switches_per_event":…,"worker_switches_per_event":…}` to stderr: how often the
 //! hand-off put the consumer to sleep (Linux `/proc` context-switch counts). It prints
-//! `{"peer":"kube-watcher","allocator":"glibc"|"mimalloc"|"jemalloc","path":"consumer"|"store","parallel_sync":…,"n":…,"m":…,"initial_sync_ms":…,"watch_ms":…,"events_per_s":…,"cache_len":…,"max_rss_kb":…,"get_us_median":…,"get_us_p99":…}`
+//! `{"peer":"kube-watcher","wire":"protobuf"|"json","allocator":"glibc"|"mimalloc"|"jemalloc","path":"consumer"|"store","parallel_sync":…,"n":…,"m":…,"initial_sync_ms":…,"watch_ms":…,"events_per_s":…,"cache_len":…,"max_rss_kb":…,"get_us_median":…,"get_us_p99":…}`
 //! with the peak RSS from `/proc/self/status` (VmHWM), then `"stop_us":…` at the end: how long
 //! `stop()` took, called while idle in the watch (after the last event, and a 50 ms pause).
 //!
@@ -44,7 +44,11 @@
 //! the request says `Accept-Encoding: gzip`, as kube-apiserver does. `--page-cap N`: at most N
 //! pods per page whatever `limit` asks (with a continue token), as a server that caps lists does.
 //! It is deliberately not the general fake server (`kube_watcher::testing`): it must not be the
-//! bottleneck.
+//! bottleneck. To a client that lists `application/vnd.kubernetes.protobuf` first in `Accept`
+//! it answers the same in protobuf (docs/protocol.md §12): pods encoded once at start, list
+//! pages as enveloped `PodList`s, events as length-delimited frames; kube-watcher asks for it by
+//! default, and the client's `--wire json|protobuf` sets `Config::wire_format` (the JSON line's
+//! `"wire"` says which the watcher read).
 //!
 //! `--relists K`: the server answers the K watches after the first with an in-stream 410
 //! (`Expired`), each of which makes the client relist, and lists the same pods again (with
@@ -102,6 +106,8 @@ struct Args {
     relists: usize,
     /// Server: the percentage of pods whose resourceVersion is new in each relist's list.
     relist_changed: usize,
+    /// Client: the encoding to ask for (`Config::wire_format`); `None`: the default.
+    wire: Option<kube_watcher::WireFormat>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -122,6 +128,7 @@ fn parse_args() -> Result<Args, String> {
         varied: false,
         relists: 0,
         relist_changed: 0,
+        wire: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -142,6 +149,13 @@ fn parse_args() -> Result<Args, String> {
                 a.idle_check = Some(value()?.parse().map_err(|e| format!("--idle-check: {e}"))?);
             }
             "--gzip" => a.gzip = true,
+            "--wire" => {
+                a.wire = Some(match value()?.as_str() {
+                    "json" => kube_watcher::WireFormat::Json,
+                    "protobuf" => kube_watcher::WireFormat::Protobuf,
+                    other => return Err(format!("--wire {other}: expected json or protobuf")),
+                });
+            }
             "--varied" => a.varied = true,
             "--relists" => a.relists = value()?.parse().map_err(|e| format!("--relists: {e}"))?,
             "--relist-changed" => {
@@ -164,7 +178,7 @@ fn parse_args() -> Result<Args, String> {
                 }
             }
             "-h" | "--help" => {
-                return Err("usage: bench --serve [--pods N] [--events M] [--port P] [--gzip] [--page-cap N] [--chunk-kib K] [--varied]\n       bench --url URL [--pods N] [--events M] [--mode typed|compact|compressed|metadata] [--metadata] [--store-only] [--parallel-sync N] [--varied] [--idle-check SECONDS]".into());
+                return Err("usage: bench --serve [--pods N] [--events M] [--port P] [--gzip] [--page-cap N] [--chunk-kib K] [--varied]\n       bench --url URL [--pods N] [--events M] [--mode typed|compact|compressed|metadata] [--metadata] [--store-only] [--parallel-sync N] [--varied] [--idle-check SECONDS] [--wire json|protobuf]".into());
             }
             other => return Err(format!("unknown argument {other:?}")),
         }
@@ -201,14 +215,21 @@ fn client(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let start = Instant::now();
     let api: Api<Pod> = Api::all(Client::from_url(url)?);
     let parallel = args.parallel_sync;
+    let config = match args.wire {
+        Some(format) => kube_watcher::Config::default().wire_format(format),
+        None => kube_watcher::Config::default(),
+    };
+    let builder = Watcher::builder(api.clone()).config(config.clone()).parallel_sync(parallel);
     match args.mode.as_str() {
-        "typed" => measure(Watcher::builder(api).parallel_sync(parallel).start()?, args, start),
-        "compact" => measure(Watcher::builder(api).compact_store().parallel_sync(parallel).start()?, args, start),
-        "compressed" => measure(Watcher::builder(api).compressed_store().parallel_sync(parallel).start()?, args, start),
+        "typed" => measure(builder.start()?, args, start),
+        "compact" => measure(builder.compact_store().start()?, args, start),
+        "compressed" => measure(builder.compressed_store().start()?, args, start),
         // Only metadata is decoded and kept (as `metadata_watcher` does); this bench's server
         // ignores the Accept header and sends full pods, so the saving measured is memory, not
         // bandwidth.
-        "metadata" => measure(Watcher::builder(api.into_metadata()).parallel_sync(parallel).start()?, args, start),
+        "metadata" => {
+            measure(Watcher::builder(api.into_metadata()).config(config).parallel_sync(parallel).start()?, args, start)
+        }
         other => Err(format!("--mode {other}: expected typed, compact, compressed or metadata").into()),
     }
 }
@@ -369,9 +390,14 @@ fn measure<K: Watchable>(watcher: Watcher<K>, args: &Args, start: Instant) -> Re
         );
         return Ok(());
     }
+    let wire = match watcher.stats().wire_format {
+        Some(kube_watcher::WireFormat::Protobuf) => "protobuf",
+        Some(_) => "json",
+        None => "none",
+    };
     let stop_us = timed_stop(&watcher);
     println!(
-        r#"{{"peer":"kube-watcher","allocator":"{}","path":"{}","parallel_sync":{},"n":{},"m":{},"initial_sync_ms":{},"watch_ms":{},"events_per_s":{:.0},"cache_len":{},"max_rss_kb":{},"get_us_median":{get_median:.1},"get_us_p99":{get_p99:.1},"stop_us":{}}}"#,
+        r#"{{"peer":"kube-watcher","wire":"{wire}","allocator":"{}","path":"{}","parallel_sync":{},"n":{},"m":{},"initial_sync_ms":{},"watch_ms":{},"events_per_s":{:.0},"cache_len":{},"max_rss_kb":{},"get_us_median":{get_median:.1},"get_us_p99":{get_p99:.1},"stop_us":{}}}"#,
         args.allocator,
         if args.store_only { "store" } else { "consumer" },
         args.parallel_sync,
@@ -488,12 +514,16 @@ fn serve(args: &Args) {
         relists: args.relists,
         relist_changed: args.relist_changed,
     };
+    let started = Instant::now();
+    let encoded: Arc<Vec<Vec<u8>>> = Arc::new(pods.iter().map(|p| protobuf::pod(p)).collect());
+    let avg = encoded.iter().map(Vec::len).sum::<usize>() / encoded.len().max(1);
+    eprintln!("(and about {avg} bytes of protobuf each, encoded in {:?})", started.elapsed());
     let state = Arc::new(ServerState::default());
     for conn in listener.incoming().flatten() {
-        let pods = Arc::clone(&pods);
+        let (pods, encoded) = (Arc::clone(&pods), Arc::clone(&encoded));
         let state = Arc::clone(&state);
         std::thread::spawn(move || {
-            let _ = handle(conn, &pods, opts, &state);
+            let _ = handle(conn, (&pods, &encoded), opts, &state);
         });
     }
 }
@@ -573,7 +603,12 @@ impl<W: Write> Write for Chunked<W> {
     }
 }
 
-fn handle(conn: TcpStream, pods: &[String], opts: ServerOpts, state: &ServerState) -> std::io::Result<()> {
+fn handle(
+    conn: TcpStream,
+    (pods, encoded): (&[String], &[Vec<u8>]),
+    opts: ServerOpts,
+    state: &ServerState,
+) -> std::io::Result<()> {
     conn.set_nodelay(true)?;
     let mut reader = BufReader::new(conn.try_clone()?);
     let mut out = std::io::BufWriter::with_capacity(256 * 1024, conn);
@@ -584,6 +619,7 @@ fn handle(conn: TcpStream, pods: &[String], opts: ServerOpts, state: &ServerStat
         }
         let target = line.split_whitespace().nth(1).unwrap_or("/").to_owned();
         let mut accepts_gzip = false;
+        let mut pb = false;
         loop {
             let mut h = String::new();
             if reader.read_line(&mut h)? == 0 || h == "\r\n" || h == "\n" {
@@ -593,6 +629,12 @@ fn handle(conn: TcpStream, pods: &[String], opts: ServerOpts, state: &ServerStat
                 && name.trim().eq_ignore_ascii_case("accept-encoding")
             {
                 accepts_gzip |= value.split(',').any(|v| v.split(';').next().unwrap_or("").trim() == "gzip");
+            }
+            if let Some((name, value)) = h.split_once(':')
+                && name.trim().eq_ignore_ascii_case("accept")
+            {
+                // Protobuf to a client that lists it first, as kube-apiserver answers.
+                pb = value.split(',').next().is_some_and(|m| m.trim() == protobuf::MEDIA_TYPE);
             }
         }
         let (path, query) = target.split_once('?').unwrap_or((&target, ""));
@@ -607,6 +649,12 @@ fn handle(conn: TcpStream, pods: &[String], opts: ServerOpts, state: &ServerStat
             out.write_all(body)?;
             out.flush()?;
             continue;
+        }
+        if param("watch").is_some() && pb {
+            if protobuf::watch(&mut out, &mut reader, encoded, opts, state)? {
+                continue;
+            }
+            return Ok(());
         }
         if param("watch").is_some() {
             write!(out, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")?;
@@ -654,6 +702,10 @@ fn handle(conn: TcpStream, pods: &[String], opts: ServerOpts, state: &ServerStat
         let limit = limit.min(opts.page_cap);
         let start: usize = param("continue").and_then(|v| v.parse().ok()).unwrap_or(0).min(pods.len());
         let end = start.saturating_add(limit).min(pods.len());
+        if pb {
+            protobuf::list(&mut out, encoded, (start, end), opts, state)?;
+            continue;
+        }
         let cont = if end < pods.len() { format!(r#","continue":"{end}""#) } else { String::new() };
         let head = format!(
             r#"{{"kind":"PodList","apiVersion":"v1","metadata":{{"resourceVersion":"{LIST_RV}"{cont}}},"items":["#
@@ -715,6 +767,220 @@ fn write_list(w: &mut impl Write, head: &str, page: &[String]) -> std::io::Resul
         w.write_all(pod.as_bytes())?;
     }
     w.write_all(b"]}")
+}
+
+/// The protobuf side of the server (docs/protocol.md §12): pods encoded once at start (by the
+/// crate's encoder, `kube_watcher::fuzzing::protobuf_encode`), a page of them written as a
+/// `PodList` in its envelope, and watch events as length-delimited frames, each pod's
+/// resourceVersion rewritten in its encoded metadata (as cheap as the JSON path's rendering).
+mod protobuf {
+    use super::*;
+
+    pub const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
+
+    fn varint(out: &mut Vec<u8>, mut v: u64) {
+        while v >= 0x80 {
+            out.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        out.push(v as u8);
+    }
+
+    fn field(out: &mut Vec<u8>, number: u8, bytes: &[u8]) {
+        out.push(number << 3 | 2);
+        varint(out, bytes.len() as u64);
+        out.extend_from_slice(bytes);
+    }
+
+    /// The fields of a message (our own encoding, so well-formed): (number, the whole field as
+    /// encoded, the payload of a length-delimited one).
+    fn fields(mut b: &[u8]) -> Vec<(u8, &[u8], &[u8])> {
+        let read = |b: &mut &[u8]| {
+            let mut v = 0u64;
+            for shift in (0..64).step_by(7) {
+                let byte = b[0];
+                *b = &b[1..];
+                v |= u64::from(byte & 0x7f) << shift;
+                if byte & 0x80 == 0 {
+                    break;
+                }
+            }
+            v
+        };
+        let mut out = Vec::new();
+        while !b.is_empty() {
+            let whole = b;
+            let key = read(&mut b);
+            let payload: &[u8] = match key & 7 {
+                0 => {
+                    read(&mut b);
+                    &[]
+                }
+                2 => {
+                    let len = read(&mut b) as usize;
+                    let (payload, rest) = b.split_at(len);
+                    b = rest;
+                    payload
+                }
+                other => panic!("wire type {other}: not in a pod"),
+            };
+            let used = whole.len() - b.len();
+            out.push(((key >> 3) as u8, &whole[..used], payload));
+        }
+        out
+    }
+
+    /// A rendered pod's bare `Pod` message (no envelope, as a list item).
+    pub fn pod(json: &str) -> Vec<u8> {
+        let mut value: serde_json::Value = serde_json::from_str(json).expect("a rendered pod is JSON");
+        value["apiVersion"] = "v1".into();
+        value["kind"] = "Pod".into();
+        let body = kube_watcher::fuzzing::protobuf_encode(&value).expect("a rendered pod encodes");
+        let raw = fields(&body[4..]).into_iter().find(|(n, ..)| *n == 2).map(|(.., raw)| raw.to_vec());
+        raw.expect("an envelope holds the object")
+    }
+
+    /// `pod` with `metadata.resourceVersion` (`1`.`6`) set to `rv`.
+    fn with_rv(pod: &[u8], rv: u64) -> Vec<u8> {
+        let mut out = Vec::with_capacity(pod.len() + 8);
+        for (n, whole, payload) in fields(pod) {
+            if n != 1 {
+                out.extend_from_slice(whole);
+                continue;
+            }
+            let mut meta = Vec::with_capacity(payload.len() + 8);
+            for (m, whole, _) in fields(payload) {
+                if m == 6 {
+                    field(&mut meta, 6, rv.to_string().as_bytes());
+                } else {
+                    meta.extend_from_slice(whole);
+                }
+            }
+            field(&mut out, 1, &meta);
+        }
+        out
+    }
+
+    /// `k8s\0` and the `runtime.Unknown` envelope around `raw`.
+    fn envelope(kind: &str, raw_len: usize, out: &mut Vec<u8>) {
+        let mut type_meta = Vec::new();
+        field(&mut type_meta, 1, b"v1");
+        field(&mut type_meta, 2, kind.as_bytes());
+        out.extend_from_slice(b"k8s\0");
+        field(out, 1, &type_meta);
+        out.push(2 << 3 | 2);
+        varint(out, raw_len as u64);
+    }
+
+    /// One page of pods `start..end` as an enveloped `PodList`.
+    pub fn list(
+        out: &mut impl Write,
+        encoded: &[Vec<u8>],
+        (start, end): (usize, usize),
+        opts: ServerOpts,
+        state: &ServerState,
+    ) -> std::io::Result<()> {
+        let mut meta = Vec::new();
+        field(&mut meta, 2, LIST_RV.to_string().as_bytes());
+        if end < encoded.len() {
+            field(&mut meta, 3, end.to_string().as_bytes());
+        }
+        let relist = state.expired.load(Ordering::SeqCst);
+        let every = if relist > 0 && opts.relist_changed > 0 { (100 / opts.relist_changed).max(1) } else { 0 };
+        let items: Vec<std::borrow::Cow<'_, [u8]>> = (start..end)
+            .map(|i| {
+                if every > 0 && i % every == 0 {
+                    with_rv(&encoded[i], LIST_RV + 10_000_000 * relist as u64 + i as u64).into()
+                } else {
+                    encoded[i].as_slice().into()
+                }
+            })
+            .collect();
+        let mut list = Vec::new();
+        field(&mut list, 1, &meta);
+        let mut head = Vec::with_capacity(64);
+        envelope("PodList", list.len() + items_len_exact(&items), &mut head);
+        write!(out, "HTTP/1.1 200 OK\r\nContent-Type: {MEDIA_TYPE}\r\nTransfer-Encoding: chunked\r\n\r\n")?;
+        let mut body = Chunked::new(out, opts.chunk.max(1));
+        body.write_all(&head)?;
+        body.write_all(&list)?;
+        let mut item = Vec::new();
+        for i in &items {
+            item.clear();
+            field(&mut item, 2, i);
+            body.write_all(&item)?;
+        }
+        body.write_all(&[0x1a, 0, 0x22, 0])?; // contentEncoding and contentType, empty
+        body.finish()?.flush()
+    }
+
+    fn items_len_exact(items: &[std::borrow::Cow<'_, [u8]>]) -> usize {
+        items
+            .iter()
+            .map(|i| {
+                let mut len = Vec::new();
+                varint(&mut len, i.len() as u64);
+                1 + len.len() + i.len()
+            })
+            .sum()
+    }
+
+    /// One watch event frame: `WatchEvent` {type, RawExtension {the enveloped object}}.
+    fn frame(event_type: &str, kind: &str, raw: &[u8], out: &mut Vec<u8>) {
+        let mut object = Vec::with_capacity(raw.len() + 32);
+        envelope(kind, raw.len(), &mut object);
+        object.extend_from_slice(raw);
+        object.extend_from_slice(&[0x1a, 0, 0x22, 0]);
+        let mut extension = Vec::with_capacity(object.len() + 8);
+        field(&mut extension, 1, &object);
+        let mut event = Vec::with_capacity(extension.len() + 16);
+        field(&mut event, 1, event_type.as_bytes());
+        field(&mut event, 2, &extension);
+        out.extend_from_slice(&(event.len() as u32).to_be_bytes());
+        out.extend_from_slice(&event);
+    }
+
+    /// A watch: the events on the first, a 410 on the next `--relists` (true: the connection
+    /// goes on), then quiet until the client leaves (false).
+    pub fn watch(
+        out: &mut impl Write,
+        reader: &mut impl Read,
+        encoded: &[Vec<u8>],
+        opts: ServerOpts,
+        state: &ServerState,
+    ) -> std::io::Result<bool> {
+        let media = format!("{MEDIA_TYPE};stream=watch");
+        write!(out, "HTTP/1.1 200 OK\r\nContent-Type: {media}\r\nTransfer-Encoding: chunked\r\n\r\n")?;
+        out.flush()?;
+        if !state.watched.swap(true, Ordering::SeqCst) {
+            let mut body = Chunked::new(&mut *out, 64 * 1024);
+            let mut ev = Vec::with_capacity(16 * 1024);
+            for e in 0..opts.events {
+                let i = e % encoded.len().max(1);
+                ev.clear();
+                frame("MODIFIED", "Pod", &with_rv(&encoded[i], LIST_RV + 1 + e as u64), &mut ev);
+                body.write_all(&ev)?;
+            }
+            body.flush()?;
+        }
+        if state.expired.load(Ordering::SeqCst) < opts.relists {
+            state.expired.fetch_add(1, Ordering::SeqCst);
+            let mut status = Vec::new();
+            field(&mut status, 2, b"Failure");
+            field(&mut status, 3, b"too old resource version");
+            field(&mut status, 4, b"Expired");
+            status.extend_from_slice(&[6 << 3, 0x9a, 0x03]); // code 410
+            let mut ev = Vec::new();
+            frame("ERROR", "Status", &status, &mut ev);
+            let mut body = Chunked::new(&mut *out, 0);
+            body.write_all(&ev)?;
+            body.finish()?.flush()?;
+            return Ok(true);
+        }
+        let mut sink = [0u8; 1];
+        let _ = reader.read(&mut sink);
+        Ok(false)
+    }
 }
 
 #[path = "../benches/support/realistic_pod.rs"]

@@ -127,17 +127,21 @@ pub struct Config {
 
 /// The encoding a watcher asks the API server for ([`Config::wire_format`]).
 ///
-/// This release decodes JSON for every request: the protobuf decoder (docs/protocol.md, section
-/// 12) is not yet used by lists and watches, so [`WireFormat::Protobuf`], the default, still
-/// reads JSON. [`WireFormat::Json`] keeps a watcher on JSON when a later release asks for
-/// protobuf where the type and the server offer it.
+/// With [`WireFormat::Protobuf`], the default, lists, gets and watches of a built-in
+/// (k8s-openapi) type ask for `application/vnd.kubernetes.protobuf` with JSON as the fallback
+/// in the same `Accept` header, and decode whichever the server answers (docs/protocol.md,
+/// section 12): objects are read straight into their types, as from JSON, and every guarantee
+/// holds the same. JSON is used for custom resources, [`DynamicObject`](crate::DynamicObject),
+/// metadata-only watchers, the compact and compressed store modes (which keep JSON bytes), and
+/// after a server refused protobuf (406 or 415: remembered, not asked again).
+/// [`Stats::wire_format`](crate::Stats::wire_format) says which one a watcher is reading.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum WireFormat {
     /// JSON (`application/json`) for every request.
     Json,
     /// Protobuf (`application/vnd.kubernetes.protobuf`) where the type has a protobuf form and
-    /// the server offers it, JSON otherwise (today: JSON, see the type's documentation).
+    /// the server offers it, JSON otherwise (see the type's documentation).
     #[default]
     Protobuf,
 }
@@ -288,8 +292,8 @@ impl Config {
         self
     }
 
-    /// The encoding to ask the API server for. Defaults to [`WireFormat::Protobuf`] (where the
-    /// type and the server offer it; see [`WireFormat`] for what this release does).
+    /// The encoding to ask the API server for. Defaults to [`WireFormat::Protobuf`], where the
+    /// type and the server offer it, JSON otherwise (see [`WireFormat`]).
     pub fn wire_format(mut self, format: WireFormat) -> Self {
         self.wire_format = format;
         self

@@ -10,7 +10,7 @@ use std::io::{self, BufRead, Read};
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 
-use crate::wire::decode::{self, Line, WatchEvent};
+use crate::wire::decode::{self, Encoding, FRAME_HEADER, Frame, Line, WatchEvent};
 
 /// Decodes one watch line (without its `\n`) as a `K` watch event, the way the watcher does
 /// by default (straight into `K`); `Ok` holds the event as text, `Err` the message.
@@ -262,4 +262,82 @@ pub fn protobuf_decode<K: DeserializeOwned>(body: &[u8]) -> Result<K, String> {
 /// The kind has no protobuf form, or a value does not fit its field.
 pub fn protobuf_encode(value: &serde_json::Value) -> Result<Vec<u8>, String> {
     crate::wire::protobuf::encode(value).map_err(|e| e.to_string())
+}
+
+/// Splits `reader` into protobuf watch frames of at most `max` bytes, as a protobuf watch stream
+/// is read (docs/protocol.md §12.3); returns the complete frames' messages. A read that times
+/// out is retried, and the frame it interrupted must come out whole. Stops at the end, at a
+/// frame announcing more than `max` bytes, or at another read error.
+///
+/// # Panics
+///
+/// When the reader holds more than one frame's bytes, or refuses a frame within the limit.
+pub fn protobuf_frames(mut reader: impl BufRead, max: usize) -> Vec<Vec<u8>> {
+    let mut buf = Vec::new();
+    let mut out = Vec::new();
+    loop {
+        let read = decode::read_frame(&mut reader, &mut buf, max);
+        assert!(buf.len() <= max.saturating_add(FRAME_HEADER), "read_frame kept {} bytes, limit {max}", buf.len());
+        match read {
+            Ok(Frame::Complete) => out.push(buf.split_off(FRAME_HEADER)),
+            Ok(Frame::TooLong(n)) => {
+                assert!(n > max as u64, "a frame of {n} bytes refused with the limit at {max}");
+                assert_eq!(buf.len(), FRAME_HEADER, "more than the length was read of a refused frame");
+                return out;
+            }
+            Err(e) if matches!(e.kind(), io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock) => continue,
+            Ok(Frame::End) | Err(_) => return out,
+        }
+        buf.clear();
+    }
+}
+
+/// Decodes one protobuf watch frame's message (without its length) as a `K` watch event, the
+/// way the watcher does; `Ok` holds the event as text.
+///
+/// # Errors
+///
+/// When the frame is not a valid watch event (an undecodable object with a name is `Ok`).
+pub fn protobuf_watch_event<K: DeserializeOwned + Debug>(frame: &[u8]) -> Result<String, String> {
+    decode::event::<K>(Encoding::Protobuf, frame, false, &mut decode::Scratch::default()).map(|(e, _)| format!("{e:?}"))
+}
+
+/// Streams a protobuf list body of `resource` (its apiVersion and item kind) from `reader`,
+/// decoding each item as a `K` (items of at most `max_item` bytes); returns the number of items
+/// and the list's resourceVersion.
+///
+/// # Errors
+///
+/// The decoder's error, as text.
+///
+/// # Panics
+///
+/// When an item breaks the bound, or the identity a relist reads off an item without decoding
+/// it (`peek`) differs from the decoded item's.
+pub fn protobuf_list<K: DeserializeOwned + Debug, R: Read>(
+    reader: R,
+    max_item: usize,
+    resource: (&str, &str),
+) -> Result<(usize, Option<String>), String> {
+    let mut items = 0;
+    let meta = decode::protobuf_list(reader, max_item, resource, |item| {
+        assert!(item.bytes.len() <= max_item, "list item of {} bytes, limit {max_item}", item.bytes.len());
+        items += 1;
+        if let (Some(id), Ok(v)) =
+            (decode::peek_item(item), decode::item::<serde_json::Value>(item, &mut decode::Scratch::default()))
+        {
+            let meta = |field: &str| v.pointer(&format!("/metadata/{field}")).and_then(serde_json::Value::as_str);
+            assert_eq!(id.name, meta("name"), "name");
+            assert_eq!(id.namespace, meta("namespace"), "namespace");
+            assert_eq!(id.uid, meta("uid"), "uid");
+            assert_eq!(id.resource_version, meta("resourceVersion"), "resourceVersion");
+        }
+        decode::item::<K>(item, &mut decode::Scratch::default()).map(|_| ())
+    });
+    match meta {
+        Ok(meta) => Ok((items, meta.resource_version)),
+        Err(decode::ListError::Io(e)) => Err(e.to_string()),
+        Err(decode::ListError::Malformed { message, .. }) => Err(message),
+        Err(decode::ListError::Item(e)) => Err(e),
+    }
 }

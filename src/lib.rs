@@ -189,7 +189,8 @@ pub use crate::resource::{ApiResource, DynamicObject, PartialObjectMetadata, Typ
 pub use crate::stats::{ErrorCounts, EventCounts, RelistCounts, Stats};
 pub use crate::watcher::object::{ObjectWatcher, watch_object};
 pub use crate::watcher::{Watcher, WatcherBuilder, metadata_watcher};
-pub use crate::wire::client::{Api, Client, ObjectList};
+pub use crate::wire::api::{Api, ObjectList};
+pub use crate::wire::client::Client;
 pub use crate::wire::request::{ListParams, VersionMatch};
 /// The channel crate of [`Watcher::receiver`] and [`Watcher::subscribe`], for `select!`, `tick`
 /// and `after` without a dependency of your own (`use kube_watcher::crossbeam_channel::select;`).

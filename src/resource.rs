@@ -26,6 +26,19 @@ pub trait Watchable: DeserializeOwned + Send + Sync + 'static {
     fn unexpected_kind(&self) -> Option<&str> {
         None
     }
+
+    /// Whether lists, gets and watches of this type may ask for protobuf (docs/protocol.md §12):
+    /// true for typed resources (then only the kinds of the schema table do), false for
+    /// [`DynamicObject`] and [`PartialObjectMetadata`], which stay JSON. Not meant to be
+    /// implemented outside this crate.
+    #[doc(hidden)]
+    #[must_use]
+    fn protobuf_form() -> bool
+    where
+        Self: Sized,
+    {
+        true
+    }
 }
 
 impl<K> Watchable for K
@@ -152,6 +165,9 @@ impl Watchable for DynamicObject {
     fn meta_mut(&mut self) -> &mut ObjectMeta {
         &mut self.metadata
     }
+    fn protobuf_form() -> bool {
+        false
+    }
 }
 
 /// Only the metadata of a `K`, as a metadata-only list or watch returns it: what
@@ -207,6 +223,9 @@ impl<K: 'static> Watchable for PartialObjectMetadata<K> {
     }
     fn unexpected_kind(&self) -> Option<&str> {
         self.types.as_ref().map(|t| t.kind.as_str()).filter(|k| *k != "PartialObjectMetadata")
+    }
+    fn protobuf_form() -> bool {
+        false
     }
 }
 

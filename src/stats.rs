@@ -57,6 +57,12 @@ pub struct Stats {
     pub lagged: u64,
     /// Consumers attached now: the watcher's own channel once used, plus live subscriptions.
     pub subscribers: usize,
+    /// The encoding of the last list or watch answer the watcher read: protobuf for a built-in
+    /// type on a server that speaks it (the default), JSON for custom resources,
+    /// `DynamicObject`, metadata-only watchers, the compact store modes, a server that answers
+    /// JSON or refused protobuf, or [`WireFormat::Json`](crate::WireFormat::Json). `None` before
+    /// the first answer.
+    pub wire_format: Option<crate::WireFormat>,
 }
 
 /// Full syncs (relists) by reason; see [`RelistReason`](crate::RelistReason).

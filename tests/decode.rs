@@ -489,6 +489,93 @@ fn randomized_protobuf_bodies_never_panic_and_memory_stays_linear() {
     }
 }
 
+/// One protobuf watch frame around an enveloped object (docs/protocol.md §12.3), written by
+/// k8s-pb's prost types.
+fn protobuf_frame(event_type: &str, body: &[u8]) -> Vec<u8> {
+    use prost::Message as _;
+    let event = k8s_pb::apimachinery::pkg::apis::meta::v1::WatchEvent {
+        r#type: Some(event_type.into()),
+        object: Some(k8s_pb::apimachinery::pkg::runtime::RawExtension { raw: Some(body.to_vec()) }),
+    };
+    let bytes = event.encode_to_vec();
+    let mut frame = u32::try_from(bytes.len()).unwrap().to_be_bytes().to_vec();
+    frame.extend(bytes);
+    frame
+}
+
+/// The messages of the complete frames of `stream` that a frame reader with limit `max`
+/// returns: up to the first frame longer than `max` or cut short.
+fn expected_frames(stream: &[u8], max: usize) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut rest = stream;
+    while let Some((header, body)) = rest.split_first_chunk::<4>() {
+        let n = u32::from_be_bytes(*header) as usize;
+        if n > max || body.len() < n {
+            break;
+        }
+        out.push(body[..n].to_vec());
+        rest = &body[n..];
+    }
+    out
+}
+
+#[test]
+fn randomized_protobuf_watch_frames_and_lists_never_panic_and_stay_bounded() {
+    let _serial = serial();
+    let mut rng = StdRng::seed_from_u64(seed());
+    let seeds = protobuf_seeds();
+    let (lists, objects): (Vec<Vec<u8>>, Vec<Vec<u8>>) =
+        seeds.into_iter().partition(|body| body.windows(7).any(|w| w == b"PodList"));
+    assert!(!lists.is_empty() && !objects.is_empty());
+    for list in &lists {
+        let (n, _) = fuzzing::protobuf_list::<Pod, _>(&list[..], 1 << 20, ("v1", "Pod"))
+            .unwrap_or_else(|e| panic!("valid list seed rejected: {e}"));
+        assert!(n > 0);
+    }
+    const TYPES: [&str; 5] = ["ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"];
+    for body in &objects {
+        fuzzing::protobuf_watch_event::<serde_json::Value>(&protobuf_frame("ADDED", body)[4..])
+            .unwrap_or_else(|e| panic!("valid event rejected: {e}"));
+    }
+    for _ in 0..iterations() {
+        // A stream of frames, its bytes mutated or (keeping the framing) an object's.
+        let mut stream = Vec::new();
+        for _ in 0..rng.random_range(1..5) {
+            let ty = TYPES[rng.random_range(0..TYPES.len())];
+            let (a, b) = (pick(&mut rng, &objects), pick(&mut rng, &objects));
+            let body = if rng.random_bool(0.5) { mutate(&mut rng, a, b) } else { a.to_vec() };
+            stream.extend(protobuf_frame(ty, &body));
+        }
+        if rng.random_bool(0.3) {
+            let other = pick(&mut rng, &objects).to_vec();
+            stream = mutate(&mut rng, &stream, &other);
+        }
+        let max = rng.random_range(1..(stream.len() + 64));
+        let capacity = rng.random_range(1..64);
+        let whole = fuzzing::protobuf_frames(std::io::BufReader::with_capacity(capacity, &stream[..]), max);
+        assert_eq!(whole, expected_frames(&stream, max));
+        let paused = Pausing { data: &stream, step: rng.random_range(1..64), rng: StdRng::seed_from_u64(rng.random()) };
+        let resumed = fuzzing::protobuf_frames(std::io::BufReader::with_capacity(capacity, paused), max);
+        assert_eq!(resumed, whole, "frames read with pauses differ from frames read at once");
+        for frame in &whole {
+            let peak = peak_growth(|| {
+                let _ = fuzzing::protobuf_watch_event::<Pod>(frame);
+                let _ = fuzzing::protobuf_watch_event::<serde_json::Value>(frame);
+            });
+            assert!(peak <= 4096 * frame.len() + MIB, "{peak} bytes held decoding a {} byte frame", frame.len());
+        }
+        // A list body, mutated, read in small steps.
+        let (a, b) = (pick(&mut rng, &lists), pick(&mut rng, &objects));
+        let body = mutate(&mut rng, a, b);
+        let max_item = rng.random_range(1..(1 << 16));
+        let step = rng.random_range(1..17);
+        let peak = peak_growth(|| {
+            let _ = fuzzing::protobuf_list::<Pod, _>(Trickle { data: &body, step }, max_item, ("v1", "Pod"));
+        });
+        assert!(peak <= 4096 * body.len() + MIB, "{peak} bytes held reading a {} byte list", body.len());
+    }
+}
+
 #[test]
 fn randomized_kubeconfigs_never_panic() {
     let _serial = serial();

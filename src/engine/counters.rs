@@ -138,6 +138,7 @@ impl Counters {
             queued: 0,
             lagged: 0,
             subscribers: 0,
+            wire_format: None,
         }
     }
 }

@@ -28,6 +28,7 @@ use parking_lot::Mutex;
 
 use crate::cache::{IndexFn, PredicateFn, Store, Writer};
 use crate::config::Config;
+use crate::config::WireFormat;
 use crate::engine::control::Control;
 use crate::engine::counters::Counters;
 use crate::engine::delivery::{Delivery, Item, Subscribers};
@@ -42,8 +43,10 @@ use crate::machine::Machine;
 use crate::notice::{Notice, RelistReason, SlowConsumer};
 use crate::resource::Watchable;
 use crate::stats::Stats;
-use crate::wire::client::{Api, Http};
+use crate::wire::api::Api;
 use crate::wire::decode;
+use crate::wire::decode::Encoding;
+use crate::wire::http::{Http, Negotiation};
 
 /// How long `stop()` waits for the threads. Only DNS and TCP connect cannot be interrupted
 /// (bounded by the 10 s connect timeout); past this a thread finishes on its own.
@@ -71,6 +74,8 @@ pub(crate) struct Engine<K> {
     /// The worker threads, then the helper threads (which exit after the workers), each with a
     /// channel that closes when it exits.
     workers: Mutex<Vec<(JoinHandle<()>, Receiver<()>)>>,
+    /// The encoding its requests negotiate, and the last one answered (for `stats()`).
+    wire: Arc<Negotiation>,
 }
 
 impl<K: Watchable> Engine<K> {
@@ -85,9 +90,17 @@ impl<K: Watchable> Engine<K> {
         let (writers, store) = Writer::partitioned(spec.indexes, spec.predicates, parts.clone(), decode::compact::<K>);
         let (stop_tx, stop_rx) = bounded(1);
         let (abandon_tx, abandon_rx) = bounded(1);
+        // Protobuf where the type has it, unless the settings say JSON or a compact store mode
+        // keeps JSON bytes (docs/protocol.md §12.1); one negotiation for all the threads, so a
+        // refusal is remembered by all.
+        let protobuf = spec.config.wire_format == WireFormat::Protobuf && spec.compact.is_none();
+        let wire = Negotiation::new(&spec.api, protobuf);
         let https: Vec<Http> = parts
             .iter()
-            .map(|_| Http::with_max_line(Arc::clone(&spec.api.client.conn), spec.config.max_line))
+            .map(|_| {
+                Http::with_max_line(Arc::clone(&spec.api.client.conn), spec.config.max_line)
+                    .negotiating(Arc::clone(&wire))
+            })
             .collect();
         let name = thread_name("kw-", &spec.api.resource.plural);
         let notices = Arc::new(Notices::default());
@@ -157,7 +170,7 @@ impl<K: Watchable> Engine<K> {
         // The helpers exit once every worker has dropped its copy of the pool.
         drop(pool);
         workers.extend(helpers);
-        Ok(Engine { control, workers: Mutex::new(workers) })
+        Ok(Engine { control, workers: Mutex::new(workers), wire })
     }
 
     /// A new consumer: the current state first, then live events.
@@ -188,6 +201,10 @@ impl<K> Engine<K> {
         let mut s = self.control.counters.snapshot();
         s.objects = self.control.store.len();
         s.undecodable = self.control.store.undecodable();
+        s.wire_format = self.wire.in_use().map(|e| match e {
+            Encoding::Json => WireFormat::Json,
+            Encoding::Protobuf => WireFormat::Protobuf,
+        });
         self.control.subscribers.count(&mut s);
         s
     }

@@ -76,6 +76,8 @@ struct Job<K> {
     bytes: Vec<u8>,
     /// Where each item ends in `bytes`, and whether it passed the syntax check.
     ends: Vec<(usize, bool)>,
+    /// The encoding of the items (one for a whole list body).
+    form: decode::Form,
     context: Arc<str>,
     /// Set when the list is abandoned: the rest of the job is not needed.
     cancel: Arc<AtomicBool>,
@@ -134,6 +136,7 @@ impl<K: Watchable> Pool<K> {
             cancel: Arc::default(),
             bytes: Vec::new(),
             ends: Vec::new(),
+            form: decode::Form::Json,
             replies: VecDeque::new(),
             in_flight: 0,
             ended: false,
@@ -149,7 +152,7 @@ fn help<K: Watchable>(prepare: &mut Prepare<K>, indexer: &Indexer<K>, job: Job<K
         if job.cancel.load(Ordering::Relaxed) {
             return;
         }
-        let item = decode::Item { bytes: &job.bytes[start..end], checked };
+        let item = decode::Item { bytes: &job.bytes[start..end], checked, form: job.form };
         let prepared = catch_unwind(AssertUnwindSafe(|| prepare.item(item, &job.context, indexer)));
         let last = !matches!(prepared, Ok(Ok(_)));
         out.push(prepared);
@@ -170,6 +173,8 @@ pub(crate) struct Run<'a, K> {
     /// The job being filled.
     bytes: Vec<u8>,
     ends: Vec<(usize, bool)>,
+    /// The encoding of the items (one for a whole list body).
+    form: decode::Form,
     /// The replies of the jobs sent, in list order, with the jobs' sizes.
     replies: VecDeque<(Receiver<Vec<Prepared<K>>>, usize)>,
     /// Bytes of the jobs sent and not yet applied.
@@ -184,6 +189,7 @@ impl<K> Run<'_, K> {
     pub(crate) fn push(&mut self, item: decode::Item<'_>) {
         self.bytes.extend_from_slice(item.bytes);
         self.ends.push((self.bytes.len(), item.checked));
+        self.form = item.form;
         if self.ends.len() >= JOB_ITEMS || self.bytes.len() >= JOB_BYTES {
             self.send();
         }
@@ -197,6 +203,7 @@ impl<K> Run<'_, K> {
         let job = Job {
             bytes: std::mem::take(&mut self.bytes),
             ends: std::mem::take(&mut self.ends),
+            form: self.form,
             context: Arc::clone(&self.context),
             cancel: Arc::clone(&self.cancel),
             reply,
@@ -312,7 +319,7 @@ mod tests {
         let mut run = pool.run("list configmaps");
         let mut result = Ok(());
         for item in items {
-            run.push(decode::Item { bytes: item.as_bytes(), checked: false });
+            run.push(decode::Item { bytes: item.as_bytes(), checked: false, form: decode::Form::Json });
             result = run.apply(false, stop, &mut apply);
             if result.is_err() {
                 break;
@@ -381,7 +388,7 @@ mod tests {
         let payload = catch_unwind(AssertUnwindSafe(|| {
             let mut run = pool.run("list configmaps");
             for item in &items {
-                run.push(decode::Item { bytes: item.as_bytes(), checked: false });
+                run.push(decode::Item { bytes: item.as_bytes(), checked: false, form: decode::Form::Json });
                 run.apply(false, &stop, |_| {
                     applied += 1;
                     Ok(())
@@ -414,7 +421,7 @@ mod tests {
         let pool = Pool::start(1, &prepare, writer.indexer(), "kw-test", &mut helpers).unwrap();
         let mut run = pool.run("list configmaps");
         for name in ["a", "b"] {
-            run.push(decode::Item { bytes: cm(name).as_bytes(), checked: false });
+            run.push(decode::Item { bytes: cm(name).as_bytes(), checked: false, form: decode::Form::Json });
         }
         drop(stop_tx);
         let mut applied = 0;

@@ -114,15 +114,17 @@ impl<K: Watchable> Prepare<K> {
         context: &str,
         indexer: &Indexer<K>,
     ) -> Result<Subject<K>, Error> {
-        if let Some(unchanged) = Self::unchanged(item.bytes, indexer) {
+        if let Some(unchanged) = Self::unchanged(item, indexer) {
             return Ok(unchanged);
         }
+        // Only JSON is kept as the compact modes' bytes (they never ask for protobuf).
+        let json = (item.form == decode::Form::Json).then_some(item.bytes);
         let message = match decode::item::<K>(item, &mut self.scratch) {
-            Ok(obj) => return self.object(obj, Some(item.bytes), (context, None), indexer),
+            Ok(obj) => return self.object(obj, json, (context, None), indexer),
             Err(message) => message,
         };
         let error = decode::decode_error(context, None, item.bytes, message);
-        match decode::identity(item.bytes) {
+        match decode::item_identity(item) {
             Some(id) => Ok(self.skipped(id, error)),
             None => Err(Error::Decode(Box::new(error))),
         }
@@ -130,11 +132,11 @@ impl<K: Watchable> Prepare<K> {
 
     /// A list item the live store already holds at the same uid and resourceVersion: shared,
     /// not decoded, transformed or indexed again (see `Indexer::unchanged`).
-    fn unchanged(bytes: &[u8], indexer: &Indexer<K>) -> Option<Subject<K>> {
+    fn unchanged(item: decode::Item<'_>, indexer: &Indexer<K>) -> Option<Subject<K>> {
         if !indexer.holds_any() {
             return None;
         }
-        let id = decode::peek(bytes)?;
+        let id = decode::peek_item(item)?;
         let key = ObjectKey { namespace: id.namespace.map(Into::into), name: id.name?.into() };
         Some(match indexer.unchanged(&key, id.uid?, id.resource_version?)? {
             Unchanged::Object(obj, values) => Subject::Object(Incoming { obj, json: None, values }),

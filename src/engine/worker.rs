@@ -27,9 +27,11 @@ use crate::machine::drift;
 use crate::machine::{Input, Machine, Next, Step, WatchInput};
 use crate::notice::{Notice, RelistReason};
 use crate::resource::{PartialObjectMetadata, Watchable};
-use crate::wire::client::{Api, Http, StreamItem};
+use crate::wire::api::Api;
 use crate::wire::decode::{self, Change, WatchEvent};
+use crate::wire::http::Http;
 use crate::wire::request::{ListParams, WatchParams};
+use crate::wire::stream::StreamItem;
 
 /// The watcher thread's state.
 pub(crate) struct Worker<K> {
@@ -277,6 +279,7 @@ impl<K: Watchable> Worker<K> {
         // Events of a burst go out together (see `Delivery::batching`); whatever is held back
         // goes out before any wait for the network and when the stream ends.
         self.delivery.batching(true);
+        let (encoding, overhead) = (stream.encoding(), stream.overhead());
         loop {
             match self.perform(step, None)? {
                 Next::ReadOn => {}
@@ -297,9 +300,9 @@ impl<K: Watchable> Worker<K> {
             let now = Instant::now();
             step = match item {
                 StreamItem::Line(bytes, line) => {
-                    counters::add(&self.control.counters.bytes, bytes.len() as u64 + 1);
+                    counters::add(&self.control.counters.bytes, bytes.len() as u64 + overhead);
                     let keep_raw = self.prepare.keeps_json();
-                    match decode::watch_event::<K>(bytes, keep_raw, &mut self.prepare.scratch)
+                    match decode::event::<K>(encoding, bytes, keep_raw, &mut self.prepare.scratch)
                         .map_err(|message| {
                             Error::Decode(Box::new(decode::decode_error(&context, Some(line), bytes, message)))
                         })

@@ -3,7 +3,7 @@
 
 mod discovery;
 mod list;
-mod protobuf;
+pub(crate) mod protobuf;
 mod table;
 mod write;
 
@@ -359,6 +359,10 @@ pub(crate) fn negotiate(req: &Request, list: bool) -> Result<Repr, Response> {
             .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().trim_matches('"').to_string()))
             .collect();
         let param = |k: &str| params.iter().find(|(pk, _)| pk == k).map(|(_, v)| v.as_str());
+        // Full objects in protobuf (`send` encodes them), unless the server is JSON-only.
+        if media == protobuf::MEDIA_TYPE && param("as").is_none() && req.protobuf {
+            return Ok(Repr::Full);
+        }
         if !(media == "application/json" || media == "*/*" || media == "application/*") {
             continue;
         }
@@ -455,6 +459,9 @@ impl Filter {
 
 /// Writes a response; large bodies are gzipped (if accepted) and chunked.
 pub(crate) fn send(conn: &mut impl Write, req: &Request, mut resp: Response) -> io::Result<()> {
+    if req.protobuf {
+        resp = protobuf::transcode(resp);
+    }
     let gzip_ok = req.header("accept-encoding").is_some_and(|e| e.split(',').any(|p| p.trim().starts_with("gzip")));
     if gzip_ok && resp.status == 200 && resp.body.len() > GZIP_THRESHOLD {
         let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());

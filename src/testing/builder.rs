@@ -36,6 +36,8 @@ pub(crate) struct Settings {
     pub legacy_watch_marker: bool,
     pub request_deadline: Option<Duration>,
     pub aggregated_discovery: bool,
+    /// Answer JSON only (`FakeApiServerBuilder::json_only`).
+    pub json_only: bool,
 }
 
 impl Default for Settings {
@@ -61,6 +63,7 @@ impl Default for Settings {
             legacy_watch_marker: false,
             request_deadline: None,
             aggregated_discovery: true,
+            json_only: false,
         }
     }
 }
@@ -206,6 +209,17 @@ impl FakeApiServerBuilder {
     /// Defaults to true.
     pub fn aggregated_discovery(mut self, enabled: bool) -> Self {
         self.settings.aggregated_discovery = enabled;
+        self
+    }
+
+    /// Whether the server answers JSON only, like an aggregated API or a proxy that cannot
+    /// produce protobuf: a request that accepts nothing else gets 406 Not Acceptable. By default
+    /// it answers protobuf (`application/vnd.kubernetes.protobuf`) to a client whose `Accept`
+    /// header lists it first, as kube-apiserver does for its built-in kinds, for lists, gets,
+    /// watches (bookmarks, streaming lists and in-stream errors too) and error `Status`es; custom
+    /// resources and everything else stay JSON (docs/protocol.md §12). Defaults to false.
+    pub fn json_only(mut self, enabled: bool) -> Self {
+        self.settings.json_only = enabled;
         self
     }
 

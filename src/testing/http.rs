@@ -79,6 +79,9 @@ pub(crate) struct Request {
     pub body: Vec<u8>,
     /// Whether the client asked to close the connection after this request.
     pub close: bool,
+    /// Answer in protobuf where the answer has a protobuf form: the client's `Accept` lists it
+    /// first and the server is not JSON-only (set once the request is admitted).
+    pub protobuf: bool,
 }
 
 impl Request {
@@ -190,6 +193,7 @@ pub(crate) fn read_request<R: BufRead + Write>(r: &mut R) -> Result<Request, Rea
         headers,
         body: Vec::new(),
         close: false,
+        protobuf: false,
     };
     let connection = req.header("connection").map(str::to_ascii_lowercase);
     req.close = match connection.as_deref() {

@@ -270,8 +270,9 @@ struct Admitted {
     gate: Option<u64>,
 }
 
-fn handle_request(shared: &Arc<ServerCore>, conn: &mut Conn, req: Request) -> io::Result<Flow> {
+fn handle_request(shared: &Arc<ServerCore>, conn: &mut Conn, mut req: Request) -> io::Result<Flow> {
     let arrived = Instant::now();
+    req.protobuf = !shared.settings.json_only && api::protobuf::accepted_first(&req);
     let Admitted { route, class, authorized, fault, gate } = admit(shared, conn, &req);
     if let Some(id) = gate
         && let Some(flow) = wait_at_gate(shared, conn, id)

@@ -141,6 +141,64 @@ fn defaults(rt: &ResourceType, obj: &mut Value) {
     }
 }
 
+/// Leaves out what the real server's JSON leaves out: a zero (`""`, `0`, `false`) in a field
+/// that Go's `omitempty` drops (a non-pointer field; the schema table's `?`, generated from
+/// upstream: src/wire/protobuf/table.txt). A client that sends `"hostPort": 0` reads the pod
+/// back without it from a real server, which holds the object as a Go struct; so does the fake,
+/// over JSON and protobuf alike (docs/protocol.md §12.4). Values of another type than the table's
+/// are left as they are.
+fn omit_zeros(obj: &mut Value) {
+    use crate::wire::protobuf::schema::{Schema, Type, schema};
+    fn walk(schema: &Schema, index: usize, value: &mut Value, depth: u32) {
+        let (Some(message), Value::Object(map)) = (schema.messages.get(index), value) else { return };
+        if depth > 64 {
+            return;
+        }
+        for field in &message.fields {
+            let Some(name) = field.name else {
+                if let Type::Message(inner) = &field.ty {
+                    let mut own = Value::Object(std::mem::take(map));
+                    walk(schema, *inner, &mut own, depth + 1);
+                    if let Value::Object(back) = own {
+                        *map = back;
+                    }
+                }
+                continue;
+            };
+            let zero = |v: &Value| match v {
+                Value::Bool(b) => !b,
+                Value::Number(n) => n.as_i64() == Some(0),
+                Value::String(s) => s.is_empty(),
+                _ => false,
+            };
+            if field.omit_zero && map.get(name).is_some_and(zero) {
+                map.remove(name);
+                continue;
+            }
+            let Some(v) = map.get_mut(name) else { continue };
+            match (&field.ty, v) {
+                (Type::Message(inner), v) => walk(schema, *inner, v, depth + 1),
+                (Type::Repeated(element), Value::Array(items)) => {
+                    if let Type::Message(inner) = **element {
+                        items.iter_mut().for_each(|item| walk(schema, inner, item, depth + 1));
+                    }
+                }
+                (Type::Map(element), Value::Object(entries)) => {
+                    if let Type::Message(inner) = **element {
+                        entries.values_mut().for_each(|item| walk(schema, inner, item, depth + 1));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let text = |key: &str| obj.get(key).and_then(Value::as_str).unwrap_or_default().to_owned();
+    let schema = schema();
+    if let Some(index) = schema.kind(&text("apiVersion"), &text("kind")) {
+        walk(schema, index, obj, 0);
+    }
+}
+
 fn has_finalizers(obj: &Value) -> bool {
     meta(obj).and_then(|m| m.get("finalizers")).and_then(Value::as_array).is_some_and(|f| !f.is_empty())
 }
@@ -310,6 +368,7 @@ impl Store {
         m.remove("deletionGracePeriodSeconds");
         if rt.built_in {
             defaults(&rt, &mut obj);
+            omit_zeros(&mut obj);
         }
         let obj = Arc::new(obj);
         self.record(idx, Change { rv, key, old: None, new: Some(obj.clone()) });
@@ -350,6 +409,9 @@ impl Store {
             let map = obj.as_object_mut().expect("OK: checked is_object above");
             map.insert("apiVersion".into(), Value::String(rt.api_version()));
             map.insert("kind".into(), Value::String(rt.kind.clone()));
+        }
+        if rt.built_in {
+            omit_zeros(&mut obj);
         }
         let old_meta = meta(&old).cloned().unwrap_or_default();
         let generation = old_meta.get("generation").and_then(Value::as_i64).unwrap_or(1);

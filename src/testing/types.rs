@@ -28,7 +28,9 @@ pub enum Match {
 /// `MalformedLine`, `Line`, `OversizedLine`, `EndlessLine`, `PauseInLine`, `DropEvents`) are only
 /// taken by watch requests;
 /// `TruncateBody` is only taken by non-watch GETs, `EndlessList` and `GzipBomb` only by lists.
-/// All others apply to any request.
+/// All others apply to any request. `MalformedLine`, `Line`, `OversizedLine` and `EndlessLine`
+/// write JSON text: a watch that takes one answers JSON, even to a client that asked for
+/// protobuf.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Fault {

@@ -50,6 +50,8 @@ struct Emitter<'a> {
     /// The line to cut and pause in (`PauseInLine` fault), counted like `sent`.
     pause_at: Option<usize>,
     shared: &'a ServerCore,
+    /// Events are protobuf frames: no blank keep-alive lines between them.
+    protobuf: bool,
 }
 
 impl Emitter<'_> {
@@ -57,7 +59,12 @@ impl Emitter<'_> {
     fn limit_reached(&mut self) -> io::Result<Option<Flow>> {
         match self.limit {
             Some((n, reset)) if self.sent >= n => {
-                if reset {
+                if reset && self.protobuf {
+                    // A chunk that promises more than it delivers, inside a frame that does too.
+                    self.conn.write_all(b"400\r\n\0\0\x04\0\x0a\x08MODIFIED\x12")?;
+                    self.conn.flush()?;
+                    Ok(Some(Flow::Reset))
+                } else if reset {
                     // A chunk that promises more than it delivers, then a reset.
                     self.conn.write_all(b"400\r\n{\"type\":\"MODIFIED\",\"object\":{\"kind\":")?;
                     self.conn.flush()?;
@@ -105,6 +112,7 @@ impl Emitter<'_> {
                     write_chunk(self.conn, &ev[a..b])?;
                     write_chunk(self.conn, &ev[b..])?;
                 }
+                Chunking::BlankLines if self.protobuf => write_chunk(self.conn, &ev)?,
                 Chunking::BlankLines => {
                     let blank: &[u8] = if self.sent.is_multiple_of(2) { b"\n" } else { b"\r\n" };
                     write_chunk(self.conn, &[ev.as_slice(), blank].concat())?;
@@ -144,19 +152,28 @@ impl Emitter<'_> {
     }
 }
 
-/// Whether an encoded event line is a bookmark.
+/// Whether an encoded event line (or protobuf frame: its type comes first) is a bookmark.
 fn is_bookmark(line: &[u8]) -> bool {
+    if line.get(4..).is_some_and(|event| event.starts_with(b"\x0a\x08BOOKMARK")) {
+        return true;
+    }
     let needle = br#""type":"BOOKMARK""#;
     line.windows(needle.len()).any(|w| w == needle)
 }
 
-fn encode(kind: &str, object: &Value) -> Vec<u8> {
+/// One event: a JSON line, or for a protobuf watch (`Accepted::protobuf`) a frame.
+fn encode(protobuf: bool, kind: &str, object: &Value) -> Vec<u8> {
+    if protobuf {
+        // A protobuf watch is only served for kinds with a protobuf form (`accept`), and the
+        // Status of an ERROR event has one too: `frame` answers for all of them.
+        return api::protobuf::frame(kind, object).unwrap_or_default();
+    }
     let mut line = serde_json::to_vec(&json!({"type": kind, "object": object})).unwrap_or_default();
     line.push(b'\n');
     line
 }
 
-fn bookmark(rt: &ResourceType, repr: Repr, rv: u64, initial_end: bool) -> Vec<u8> {
+fn bookmark(pb: bool, rt: &ResourceType, repr: Repr, rv: u64, initial_end: bool) -> Vec<u8> {
     let mut metadata = json!({"resourceVersion": rv.to_string()});
     if initial_end {
         metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
@@ -172,23 +189,23 @@ fn bookmark(rt: &ResourceType, repr: Repr, rv: u64, initial_end: bool) -> Vec<u8
             json!({"kind": "Table", "apiVersion": Repr::table_version(beta), "metadata": metadata})
         }
     };
-    encode("BOOKMARK", &object)
+    encode(pb, "BOOKMARK", &object)
 }
 
 /// The event a change produces for a watcher with this filter (§6.6 transition table).
-fn event_for(rt: &ResourceType, change: &Change, filter: &Filter, repr: Repr) -> Option<Vec<u8>> {
+fn event_for(pb: bool, rt: &ResourceType, change: &Change, filter: &Filter, repr: Repr) -> Option<Vec<u8>> {
     let old_m = change.old.as_ref().is_some_and(|o| filter.matches(o));
     let new_m = change.new.as_ref().is_some_and(|n| filter.matches(n));
     match (&change.old, &change.new) {
-        (_, Some(new)) if new_m && !old_m => Some(encode("ADDED", &render(rt, new, repr))),
-        (_, Some(new)) if new_m => Some(encode("MODIFIED", &render(rt, new, repr))),
-        (Some(old), _) if old_m => Some(encode("DELETED", &render(rt, &with_rv(old, change.rv), repr))),
+        (_, Some(new)) if new_m && !old_m => Some(encode(pb, "ADDED", &render(rt, new, repr))),
+        (_, Some(new)) if new_m => Some(encode(pb, "MODIFIED", &render(rt, new, repr))),
+        (Some(old), _) if old_m => Some(encode(pb, "DELETED", &render(rt, &with_rv(old, change.rv), repr))),
         _ => None,
     }
 }
 
-fn error_event(status_obj: &Value) -> Vec<u8> {
-    encode("ERROR", status_obj)
+fn error_event(pb: bool, status_obj: &Value) -> Vec<u8> {
+    encode(pb, "ERROR", status_obj)
 }
 
 /// Where a watch starts.
@@ -214,6 +231,9 @@ struct Accepted {
     streaming: bool,
     rv: Rv,
     start: Start,
+    /// Events as protobuf frames (the client asked for protobuf first, the kind has a protobuf
+    /// form), else JSON lines.
+    protobuf: bool,
 }
 
 /// Serves one watch request until its deadline, a fault, the client leaving or shutdown.
@@ -226,15 +246,21 @@ pub(crate) fn serve(
 ) -> io::Result<Flow> {
     let started = Instant::now();
     let epoch = shared.lock().watch_epoch;
-    let w = match accept(shared, req, route) {
+    let mut w = match accept(shared, req, route) {
         Ok(w) => w,
         Err(resp) => {
             send(conn, req, resp)?;
             return Ok(Flow::KeepAlive);
         }
     };
+    // These faults write JSON text into the stream: a watch that carries one answers JSON.
+    if matches!(fault, Some(Fault::Line(_) | Fault::MalformedLine | Fault::OversizedLine { .. } | Fault::EndlessLine)) {
+        w.protobuf = false;
+    }
+    let content_type =
+        if w.protobuf { format!("{};stream=watch", api::protobuf::MEDIA_TYPE) } else { "application/json".to_string() };
     let headers = vec![
-        ("Content-Type".to_string(), "application/json".to_string()),
+        ("Content-Type".to_string(), content_type),
         ("Cache-Control".to_string(), "no-cache, private".to_string()),
         ("Transfer-Encoding".to_string(), "chunked".to_string()),
     ];
@@ -254,7 +280,16 @@ pub(crate) fn serve(
         Some(Fault::PauseInLine { after }) => Some(after),
         _ => None,
     };
-    let mut out = Emitter { conn, chunking: shared.settings.chunking, sent: 0, limit, drop: lose, pause_at, shared };
+    let mut out = Emitter {
+        conn,
+        chunking: shared.settings.chunking,
+        sent: 0,
+        limit,
+        drop: lose,
+        pause_at,
+        shared,
+        protobuf: w.protobuf,
+    };
     if let Some(flow) = opening_fault(&mut out, fault)? {
         return Ok(flow);
     }
@@ -343,14 +378,17 @@ fn accept(shared: &Arc<ServerCore>, req: &Request, route: &Route) -> Result<Acce
             return Err(status_response(410, "Expired", &msg, None));
         }
     }
-    Ok(Accepted { idx, rt, filter, repr, timeout, bookmarks, streaming, rv, start })
+    let protobuf = req.protobuf
+        && repr == Repr::Full
+        && api::protobuf::encode(&json!({"apiVersion": rt.api_version(), "kind": rt.kind})).is_some();
+    Ok(Accepted { idx, rt, filter, repr, timeout, bookmarks, streaming, rv, start, protobuf })
 }
 
 /// Faults that replace or open the stream; `Some` when the stream is over.
 fn opening_fault(out: &mut Emitter<'_>, fault: Option<Fault>) -> io::Result<Option<Flow>> {
     match fault {
         Some(Fault::InStreamError { code, reason, message }) => {
-            out.send(vec![error_event(&status(code, &reason, &message, None))])?;
+            out.send(vec![error_event(out.protobuf, &status(code, &reason, &message, None))])?;
             write_last_chunk(out.conn)?;
             return Ok(Some(Flow::KeepAlive));
         }
@@ -393,7 +431,7 @@ fn initial(shared: &Arc<ServerCore>, out: &mut Emitter<'_>, w: &Accepted) -> io:
             "Internal error occurred: the watch-list feature requires storage support for progress notifications",
             None,
         );
-        out.send(vec![error_event(&st)])?;
+        out.send(vec![error_event(out.protobuf, &st)])?;
         write_last_chunk(out.conn)?;
         return Ok(Err(Flow::KeepAlive));
     }
@@ -402,7 +440,7 @@ fn initial(shared: &Arc<ServerCore>, out: &mut Emitter<'_>, w: &Accepted) -> io:
             let horizon = shared.lock().store.types[idx].horizon;
             if n < horizon {
                 let msg = format!("too old resource version: {n} ({horizon})");
-                if let Some(flow) = out.send(vec![error_event(&status(410, "Expired", &msg, None))])? {
+                if let Some(flow) = out.send(vec![error_event(out.protobuf, &status(410, "Expired", &msg, None))])? {
                     return Ok(Err(flow));
                 }
                 write_last_chunk(out.conn)?;
@@ -415,7 +453,9 @@ fn initial(shared: &Arc<ServerCore>, out: &mut Emitter<'_>, w: &Accepted) -> io:
                 && !wait_for_revision(shared, n)
             {
                 let current = shared.lock().store.revision;
-                if let Some(flow) = out.send(vec![error_event(&api::too_large_status(&n.to_string(), current))])? {
+                if let Some(flow) =
+                    out.send(vec![error_event(out.protobuf, &api::too_large_status(&n.to_string(), current))])?
+                {
                     return Ok(Err(flow));
                 }
                 write_last_chunk(out.conn)?;
@@ -428,12 +468,12 @@ fn initial(shared: &Arc<ServerCore>, out: &mut Emitter<'_>, w: &Accepted) -> io:
                 (snap, state.store.revision)
             };
             for batch in snapshot.chunks(INITIAL_BATCH) {
-                let events = batch.iter().map(|o| encode("ADDED", &render(rt, o, repr))).collect();
+                let events = batch.iter().map(|o| encode(out.protobuf, "ADDED", &render(rt, o, repr))).collect();
                 if let Some(flow) = out.send(events)? {
                     return Ok(Err(flow));
                 }
             }
-            if marker && let Some(flow) = out.send(vec![bookmark(rt, repr, snap_rv, true)])? {
+            if marker && let Some(flow) = out.send(vec![bookmark(out.protobuf, rt, repr, snap_rv, true)])? {
                 return Ok(Err(flow));
             }
             (snap_rv, snap_rv)
@@ -494,7 +534,8 @@ fn live(
         let revision = state.store.revision;
         if !changes.is_empty() {
             drop(state);
-            let events: Vec<Vec<u8>> = changes.iter().filter_map(|c| event_for(rt, c, filter, repr)).collect();
+            let events: Vec<Vec<u8>> =
+                changes.iter().filter_map(|c| event_for(out.protobuf, rt, c, filter, repr)).collect();
             pos = pos.max(revision);
             if let Some(last) = changes.last()
                 && !events.is_empty()
@@ -518,7 +559,7 @@ fn live(
             if revision > sent_rv {
                 drop(state);
                 sent_rv = revision;
-                if let Some(flow) = out.send(vec![bookmark(rt, repr, revision, false)])? {
+                if let Some(flow) = out.send(vec![bookmark(out.protobuf, rt, repr, revision, false)])? {
                     return Ok(flow);
                 }
             }
@@ -545,7 +586,7 @@ mod tests {
     #[test]
     fn bookmarks_are_minimal_objects_of_the_watched_kind() {
         let rt = ResourceType::new("example.com", "v1", "widgets", "Widget", true);
-        let line = bookmark(&rt, Repr::Full, 42, true);
+        let line = bookmark(false, &rt, Repr::Full, 42, true);
         let v: Value = serde_json::from_slice(&line).unwrap();
         assert_eq!(v["object"]["kind"], "Widget");
         assert_eq!(v["object"]["metadata"]["resourceVersion"], "42");

@@ -13,7 +13,7 @@ use crate::engine::{Engine, Spec};
 use crate::error::{Error, Result};
 use crate::notice::SlowConsumer;
 use crate::resource::Watchable;
-use crate::wire::client::Api;
+use crate::wire::api::Api;
 
 /// Default number of events the channel holds before the watcher waits for the consumer.
 const DEFAULT_CHANNEL_CAPACITY: usize = 1024;

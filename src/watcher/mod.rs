@@ -22,7 +22,7 @@ use crate::event::Event;
 use crate::notice::{Notice, SlowConsumer};
 use crate::resource::{PartialObjectMetadata, Watchable};
 use crate::stats::Stats;
-use crate::wire::client::Api;
+use crate::wire::api::Api;
 
 /// Watches one resource type in a background thread, keeping a [`Store`] current and
 /// delivering [`Event`]s.

@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::resource::Watchable;
 use crate::watcher::Watcher;
-use crate::wire::client::Api;
+use crate::wire::api::Api;
 
 /// What identifies one delivered state: uid and resourceVersion, or `None` for "absent".
 type Seen = Option<(Option<String>, Option<String>)>;

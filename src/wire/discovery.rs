@@ -9,8 +9,9 @@ use serde::Deserialize;
 
 use crate::error::{Error, Result};
 use crate::resource::ApiResource;
-use crate::wire::client::{Client, Http};
+use crate::wire::client::Client;
 use crate::wire::decode;
+use crate::wire::http::Http;
 use crate::wire::request::{self, ACCEPT_DISCOVERY, ACCEPT_JSON};
 
 /// The answer to `GET /api` or `GET /apis` with [`ACCEPT_DISCOVERY`] (docs/protocol.md §11):

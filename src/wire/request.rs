@@ -7,6 +7,13 @@ use crate::resource::ApiResource;
 
 /// `Accept` for full objects.
 pub(crate) const ACCEPT_JSON: &str = "application/json";
+/// The protobuf media type (docs/protocol.md §12).
+pub(crate) const MEDIA_PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+/// `Accept` for lists, gets and watches of a type with a protobuf form: protobuf, with JSON as the
+/// fallback in the same header, so that a server that cannot produce protobuf answers JSON rather
+/// than 406 (docs/protocol.md §12.1). client-go sends the same for watches: the server appends
+/// `;stream=watch` to the answer's media type itself.
+pub(crate) const ACCEPT_PROTOBUF: &str = "application/vnd.kubernetes.protobuf, application/json";
 /// `Accept` for a metadata-only list, falling back to full objects on servers without it
 /// (docs/protocol.md §8: without the fallback such a server answers 406).
 pub(crate) const ACCEPT_METADATA_LIST: &str =

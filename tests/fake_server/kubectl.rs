@@ -428,3 +428,33 @@ fn kubectl_get_pods_shows_the_columns_a_real_server_computes() {
     });
     assert!(asked_for_tables);
 }
+
+/// kubectl (client-go) asks for protobuf first on typed requests and reads the fake's protobuf
+/// answers (docs/protocol.md §12): a typed create prints what the server stored; gets and lists
+/// (JSON: kubectl reads them unstructured) print the objects whole.
+#[test]
+fn kubectl_reads_the_fakes_protobuf_answers() {
+    if kubectl_missing() {
+        return;
+    }
+    let server = FakeApiServer::start();
+    let kc = Kubeconfig::for_server(&server);
+    let created = ok(&kc, &["create", "configmap", "cm-pb", "--from-literal=k=v", "-o", "yaml"]);
+    assert!(created.stdout.contains("name: cm-pb") && created.stdout.contains("k: v"), "{created:?}");
+    let stored: ConfigMap = server.get(Some("default"), "cm-pb").unwrap();
+    let rv = stored.metadata.resource_version.unwrap();
+    assert!(created.stdout.contains(&format!("resourceVersion: \"{rv}\"")), "{created:?}");
+    ok(&kc, &["run", "one", "--image=busybox", "--labels=tier=batch"]);
+    let got = ok(&kc, &["get", "pod", "one", "-o", "yaml"]);
+    assert!(got.stdout.contains("image: busybox") && got.stdout.contains("tier: batch"), "{got:?}");
+    let listed = ok(&kc, &["get", "pods", "-o", "yaml"]);
+    assert!(listed.stdout.contains("name: one") && listed.stdout.contains("image: busybox"), "{listed:?}");
+    let protobuf_first = server
+        .requests()
+        .iter()
+        .filter(|r| r.header("accept").is_some_and(|a| a.starts_with("application/vnd.kubernetes.protobuf")))
+        .count();
+    // kubectl's typed create asks for protobuf first; its get and list (`-o yaml`, `-w`) read
+    // unstructured objects and ask for JSON.
+    assert!(protobuf_first > 0, "{:?}", server.requests().iter().map(|r| r.header("accept")).collect::<Vec<_>>());
+}

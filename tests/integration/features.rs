@@ -490,21 +490,24 @@ mod namespaces {
     }
 }
 
-/// `Config::wire_format`: both settings are accepted and, in this release, read JSON (the
-/// protobuf decoder is not yet used by lists and watches: `WireFormat`'s documentation).
+/// `Config::wire_format`: protobuf by default for a built-in type on a server that speaks it
+/// (the fake does); `WireFormat::Json` asks for JSON only.
 #[test]
-fn both_wire_formats_sync_over_json_in_this_release() {
-    for format in [kube_watcher::WireFormat::Json, kube_watcher::WireFormat::Protobuf] {
+fn both_wire_formats_sync_and_stats_say_which_was_used() {
+    use kube_watcher::WireFormat;
+    for format in [WireFormat::Json, WireFormat::Protobuf] {
         let server = server();
         create_pods(&server, 0..3);
         let w = Watcher::new(pods(&server), Config::default().wire_format(format)).unwrap();
         w.store().wait_until_ready(WAIT).unwrap();
         assert_eq!(w.store().len(), 3, "{format:?}");
+        assert_eq!(w.stats().wire_format, Some(format));
         for r in server.requests() {
             let accept = r.headers.iter().find(|(n, _)| n == "accept").map(|(_, v)| v.as_str());
             assert!(accept.is_some_and(|a| a.contains("application/json")), "{format:?}: {accept:?}");
-            assert!(!accept.is_some_and(|a| a.contains("protobuf")), "{format:?}: {accept:?}");
+            let protobuf = accept.is_some_and(|a| a.contains("protobuf"));
+            assert_eq!(protobuf, format == WireFormat::Protobuf, "{format:?}: {accept:?}");
         }
     }
-    assert_eq!(Config::default(), Config::default().wire_format(kube_watcher::WireFormat::Protobuf));
+    assert_eq!(Config::default(), Config::default().wire_format(WireFormat::Protobuf));
 }

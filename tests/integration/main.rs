@@ -22,6 +22,7 @@ mod freshness;
 mod index;
 mod metadata;
 mod parallel;
+mod protobuf;
 mod reliability;
 mod relist;
 mod scenarios;

@@ -156,6 +156,9 @@ mod panics {
         );
         slot.set(std::sync::Arc::downgrade(&w)).unwrap();
         w.store().wait_until_ready(WAIT).unwrap();
+        // Attached before the change: attached after it, a fast watcher has already applied it,
+        // and the consumer's replay of the state carries it as an `InitApply`.
+        let _ = w.receiver();
         server.replace(&labelled(pod("apps", "p1"), "v", "2")).unwrap();
         collect_until(&w, |seen| seen.iter().any(|e| e == "Apply(p1)"));
     }

@@ -1,5 +1,14 @@
 //! Reads the Kubernetes protobuf encoding (`application/vnd.kubernetes.protobuf`) of the built-in
-//! types the fake serves, into the JSON the rest of the server works with.
+//! types the fake serves, into the JSON the rest of the server works with; and writes its answers
+//! in that encoding to clients that ask for it first (docs/protocol.md §12).
+//!
+//! Answers: the server builds them as JSON, as always; [`transcode`] turns a JSON answer whose
+//! kind has a protobuf form (a built-in object, its list, a `Status`) into protobuf, and
+//! [`frame`] writes a watch event as a length-delimited frame. Both use the client's encoder
+//! (src/wire/protobuf/en.rs), which writes Go's zero values as the real server does; what the
+//! table has no place for (an object stored as valid JSON but not of its kind, to test the
+//! client's undecodable-object policy) is written by its JSON type, so a reader finds the wrong
+//! wire type where a newer or broken server would have put one.
 //!
 //! kubectl's typed `create` commands send protobuf and do not retry with JSON after a 415, so a
 //! fake that only read JSON could not be driven by them. The body is the 4-byte magic `k8s\0`
@@ -19,7 +28,9 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use serde_json::{Map, Value};
 
+use super::super::http::{Request, Response};
 use super::super::util::{base64_std, rfc3339};
+use crate::wire::protobuf::encode_lenient;
 use crate::wire::protobuf::schema::{Schema, Type, schema};
 
 /// The media type.
@@ -96,6 +107,77 @@ impl<'a> Reader<'a> {
         };
         Ok(Some((key >> 3, value)))
     }
+}
+
+/// Whether the client's `Accept` header lists protobuf (full objects: no `as=` parameter) before
+/// any JSON or wildcard range, as client-go's `application/vnd.kubernetes.protobuf,
+/// application/json` does.
+pub(crate) fn accepted_first(req: &Request) -> bool {
+    let Some(accept) = req.header("accept") else { return false };
+    for range in accept.split(',') {
+        let mut parts = range.split(';').map(str::trim);
+        let media = parts.next().unwrap_or_default();
+        let plain = parts.all(|p| !p.to_ascii_lowercase().starts_with("as="));
+        if media.eq_ignore_ascii_case(MEDIA_TYPE) {
+            return plain;
+        }
+        if media.eq_ignore_ascii_case("application/json") || media == "*/*" || media == "application/*" {
+            return false;
+        }
+    }
+    false
+}
+
+/// An object's protobuf form, enveloped; `None` for a kind without one (a custom resource).
+pub(crate) fn encode(value: &Value) -> Option<Vec<u8>> {
+    encode_lenient(value).ok()
+}
+
+/// A JSON answer in protobuf, if its kind has a protobuf form; any other answer as it is.
+pub(crate) fn transcode(resp: Response) -> Response {
+    let json = resp.headers.iter().any(|(k, v)| {
+        k.eq_ignore_ascii_case("content-type") && v.split(';').next().is_some_and(|m| m.trim() == "application/json")
+    });
+    if !json {
+        return resp;
+    }
+    let Some(body) = serde_json::from_slice::<Value>(&resp.body).ok().as_ref().and_then(encode) else {
+        return resp;
+    };
+    let mut out = Response { body, ..resp };
+    for (k, v) in &mut out.headers {
+        if k.eq_ignore_ascii_case("content-type") {
+            *v = MEDIA_TYPE.to_owned();
+        }
+    }
+    out
+}
+
+/// One watch event as a protobuf frame (docs/protocol.md §12.3): the 4-byte big-endian length,
+/// then a `WatchEvent` {`1` type, `2` RawExtension {`1` the enveloped object}}; `None` when the
+/// object's kind has no protobuf form.
+pub(crate) fn frame(event_type: &str, object: &Value) -> Option<Vec<u8>> {
+    fn field(out: &mut Vec<u8>, number: u8, bytes: &[u8]) {
+        out.push(number << 3 | 2);
+        let mut n = bytes.len() as u64;
+        while n >= 0x80 {
+            out.push((n as u8) | 0x80);
+            n >>= 7;
+        }
+        out.push(n as u8);
+        out.extend_from_slice(bytes);
+    }
+    let raw = encode(object)?;
+    let mut extension = Vec::with_capacity(raw.len() + 8);
+    field(&mut extension, 1, &raw);
+    let mut event = Vec::with_capacity(extension.len() + 24);
+    field(&mut event, 1, event_type.as_bytes());
+    field(&mut event, 2, &extension);
+    let len = u32::try_from(event.len()).ok()?;
+    let mut out = Vec::with_capacity(event.len() + 4);
+    out.extend_from_slice(&len.to_be_bytes());
+    out.extend_from_slice(&event);
+    Some(out)
 }
 
 /// Decodes a protobuf request body into JSON; the error says what could not be read and where.

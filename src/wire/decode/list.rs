@@ -42,6 +42,19 @@ pub(crate) struct Item<'a> {
     /// The bytes passed the strict syntax check (`syntax`) while the scanner looked for their
     /// end, so decoding need not check them again.
     pub(crate) checked: bool,
+    /// The encoding of `bytes`.
+    pub(crate) form: Form,
+}
+
+/// The encoding of a list item's bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Form {
+    Json,
+    /// A bare protobuf message (no magic, no envelope) of the schema table's message `message`
+    /// (docs/protocol.md §12.2).
+    Protobuf {
+        message: usize,
+    },
 }
 
 /// Streams a list body: calls `on_item` with each element of `items`, in order, and returns the
@@ -81,7 +94,8 @@ pub(crate) fn list<R: Read, E>(
                     } else {
                         loop {
                             let (a, b) = s.value()?;
-                            on_item(Item { bytes: &s.buf[a..b], checked: s.checked }).map_err(ListError::Item)?;
+                            on_item(Item { bytes: &s.buf[a..b], checked: s.checked, form: Form::Json })
+                                .map_err(ListError::Item)?;
                             match s.next_byte()? {
                                 b',' => continue,
                                 b']' => break,

@@ -5,19 +5,76 @@
 //! held, whatever the page size. Watch lines are split on `\n` with a bounded length, the envelope
 //! is parsed with the object kept as a raw slice, and the object is decoded by event type.
 
+mod frame;
 mod line;
 mod list;
 mod object;
 mod peek;
+mod proto;
 mod status;
 mod watch;
 
+pub(crate) use frame::{FRAME_HEADER, Frame, read_frame};
 pub(crate) use line::{Line, read_line};
-pub(crate) use list::{Item, ListError, ListMeta, list};
+pub(crate) use list::{Form, Item, ListError, ListMeta, list};
 pub(crate) use object::{Scratch, compact, decode_error, item, object};
+pub(crate) use peek::Peeked;
+#[cfg(feature = "fuzzing")]
 pub(crate) use peek::identity as peek;
+pub(crate) use proto::{has_form as has_protobuf_form, list as protobuf_list, object as protobuf_object};
 pub(crate) use status::http_error;
 pub(crate) use watch::{Change, Identity, WatchEvent, identity, watch_event};
+
+/// The encoding of a body or a watch stream, told by its `Content-Type`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Encoding {
+    Json,
+    Protobuf,
+}
+
+impl Encoding {
+    /// The encoding of an answer with this `Content-Type` (parameters such as `;stream=watch`
+    /// ignored): protobuf for `application/vnd.kubernetes.protobuf`, JSON otherwise.
+    pub(crate) fn of_content_type(content_type: &str) -> Encoding {
+        let media = content_type.split(';').next().unwrap_or_default().trim();
+        if media.eq_ignore_ascii_case(crate::wire::request::MEDIA_PROTOBUF) {
+            Encoding::Protobuf
+        } else {
+            Encoding::Json
+        }
+    }
+}
+
+/// Who a list item is, read off its bytes without decoding it (`peek.rs`, or its protobuf twin
+/// in `proto.rs`); `None` unless certain.
+pub(crate) fn peek_item(item: Item<'_>) -> Option<Peeked<'_>> {
+    match item.form {
+        Form::Json => peek::identity(item.bytes),
+        Form::Protobuf { .. } => proto::peek(item.bytes),
+    }
+}
+
+/// Who a list item is that did not decode (lenient; see [`identity`]).
+pub(crate) fn item_identity(item: Item<'_>) -> Option<Identity> {
+    match item.form {
+        Form::Json => identity(item.bytes),
+        Form::Protobuf { .. } => proto::identity(item.bytes),
+    }
+}
+
+/// Decodes one watch event of a stream in `encoding`: a JSON line, or a protobuf frame's message
+/// (whose object's bytes are never kept: the compact store modes ask for JSON).
+pub(crate) fn event<'a, K: serde::de::DeserializeOwned>(
+    encoding: Encoding,
+    bytes: &'a [u8],
+    keep_raw: bool,
+    scratch: &mut Scratch,
+) -> Result<(WatchEvent<K>, Option<&'a [u8]>), String> {
+    match encoding {
+        Encoding::Json => watch_event(bytes, keep_raw, scratch),
+        Encoding::Protobuf => proto::watch_event(bytes).map(|e| (e, None)),
+    }
+}
 
 #[cfg(test)]
 mod tests {

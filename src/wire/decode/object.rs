@@ -3,7 +3,7 @@
 
 use serde::de::DeserializeOwned;
 
-use super::list::Item;
+use super::list::{Form, Item};
 use crate::error::{DecodeError, snippet};
 #[cfg(feature = "simd")]
 use crate::wire::syntax;
@@ -46,7 +46,7 @@ impl Scratch {
 
 /// Decodes one object (a GET answer, a compact store entry).
 pub(crate) fn object<K: DeserializeOwned>(bytes: &[u8], scratch: &mut Scratch) -> Result<K, String> {
-    item(Item { bytes, checked: false }, scratch)
+    item(Item { bytes, checked: false, form: Form::Json }, scratch)
 }
 
 /// Decodes a compact store entry (a fresh scratch: entries are decoded on readers' threads).
@@ -57,6 +57,9 @@ pub(crate) fn compact<K: DeserializeOwned>(bytes: &[u8]) -> Result<K, String> {
 /// Decodes one list item.
 pub(crate) fn item<K: DeserializeOwned>(item: Item<'_>, scratch: &mut Scratch) -> Result<K, String> {
     let bytes = item.bytes;
+    if let Form::Protobuf { message } = item.form {
+        return super::proto::item(message, bytes);
+    }
     #[cfg(feature = "simd")]
     if let Some(obj) = scratch.simd(bytes, item.checked, |de| K::deserialize(de).ok()) {
         return Ok(obj);

@@ -1,7 +1,9 @@
 //! The other direction: an object's JSON form written as the Kubernetes protobuf encoding, with
-//! the same schema table. Fields are written in the table's order, as Go writes them; only what
-//! the JSON holds is written (Go would also write the zero values JSON leaves out, which read back
-//! the same). Used to measure and test the decoder on realistic objects (src/fuzzing.rs).
+//! the same schema table. Fields are written in the table's order, as Go writes them: what the
+//! JSON holds, and, as Go's generated marshaller does, the zero value of every non-pointer scalar
+//! that JSON leaves out (`omitempty`: the table's `?`), so that a reader sees what a real server
+//! sends (docs/protocol.md §12.4). Used by the fake API server to answer in protobuf
+//! (src/testing/api/protobuf.rs) and to measure and test the decoder (src/fuzzing.rs).
 
 use serde_json::Value;
 
@@ -44,11 +46,29 @@ pub(crate) fn envelope(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
 /// Writes `value` (a JSON object) as the message `index`.
 pub(crate) fn message(schema: &Schema, index: usize, value: &Value, depth: u32) -> Result<Vec<u8>, Error> {
     let mut out = Vec::new();
-    write_message(&mut out, schema, index, value, depth)?;
+    write_message(&mut out, schema, index, value, depth, false)?;
     Ok(out)
 }
 
-fn write_message(out: &mut Vec<u8>, schema: &Schema, index: usize, value: &Value, depth: u32) -> Result<(), Error> {
+/// [`message`], writing a value the table has no place for (a number where it says a list) by
+/// its JSON type instead of failing: a number or a boolean as a varint, anything else as its
+/// JSON text. A reader that follows the table then finds the wrong wire type there, as it
+/// would in an object a newer or broken server wrote: how the fake API server sends an object
+/// that is valid JSON but not of its kind (src/testing/api/protobuf.rs).
+pub(crate) fn message_lenient(schema: &Schema, index: usize, value: &Value) -> Result<Vec<u8>, Error> {
+    let mut out = Vec::new();
+    write_message(&mut out, schema, index, value, 0, true)?;
+    Ok(out)
+}
+
+fn write_message(
+    out: &mut Vec<u8>,
+    schema: &Schema,
+    index: usize,
+    value: &Value,
+    depth: u32,
+    lenient: bool,
+) -> Result<(), Error> {
     let message = &schema.messages[index];
     if depth > MAX_DEPTH {
         return Err(Error(format!("{} is nested more than {MAX_DEPTH} deep", message.name)));
@@ -56,41 +76,69 @@ fn write_message(out: &mut Vec<u8>, schema: &Schema, index: usize, value: &Value
     let Value::Object(map) = value else {
         return Err(Error(format!("{}: not a JSON object", message.name)));
     };
+    let mut scratch = Vec::new();
     for field in &message.fields {
         let Some(name) = field.name else {
             // An inlined message: its fields are this object's.
             if let Type::Message(inner) = &field.ty {
-                let nested = self::message(schema, *inner, value, depth + 1)?;
-                if !nested.is_empty() {
-                    bytes(out, field.number, &nested);
+                scratch.clear();
+                write_message(&mut scratch, schema, *inner, value, depth + 1, lenient)?;
+                if !scratch.is_empty() {
+                    bytes(out, field.number, &scratch);
                 }
             }
             continue;
         };
-        let Some(v) = map.get(name) else { continue };
+        let Some(v) = map.get(name) else {
+            if field.omit_zero {
+                write_zero(out, field.number, &field.ty);
+            }
+            continue;
+        };
         let at = |e: Error| Error(format!("{}.{name}: {e}", message.name));
         match (&field.ty, v) {
             (_, Value::Null) => {}
             (Type::Repeated(element), Value::Array(items)) => {
                 for item in items {
-                    write_value(out, schema, field.number, element, item, depth).map_err(at)?;
+                    write_value(out, schema, field.number, element, item, depth, lenient).map_err(at)?;
                 }
             }
             (Type::Map(element), Value::Object(entries)) => {
                 for (k, v) in entries {
                     let mut entry = Vec::new();
                     bytes(&mut entry, 1, k.as_bytes());
-                    write_value(&mut entry, schema, 2, element, v, depth).map_err(at)?;
+                    write_value(&mut entry, schema, 2, element, v, depth, lenient).map_err(at)?;
                     bytes(out, field.number, &entry);
                 }
             }
-            (ty, v) => write_value(out, schema, field.number, ty, v, depth).map_err(at)?,
+            (ty, v) => write_value(out, schema, field.number, ty, v, depth, lenient).map_err(at)?,
         }
     }
     Ok(())
 }
 
-fn write_value(out: &mut Vec<u8>, schema: &Schema, number: u32, ty: &Type, v: &Value, depth: u32) -> Result<(), Error> {
+/// Go's zero value of a non-pointer scalar, written as Go writes it (an empty string, a 0, a
+/// false); other types are pointers, slices or maps in Go, which are left out when empty.
+fn write_zero(out: &mut Vec<u8>, number: u32, ty: &Type) {
+    match ty {
+        Type::String => bytes(out, number, b""),
+        Type::Int | Type::Bool => {
+            key(out, number, 0);
+            varint(out, 0);
+        }
+        _ => {}
+    }
+}
+
+fn write_value(
+    out: &mut Vec<u8>,
+    schema: &Schema,
+    number: u32,
+    ty: &Type,
+    v: &Value,
+    depth: u32,
+    lenient: bool,
+) -> Result<(), Error> {
     // The value itself is not quoted: it may be a Secret's.
     let mismatch = || {
         let json = match v {
@@ -159,17 +207,27 @@ fn write_value(out: &mut Vec<u8>, schema: &Schema, number: u32, ty: &Type, v: &V
             bytes(&mut r, 1, &serde_json::to_vec(v).map_err(|e| Error(e.to_string()))?);
             bytes(out, number, &r);
         }
-        (Type::Message(index), v) => {
-            let m = self::message(schema, *index, v, depth + 1)?;
+        (Type::Message(index), Value::Object(_)) => {
+            let mut m = Vec::new();
+            write_message(&mut m, schema, *index, v, depth + 1, lenient)?;
             bytes(out, number, &m);
         }
         (Type::Wrapped(element), Value::Array(items)) => {
             let mut w = Vec::new();
             for item in items {
-                write_value(&mut w, schema, 1, element, item, depth)?;
+                write_value(&mut w, schema, 1, element, item, depth, lenient)?;
             }
             bytes(out, number, &w);
         }
+        (_, Value::Bool(b)) if lenient => {
+            key(out, number, 0);
+            varint(out, u64::from(*b));
+        }
+        (_, Value::Number(n)) if lenient && n.as_i64().is_some() => {
+            key(out, number, 0);
+            varint(out, n.as_i64().unwrap_or_default() as u64);
+        }
+        (_, v) if lenient => bytes(out, number, v.to_string().as_bytes()),
         _ => return Err(mismatch()),
     }
     Ok(())

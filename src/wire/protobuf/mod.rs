@@ -7,11 +7,11 @@
 //! the upstream `.proto` files) by apiVersion and kind, and read by the serde `Deserializer` in
 //! [`de`], which drives the type's own `Deserialize` impl as JSON would, apiVersion and kind
 //! included. The fake API server reads kubectl's protobuf request bodies with the same table
-//! (and a reader of its own, so that the two check each other).
+//! (and a reader of its own, so that the two check each other), and writes its protobuf answers
+//! with [`en`].
 
-// The fake server uses only the table; the decoder serves fuzzing and tests until watchers ask for
-// protobuf (src/wire/mod.rs).
-#![cfg_attr(not(feature = "fuzzing"), allow(dead_code))]
+// The encoder serves the fake API server (feature `testing`), fuzzing and tests.
+#![cfg_attr(not(any(feature = "testing", feature = "fuzzing")), allow(dead_code))]
 
 pub(crate) mod de;
 pub(crate) mod en;
@@ -90,13 +90,24 @@ pub(crate) fn object<T: DeserializeOwned>(body: &[u8]) -> Result<T, Error> {
 
 /// Encodes an object's JSON form (with `apiVersion` and `kind`) as an enveloped protobuf body.
 pub(crate) fn encode(value: &serde_json::Value) -> Result<Vec<u8>, Error> {
+    encode_with(value, false)
+}
+
+/// [`encode`], writing what the table has no place for by its JSON type (see
+/// [`en::message_lenient`]): fails only for a kind without a protobuf form.
+pub(crate) fn encode_lenient(value: &serde_json::Value) -> Result<Vec<u8>, Error> {
+    encode_with(value, true)
+}
+
+fn encode_with(value: &serde_json::Value, lenient: bool) -> Result<Vec<u8>, Error> {
     let text = |key: &str| value.get(key).and_then(serde_json::Value::as_str).unwrap_or_default();
     let (api_version, kind) = (text("apiVersion"), text("kind"));
     let schema = schema::schema();
     let Some(index) = schema.kind(api_version, kind) else {
         return Err(Error(format!("kind {kind:?} of apiVersion {api_version:?} has no protobuf form")));
     };
-    Ok(en::envelope(api_version, kind, &en::message(schema, index, value, 0)?))
+    let raw = if lenient { en::message_lenient(schema, index, value)? } else { en::message(schema, index, value, 0)? };
+    Ok(en::envelope(api_version, kind, &raw))
 }
 
 #[cfg(test)]

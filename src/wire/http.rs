@@ -1,0 +1,406 @@
+//! The HTTP transport: every request and response goes through here (auth/ builds the agents and
+//! their TLS and proxy settings; ARCHITECTURE.md lists every user of ureq).
+//!
+//! Every request goes through [`Http::call`]: credentials are fetched just before it, a stale
+//! pooled connection is retried once, a 401 refreshes credentials once, and any non-2xx answer
+//! becomes an [`Error::Api`] built from its `Status` body. Bodies are bounded: an error body, one
+//! object, a list (its decoded bytes, [`Capped`]); a watch is read by [`WatchStream`]
+//! (`wire/stream.rs`).
+
+use std::io::{self, BufReader, Read};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::time::Duration;
+
+use ureq::Body;
+use ureq::http::Response;
+
+use crate::auth::{Connection, Failure, RootSet};
+use crate::config::DEFAULT_MAX_LIST_BYTES;
+use crate::error::{Error, Result};
+use crate::resource::Watchable;
+use crate::wire::api::Api;
+use crate::wire::decode::{self, Encoding, ListError, ListMeta};
+use crate::wire::request::{self, ListParams, WatchParams};
+use crate::wire::stream::WatchStream;
+
+/// Bound on an error body we read to explain a non-2xx answer.
+const MAX_ERROR_BODY: u64 = 1 << 20;
+/// Bound on one object from a GET.
+const MAX_OBJECT_BYTES: u64 = 64 << 20;
+/// Idle limit for non-watch requests: the API server answers them within 60 s or gives up.
+const REQUEST_IDLE: Duration = Duration::from_secs(70);
+
+/// The HTTP side of one watcher (or one call): an agent of its own, so `shutdown` stops only it.
+pub(crate) struct Http {
+    agent: ureq::Agent,
+    /// The CAs `agent` trusts; a request made after the CA file was re-read brings its own TLS
+    /// configuration instead ([`Connection::request_tls`]).
+    agent_roots: RootSet,
+    conn: Arc<Connection>,
+    /// The longest watch line or list item accepted (`Config::max_line`).
+    max_line: usize,
+    /// Whether lists, gets and watches ask for protobuf, and what came back.
+    negotiation: Arc<Negotiation>,
+}
+
+/// How the requests of one watcher (all its threads) or one call choose their encoding
+/// (docs/protocol.md §12.1): protobuf, with JSON as the fallback in the same `Accept` header,
+/// for a type with a protobuf form unless the settings say JSON; a server that refuses it
+/// (406 or 415) is asked for JSON from then on, not probed on every request.
+#[derive(Debug, Default)]
+pub(crate) struct Negotiation {
+    /// Ask for protobuf: the type has a protobuf form and the settings allow it.
+    offer: bool,
+    /// A server refused a protobuf `Accept`: JSON from now on.
+    refused: AtomicBool,
+    /// The encoding of the last list or watch answer: 0 none yet, 1 JSON, 2 protobuf.
+    last: AtomicU8,
+}
+
+impl Negotiation {
+    /// For `api`'s type: `wanted` is the settings' say (`WireFormat::Protobuf`, and not a
+    /// compact store mode, which keeps JSON bytes). Metadata-only requests, `DynamicObject` and
+    /// kinds the schema table does not know (custom resources) stay JSON.
+    pub(crate) fn new<K: Watchable>(api: &Api<K>, wanted: bool) -> Arc<Negotiation> {
+        let offer = wanted
+            && K::protobuf_form()
+            && !api.metadata_only
+            && decode::has_protobuf_form(&api.resource.api_version, &api.resource.kind);
+        Arc::new(Negotiation { offer, ..Negotiation::default() })
+    }
+
+    /// The encoding of the last list or watch answer read; `None` before the first.
+    pub(crate) fn in_use(&self) -> Option<Encoding> {
+        match self.last.load(Ordering::Relaxed) {
+            1 => Some(Encoding::Json),
+            2 => Some(Encoding::Protobuf),
+            _ => None,
+        }
+    }
+
+    fn saw(&self, encoding: Encoding) {
+        let code = match encoding {
+            Encoding::Json => 1,
+            Encoding::Protobuf => 2,
+        };
+        self.last.store(code, Ordering::Relaxed);
+    }
+}
+
+impl Http {
+    pub(crate) fn new(conn: Arc<Connection>) -> Http {
+        let (agent, agent_roots) = conn.agent();
+        Http { agent, agent_roots, conn, max_line: crate::config::DEFAULT_MAX_LINE, negotiation: Arc::default() }
+    }
+
+    /// The same, negotiating the encoding of lists, gets and watches with `negotiation`.
+    pub(crate) fn negotiating(self, negotiation: Arc<Negotiation>) -> Http {
+        Http { negotiation, ..self }
+    }
+
+    /// The same, accepting watch lines and list items of up to `max_line` bytes.
+    pub(crate) fn with_max_line(conn: Arc<Connection>, max_line: usize) -> Http {
+        Http { max_line, ..Http::new(conn) }
+    }
+
+    /// The agent; `agent().clone().shutdown()` interrupts any blocked call on it, now and
+    /// forever (docs/http.md §3).
+    pub(crate) fn agent(&self) -> &ureq::Agent {
+        &self.agent
+    }
+
+    /// GETs `path` (on the server, e.g. a discovery document) and returns its body, bounded.
+    pub(crate) fn get_bytes(&self, path: &str, context: &str, accept: &str) -> Result<Vec<u8>> {
+        self.get_typed(path, context, accept).map(|(bytes, _)| bytes)
+    }
+
+    /// [`get_bytes`](Self::get_bytes), with the answer's `Content-Type` ("" when it has none):
+    /// what tells which of the accepted forms the server chose.
+    pub(crate) fn get_typed(&self, path: &str, context: &str, accept: &str) -> Result<(Vec<u8>, String)> {
+        let url = self.url(path, "");
+        let res = self.call(&url, context, REQUEST_IDLE, false, accept)?;
+        let content_type =
+            res.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+        let mut bytes = Vec::new();
+        res.into_body()
+            .into_with_config()
+            .limit(MAX_OBJECT_BYTES)
+            .reader()
+            .read_to_end(&mut bytes)
+            .map_err(|e| io_error(context, e))?;
+        Ok((bytes, content_type))
+    }
+
+    /// GETs one object of `api`: its bytes and their encoding (protobuf when asked for and given).
+    pub(crate) fn get_object<K>(&self, api: &Api<K>, path: &str, context: &str) -> Result<(Vec<u8>, Encoding)> {
+        let url = self.url(path, "");
+        let json = if api.metadata_only { request::ACCEPT_METADATA } else { request::ACCEPT_JSON };
+        let (res, encoding) = self.negotiated(&url, context, REQUEST_IDLE, false, json, !api.metadata_only)?;
+        let mut bytes = Vec::new();
+        res.into_body()
+            .into_with_config()
+            .limit(MAX_OBJECT_BYTES)
+            .reader()
+            .read_to_end(&mut bytes)
+            .map_err(|e| io_error(context, e))?;
+        Ok((bytes, encoding))
+    }
+
+    /// One GET in the encoding negotiated (see [`Negotiation`]): `json` is the `Accept` header
+    /// when protobuf is not offered or was refused; `offer` whether this request may offer it.
+    /// Returns the answer and the encoding its `Content-Type` names.
+    fn negotiated(
+        &self,
+        url: &str,
+        context: &str,
+        idle: Duration,
+        watch: bool,
+        json: &str,
+        offer: bool,
+    ) -> Result<(Response<Body>, Encoding)> {
+        let n = &self.negotiation;
+        let mut res = None;
+        if offer && n.offer && !n.refused.load(Ordering::Relaxed) {
+            match self.call(url, context, idle, watch, request::ACCEPT_PROTOBUF) {
+                Err(Error::Api(e)) if matches!(e.code, 406 | 415) => {
+                    // JSON was listed as the fallback, so only a server that cannot parse the
+                    // header at all answers this: ask it for JSON, now and from now on.
+                    log::debug!(
+                        "{context}: the server refused protobuf (HTTP {}); asking for JSON from now on",
+                        e.code
+                    );
+                    n.refused.store(true, Ordering::Relaxed);
+                }
+                other => res = Some(other?),
+            }
+        }
+        let res = match res {
+            Some(res) => res,
+            None => self.call(url, context, idle, watch, json)?,
+        };
+        let content_type = res.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default();
+        let encoding = Encoding::of_content_type(content_type);
+        // What the watcher reads: its own requests, not a protobuf watcher's metadata-only
+        // drift checks (which never offer protobuf).
+        if offer || !n.offer {
+            n.saw(encoding);
+        }
+        Ok((res, encoding))
+    }
+
+    /// The full URL of an API path (keeping the server URL's own path prefix) and query.
+    pub(super) fn url(&self, path: &str, query: &str) -> String {
+        format!("{}{path}{query}", self.conn.server)
+    }
+
+    /// Lists one page of `api`, handing each item's bytes to `on_item` as it streams in. An
+    /// `Err` from `on_item` ends the read and is returned as it is.
+    pub(crate) fn list<K, E: From<Error>>(
+        &self,
+        api: &Api<K>,
+        params: &ListParams,
+        mut on_item: impl FnMut(decode::Item<'_>) -> Result<(), E>,
+    ) -> Result<ListMeta, E> {
+        let context = api.describe("list");
+        let url = self.url(&request::collection_path(&api.resource, api.namespace.as_deref()), &params.query());
+        let json = if api.metadata_only { request::ACCEPT_METADATA_LIST } else { request::ACCEPT_JSON };
+        let (res, encoding) = self.negotiated(&url, &context, REQUEST_IDLE, false, json, !api.metadata_only)?;
+        let reader = Capped { inner: res.into_body().into_reader(), left: DEFAULT_MAX_LIST_BYTES };
+        let listed = match encoding {
+            Encoding::Json => decode::list(reader, self.max_line, &mut on_item),
+            Encoding::Protobuf => {
+                let resource = (api.resource.api_version.as_str(), api.resource.kind.as_str());
+                decode::protobuf_list(reader, self.max_line, resource, &mut on_item)
+            }
+        };
+        listed.map_err(|e| match e {
+            ListError::Io(e) => io_error(&context, e).into(),
+            ListError::Malformed { message, offset, snippet } => Error::Decode(Box::new(crate::error::DecodeError {
+                context,
+                line: None,
+                len: offset as usize,
+                message: format!("{message} (at byte {offset})"),
+                snippet,
+            }))
+            .into(),
+            ListError::Item(e) => e,
+        })
+    }
+
+    /// Opens a watch on `api`; `idle` bounds the silence between two reads: past it,
+    /// [`WatchStream::next_line`] answers `Idle` (for the whole life of the stream).
+    pub(crate) fn watch<K>(&self, api: &Api<K>, params: &WatchParams, idle: Duration) -> Result<WatchStream> {
+        let context = api.describe("watch");
+        let url = self.url(&request::collection_path(&api.resource, api.namespace.as_deref()), &params.query());
+        let json = if api.metadata_only { request::ACCEPT_METADATA } else { request::ACCEPT_JSON };
+        let (res, encoding) = self.negotiated(&url, &context, idle, true, json, !api.metadata_only)?;
+        let reader = BufReader::with_capacity(64 * 1024, res.into_body().into_reader());
+        Ok(WatchStream::new(reader, self.max_line, context, encoding))
+    }
+
+    /// One GET with credentials; non-2xx answers become `Error::Api`.
+    pub(super) fn call(
+        &self,
+        url: &str,
+        context: &str,
+        idle: Duration,
+        watch: bool,
+        accept: &str,
+    ) -> Result<Response<Body>> {
+        let mut refreshed = false;
+        let mut retried = false;
+        let mut reread_ca = false;
+        loop {
+            let auth = self.conn.request_auth()?;
+            // The CAs of now: the CA file may have been re-read since the agent was built.
+            let roots = self.conn.tls.roots();
+            let mut req = self.agent.get(url).header("Accept", accept);
+            if watch {
+                // Watches are not compressed by the server; ask for identity so a future
+                // multi-member gzip stream never meets a single-member decoder.
+                req = req.header("Accept-Encoding", "identity");
+            }
+            for (name, value) in &auth.headers {
+                req = req.header(name.as_str(), value.expose());
+            }
+            let mut cfg = req.config().timeout_per_read(Some(idle));
+            // A certificate from an exec plugin can change at any refresh, and a CA file can be
+            // re-read, so these are set per request (such connections are not pooled; the
+            // agent's stop still reaches them).
+            if let Some(tls) = self.conn.request_tls(&roots, &self.agent_roots, auth.client_cert) {
+                cfg = cfg.tls_config(tls);
+            }
+            if !watch {
+                cfg = cfg.timeout_recv_response(Some(REQUEST_IDLE));
+            }
+            log::trace!("GET {context}");
+            let res = match cfg.build().call() {
+                Ok(res) => res,
+                Err(ureq::Error::Io(e)) if !retried && is_stale_connection(&e) => {
+                    // A pooled connection the server had just closed: retry once (ureq does not).
+                    log::debug!("{context}: {e}; retrying once on a fresh connection");
+                    retried = true;
+                    continue;
+                }
+                Err(e) => {
+                    let failure = Failure::of(&e);
+                    if matches!(failure, Some(Failure::CertificateRefused(_)))
+                        && !refreshed
+                        && self.conn.client_cert_may_refresh()
+                    {
+                        // An exec plugin's certificate the server no longer accepts: run it again.
+                        log::debug!("{context}: client certificate refused; refreshing it once");
+                        refreshed = true;
+                        continue;
+                    }
+                    if failure == Some(Failure::Untrusted) && !reread_ca && self.conn.tls.reload_ca(&roots) {
+                        // The CA file changed (a rotated cluster CA): retry at once with it. An
+                        // unchanged file gives the error, and the caller's backoff spaces the
+                        // next read.
+                        log::debug!("{context}: server certificate not trusted; the CA file changed, retrying once");
+                        reread_ca = true;
+                        continue;
+                    }
+                    let message = match failure {
+                        Some(f) => format!("{}: {}", self.conn.explain(&f), ureq_message(&e)),
+                        None => ureq_message(&e),
+                    };
+                    return Err(Error::transport(context, message));
+                }
+            };
+            let code = res.status().as_u16();
+            // Deprecation and other advisories (`299 - "text"`): worth a log line, never an error.
+            for warning in res.headers().get_all("warning") {
+                log::debug!("{context}: server warning: {}", String::from_utf8_lossy(warning.as_bytes()));
+            }
+            if (200..300).contains(&code) {
+                return Ok(res);
+            }
+            let retry_after = res.headers().get("retry-after").and_then(|v| parse_retry_after(v.as_bytes()));
+            let mut body = Vec::new();
+            // The body only explains the status; a failure to read it leaves the status standing.
+            let _ = res.into_body().into_with_config().limit(MAX_ERROR_BODY).reader().read_to_end(&mut body);
+            if code == 401 && !refreshed && self.conn.refresh_after_unauthorized() {
+                refreshed = true;
+                continue;
+            }
+            let e = decode::http_error(context, code, &body, retry_after);
+            if code == 401 || code == 403 {
+                log::warn!("{e}");
+            }
+            return Err(Error::Api(Box::new(e)));
+        }
+    }
+}
+
+/// A `Retry-After` header as the API server sends it: a whole number of seconds. Anything else
+/// (negative, a word, an HTTP date, empty) counts as absent; a huge value is kept as it is and
+/// bounded where it is used (`Machine::server_wait`).
+fn parse_retry_after(value: &[u8]) -> Option<Duration> {
+    let text = std::str::from_utf8(value).ok()?.trim();
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    // All digits: only too many of them fails, and that is "wait forever", bounded at use.
+    Some(Duration::from_secs(text.parse::<u64>().unwrap_or(u64::MAX)))
+}
+
+fn is_stale_connection(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionReset
+            | io::ErrorKind::UnexpectedEof
+            | io::ErrorKind::BrokenPipe
+            | io::ErrorKind::ConnectionAborted
+    )
+}
+
+fn ureq_message(e: &ureq::Error) -> String {
+    match e {
+        ureq::Error::Timeout(t) => format!("timed out ({t})"),
+        ureq::Error::Io(io) => io.to_string(),
+        other => other.to_string(),
+    }
+}
+
+pub(super) fn ureq_error(context: &str, e: ureq::Error) -> Error {
+    Error::transport(context, ureq_message(&e))
+}
+
+fn io_error(context: &str, e: io::Error) -> Error {
+    ureq_error(context, ureq::Error::from(e))
+}
+
+/// Caps the decoded bytes of a body (gzip limits count compressed bytes; docs/http.md §1).
+struct Capped<R> {
+    inner: R,
+    left: u64,
+}
+
+impl<R: Read> Read for Capped<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.left == 0 {
+            return Err(io::Error::other(format!("body larger than {DEFAULT_MAX_LIST_BYTES} bytes")));
+        }
+        let max = buf.len().min(usize::try_from(self.left).unwrap_or(usize::MAX));
+        let n = self.inner.read(&mut buf[..max])?;
+        self.left -= n as u64;
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_is_whole_seconds_or_absent() {
+        assert_eq!(parse_retry_after(b" 7 "), Some(Duration::from_secs(7)));
+        assert_eq!(parse_retry_after(b"18446744073709551615"), Some(Duration::from_secs(u64::MAX)));
+        assert_eq!(parse_retry_after(b"99999999999999999999999"), Some(Duration::from_secs(u64::MAX)));
+        for absent in [&b""[..], b"-5", b"soon", b"Wed, 21 Oct 2026 07:28:00 GMT", b"1.5", b"+3", b"\xff"] {
+            assert_eq!(parse_retry_after(absent), None, "{}", String::from_utf8_lossy(absent));
+        }
+    }
+}

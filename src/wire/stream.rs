@@ -1,0 +1,394 @@
+//! An open watch response, read event by event with a bounded, reused buffer.
+
+use std::io::{self, BufRead, BufReader, Read};
+
+use ureq::BodyReader;
+
+use crate::error::Error;
+use crate::wire::decode::{self, Encoding, FRAME_HEADER, Frame, Line};
+use crate::wire::http::ureq_error;
+
+/// What reading a watch stream produced.
+pub(crate) enum StreamItem<'a> {
+    /// One complete event: a JSON line without its newline, or a protobuf frame's message
+    /// without its length (docs/protocol.md §12.3); with its number in the stream.
+    Line(&'a [u8], u64),
+    /// The server ended the stream cleanly.
+    End,
+    /// No byte arrived within the idle time; reading may go on.
+    Idle,
+    /// The stream broke.
+    Failed(Error),
+}
+
+/// An open watch response, read event by event with a bounded, reused buffer: JSON lines, or
+/// length-delimited protobuf frames (each bounded by `Config::max_line` too).
+///
+/// Its read timeout is fixed when the request is made (ureq cannot change it on an open
+/// response): a streaming list keeps the short end-marker wait for the life of the stream. So a
+/// read timeout is never the end of a stream: [`next_line`](Self::next_line) answers `Idle`, the
+/// line in progress is kept, and the worker's state machine, which knows which phase the stream
+/// is in, decides whether the silence has lasted too long.
+pub(crate) struct WatchStream {
+    reader: BufReader<BodyReader<'static>>,
+    buf: Vec<u8>,
+    /// `buf` holds the start of a line that a read timeout interrupted (or that
+    /// [`line_ready`](Self::line_ready) read as far as the bytes received went): read on into it.
+    partial: bool,
+    /// What [`line_ready`](Self::line_ready) found without waiting, for the next
+    /// [`next_line`](Self::next_line) to return.
+    ready: Option<Outcome>,
+    line: u64,
+    max_line: usize,
+    context: String,
+    /// JSON lines or protobuf frames, as the answer's `Content-Type` said.
+    encoding: Encoding,
+}
+
+/// A [`StreamItem`] that does not borrow the line (which stays in `WatchStream::buf`).
+enum Outcome {
+    Line(u64),
+    End,
+    Idle,
+    Failed(Error),
+}
+
+/// The bytes a `BufReader` already holds, readable without waiting for the network: reading
+/// past them is `WouldBlock` (and `read_line` keeps what it read of the line).
+struct Buffered<'a, R>(&'a mut BufReader<R>);
+
+impl<R: Read> Read for Buffered<'_, R> {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        let n = {
+            let available = self.fill_buf()?;
+            let n = available.len().min(out.len());
+            out[..n].copy_from_slice(&available[..n]);
+            n
+        };
+        self.consume(n);
+        Ok(n)
+    }
+}
+
+impl<R: Read> BufRead for Buffered<'_, R> {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        match self.0.buffer() {
+            [] => Err(io::ErrorKind::WouldBlock.into()),
+            available => Ok(available),
+        }
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.0.consume(n);
+    }
+}
+
+impl WatchStream {
+    pub(super) fn new(
+        reader: BufReader<BodyReader<'static>>,
+        max_line: usize,
+        context: String,
+        encoding: Encoding,
+    ) -> WatchStream {
+        WatchStream {
+            ready: None,
+            reader,
+            buf: Vec::with_capacity(16 * 1024),
+            partial: false,
+            line: 0,
+            max_line,
+            context,
+            encoding,
+        }
+    }
+
+    /// The encoding of the stream's events.
+    pub(crate) fn encoding(&self) -> Encoding {
+        self.encoding
+    }
+
+    /// The bytes around each event that [`StreamItem::Line`] leaves out: a newline, or a
+    /// frame's length.
+    pub(crate) fn overhead(&self) -> u64 {
+        match self.encoding {
+            Encoding::Json => 1,
+            Encoding::Protobuf => FRAME_HEADER as u64,
+        }
+    }
+
+    /// Reads on as far as the bytes already received go, without waiting for the network
+    /// (skipping blank keep-alive lines); true when that completed an event line (or found the
+    /// end), so that the next [`next_line`](Self::next_line) returns at once. False means the
+    /// next `next_line` waits for the network: the worker hands over what it holds back first.
+    pub(crate) fn line_ready(&mut self) -> bool {
+        if self.ready.is_none() {
+            self.ready = self.advance(false);
+        }
+        self.ready.is_some()
+    }
+
+    pub(crate) fn next_line(&mut self) -> StreamItem<'_> {
+        let outcome = match self.ready.take() {
+            Some(outcome) => outcome,
+            // Cannot be `None`: only a read that must not wait stops short.
+            None => self.advance(true).unwrap_or(Outcome::Idle),
+        };
+        match outcome {
+            Outcome::Line(n) => match self.encoding {
+                Encoding::Json => StreamItem::Line(&self.buf, n),
+                Encoding::Protobuf => StreamItem::Line(&self.buf[FRAME_HEADER..], n),
+            },
+            Outcome::End => StreamItem::End,
+            Outcome::Idle => StreamItem::Idle,
+            Outcome::Failed(e) => StreamItem::Failed(e),
+        }
+    }
+
+    /// Reads the next protobuf frame into `buf` (see [`advance`](Self::advance)).
+    fn advance_frame(&mut self, wait: bool) -> Option<Outcome> {
+        if !std::mem::take(&mut self.partial) {
+            self.buf.clear();
+        }
+        let read = if wait {
+            decode::read_frame(&mut self.reader, &mut self.buf, self.max_line)
+        } else {
+            decode::read_frame(&mut Buffered(&mut self.reader), &mut self.buf, self.max_line)
+        };
+        match read {
+            Ok(Frame::Complete) => {
+                self.line += 1;
+                Some(Outcome::Line(self.line))
+            }
+            Ok(Frame::End) if self.buf.is_empty() => Some(Outcome::End),
+            Ok(Frame::End) => Some(Outcome::Failed(Error::transport(
+                self.context.as_str(),
+                format!("stream ended inside frame {} after {} bytes", self.line + 1, self.buf.len()),
+            ))),
+            Ok(Frame::TooLong(len)) => Some(Outcome::Failed(Error::Decode(Box::new(decode::decode_error(
+                &self.context,
+                Some(self.line + 1),
+                &self.buf,
+                format!(
+                    "protobuf frame announces {len} bytes, more than the {} byte limit (Config::max_line)",
+                    self.max_line
+                ),
+            ))))),
+            Err(e) if !wait && e.kind() == io::ErrorKind::WouldBlock => {
+                self.partial = true;
+                None
+            }
+            Err(e) => Some(match ureq::Error::from(e) {
+                ureq::Error::Timeout(ureq::Timeout::PerRead) => {
+                    self.partial = true;
+                    Outcome::Idle
+                }
+                other => Outcome::Failed(ureq_error(&self.context, other)),
+            }),
+        }
+    }
+
+    /// Reads the next event line into `buf`. `wait`: whether it may wait for the network;
+    /// without, `None` when the bytes received so far hold no complete line (what they hold of
+    /// one is kept in `buf`).
+    fn advance(&mut self, wait: bool) -> Option<Outcome> {
+        if self.encoding == Encoding::Protobuf {
+            return self.advance_frame(wait);
+        }
+        loop {
+            if !std::mem::take(&mut self.partial) {
+                self.buf.clear();
+            }
+            let read = if wait {
+                decode::read_line(&mut self.reader, &mut self.buf, self.max_line)
+            } else {
+                decode::read_line(&mut Buffered(&mut self.reader), &mut self.buf, self.max_line)
+            };
+            match read {
+                Ok(Line::Complete) => {
+                    self.line += 1;
+                    // Tolerate CRLF and blank keep-alive lines.
+                    while self.buf.last() == Some(&b'\r') {
+                        self.buf.pop();
+                    }
+                    if !self.buf.iter().all(u8::is_ascii_whitespace) {
+                        return Some(Outcome::Line(self.line));
+                    }
+                }
+                Ok(Line::End) if self.buf.iter().all(u8::is_ascii_whitespace) => return Some(Outcome::End),
+                Ok(Line::End) => {
+                    return Some(Outcome::Failed(Error::transport(
+                        self.context.as_str(),
+                        format!(
+                            "stream ended inside an event after {} bytes of line {}",
+                            self.buf.len(),
+                            self.line + 1
+                        ),
+                    )));
+                }
+                Ok(Line::TooLong) => {
+                    return Some(Outcome::Failed(Error::Decode(Box::new(decode::decode_error(
+                        &self.context,
+                        Some(self.line + 1),
+                        &self.buf,
+                        format!("line longer than the {} byte limit", self.max_line),
+                    )))));
+                }
+                Err(e) if !wait && e.kind() == io::ErrorKind::WouldBlock => {
+                    self.partial = true;
+                    return None;
+                }
+                Err(e) => {
+                    return Some(match ureq::Error::from(e) {
+                        ureq::Error::Timeout(ureq::Timeout::PerRead) => {
+                            self.partial = true;
+                            Outcome::Idle
+                        }
+                        other => Outcome::Failed(ureq_error(&self.context, other)),
+                    });
+                }
+            }
+        }
+    }
+}
+
+#[cfg(all(test, feature = "testing"))]
+mod stream_tests {
+    use std::time::Instant;
+
+    use k8s_openapi::api::core::v1::Pod;
+    use serde_json::Value;
+
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::auth::Connection;
+    use crate::testing::{FakeApiServer, Fault, Match};
+    use crate::wire::api::Api;
+    use crate::wire::client::Client;
+    use crate::wire::http::Http;
+    use crate::wire::request::{self, WatchParams};
+
+    /// The bound on any wait: generous for a slow, noisy 2-core CI machine.
+    const WAIT: Duration = Duration::from_secs(20);
+
+    fn pod(name: &str) -> Pod {
+        let mut p = Pod::default();
+        p.metadata.name = Some(name.to_owned());
+        p.metadata.namespace = Some("apps".to_owned());
+        p
+    }
+
+    /// The next line that is not `Idle`, as JSON.
+    fn next_event(stream: &mut WatchStream) -> Value {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            match stream.next_line() {
+                StreamItem::Line(bytes, _) => {
+                    return serde_json::from_slice(bytes)
+                        .unwrap_or_else(|e| panic!("{e}: {:?}", String::from_utf8_lossy(bytes)));
+                }
+                StreamItem::Idle => assert!(Instant::now() < deadline, "no line within {WAIT:?}"),
+                StreamItem::End => panic!("the stream ended"),
+                StreamItem::Failed(e) => panic!("{e}"),
+            }
+        }
+    }
+
+    /// Reads while the server is paused inside a line: a read must time out (nothing else comes),
+    /// with the first half of the line kept; then resumes the server and returns the line.
+    fn read_through_a_pause(server: &FakeApiServer, stream: &mut WatchStream) -> Value {
+        assert!(server.wait_for_paused_lines(1, WAIT), "the server did not pause");
+        let deadline = Instant::now() + WAIT;
+        let mut half = Vec::new();
+        let mut idles_with_half = 0;
+        // The half line was sent before the pause began: wait until it has been read, then
+        // time out twice more with it kept.
+        while idles_with_half < 2 {
+            assert!(matches!(stream.next_line(), StreamItem::Idle), "a line arrived during the pause");
+            if half.is_empty() {
+                half.clone_from(&stream.buf);
+            } else {
+                let (now, before) = (String::from_utf8_lossy(&stream.buf), String::from_utf8_lossy(&half));
+                assert_eq!(now, before, "the start of the line was lost at a read timeout");
+                idles_with_half += 1;
+            }
+            assert!(Instant::now() < deadline, "the half line never arrived");
+        }
+        server.resume_lines();
+        next_event(stream)
+    }
+
+    /// After a streaming list the stream keeps the short end-marker read
+    /// timeout, so a pause inside a later line times a read out; the line must still arrive
+    /// whole (the bytes before the pause were dropped, and the rest decoded as garbage).
+    #[test]
+    fn a_line_paused_past_the_read_timeout_after_a_streaming_list_arrives_whole() {
+        let server = FakeApiServer::builder().bookmark_interval(Duration::from_secs(3600)).start();
+        server.create(&pod("a")).unwrap();
+        // ADDED a, then the end marker, then the line to pause in.
+        server.push_fault(Match::Watch, Fault::PauseInLine { after: 2 });
+        let api: Api<Pod> = Api::all(Client::from_url(&server.url()).unwrap());
+        let http = Http::new(Arc::clone(&api.client.conn));
+        let params = WatchParams {
+            timeout: Duration::from_secs(600),
+            bookmarks: true,
+            send_initial_events: true,
+            ..WatchParams::default()
+        };
+        let mut stream = http.watch(&api, &params, Duration::from_millis(100)).unwrap();
+        assert_eq!(next_event(&mut stream)["type"], "ADDED");
+        let marker = next_event(&mut stream);
+        assert_eq!(marker["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true");
+        server.create(&pod("b")).unwrap();
+        let event = read_through_a_pause(&server, &mut stream);
+        assert_eq!(event["type"], "ADDED");
+        assert_eq!(event["object"]["metadata"]["name"], "b");
+        // The stream goes on.
+        server.create(&pod("c")).unwrap();
+        assert_eq!(next_event(&mut stream)["object"]["metadata"]["name"], "c");
+    }
+
+    /// A server that accepts the connection and then says nothing: the request times out after
+    /// connecting, which must not be explained as a failure to connect.
+    #[test]
+    fn a_server_that_accepts_and_stays_silent_is_not_called_a_connect_timeout() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let silent = std::thread::spawn(move || {
+            let (conn, _) = listener.accept().unwrap();
+            // Keep the connection open, silent, until the client has given up.
+            let _ = rx.recv_timeout(WAIT);
+            drop(conn);
+        });
+        let conn = Arc::new(Connection::from_url(&format!("http://{addr}")).unwrap());
+        let http = Http::new(conn);
+        let url = http.url("/api/v1/pods", "");
+        let e = http.call(&url, "list pods", Duration::from_millis(200), false, request::ACCEPT_JSON).unwrap_err();
+        tx.send(()).unwrap();
+        silent.join().unwrap();
+        let text = e.to_string();
+        assert!(text.contains("timed out (per read)"), "{text}");
+        assert!(!text.contains("connecting to"), "{text}");
+    }
+
+    /// The same over TLS: a read timeout inside a TLS record leaves the session usable.
+    #[test]
+    fn a_line_paused_past_the_read_timeout_over_tls_arrives_whole() {
+        let server = FakeApiServer::builder().tls(true).token("t0ken").start();
+        let rv = server.resource_version();
+        server.push_fault(Match::Watch, Fault::PauseInLine { after: 0 });
+        let client =
+            Client::from_kubeconfig_yaml(&server.kubeconfig(), &crate::auth::KubeconfigOptions::default()).unwrap();
+        let api: Api<Pod> = Api::all(client);
+        let http = Http::new(Arc::clone(&api.client.conn));
+        let params =
+            WatchParams { resource_version: Some(rv), timeout: Duration::from_secs(600), ..WatchParams::default() };
+        let mut stream = http.watch(&api, &params, Duration::from_millis(100)).unwrap();
+        server.create(&pod("a")).unwrap();
+        let event = read_through_a_pause(&server, &mut stream);
+        assert_eq!(event["type"], "ADDED");
+        assert_eq!(event["object"]["metadata"]["name"], "a");
+    }
+}
