@@ -30,9 +30,10 @@
 # --server-opts: passed to every `bench --serve` (e.g. "--gzip --page-cap 100", or
 # "--chunk-kib 0" for one chunk per pod, "--varied" for pods that differ as a real cluster's do;
 # see examples/bench.rs), and recorded per line.
-# --peers: which of kw (kube-watcher, consumer), kws (store-only), kwz (`--mode compressed`,
+# --peers: which of kw (kube-watcher, consumer; the default wire format, protobuf for pods),
+# kwj (the same reading JSON: `--wire json`), kws (store-only), kwz (`--mode compressed`,
 # the compressed store, consumer), kwp (`--parallel-sync 2`, consumer), kwc (compact store), kr
-# (kube-rs) run (default kw, kws, kwz, kr). --workloads: watch, sync or both (default both; --quick is watch only).
+# (kube-rs, which reads JSON: it cannot ask for protobuf) run (default kw, kwj, kws, kwz, kr). --workloads: watch, sync or both (default both; --quick is watch only).
 # --peer-gzip: the kube-rs peer with kube's `gzip` feature (it asks for gzip as kube-watcher's
 # client always does; target directory suffix -gzip). Without it kube-rs asks for no compression,
 # so `--server-opts --gzip` compresses only kube-watcher's pages.
@@ -165,7 +166,7 @@ print("\"workload\":\"%s\",\"server_opts\":\"%s\",\"client_wall_s\":%.3f,\"serve
     echo "$line" >&2
 }
 
-peers=(kw kws kwz kr)
+peers=(kw kwj kws kwz kr)
 [ -z "$peer_list" ] || IFS=, read -r -a peers <<< "$peer_list"
 [ "$compact" = 1 ] && peers+=(kwc)
 [ "$current_thread" = 1 ] && peers+=(krct)
@@ -178,6 +179,7 @@ run_peer() {
     shift 2
     case "$peer" in
         kw) run_one kube-watcher "$@" "$kwb" ${kw_extra[@]+"${kw_extra[@]}"} ;;
+        kwj) run_one kube-watcher-json "$@" "$kwb" ${kw_extra[@]+"${kw_extra[@]}"} --wire json ;;
         kws) run_one kube-watcher-store-only "$@" "$kwb" ${kw_extra[@]+"${kw_extra[@]}"} --store-only ;;
         kwc) run_one kube-watcher-compact "$@" "$kwb" ${kw_extra[@]+"${kw_extra[@]}"} --mode compact ;;
         kwz) run_one kube-watcher-compressed "$@" "$kwb" ${kw_extra[@]+"${kw_extra[@]}"} --mode compressed ;;
@@ -185,7 +187,7 @@ run_peer() {
         kr) run_one kube-rs "$@" "$peerb" ;;
         krct) run_one kube-rs-current-thread "$@" "$peerb" --current-thread ;;
         kwb) run_one kube-watcher-baseline "$@" "$baseline" ;;
-        *) echo "unknown peer $peer (kw, kws, kwc, kwz, kwp, kr, krct, kwb)" >&2; exit 2 ;;
+        *) echo "unknown peer $peer (kw, kwj, kws, kwc, kwz, kwp, kr, krct, kwb)" >&2; exit 2 ;;
     esac
 }
 
