@@ -74,12 +74,19 @@ impl<'a> Reader<'a> {
 
     #[inline]
     pub(crate) fn varint(&mut self) -> Result<u64, Error> {
-        // Most keys and lengths fit one byte; the rest is out of line, so that `next` inlines.
+        // Most keys and lengths fit one byte; longer than two bytes is out of line, so that `next` inlines.
         if let Some(&byte) = self.data.get(self.pos)
             && byte < 0x80
         {
             self.pos += 1;
             return Ok(u64::from(byte));
+        }
+        // Two bytes (lengths up to 16 KiB) also stay in line.
+        if let Some(&[low, high]) = self.data.get(self.pos..self.pos + 2)
+            && high < 0x80
+        {
+            self.pos += 2;
+            return Ok(u64::from(low & 0x7f) | u64::from(high) << 7);
         }
         self.long_varint()
     }
