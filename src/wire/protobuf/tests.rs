@@ -264,3 +264,33 @@ fn lists_get_their_exact_capacity() {
     let values = rule.values.unwrap();
     assert_eq!((values.as_slice(), values.capacity()), (&[7, 1, 300, 2][..], 4));
 }
+
+#[test]
+fn embedded_json_reads_as_serde_json_reads_it() {
+    // fieldsV1 is checked as UTF-8 as a whole and parsed with serde_json's `from_str`
+    // (src/wire/protobuf/de.rs): the same value as serde_json's `from_slice`, or an error
+    // where it errs.
+    let texts: &[&[u8]] = &[
+        br#"{"f:metadata":{"f:labels":{".":{},"f:app":{}}},"k:{\"name\":\"app\"}":{".":{}}}"#,
+        b" { \"a\" : [ 1 , -2 , 3.5 , 1e5 , -0 , true , false , null , \"x\" , [ ] , { } ] } \n",
+        r#"{"s":"\u00e9\ud83d\ude00\n\t\"\\\/","\u0041":"é😀","":""}"#.as_bytes(),
+        b"\"top\"",
+        b"{",
+        b"{\"a\":1,}",
+        b"{\"a\":1} x",
+        b"\"\\ud800\"",
+        b"\"a\x01b\"",
+        b"\"\xff\"",
+        b"{\"\xc3\":1}",
+        b"[\"\xe2\x82\"]",
+    ];
+    for text in texts {
+        let entry = Writer::default().bytes(7, &Writer::default().bytes(1, text).done()).done();
+        let ours = read_message("meta.v1.ManagedFieldsEntry", &entry).map(|v| v["fieldsV1"].clone());
+        match (ours, serde_json::from_slice::<Value>(text)) {
+            (Ok(a), Ok(b)) => assert_eq!(a, b, "{}", String::from_utf8_lossy(text)),
+            (Err(_), Err(_)) => {}
+            (a, b) => panic!("{}: ours {a:?}, serde_json's {b:?}", String::from_utf8_lossy(text)),
+        }
+    }
+}
