@@ -94,7 +94,7 @@ impl<K: Watchable> Engine<K> {
         // keeps JSON bytes (docs/protocol.md §12.1); one negotiation for all the threads, so a
         // refusal is remembered by all.
         let protobuf = spec.config.wire_format == WireFormat::Protobuf && spec.compact.is_none();
-        let wire = Negotiation::new(&spec.api, protobuf);
+        let wire = Negotiation::new::<K>(spec.api.target(), protobuf);
         let https: Vec<Http> = parts
             .iter()
             .map(|_| {

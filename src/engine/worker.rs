@@ -174,7 +174,7 @@ impl<K: Watchable> Worker<K> {
         let counters = &control.counters;
         let result = match &self.pool {
             // One object that is not a `K` must not block the whole cache: it is skipped.
-            None => self.http.list::<_, Halt>(&self.api, params, |item| {
+            None => self.http.list::<Halt>(self.api.target(), params, |item| {
                 counters::add(&counters.bytes, item.bytes.len() as u64);
                 let subject = prepare.item(item, &context, writer.indexer())?;
                 Ok(Self::init_apply(writer, delivery, counters, subject)?)
@@ -182,7 +182,7 @@ impl<K: Watchable> Worker<K> {
             // The same, with the items prepared on helper threads and applied here in order.
             Some(pool) => {
                 let mut run = pool.run(&context);
-                let result = self.http.list(&self.api, params, |item| {
+                let result = self.http.list(self.api.target(), params, |item| {
                     counters::add(&counters.bytes, item.bytes.len() as u64);
                     run.push(item);
                     run.apply(false, &control.stop_rx, |s| Ok(Self::init_apply(writer, delivery, counters, s)?))
@@ -228,7 +228,7 @@ impl<K: Watchable> Worker<K> {
         let context = api.describe("drift check: list");
         let scratch = &mut self.prepare.scratch;
         let mut listed = HashMap::new();
-        let result = self.http.list::<_, Error>(&api, params, |item| {
+        let result = self.http.list::<Error>(api.target(), params, |item| {
             let meta: PartialObjectMetadata<K> = decode::item(item, scratch)
                 .map_err(|e| Error::Decode(Box::new(decode::decode_error(&context, None, item.bytes, e))))?;
             if let (Some(key), Some(rv)) = (ObjectKey::of(&meta), meta.metadata.resource_version) {
@@ -265,7 +265,7 @@ impl<K: Watchable> Worker<K> {
             params.resource_version,
             params.timeout
         );
-        let mut stream = match self.http.watch(&self.api, params, idle) {
+        let mut stream = match self.http.watch(self.api.target(), params, idle) {
             Ok(s) => s,
             Err(_) if self.stopping() => return Err(Stopped),
             Err(e) => {

@@ -10,7 +10,7 @@ use crate::resource::{ApiResource, PartialObjectMetadata, Watchable};
 use crate::wire::client::Client;
 use crate::wire::decode::{self, Encoding};
 use crate::wire::http::{Http, Negotiation};
-use crate::wire::request::{self, ListParams};
+use crate::wire::request::{self, ListParams, Target};
 
 /// One resource type on one server, in one namespace or across all of them.
 ///
@@ -126,7 +126,12 @@ impl<K> Api<K> {
     }
 
     pub(crate) fn describe(&self, verb: &str) -> String {
-        request::describe(verb, &self.resource, self.namespace.as_deref())
+        self.target().describe(verb)
+    }
+
+    /// What its requests are about, as the transport takes it.
+    pub(crate) fn target(&self) -> Target<'_> {
+        Target { resource: &self.resource, namespace: self.namespace.as_deref(), metadata_only: self.metadata_only }
     }
 }
 
@@ -148,11 +153,11 @@ impl<K: Watchable> Api<K> {
     /// [`Error::Api`] when the server refuses (with its status and message), [`Error::Transport`]
     /// when it cannot be reached, [`Error::Decode`] when an item does not decode as `K`.
     pub fn list(&self, params: &ListParams) -> Result<ObjectList<K>> {
-        let http = Http::new(Arc::clone(&self.client.conn)).negotiating(Negotiation::new(self, true));
+        let http = Http::new(Arc::clone(&self.client.conn)).negotiating(Negotiation::new::<K>(self.target(), true));
         let mut items = Vec::new();
         let context = self.describe("list");
         let mut scratch = decode::Scratch::default();
-        let meta = http.list::<_, Error>(self, params, |item| {
+        let meta = http.list::<Error>(self.target(), params, |item| {
             let obj = decode::item::<K>(item, &mut scratch)
                 .map_err(|e| Error::Decode(Box::new(decode::decode_error(&context, None, item.bytes, e))))?;
             items.push(obj);
@@ -166,10 +171,10 @@ impl<K: Watchable> Api<K> {
     /// # Errors
     /// A missing object is an [`Error::Api`] with `status() == Some(404)`.
     pub fn get(&self, name: &str) -> Result<K> {
-        let http = Http::new(Arc::clone(&self.client.conn)).negotiating(Negotiation::new(self, true));
+        let http = Http::new(Arc::clone(&self.client.conn)).negotiating(Negotiation::new::<K>(self.target(), true));
         let context = format!("get {} {name:?}", self.resource.kind);
         let path = request::object_path(&self.resource, self.namespace.as_deref(), name);
-        let (bytes, encoding) = http.get_object(self, &path, &context)?;
+        let (bytes, encoding) = http.get_object(self.target(), &path, &context)?;
         match encoding {
             Encoding::Json => decode::object(&bytes, &mut decode::Scratch::default()),
             Encoding::Protobuf => decode::protobuf_object(&bytes),

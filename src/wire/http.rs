@@ -19,10 +19,9 @@ use crate::auth::{Connection, Failure, RootSet};
 use crate::config::DEFAULT_MAX_LIST_BYTES;
 use crate::error::{Error, Result};
 use crate::resource::Watchable;
-use crate::wire::api::Api;
 use crate::wire::decode::{self, Encoding, ListError, ListMeta};
-use crate::wire::request::{self, ListParams, WatchParams};
-use crate::wire::stream::WatchStream;
+use crate::wire::request::{self, ListParams, Target, WatchParams};
+use crate::wire::stream::{WatchStream, ureq_error, ureq_message};
 
 /// Bound on an error body we read to explain a non-2xx answer.
 const MAX_ERROR_BODY: u64 = 1 << 20;
@@ -62,11 +61,11 @@ impl Negotiation {
     /// For `api`'s type: `wanted` is the settings' say (`WireFormat::Protobuf`, and not a
     /// compact store mode, which keeps JSON bytes). Metadata-only requests, `DynamicObject` and
     /// kinds the schema table does not know (custom resources) stay JSON.
-    pub(crate) fn new<K: Watchable>(api: &Api<K>, wanted: bool) -> Arc<Negotiation> {
+    pub(crate) fn new<K: Watchable>(target: Target<'_>, wanted: bool) -> Arc<Negotiation> {
         let offer = wanted
             && K::protobuf_form()
-            && !api.metadata_only
-            && decode::has_protobuf_form(&api.resource.api_version, &api.resource.kind);
+            && !target.metadata_only
+            && decode::has_protobuf_form(&target.resource.api_version, &target.resource.kind);
         Arc::new(Negotiation { offer, ..Negotiation::default() })
     }
 
@@ -133,10 +132,10 @@ impl Http {
     }
 
     /// GETs one object of `api`: its bytes and their encoding (protobuf when asked for and given).
-    pub(crate) fn get_object<K>(&self, api: &Api<K>, path: &str, context: &str) -> Result<(Vec<u8>, Encoding)> {
+    pub(crate) fn get_object(&self, target: Target<'_>, path: &str, context: &str) -> Result<(Vec<u8>, Encoding)> {
         let url = self.url(path, "");
-        let json = if api.metadata_only { request::ACCEPT_METADATA } else { request::ACCEPT_JSON };
-        let (res, encoding) = self.negotiated(&url, context, REQUEST_IDLE, false, json, !api.metadata_only)?;
+        let json = if target.metadata_only { request::ACCEPT_METADATA } else { request::ACCEPT_JSON };
+        let (res, encoding) = self.negotiated(&url, context, REQUEST_IDLE, false, json, !target.metadata_only)?;
         let mut bytes = Vec::new();
         res.into_body()
             .into_with_config()
@@ -196,21 +195,21 @@ impl Http {
 
     /// Lists one page of `api`, handing each item's bytes to `on_item` as it streams in. An
     /// `Err` from `on_item` ends the read and is returned as it is.
-    pub(crate) fn list<K, E: From<Error>>(
+    pub(crate) fn list<E: From<Error>>(
         &self,
-        api: &Api<K>,
+        target: Target<'_>,
         params: &ListParams,
         mut on_item: impl FnMut(decode::Item<'_>) -> Result<(), E>,
     ) -> Result<ListMeta, E> {
-        let context = api.describe("list");
-        let url = self.url(&request::collection_path(&api.resource, api.namespace.as_deref()), &params.query());
-        let json = if api.metadata_only { request::ACCEPT_METADATA_LIST } else { request::ACCEPT_JSON };
-        let (res, encoding) = self.negotiated(&url, &context, REQUEST_IDLE, false, json, !api.metadata_only)?;
+        let context = target.describe("list");
+        let url = self.url(&target.collection_path(), &params.query());
+        let json = if target.metadata_only { request::ACCEPT_METADATA_LIST } else { request::ACCEPT_JSON };
+        let (res, encoding) = self.negotiated(&url, &context, REQUEST_IDLE, false, json, !target.metadata_only)?;
         let reader = Capped { inner: res.into_body().into_reader(), left: DEFAULT_MAX_LIST_BYTES };
         let listed = match encoding {
             Encoding::Json => decode::list(reader, self.max_line, &mut on_item),
             Encoding::Protobuf => {
-                let resource = (api.resource.api_version.as_str(), api.resource.kind.as_str());
+                let resource = (target.resource.api_version.as_str(), target.resource.kind.as_str());
                 decode::protobuf_list(reader, self.max_line, resource, &mut on_item)
             }
         };
@@ -230,11 +229,11 @@ impl Http {
 
     /// Opens a watch on `api`; `idle` bounds the silence between two reads: past it,
     /// [`WatchStream::next_line`] answers `Idle` (for the whole life of the stream).
-    pub(crate) fn watch<K>(&self, api: &Api<K>, params: &WatchParams, idle: Duration) -> Result<WatchStream> {
-        let context = api.describe("watch");
-        let url = self.url(&request::collection_path(&api.resource, api.namespace.as_deref()), &params.query());
-        let json = if api.metadata_only { request::ACCEPT_METADATA } else { request::ACCEPT_JSON };
-        let (res, encoding) = self.negotiated(&url, &context, idle, true, json, !api.metadata_only)?;
+    pub(crate) fn watch(&self, target: Target<'_>, params: &WatchParams, idle: Duration) -> Result<WatchStream> {
+        let context = target.describe("watch");
+        let url = self.url(&target.collection_path(), &params.query());
+        let json = if target.metadata_only { request::ACCEPT_METADATA } else { request::ACCEPT_JSON };
+        let (res, encoding) = self.negotiated(&url, &context, idle, true, json, !target.metadata_only)?;
         let reader = BufReader::with_capacity(64 * 1024, res.into_body().into_reader());
         Ok(WatchStream::new(reader, self.max_line, context, encoding))
     }
@@ -354,18 +353,6 @@ fn is_stale_connection(e: &io::Error) -> bool {
             | io::ErrorKind::BrokenPipe
             | io::ErrorKind::ConnectionAborted
     )
-}
-
-fn ureq_message(e: &ureq::Error) -> String {
-    match e {
-        ureq::Error::Timeout(t) => format!("timed out ({t})"),
-        ureq::Error::Io(io) => io.to_string(),
-        other => other.to_string(),
-    }
-}
-
-pub(super) fn ureq_error(context: &str, e: ureq::Error) -> Error {
-    Error::transport(context, ureq_message(&e))
 }
 
 fn io_error(context: &str, e: io::Error) -> Error {

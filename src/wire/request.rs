@@ -213,6 +213,28 @@ pub(crate) fn object_path(ar: &ApiResource, namespace: Option<&str>, name: &str)
     p
 }
 
+/// What a request is about: one resource type, in one namespace or across all, full objects or
+/// metadata only. Plain data, so that the transport (`wire/http.rs`) needs nothing of `Api`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Target<'a> {
+    pub(crate) resource: &'a ApiResource,
+    pub(crate) namespace: Option<&'a str>,
+    /// `PartialObjectMetadata` instead of full objects.
+    pub(crate) metadata_only: bool,
+}
+
+impl Target<'_> {
+    /// How errors name a request about it (see [`describe`]).
+    pub(crate) fn describe(&self, verb: &str) -> String {
+        describe(verb, self.resource, self.namespace)
+    }
+
+    /// The collection's path, with the namespace if there is one.
+    pub(crate) fn collection_path(&self) -> String {
+        collection_path(self.resource, self.namespace)
+    }
+}
+
 /// How errors name a request: `list pods in namespace "apps"`, `watch nodes`.
 pub(crate) fn describe(verb: &str, ar: &ApiResource, namespace: Option<&str>) -> String {
     match namespace.filter(|_| ar.namespaced) {

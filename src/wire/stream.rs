@@ -6,7 +6,6 @@ use ureq::BodyReader;
 
 use crate::error::Error;
 use crate::wire::decode::{self, Encoding, FRAME_HEADER, Frame, Line};
-use crate::wire::http::ureq_error;
 
 /// What reading a watch stream produced.
 pub(crate) enum StreamItem<'a> {
@@ -251,6 +250,20 @@ impl WatchStream {
     }
 }
 
+/// How a ureq error reads in an error message (one wording for the transport and the streams).
+pub(super) fn ureq_message(e: &ureq::Error) -> String {
+    match e {
+        ureq::Error::Timeout(t) => format!("timed out ({t})"),
+        ureq::Error::Io(io) => io.to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// A failed request or read, named by `context`.
+pub(super) fn ureq_error(context: &str, e: ureq::Error) -> Error {
+    Error::transport(context, ureq_message(&e))
+}
+
 #[cfg(all(test, feature = "testing"))]
 mod stream_tests {
     use std::time::Instant;
@@ -336,7 +349,7 @@ mod stream_tests {
             send_initial_events: true,
             ..WatchParams::default()
         };
-        let mut stream = http.watch(&api, &params, Duration::from_millis(100)).unwrap();
+        let mut stream = http.watch(api.target(), &params, Duration::from_millis(100)).unwrap();
         assert_eq!(next_event(&mut stream)["type"], "ADDED");
         let marker = next_event(&mut stream);
         assert_eq!(marker["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true");
@@ -385,7 +398,7 @@ mod stream_tests {
         let http = Http::new(Arc::clone(&api.client.conn));
         let params =
             WatchParams { resource_version: Some(rv), timeout: Duration::from_secs(600), ..WatchParams::default() };
-        let mut stream = http.watch(&api, &params, Duration::from_millis(100)).unwrap();
+        let mut stream = http.watch(api.target(), &params, Duration::from_millis(100)).unwrap();
         server.create(&pod("a")).unwrap();
         let event = read_through_a_pause(&server, &mut stream);
         assert_eq!(event["type"], "ADDED");
