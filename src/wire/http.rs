@@ -121,29 +121,15 @@ impl Http {
         let res = self.call(&url, context, REQUEST_IDLE, false, accept)?;
         let content_type =
             res.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
-        let mut bytes = Vec::new();
-        res.into_body()
-            .into_with_config()
-            .limit(MAX_OBJECT_BYTES)
-            .reader()
-            .read_to_end(&mut bytes)
-            .map_err(|e| io_error(context, e))?;
-        Ok((bytes, content_type))
+        Ok((read_object(res, context)?, content_type))
     }
 
-    /// GETs one object of `api`: its bytes and their encoding (protobuf when asked for and given).
+    /// GETs one object of `target`: its bytes and their encoding (protobuf when asked for and given).
     pub(crate) fn get_object(&self, target: Target<'_>, path: &str, context: &str) -> Result<(Vec<u8>, Encoding)> {
         let url = self.url(path, "");
         let json = if target.metadata_only { request::ACCEPT_METADATA } else { request::ACCEPT_JSON };
         let (res, encoding) = self.negotiated(&url, context, REQUEST_IDLE, false, json, !target.metadata_only)?;
-        let mut bytes = Vec::new();
-        res.into_body()
-            .into_with_config()
-            .limit(MAX_OBJECT_BYTES)
-            .reader()
-            .read_to_end(&mut bytes)
-            .map_err(|e| io_error(context, e))?;
-        Ok((bytes, encoding))
+        Ok((read_object(res, context)?, encoding))
     }
 
     /// One GET in the encoding negotiated (see [`Negotiation`]): `json` is the `Accept` header
@@ -353,6 +339,18 @@ fn is_stale_connection(e: &io::Error) -> bool {
             | io::ErrorKind::BrokenPipe
             | io::ErrorKind::ConnectionAborted
     )
+}
+
+/// The body of a one-object answer, bounded by `MAX_OBJECT_BYTES`.
+fn read_object(res: Response<Body>, context: &str) -> Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    res.into_body()
+        .into_with_config()
+        .limit(MAX_OBJECT_BYTES)
+        .reader()
+        .read_to_end(&mut bytes)
+        .map_err(|e| io_error(context, e))?;
+    Ok(bytes)
 }
 
 fn io_error(context: &str, e: io::Error) -> Error {
