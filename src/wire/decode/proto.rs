@@ -451,17 +451,8 @@ mod tests {
 
     use super::*;
     use crate::wire::decode::http_error;
-
-    fn field(out: &mut Vec<u8>, number: u8, bytes: &[u8]) {
-        out.push(number << 3 | 2);
-        let mut n = bytes.len() as u64;
-        while n >= 0x80 {
-            out.push((n as u8) | 0x80);
-            n >>= 7;
-        }
-        out.push(n as u8);
-        out.extend_from_slice(bytes);
-    }
+    // A length-delimited field, as the encoder writes it.
+    use crate::wire::protobuf::en::bytes as field;
 
     /// A `WatchEvent` message around `object`'s protobuf form (written by the encoder the fake
     /// server uses: a value of the wrong type is written by its JSON type).

@@ -24,7 +24,8 @@ fn key(out: &mut Vec<u8>, number: u32, wire: u8) {
     varint(out, u64::from(number) << 3 | u64::from(wire));
 }
 
-fn bytes(out: &mut Vec<u8>, number: u32, b: &[u8]) {
+/// A length-delimited field (wire type 2): key, length, bytes.
+pub(crate) fn bytes(out: &mut Vec<u8>, number: u32, b: &[u8]) {
     key(out, number, 2);
     varint(out, b.len() as u64);
     out.extend_from_slice(b);
