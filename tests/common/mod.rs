@@ -9,6 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube_watcher::testing::FakeApiServer;
 use kube_watcher::{Api, Client, Config, Error, Event, Watcher, WatcherBuilder};
 
+pub mod modules;
 pub mod random;
 
 /// Puts a builder in one store mode (the tests that run a scenario in every mode).

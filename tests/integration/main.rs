@@ -31,19 +31,8 @@ mod undecodable;
 mod watch;
 mod watch_object;
 
-/// A file in this directory that no `mod` line names would never be compiled, so its tests
-/// would silently never run.
+/// Every file here is compiled (see `every_file_is_a_module`).
 #[test]
 fn every_file_here_is_a_module() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("integration");
-    let main = std::fs::read_to_string(dir.join("main.rs")).unwrap();
-    for entry in std::fs::read_dir(&dir).unwrap() {
-        let name = entry.unwrap().file_name().into_string().unwrap();
-        if let Some(module) = name.strip_suffix(".rs").filter(|m| *m != "main") {
-            assert!(
-                main.contains(&format!("\nmod {module};\n")),
-                "tests/integration/{name} has no `mod {module};` in main.rs"
-            );
-        }
-    }
+    common::modules::every_file_is_a_module("integration");
 }
