@@ -456,6 +456,41 @@ impl<'de> DeserializeSeed<'de> for PhantomSeed {
     }
 }
 
+/// The methods the deserializers here share: a value that is present is `Some`, a newtype struct
+/// is its content, and everything else is `deserialize_any`. `skips_ignored` answers
+/// `deserialize_ignored_any` without reading the value; `reads_ignored` reads it as any other.
+macro_rules! shared_methods {
+    (skips_ignored) => {
+        shared_methods!(common);
+
+        fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+            visitor.visit_unit()
+        }
+
+        forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf unit
+            unit_struct seq tuple tuple_struct map struct enum identifier
+        }
+    };
+    (reads_ignored) => {
+        shared_methods!(common);
+
+        forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf unit
+            unit_struct seq tuple tuple_struct map struct enum identifier ignored_any
+        }
+    };
+    (common) => {
+        fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+            visitor.visit_some(self)
+        }
+
+        fn deserialize_newtype_struct<V: Visitor<'de>>(self, _: &'static str, visitor: V) -> Result<V::Value, Error> {
+            visitor.visit_newtype_struct(self)
+        }
+    };
+}
+
 /// One message as a whole value.
 struct MessageDe<'de>(Option<Fields<'de>>);
 
@@ -469,18 +504,7 @@ impl<'de> de::Deserializer<'de> for MessageDe<'de> {
         }
     }
 
-    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_some(self)
-    }
-
-    fn deserialize_newtype_struct<V: Visitor<'de>>(self, _: &'static str, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_newtype_struct(self)
-    }
-
-    forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf unit
-        unit_struct seq tuple tuple_struct map struct enum identifier ignored_any
-    }
+    shared_methods!(reads_ignored);
 }
 
 /// One value of a field (or a map value, or a repeated element).
@@ -621,22 +645,7 @@ impl<'de> de::Deserializer<'de> for ValueDe<'de> {
         }
     }
 
-    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_some(self)
-    }
-
-    fn deserialize_newtype_struct<V: Visitor<'de>>(self, _: &'static str, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_newtype_struct(self)
-    }
-
-    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_unit()
-    }
-
-    forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf unit
-        unit_struct seq tuple tuple_struct map struct enum identifier
-    }
+    shared_methods!(skips_ignored);
 }
 
 /// Every record of one repeated or map field, from its first record on.
@@ -659,22 +668,7 @@ impl<'de> de::Deserializer<'de> for AllDe<'de> {
         }
     }
 
-    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_some(self)
-    }
-
-    fn deserialize_newtype_struct<V: Visitor<'de>>(self, _: &'static str, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_newtype_struct(self)
-    }
-
-    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_unit()
-    }
-
-    forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf unit
-        unit_struct seq tuple tuple_struct map struct enum identifier
-    }
+    shared_methods!(skips_ignored);
 }
 
 /// The elements of a repeated field: every record with its number (numbers may also come packed,
