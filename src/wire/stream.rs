@@ -172,18 +172,25 @@ impl WatchStream {
                     self.max_line
                 ),
             ))))),
-            Err(e) if !wait && e.kind() == io::ErrorKind::WouldBlock => {
-                self.partial = true;
-                None
-            }
-            Err(e) => Some(match ureq::Error::from(e) {
-                ureq::Error::Timeout(ureq::Timeout::PerRead) => {
-                    self.partial = true;
-                    Outcome::Idle
-                }
-                other => Outcome::Failed(ureq_error(&self.context, other)),
-            }),
+            Err(e) => self.read_failed(e, wait),
         }
+    }
+
+    /// What a failed read means, for lines and frames alike: with `wait` off, no more bytes
+    /// yet (`None`); the read timeout, `Idle`; anything else ends the stream. What was read of
+    /// the line or frame is kept in `buf` for the next read.
+    fn read_failed(&mut self, e: io::Error, wait: bool) -> Option<Outcome> {
+        if !wait && e.kind() == io::ErrorKind::WouldBlock {
+            self.partial = true;
+            return None;
+        }
+        Some(match ureq::Error::from(e) {
+            ureq::Error::Timeout(ureq::Timeout::PerRead) => {
+                self.partial = true;
+                Outcome::Idle
+            }
+            other => Outcome::Failed(ureq_error(&self.context, other)),
+        })
     }
 
     /// Reads the next event line into `buf`. `wait`: whether it may wait for the network;
@@ -232,19 +239,7 @@ impl WatchStream {
                         format!("line longer than the {} byte limit", self.max_line),
                     )))));
                 }
-                Err(e) if !wait && e.kind() == io::ErrorKind::WouldBlock => {
-                    self.partial = true;
-                    return None;
-                }
-                Err(e) => {
-                    return Some(match ureq::Error::from(e) {
-                        ureq::Error::Timeout(ureq::Timeout::PerRead) => {
-                            self.partial = true;
-                            Outcome::Idle
-                        }
-                        other => Outcome::Failed(ureq_error(&self.context, other)),
-                    });
-                }
+                Err(e) => return self.read_failed(e, wait),
             }
         }
     }
