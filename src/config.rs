@@ -131,10 +131,10 @@ pub struct Config {
 /// (k8s-openapi) type ask for `application/vnd.kubernetes.protobuf` with JSON as the fallback
 /// in the same `Accept` header, and decode whichever the server answers (docs/protocol.md,
 /// section 12): objects are read straight into their types, as from JSON, and every guarantee
-/// holds the same. JSON is used for custom resources, [`DynamicObject`](crate::DynamicObject),
-/// metadata-only watchers, the compact and compressed store modes (which keep JSON bytes), and
-/// after a server refused protobuf (406 or 415: remembered, not asked again).
-/// [`Stats::wire_format`](crate::Stats::wire_format) says which one a watcher is reading.
+/// holds the same (the compact and compressed store modes keep the protobuf bytes as they
+/// came). JSON is used for custom resources, [`DynamicObject`](crate::DynamicObject),
+/// metadata-only watchers, and after a server refused protobuf (406 or 415: remembered, not
+/// asked again). [`Stats::wire_format`](crate::Stats::wire_format) says which one a watcher is reading.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum WireFormat {

@@ -55,7 +55,7 @@ struct PlainEnvelope<'a> {
 /// * straight into `K` with the build's decoder (simd-json with the `simd` feature);
 /// * through the raw object bytes with serde_json (compact store mode);
 /// * those raw bytes decoded again with the build's decoder, as a compact store reads an
-///   entry back (`decode::object`);
+///   entry back (`decode::compact`);
 /// * for object events, plain serde_json: the envelope as a struct, then
 ///   `serde_json::from_str::<K>` of the object.
 ///
@@ -88,7 +88,7 @@ pub fn watch_line<K: DeserializeOwned + Debug>(line: &[u8]) -> Result<String, St
                 peek_agrees(raw);
             }
             if let (Some(object), Some(raw)) = (object_text(&ev), raw) {
-                let stored = decode::object::<K>(raw, &mut scratch).map(|o| format!("{o:?}"));
+                let stored = decode::compact::<K>(raw).map(|o| format!("{o:?}"));
                 assert_eq!(stored.as_ref(), Ok(&object), "a stored object read back differs, in {:?}", show());
             }
         }
@@ -298,8 +298,17 @@ pub fn protobuf_frames(mut reader: impl BufRead, max: usize) -> Vec<Vec<u8>> {
 /// # Errors
 ///
 /// When the frame is not a valid watch event (an undecodable object with a name is `Ok`).
+///
+/// # Panics
+///
+/// When the bytes a compact store would keep of the object do not read back as that object.
 pub fn protobuf_watch_event<K: DeserializeOwned + Debug>(frame: &[u8]) -> Result<String, String> {
-    decode::event::<K>(Encoding::Protobuf, frame, false, &mut decode::Scratch::default()).map(|(e, _)| format!("{e:?}"))
+    let (event, kept) = decode::event::<K>(Encoding::Protobuf, frame, true, &mut decode::Scratch::default())?;
+    if let (Some(object), Some(kept)) = (object_text(&event), kept) {
+        let stored = decode::compact::<K>(kept).map(|o| format!("{o:?}"));
+        assert_eq!(stored.as_ref(), Ok(&object), "a stored object read back differs, in frame {frame:?}");
+    }
+    Ok(format!("{event:?}"))
 }
 
 /// Streams a protobuf list body of `resource` (its apiVersion and item kind) from `reader`,

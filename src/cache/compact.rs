@@ -1,5 +1,6 @@
-//! How the compact store modes hold an object's JSON: as it is (`compact_store`), or compressed
-//! with LZ4 against a dictionary made of earlier objects (`compressed_store`).
+//! How the compact store modes hold an object's encoded form (JSON, or protobuf in its envelope:
+//! whatever the wire carried): as it is (`compact_store`), or compressed with LZ4 against a
+//! dictionary made of earlier objects (`compressed_store`).
 //!
 //! Objects of one kind in one cluster repeat themselves: the same keys, labels, images,
 //! managedFields, conditions. Compressed alone, a 6 KB pod shrinks to about half; compressed
@@ -22,22 +23,22 @@ const DICTIONARY_MAX: usize = 32 * 1024;
 /// objects do not make a new dictionary each (at most `DICTIONARY_MAX / STEP` of them).
 const STEP: usize = 2 * 1024;
 
-/// An object's JSON as a compact store holds it. Cloning shares the bytes.
+/// An object's encoded form as a compact store holds it. Cloning shares the bytes.
 #[derive(Clone)]
-pub(crate) enum Json {
-    /// The JSON as it is.
+pub(crate) enum Encoded {
+    /// The bytes as they are.
     Plain(Arc<[u8]>),
-    /// The JSON compressed (an LZ4 block) against `dictionary`; `len` bytes once decompressed.
+    /// The bytes compressed (an LZ4 block) against `dictionary`; `len` bytes once decompressed.
     Packed { bytes: Arc<[u8]>, len: u32, dictionary: Arc<[u8]> },
 }
 
-impl Json {
-    /// The JSON, decompressed if need be. `Err` carries the decompressor's message (it cannot
+impl Encoded {
+    /// The bytes, decompressed if need be. `Err` carries the decompressor's message (it cannot
     /// happen for bytes this module packed: see [`Packer::pack`]).
     pub(crate) fn bytes(&self) -> Result<Cow<'_, [u8]>, String> {
         match self {
-            Json::Plain(bytes) => Ok(Cow::Borrowed(bytes)),
-            Json::Packed { bytes, len, dictionary } => {
+            Encoded::Plain(bytes) => Ok(Cow::Borrowed(bytes)),
+            Encoded::Packed { bytes, len, dictionary } => {
                 lz4_flex::block::decompress_with_dict(bytes, *len as usize, dictionary)
                     .map(Cow::Owned)
                     .map_err(|e| format!("decompress a compressed store entry: {e}"))
@@ -45,11 +46,11 @@ impl Json {
         }
     }
 
-    /// The length of the JSON, decompressed.
+    /// The length of the bytes, decompressed.
     pub(crate) fn len(&self) -> usize {
         match self {
-            Json::Plain(bytes) => bytes.len(),
-            Json::Packed { len, .. } => *len as usize,
+            Encoded::Plain(bytes) => bytes.len(),
+            Encoded::Packed { len, .. } => *len as usize,
         }
     }
 
@@ -57,7 +58,7 @@ impl Json {
     #[cfg(test)]
     pub(crate) fn stored_len(&self) -> usize {
         match self {
-            Json::Plain(bytes) | Json::Packed { bytes, .. } => bytes.len(),
+            Encoded::Plain(bytes) | Encoded::Packed { bytes, .. } => bytes.len(),
         }
     }
 }
@@ -73,32 +74,32 @@ pub(crate) struct Packer {
 }
 
 impl Packer {
-    /// `json` as the compressed store keeps it: compressed against the dictionary, or as it is
+    /// `encoded` as the compressed store keeps it: compressed against the dictionary, or as it is
     /// when compression does not make it smaller.
-    pub(crate) fn pack(&mut self, json: &[u8]) -> Json {
-        let Ok(len) = u32::try_from(json.len()) else {
+    pub(crate) fn pack(&mut self, encoded: &[u8]) -> Encoded {
+        let Ok(len) = u32::try_from(encoded.len()) else {
             // Far above any line or body the client accepts; kept as it is all the same.
-            return Json::Plain(json.into());
+            return Encoded::Plain(encoded.into());
         };
-        let mut bytes = lz4_flex::block::compress_with_dict(json, &self.dictionary);
-        if self.learn(json, bytes.len()) {
-            bytes = lz4_flex::block::compress_with_dict(json, &self.dictionary);
+        let mut bytes = lz4_flex::block::compress_with_dict(encoded, &self.dictionary);
+        if self.learn(encoded, bytes.len()) {
+            bytes = lz4_flex::block::compress_with_dict(encoded, &self.dictionary);
         }
-        if bytes.len() >= json.len() {
-            return Json::Plain(json.into());
+        if bytes.len() >= encoded.len() {
+            return Encoded::Plain(encoded.into());
         }
-        Json::Packed { bytes: bytes.into(), len, dictionary: Arc::clone(&self.dictionary) }
+        Encoded::Packed { bytes: bytes.into(), len, dictionary: Arc::clone(&self.dictionary) }
     }
 
-    /// Takes `json` (which compressed to `packed` bytes) as a sample when the dictionary does
+    /// Takes `encoded` (which compressed to `packed` bytes) as a sample when the dictionary does
     /// not cover it well and has room; returns whether the dictionary changed.
-    fn learn(&mut self, json: &[u8], packed: usize) -> bool {
-        let covered = packed.saturating_mul(4) <= json.len();
+    fn learn(&mut self, encoded: &[u8], packed: usize) -> bool {
+        let covered = packed.saturating_mul(4) <= encoded.len();
         let room = DICTIONARY_MAX.saturating_sub(self.dictionary.len() + self.waiting.len());
-        if covered || json.len() > room {
+        if covered || encoded.len() > room {
             return false;
         }
-        self.waiting.extend_from_slice(json);
+        self.waiting.extend_from_slice(encoded);
         if self.waiting.len() < STEP && !self.dictionary.is_empty() {
             return false;
         }
@@ -134,17 +135,17 @@ mod tests {
         };
         let objects: Vec<Vec<u8>> =
             (0..300).map(|i| pod(i, &format!("team-{}/{}", i / 50, team_text(i / 50)))).collect();
-        let packed: Vec<Json> = objects.iter().map(|o| packer.pack(o)).collect();
+        let packed: Vec<Encoded> = objects.iter().map(|o| packer.pack(o)).collect();
         let dictionaries: std::collections::HashSet<usize> = packed
             .iter()
             .filter_map(|j| match j {
-                Json::Packed { dictionary, .. } => Some(dictionary.len()),
-                Json::Plain(_) => None,
+                Encoded::Packed { dictionary, .. } => Some(dictionary.len()),
+                Encoded::Plain(_) => None,
             })
             .collect();
         assert!(dictionaries.len() > 1, "the dictionary grew as new images came: {dictionaries:?}");
-        for (object, json) in objects.iter().zip(&packed) {
-            assert_eq!(json.bytes().unwrap().as_ref(), object.as_slice());
+        for (object, encoded) in objects.iter().zip(&packed) {
+            assert_eq!(encoded.bytes().unwrap().as_ref(), object.as_slice());
         }
     }
 
@@ -172,11 +173,11 @@ mod tests {
                     seed as u8
                 })
                 .collect();
-            let json = packer.pack(&object);
-            assert_eq!(json.bytes().unwrap().as_ref(), object.as_slice());
+            let encoded = packer.pack(&object);
+            assert_eq!(encoded.bytes().unwrap().as_ref(), object.as_slice());
         }
         assert!(packer.dictionary.len() <= DICTIONARY_MAX, "{}", packer.dictionary.len());
-        assert!(matches!(packer.pack(b""), Json::Plain(_)));
+        assert!(matches!(packer.pack(b""), Encoded::Plain(_)));
         let big = vec![b'x'; 3 * DICTIONARY_MAX];
         assert_eq!(packer.pack(&big).bytes().unwrap().as_ref(), big.as_slice());
     }

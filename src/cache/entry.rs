@@ -1,11 +1,12 @@
-//! How the store holds one object: shared and decoded, or as compact JSON decoded on access.
+//! How the store holds one object: shared and decoded, or encoded (JSON or protobuf) and decoded
+//! on access.
 
 use std::sync::Arc;
 
-use super::compact::Json;
+use super::compact::Encoded;
 use crate::resource::Watchable;
 
-/// Decodes a compact entry's JSON (the wire layer's decoder, handed to the store; compact
+/// Decodes a compact entry's bytes (the wire layer's decoder, handed to the store; compact
 /// store mode only). `Err` carries the parser's message.
 pub(crate) type Decode<K> = fn(&[u8]) -> std::result::Result<K, String>;
 
@@ -13,21 +14,22 @@ pub(crate) type Decode<K> = fn(&[u8]) -> std::result::Result<K, String>;
 pub(crate) enum Entry<K> {
     /// Decoded once and shared with the events (the default).
     Typed(Arc<K>),
-    /// Compact JSON, possibly compressed, decoded on access (compact and compressed store
-    /// modes): a fraction of the memory. Invariant: `json` decoded as `K` when it was stored.
+    /// The object encoded (its JSON, or protobuf in the envelope a GET answer carries), possibly
+    /// compressed, decoded on access (compact and compressed store modes): a fraction of the
+    /// memory. Invariant: `encoded` decoded as `K` when it was stored.
     /// Shared, so that handing an entry out of the lock (to decode it there) copies no bytes.
-    Compact { json: Json, uid: Option<Box<str>>, rv: Option<Box<str>> },
+    Compact { encoded: Encoded, uid: Option<Box<str>>, rv: Option<Box<str>> },
 }
 
 impl<K: Watchable> Entry<K> {
-    /// What the store keeps for `obj`: the object itself, or its compact JSON when given.
-    pub(crate) fn new(obj: &Arc<K>, json: Option<Json>) -> Entry<K> {
-        match json {
+    /// What the store keeps for `obj`: the object itself, or its encoded form when given.
+    pub(crate) fn new(obj: &Arc<K>, encoded: Option<Encoded>) -> Entry<K> {
+        match encoded {
             None => Entry::Typed(Arc::clone(obj)),
-            Some(json) => {
+            Some(encoded) => {
                 let meta = obj.meta();
                 Entry::Compact {
-                    json,
+                    encoded,
                     uid: meta.uid.as_deref().map(Into::into),
                     rv: meta.resource_version.as_deref().map(Into::into),
                 }
@@ -54,7 +56,9 @@ impl<K: Watchable> Entry<K> {
     pub(crate) fn share(&self) -> Entry<K> {
         match self {
             Entry::Typed(o) => Entry::Typed(Arc::clone(o)),
-            Entry::Compact { json, uid, rv } => Entry::Compact { json: json.clone(), uid: uid.clone(), rv: rv.clone() },
+            Entry::Compact { encoded, uid, rv } => {
+                Entry::Compact { encoded: encoded.clone(), uid: uid.clone(), rv: rv.clone() }
+            }
         }
     }
 
@@ -63,11 +67,11 @@ impl<K: Watchable> Entry<K> {
     pub(crate) fn object(&self, decode: Decode<K>) -> Option<Arc<K>> {
         match self {
             Entry::Typed(o) => Some(Arc::clone(o)),
-            Entry::Compact { json, .. } => {
-                match json.bytes().and_then(|bytes| decode(&bytes)) {
+            Entry::Compact { encoded, .. } => {
+                match encoded.bytes().and_then(|bytes| decode(&bytes)) {
                     Ok(o) => Some(Arc::new(o)),
                     Err(e) => {
-                        // Cannot happen: compact JSON is only stored after it decoded as K.
+                        // Cannot happen: an entry is only stored after it decoded as K.
                         log::error!("bug: a compact store entry no longer decodes: {e}");
                         None
                     }

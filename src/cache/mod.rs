@@ -20,7 +20,7 @@ mod index;
 mod version;
 mod writer;
 
-pub(crate) use compact::{Json, Packer};
+pub(crate) use compact::{Encoded, Packer};
 pub(crate) use entry::Decode;
 use entry::Entry;
 pub(crate) use index::IndexFn;
@@ -122,7 +122,7 @@ impl<K> fmt::Debug for Store<K> {
 impl<K: Watchable> Store<K> {
     /// The object at `key`, if the store holds it.
     ///
-    /// In compact store mode the object is decoded from its stored JSON on each call.
+    /// In compact store mode the object is decoded from its stored bytes on each call.
     #[must_use]
     pub fn get(&self, key: &ObjectRef<K>) -> Option<Arc<K>> {
         // Take a handle and let go of the lock at once: a compact entry decodes outside it.

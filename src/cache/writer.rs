@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
-use super::compact::Json;
+use super::compact::Encoded;
 use super::entry::{Decode, Entry};
 use super::index::{IndexFn, Indexes, NAMESPACE_INDEX, index_insert, index_remove, new_indexes};
 use super::{Inner, Map, Objects, Readiness, Store};
@@ -76,8 +76,8 @@ impl<K> Clone for Indexer<K> {
 pub(crate) enum Unchanged<K> {
     /// The decoded object (the default mode).
     Object(Arc<K>, Vec<Vec<String>>),
-    /// A compact entry: its JSON, uid and resourceVersion (the compact modes), not decoded.
-    Compact { json: Json, uid: Box<str>, rv: Box<str>, values: Vec<Vec<String>> },
+    /// A compact entry: its encoded object, uid and resourceVersion (the compact modes), not decoded.
+    Compact { encoded: Encoded, uid: Box<str>, rv: Box<str>, values: Vec<Vec<String>> },
 }
 
 impl<K: Watchable> Indexer<K> {
@@ -88,7 +88,7 @@ impl<K: Watchable> Indexer<K> {
 
     /// The live entry at `key`, if it is the incarnation `uid` at `resource_version` (a relist
     /// lists it again unchanged), with its index values, so that it need not be decoded,
-    /// transformed or indexed again: the same object (and in the compact modes the same JSON) is
+    /// transformed or indexed again: the same object (and in the compact modes the same encoded bytes) is
     /// shared between the live state and the relist's. Objects without a uid or a
     /// resourceVersion are never taken for unchanged. A transform that changes either makes its
     /// objects never match: they are decoded and transformed again, as before.
@@ -102,8 +102,8 @@ impl<K: Watchable> Indexer<K> {
         let values = objects.live_index.iter().map(|index| index.of.get(key).cloned().unwrap_or_default()).collect();
         Some(match entry {
             Entry::Typed(obj) => Unchanged::Object(Arc::clone(obj), values),
-            Entry::Compact { json, .. } => {
-                Unchanged::Compact { json: json.clone(), uid: uid.into(), rv: resource_version.into(), values }
+            Entry::Compact { encoded, .. } => {
+                Unchanged::Compact { encoded: encoded.clone(), uid: uid.into(), rv: resource_version.into(), values }
             }
         })
     }
@@ -243,17 +243,17 @@ impl<K: Watchable> Writer<K> {
     }
 
     /// One object of the relist in progress, with its [`index_values`](Self::index_values).
-    /// `json`: the object's compact JSON, to store instead of the object (compact store mode).
+    /// `encoded`: the object's encoded form, to store instead of the object (compact store mode).
     /// Returns how many objects the relist in progress holds.
     pub(crate) fn init_apply(
         &mut self,
         obj: Arc<K>,
-        json: Option<Json>,
+        encoded: Option<Encoded>,
         values: Vec<Vec<String>>,
         out: &mut Vec<Event<K>>,
     ) -> usize {
         let Some(key) = ObjectKey::of(&*obj) else { return 0 };
-        let entry = Entry::new(&obj, json);
+        let entry = Entry::new(&obj, encoded);
         let held = self.init_insert(key, entry, values, out);
         out.push(Event::InitApply(obj));
         held
@@ -261,17 +261,17 @@ impl<K: Watchable> Writer<K> {
 
     /// [`init_apply`](Self::init_apply) of a compact entry the live store already holds (see
     /// [`Indexer::unchanged`]), without its event: the caller hands that over, decoded from
-    /// the JSON when it goes out (events replaced incarnations need come first, in `out`).
+    /// the encoded object when it goes out (events replaced incarnations need come first, in `out`).
     pub(crate) fn init_share(
         &mut self,
         key: ObjectKey,
-        json: Json,
+        encoded: Encoded,
         uid: Box<str>,
         rv: Box<str>,
         values: Vec<Vec<String>>,
         out: &mut Vec<Event<K>>,
     ) -> usize {
-        self.init_insert(key, Entry::Compact { json, uid: Some(uid), rv: Some(rv) }, values, out)
+        self.init_insert(key, Entry::Compact { encoded, uid: Some(uid), rv: Some(rv) }, values, out)
     }
 
     /// Puts `entry` into the relist in progress, after the `Delete` of another incarnation
@@ -370,10 +370,15 @@ impl<K: Watchable> Writer<K> {
     /// An object was added or modified, with its [`index_values`](Self::index_values). Returns
     /// the entry it replaced, for [`applied`](Self::applied) to turn into events after the
     /// caller has let go of its locks.
-    pub(crate) fn apply(&mut self, obj: &Arc<K>, json: Option<Json>, values: Vec<Vec<String>>) -> Option<Entry<K>> {
+    pub(crate) fn apply(
+        &mut self,
+        obj: &Arc<K>,
+        encoded: Option<Encoded>,
+        values: Vec<Vec<String>>,
+    ) -> Option<Entry<K>> {
         let key = ObjectKey::of(&**obj)?;
         self.forget_skipped(&key);
-        let entry = Entry::new(obj, json);
+        let entry = Entry::new(obj, encoded);
         let mut objects = self.shared.objects.write();
         index_insert(&mut objects.live_index, &key, values);
         let old = objects.live.insert(key, entry);
@@ -559,14 +564,14 @@ mod tests {
         let (mut w, store) = Writer::new();
         let mut out = Vec::new();
         let a = cm("a", "1");
-        let json = Json::Plain(serde_json::to_vec(&*a).unwrap().into());
+        let encoded = Encoded::Plain(serde_json::to_vec(&*a).unwrap().into());
         w.begin_init(&mut out);
         let values = w.values(&a);
-        w.init_apply(Arc::clone(&a), Some(json), values, &mut out);
+        w.init_apply(Arc::clone(&a), Some(encoded), values, &mut out);
         w.init_done(None, &mut out);
         let got = store.get(&ObjectRef::new("a").within("ns")).unwrap();
         assert_eq!(*got, *a);
-        assert!(!Arc::ptr_eq(&got, &a), "decoded from the compact JSON");
+        assert!(!Arc::ptr_eq(&got, &a), "decoded from the compact entry");
         out.clear();
         w.begin_init(&mut out);
         w.init_done(None, &mut out);

@@ -1,9 +1,10 @@
-//! Preparing objects: decode, transform, index values, compact JSON, before any lock is taken.
+//! Preparing objects: decode, transform, index values, encoded bytes to keep, before any lock is
+//! taken.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::cache::{Indexer, Json, Packer, Skipped, Unchanged};
+use crate::cache::{Encoded, Indexer, Packer, Skipped, Unchanged};
 use crate::error::{DecodeError, Error};
 use crate::guard;
 use crate::key::ObjectKey;
@@ -16,8 +17,9 @@ pub(crate) type Transform<K> = Arc<dyn Fn(&mut K) + Send + Sync>;
 /// Encodes an object as compact JSON (compact store mode, after a transform changed it).
 pub(crate) type Encode<K> = fn(&K) -> serde_json::Result<Vec<u8>>;
 
-/// How the compact store modes keep objects: their JSON (re-encoded with `encode` after a
-/// transform), compressed when `compress` is set.
+/// How the compact store modes keep objects: their bytes off the wire (JSON, or protobuf in its
+/// envelope), re-encoded as JSON with `encode` after a transform, compressed when `compress` is
+/// set.
 pub(crate) struct Compaction<K> {
     pub(crate) encode: Encode<K>,
     pub(crate) compress: bool,
@@ -39,10 +41,10 @@ impl<K: serde::Serialize> Compaction<K> {
 }
 
 /// The object of the input being processed: decoded and transformed, its index values, and
-/// its compact JSON in compact mode. Everything user code computes is here before any lock.
+/// its encoded bytes in compact mode. Everything user code computes is here before any lock.
 pub(crate) struct Incoming<K> {
     pub(crate) obj: Arc<K>,
-    pub(crate) json: Option<Json>,
+    pub(crate) encoded: Option<Encoded>,
     pub(crate) values: Vec<Vec<String>>,
 }
 
@@ -52,10 +54,10 @@ pub(crate) enum Subject<K> {
     Object(Incoming<K>),
     Skipped(Skipped, DecodeError),
     /// A list item the live store holds unchanged as a compact entry: shared, never decoded
-    /// here (its event is decoded from the JSON if and when it goes out).
+    /// here (its event is decoded from the bytes if and when it goes out).
     Shared {
         key: ObjectKey,
-        json: Json,
+        encoded: Encoded,
         uid: Box<str>,
         rv: Box<str>,
         values: Vec<Vec<String>>,
@@ -64,15 +66,15 @@ pub(crate) enum Subject<K> {
 
 /// Turns what the server sent into what the store and the consumers take: decodes, runs the
 /// user's transform and index functions (guarded: a panic names its callback), keeps compact
-/// JSON in compact store mode. An object that does not decode as `K` is carried on as who it is
+/// bytes in compact store mode. An object that does not decode as `K` is carried on as who it is
 /// and why ([`Subject::Skipped`]); what follows is the writer's ([`Skipped`]).
 pub(crate) struct Prepare<K> {
     /// The watcher's name, for logs.
     name: String,
     transform: Option<Transform<K>>,
-    /// Compact store modes: keep objects as JSON (encoded after a transform), maybe compressed.
+    /// Compact store modes: keep objects encoded (as JSON after a transform), maybe compressed.
     compact: Option<Compaction<K>>,
-    /// Compressed store mode: compresses the JSON against the objects seen before.
+    /// Compressed store mode: compresses the bytes against the objects seen before.
     packer: Option<Packer>,
     pub(crate) scratch: decode::Scratch,
     /// Whether the "server ignored the metadata-only request" warning was logged (once, also
@@ -102,7 +104,7 @@ impl<K: Watchable> Prepare<K> {
     }
 
     /// Compact store mode: watch events should keep their object's bytes.
-    pub(crate) fn keeps_json(&self) -> bool {
+    pub(crate) fn keeps_encoded(&self) -> bool {
         self.compact.is_some()
     }
 
@@ -117,10 +119,11 @@ impl<K: Watchable> Prepare<K> {
         if let Some(unchanged) = Self::unchanged(item, indexer) {
             return Ok(unchanged);
         }
-        // Only JSON is kept as the compact modes' bytes (they never ask for protobuf).
-        let json = (item.form == decode::Form::Json).then_some(item.bytes);
         let message = match decode::item::<K>(item, &mut self.scratch) {
-            Ok(obj) => return self.object(obj, json, (context, None), indexer),
+            Ok(obj) => {
+                let kept = self.compact.and_then(|_| decode::kept(item));
+                return self.object(obj, kept.as_deref(), (context, None), indexer);
+            }
             Err(message) => message,
         };
         let error = decode::decode_error(context, None, item.bytes, message);
@@ -139,8 +142,8 @@ impl<K: Watchable> Prepare<K> {
         let id = decode::peek_item(item)?;
         let key = ObjectKey { namespace: id.namespace.map(Into::into), name: id.name?.into() };
         Some(match indexer.unchanged(&key, id.uid?, id.resource_version?)? {
-            Unchanged::Object(obj, values) => Subject::Object(Incoming { obj, json: None, values }),
-            Unchanged::Compact { json, uid, rv, values } => Subject::Shared { key, json, uid, rv, values },
+            Unchanged::Object(obj, values) => Subject::Object(Incoming { obj, encoded: None, values }),
+            Unchanged::Compact { encoded, uid, rv, values } => Subject::Shared { key, encoded, uid, rv, values },
         })
     }
 
@@ -150,9 +153,9 @@ impl<K: Watchable> Prepare<K> {
         Subject::Skipped(Skipped { key, uid: id.uid, rv: id.resource_version }, error)
     }
 
-    /// Runs the transform, and in the compact modes keeps the object's JSON: the wire bytes as
-    /// they are, or re-encoded when a transform may have changed the object; compressed in the
-    /// compressed mode.
+    /// Runs the transform, and in the compact modes keeps the object's bytes: the wire's as they
+    /// are (`wire`: JSON, or an enveloped protobuf object), or re-encoded as JSON when a
+    /// transform may have changed the object; compressed in the compressed mode.
     /// `at`: the context and line for errors; `indexer`: the index functions to run.
     pub(crate) fn object(
         &mut self,
@@ -174,7 +177,7 @@ impl<K: Watchable> Prepare<K> {
         if let Some(t) = &self.transform {
             guard::call(|| "transform".to_owned(), || t(&mut obj));
         }
-        let json = match (self.compact, wire) {
+        let encoded = match (self.compact, wire) {
             (None, _) => None,
             (Some(_), Some(bytes)) if self.transform.is_none() => Some(self.keep(bytes)),
             (Some(compact), _) => {
@@ -202,14 +205,14 @@ impl<K: Watchable> Prepare<K> {
             return Ok(self.skipped(id, e));
         };
         let values = indexer.values(&key, &obj);
-        Ok(Subject::Object(Incoming { obj: Arc::new(obj), json, values }))
+        Ok(Subject::Object(Incoming { obj: Arc::new(obj), encoded, values }))
     }
 
-    /// An object's JSON as the store keeps it: compressed in the compressed mode.
-    fn keep(&mut self, json: &[u8]) -> Json {
+    /// An object's bytes as the store keeps them: compressed in the compressed mode.
+    fn keep(&mut self, encoded: &[u8]) -> Encoded {
         match &mut self.packer {
-            Some(packer) => packer.pack(json),
-            None => Json::Plain(json.into()),
+            Some(packer) => packer.pack(encoded),
+            None => Encoded::Plain(encoded.into()),
         }
     }
 }

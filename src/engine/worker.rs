@@ -301,7 +301,7 @@ impl<K: Watchable> Worker<K> {
             step = match item {
                 StreamItem::Line(bytes, line) => {
                     counters::add(&self.control.counters.bytes, bytes.len() as u64 + overhead);
-                    let keep_raw = self.prepare.keeps_json();
+                    let keep_raw = self.prepare.keeps_encoded();
                     match decode::event::<K>(encoding, bytes, keep_raw, &mut self.prepare.scratch)
                         .map_err(|message| {
                             Error::Decode(Box::new(decode::decode_error(&context, Some(line), bytes, message)))

@@ -113,15 +113,20 @@ impl<K: Watchable> WatcherBuilder<K> {
         self
     }
 
-    /// Keep each object in the store as its compact JSON, decoded on access: for programs that
-    /// mostly read the cache. Off by default.
+    /// Keep each object in the store encoded, as it came off the wire, and decode it on access:
+    /// for programs that mostly read the cache. Off by default.
     ///
-    /// A 6 KB pod takes about 6 KB instead of about 45 KB decoded, so 100k pods fit in well
-    /// under 1 GiB. [`Store::get`](crate::Store::get) and [`Store::state`](crate::Store::state) then decode on every call (about as
-    /// costly as decoding off the wire, ~60 µs for such a pod) and return a fresh `Arc` each
-    /// time; events still carry objects decoded once. Objects are still decoded on arrival, so
-    /// one that does not decode as `K` is reported and skipped as in the default mode. With a
-    /// [`transform`](Self::transform), the transformed object is re-encoded.
+    /// The bytes kept are the object's protobuf where the watcher reads protobuf (built-in
+    /// types, by default: see [`WireFormat`](crate::WireFormat)), in the envelope a GET answer
+    /// carries, and its JSON otherwise. A realistic 6 KB pod (its size in JSON) takes about
+    /// 3.5 KB in protobuf, 6 KB in JSON, instead of about 45 KB decoded, so 100k pods fit in
+    /// well under 1 GiB. [`Store::get`](crate::Store::get) and
+    /// [`Store::state`](crate::Store::state) then decode on every call (about as costly as
+    /// decoding off the wire, ~20 µs for such a pod in either form) and return a fresh `Arc`
+    /// each time; events still carry objects decoded once. Objects are still decoded on
+    /// arrival, so one that does not decode as `K` is reported and skipped as in the default
+    /// mode. With a [`transform`](Self::transform), the transformed object is re-encoded, as
+    /// JSON.
     ///
     /// A consumer that attaches after the first sync (the first `recv`, or
     /// [`Watcher::subscribe`]) is sent the current state at once, so every object is decoded
@@ -133,8 +138,8 @@ impl<K: Watchable> WatcherBuilder<K> {
     /// holds the list up (its events wait as the store's compact entries, decoded when they
     /// go out, so a list that a consumer is behind on holds no decoded objects). So that the
     /// watcher thread, not the consumer, frees the objects of delivered events, it keeps a
-    /// reference to the last ones for a moment: at most 128 of them and 1 MiB of their JSON (a
-    /// bigger object is not kept), those nobody else holds are freed before each wait for the
+    /// reference to the last ones for a moment: at most 128 of them and 1 MiB of their encoded
+    /// bytes (a bigger object is not kept), those nobody else holds are freed before each wait for the
     /// network, and all of them between requests.
     pub fn compact_store(mut self) -> Self
     where
@@ -144,9 +149,9 @@ impl<K: Watchable> WatcherBuilder<K> {
         self
     }
 
-    /// Keep each object in the store as compressed JSON, decoded on access: the smallest store,
-    /// for big caches that are mostly read. Off by default; everything said of
-    /// [`compact_store`](Self::compact_store) holds, and the JSON is also compressed (LZ4)
+    /// Keep each object in the store encoded and compressed, decoded on access: the smallest
+    /// store, for big caches that are mostly read. Off by default; everything said of
+    /// [`compact_store`](Self::compact_store) holds, and the bytes are also compressed (LZ4)
     /// against a dictionary of sample objects that the watcher picks from the first objects it
     /// receives, and adds to while new objects are unlike those it holds (up to 32 KiB).
     ///

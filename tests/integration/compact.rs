@@ -1,5 +1,5 @@
 //! The compact and compressed store modes: the same answers as the default mode, with objects
-//! kept as JSON (compressed in the second).
+//! kept as their bytes off the wire (compressed in the second), protobuf or JSON.
 #![cfg(feature = "testing")]
 
 use crate::common;
@@ -11,12 +11,20 @@ use common::*;
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube_watcher::testing::{Fault, Match};
-use kube_watcher::{Api, Client, Config, ObjectRef, Watcher, WatcherBuilder};
+use kube_watcher::{Api, Client, Config, ObjectRef, Watcher, WatcherBuilder, WireFormat};
 
-/// The two modes that keep JSON, by name.
-const MODES: [&str; 2] = ["compact", "compressed"];
+/// The two modes that keep encoded objects, by name, each over both wire formats (the pods of
+/// the fake server have a protobuf form: `WireFormat::Protobuf` reads it).
+const MODES: [(&str, WireFormat); 4] = [
+    ("compact", WireFormat::Protobuf),
+    ("compressed", WireFormat::Protobuf),
+    ("compact", WireFormat::Json),
+    ("compressed", WireFormat::Json),
+];
 
-fn in_mode(b: WatcherBuilder<Pod>, mode: &str) -> WatcherBuilder<Pod> {
+/// The builder in `mode`, its configuration `config` asking for `wire`.
+fn in_mode(b: WatcherBuilder<Pod>, (mode, wire): (&str, WireFormat), config: Config) -> WatcherBuilder<Pod> {
+    let b = b.config(config.wire_format(wire));
     if mode == "compressed" { b.compressed_store() } else { b.compact_store() }
 }
 
@@ -27,25 +35,33 @@ fn a_compact_store_answers_like_a_typed_one() {
     }
 }
 
-fn answers_like_a_typed_store(mode: &str) {
+fn answers_like_a_typed_store(mode: (&str, WireFormat)) {
     let server = server();
     for i in 0..5 {
         server.create(&pod("apps", &format!("p{i}"))).unwrap();
     }
     let api: Api<Pod> = Api::all(Client::from_url(&server.url()).unwrap());
-    let w = in_mode(Watcher::builder(api).config(Config::default().page_size(2)), mode).start().unwrap();
+    let w = in_mode(Watcher::builder(api), mode, Config::default().page_size(2)).start().unwrap();
     let seen = collect_until(&w, |s| s.last().is_some_and(|e| e == "InitDone"));
     assert_eq!(seen.len(), 7, "{seen:?}");
+    assert_eq!(w.stats().wire_format, Some(mode.1), "{mode:?}");
     server.create(&pod("apps", "new")).unwrap();
     let mut p1 = server.get::<Pod>(Some("apps"), "p1").unwrap();
     p1.metadata.labels.get_or_insert_default().insert("v".into(), "2".into());
     server.replace(&p1).unwrap();
     server.delete::<Pod>(Some("apps"), "p2").unwrap();
     let seen = collect_until(&w, |s| s.iter().any(|e| e == "Delete(p2)"));
-    assert_eq!(seen, ["Apply(new)", "Apply(p1)", "Delete(p2)"]);
+    assert_eq!(seen, ["Apply(new)", "Apply(p1)", "Delete(p2)"], "{mode:?}");
     store_matches_server(&w, &server);
+    for name in ["p0", "p1", "new"] {
+        let got = w.store().get(&ObjectRef::new(name).within("apps")).unwrap();
+        assert_eq!(
+            *got,
+            server.get::<Pod>(Some("apps"), name).unwrap(),
+            "{mode:?} {name}: decoded, equal to the truth"
+        );
+    }
     let got = w.store().get(&ObjectRef::new("p1").within("apps")).unwrap();
-    assert_eq!(*got, server.get::<Pod>(Some("apps"), "p1").unwrap(), "decoded from JSON, equal to the truth");
     let again = w.store().get(&ObjectRef::new("p1").within("apps")).unwrap();
     assert!(!Arc::ptr_eq(&got, &again), "each get decodes anew");
 }
@@ -57,17 +73,19 @@ fn a_compact_store_keeps_the_transformed_object() {
     }
 }
 
-fn keeps_the_transformed_object(mode: &str) {
+fn keeps_the_transformed_object(mode: (&str, WireFormat)) {
     let server = server();
     server.create(&pod("apps", "a")).unwrap();
     let api: Api<Pod> = Api::all(Client::from_url(&server.url()).unwrap());
-    let w = in_mode(Watcher::builder(api).transform(|p: &mut Pod| p.metadata.labels = None), mode).start().unwrap();
+    let w = in_mode(Watcher::builder(api).transform(|p: &mut Pod| p.metadata.labels = None), mode, Config::default())
+        .start()
+        .unwrap();
     w.store().wait_until_ready(WAIT).unwrap();
     server.create(&pod("apps", "b")).unwrap();
     eventually("b arrives", || w.store().len() == 2);
     for name in ["a", "b"] {
         let p = w.store().get(&ObjectRef::new(name).within("apps")).unwrap();
-        assert!(p.metadata.labels.is_none(), "{name}");
+        assert!(p.metadata.labels.is_none(), "{mode:?} {name}");
     }
 }
 
@@ -78,7 +96,7 @@ fn a_compact_store_reports_deletes_missed_during_an_outage() {
     }
 }
 
-fn reports_deletes_missed_during_an_outage(mode: &str) {
+fn reports_deletes_missed_during_an_outage(mode: (&str, WireFormat)) {
     let server = server();
     for i in 0..3 {
         server.create(&pod("apps", &format!("p{i}"))).unwrap();
@@ -87,7 +105,7 @@ fn reports_deletes_missed_during_an_outage(mode: &str) {
     let api: Api<Pod> = Api::all(Client::from_url(&server.url()).unwrap());
     let config =
         Config::default().timeout(std::time::Duration::from_secs(1)).stall_timeout(std::time::Duration::from_secs(2));
-    let w = in_mode(Watcher::builder(api).config(config), mode).start().unwrap();
+    let w = in_mode(Watcher::builder(api), mode, config).start().unwrap();
     collect_until(&w, |s| s.last().is_some_and(|e| e == "InitDone"));
     eventually("the stalled watch is requested", || server.requests().iter().any(|r| r.watch));
     server.delete::<Pod>(Some("apps"), "p1").unwrap();
@@ -125,12 +143,18 @@ fn deployment_pod(i: usize) -> Pod {
 
 #[test]
 fn a_compressed_store_returns_every_object_as_the_server_has_it() {
+    for wire in [WireFormat::Protobuf, WireFormat::Json] {
+        returns_every_object_as_the_server_has_it(wire);
+    }
+}
+
+fn returns_every_object_as_the_server_has_it(wire: WireFormat) {
     let server = server();
     for i in 0..200 {
         server.create(&deployment_pod(i)).unwrap();
     }
     let api: Api<Pod> = Api::all(Client::from_url(&server.url()).unwrap());
-    let w = Watcher::builder(api).config(Config::default().page_size(50)).compressed_store().start().unwrap();
+    let w = in_mode(Watcher::builder(api), ("compressed", wire), Config::default().page_size(50)).start().unwrap();
     w.store().wait_until_ready(WAIT).unwrap();
     // Objects changed after the sync are compressed against the grown dictionary.
     for i in (0..200).step_by(3) {
@@ -149,6 +173,6 @@ fn a_compressed_store_returns_every_object_as_the_server_has_it() {
     for p in server.list::<Pod>() {
         let name = p.metadata.name.clone().unwrap();
         let got = w.store().get(&ObjectRef::new(&name).within("apps")).unwrap();
-        assert_eq!(*got, p, "{name}");
+        assert_eq!(*got, p, "{wire:?} {name}");
     }
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube_watcher::testing::{FakeApiServer, Fault, Match};
-use kube_watcher::{Event, Watchable, Watcher};
+use kube_watcher::{Config, Event, Watchable, Watcher, WireFormat};
 
 /// Makes the server answer the next watch with an in-stream 410: the watcher relists.
 fn expire_the_watch(server: &FakeApiServer) {
@@ -106,14 +106,17 @@ fn fresh_server() -> FakeApiServer {
 
 #[test]
 fn an_unchanged_object_is_shared_by_the_relist_in_every_mode() {
-    let modes: [(&str, Mode, bool); 6] = [
+    let modes: [(&str, Mode, bool); 9] = [
         ("typed", |b| b, true),
+        ("typed, JSON", |b| b.config(Config::default().wire_format(WireFormat::Json)), true),
         ("transform", |b| b.transform(|p: &mut Pod| p.metadata.managed_fields = None), true),
         ("parallel_sync", |b| b.parallel_sync(2), true),
         ("namespaces", |b| b.namespaces(&["apps"]), true),
-        // The compact modes share the stored JSON; their events are decoded from it.
+        // The compact modes share the stored bytes; their events are decoded from them.
         ("compact", |b| b.compact_store(), false),
         ("compressed", |b| b.compressed_store(), false),
+        ("compact, JSON", |b| b.compact_store().config(Config::default().wire_format(WireFormat::Json)), false),
+        ("compressed, JSON", |b| b.compressed_store().config(Config::default().wire_format(WireFormat::Json)), false),
     ];
     for (label, with, shares) in modes {
         let server = fresh_server();

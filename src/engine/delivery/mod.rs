@@ -21,7 +21,7 @@ use parking_lot::MutexGuard;
 
 use self::subscribers::{Backlog, Held, Roster, Sub};
 pub(crate) use self::subscribers::{Item, Subscribers};
-use crate::cache::{Decode, Json};
+use crate::cache::{Decode, Encoded};
 use crate::engine::gate::Stopped;
 use crate::error::Error;
 use crate::event::Event;
@@ -30,26 +30,26 @@ use crate::resource::Watchable;
 /// Events that may wait in the backlog beyond one per object of the relist in progress.
 const DEFER_SLACK: usize = 1024;
 /// Compact store modes: how many objects of delivered events the worker keeps a reference to
-/// (see `Delivery::kept`), and how many bytes of JSON they may come to.
+/// (see `Delivery::kept`), and how many bytes of encoded objects they may come to.
 const KEEP: usize = 2 * BATCH;
 const KEEP_BYTES: usize = 1 << 20;
 /// Events handed to consumers together: a consumer wakes once per batch, not once per event
 /// (see `batching` and `relist`).
 const BATCH: usize = 64;
 
-/// How the store holds the object of a change, in the compact store modes (its JSON), which
-/// delivery may use instead of the decoded object.
+/// How the store holds the object of a change, in the compact store modes (its encoded bytes),
+/// which delivery may use instead of the decoded object.
 pub(crate) enum Form {
     /// Not a compact store mode, or a change that is not about one object.
     Decoded,
-    /// The object's JSON as the store keeps it: while a relist is read, the change's
-    /// `InitApply` may wait as this JSON (decoded when it goes out), and its length sizes what
+    /// The object's bytes as the store keeps them: while a relist is read, the change's
+    /// `InitApply` may wait as these bytes (decoded when it goes out), and its length sizes what
     /// the worker keeps of delivered objects (`Delivery::kept`).
-    Json(Json),
-    /// The change's `InitApply` exists only as this JSON (a relist shares the live entry
+    Encoded(Encoded),
+    /// The change's `InitApply` exists only as these bytes (a relist shares the live entry
     /// unchanged): it follows the change's events, decoded if and when it goes out, and only
     /// if a consumer takes it.
-    InitApply(Json),
+    InitApply(Encoded),
 }
 
 /// One change of the store on its way to the consumers (see [`Delivery::send`]).
@@ -95,7 +95,7 @@ impl<K> Change<'_, K> {
 /// A worker's delivery to the consumers (see the module documentation).
 pub(crate) struct Delivery<K> {
     subscribers: Arc<Subscribers<K>>,
-    /// How the store decodes a compact entry, for the events held as JSON.
+    /// How the store decodes a compact entry, for the events held encoded.
     decode: Decode<K>,
     /// Compact store mode: events hold decoded objects the store does not (see `kept`).
     compact: bool,
@@ -106,8 +106,8 @@ pub(crate) struct Delivery<K> {
     /// download (which a server's request deadline could then cut, again and again). What does
     /// not fit waits in `backlog`, delivered in order before the next request or with the
     /// relist's `InitDone` (`flush`). Its objects are what the relist in progress holds anyway
-    /// (`Arc`s, or in the compact modes the entries' JSON, decoded when it goes out:
-    /// [`Form::Json`]), so it may grow to the relist's size (`pending`) plus [`DEFER_SLACK`] (a
+    /// (`Arc`s, or in the compact modes the entries' bytes, decoded when it goes out:
+    /// [`Form::Encoded`]), so it may grow to the relist's size (`pending`) plus [`DEFER_SLACK`] (a
     /// server repeating one key cannot make it hold more); beyond that, delivery waits for
     /// consumers as everywhere else.
     relist: bool,
@@ -119,16 +119,16 @@ pub(crate) struct Delivery<K> {
     /// stream is quiet.
     batching: bool,
     backlog: Backlog<K>,
-    /// Compact store modes: the length of the JSON of the object being delivered, to count
+    /// Compact store modes: the length of the encoded object being delivered, to count
     /// what `kept` holds.
     len: usize,
-    /// Compact store modes: the objects of the last events delivered, with the length of
-    /// their JSON. Their events hold the only decoded copy, so whoever drops the last
+    /// Compact store modes: the objects of the last events delivered, with their encoded
+    /// length. Their events hold the only decoded copy, so whoever drops the last
     /// reference frees a whole object; on the consumer's thread that is glibc freeing into the
     /// worker's arena, under the arena's lock, against the worker allocating the next objects
     /// (the consumer slept twice per event on that lock). Holding a reference a little longer
     /// lets a consumer that keeps up leave the freeing to the worker. Bounded by count
-    /// ([`KEEP`]) and by their JSON's bytes ([`KEEP_BYTES`]: an object bigger than that is not
+    /// ([`KEEP`]) and by their encoded bytes ([`KEEP_BYTES`]: an object bigger than that is not
     /// kept); those the consumers let go are freed before each wait for the network, and all
     /// are let go when nothing is being delivered (`quiet`).
     kept: VecDeque<(Arc<K>, usize)>,
@@ -176,16 +176,16 @@ impl<K: Watchable> Delivery<K> {
         if let Some(n) = held {
             self.pending = n;
         }
-        let (json, only_json) = match form {
+        let (encoded, only_encoded) = match form {
             Form::Decoded => (None, None),
-            Form::Json(json) => (Some(json), None),
-            Form::InitApply(json) => (None, Some(json)),
+            Form::Encoded(encoded) => (Some(encoded), None),
+            Form::InitApply(encoded) => (None, Some(encoded)),
         };
-        self.len = json.as_ref().map_or(0, Json::len);
-        if self.out.is_empty() && error.is_none() && only_json.is_none() {
+        self.len = encoded.as_ref().map_or(0, Encoded::len);
+        if self.out.is_empty() && error.is_none() && only_encoded.is_none() {
             return Ok(done);
         }
-        self.publish(subs, json, only_json, error)?;
+        self.publish(subs, encoded, only_encoded, error)?;
         Ok(done)
     }
 
@@ -207,13 +207,13 @@ impl<K: Watchable> Delivery<K> {
     }
 
     /// Sends the events in `self.out` and then `error` to `subs` (behind any backlog).
-    /// `json`: the compact JSON of the object of those events; `only_json`: an `InitApply`
-    /// made from this JSON follows them (see [`Form`]).
+    /// `encoded`: the encoded object of those events; `only_encoded`: an `InitApply`
+    /// made from these bytes follows them (see [`Form`]).
     fn publish(
         &mut self,
         subs: Arc<[Sub<K>]>,
-        json: Option<Json>,
-        only_json: Option<Json>,
+        encoded: Option<Encoded>,
+        only_encoded: Option<Encoded>,
         error: Option<Error>,
     ) -> Result<(), Stopped> {
         let mut events = std::mem::take(&mut self.out);
@@ -221,11 +221,11 @@ impl<K: Watchable> Delivery<K> {
         if self.relist && self.backlog.len() < self.pending.saturating_add(DEFER_SLACK) {
             // A list body is being read: events go out in batches, and only as far as that never
             // waits for a consumer.
-            let items = events.drain(..).map(|ev| match (ev, &json) {
-                (Event::InitApply(_), Some(json)) => Held::InitApply(json.clone(), decode),
+            let items = events.drain(..).map(|ev| match (ev, &encoded) {
+                (Event::InitApply(_), Some(encoded)) => Held::InitApply(encoded.clone(), decode),
                 (ev, _) => Held::Item(Ok(ev)),
             });
-            let shared = only_json.map(|json| Held::InitApply(json, decode));
+            let shared = only_encoded.map(|encoded| Held::InitApply(encoded, decode));
             let items = items.chain(shared).chain(error.map(|e| Held::Item(Err(e))));
             self.backlog.extend(items.map(|item| (Arc::clone(&subs), item)));
             if self.backlog.len() >= BATCH {
@@ -235,9 +235,9 @@ impl<K: Watchable> Delivery<K> {
             return Ok(());
         }
         // Beyond the backlog's bound a shared entry's event is made now (if anyone takes it).
-        if let Some(json) = only_json
+        if let Some(encoded) = only_encoded
             && !subs.is_empty()
-            && let Some(Ok(ev)) = Held::InitApply(json, decode).into_item()
+            && let Some(Ok(ev)) = Held::InitApply(encoded, decode).into_item()
         {
             events.push(ev);
         }

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize};
 use crossbeam_channel::{Receiver, Select, Sender, TrySendError, bounded, select, unbounded};
 use parking_lot::{Mutex, MutexGuard};
 
-use crate::cache::{Decode, Json, Store};
+use crate::cache::{Decode, Encoded, Store};
 use crate::engine::gate::Stopped;
 use crate::engine::notices::Notices;
 use crate::error::{Error, Result};
@@ -34,7 +34,7 @@ pub(super) enum Held<K> {
     Item(Item<K>),
     /// An `InitApply` of a compact store mode, held as the store holds its object and decoded
     /// when it goes out: a list that a consumer is behind on holds no decoded objects.
-    InitApply(Json, Decode<K>),
+    InitApply(Encoded, Decode<K>),
 }
 
 impl<K> Held<K> {
@@ -43,7 +43,7 @@ impl<K> Held<K> {
     pub(super) fn into_item(self) -> Option<Item<K>> {
         match self {
             Held::Item(item) => Some(item),
-            Held::InitApply(json, decode) => match json.bytes().and_then(|bytes| decode(&bytes)) {
+            Held::InitApply(encoded, decode) => match encoded.bytes().and_then(|bytes| decode(&bytes)) {
                 Ok(obj) => Some(Ok(Event::InitApply(Arc::new(obj)))),
                 Err(e) => {
                     log::error!("bug: a compact store entry no longer decodes: {e}");

@@ -59,10 +59,10 @@ impl<K: Watchable> Worker<K> {
                 self.delivery.send(Form::Decoded, |_| writer.abort_init())
             }
             Effect::Apply => match taken(effect, subject) {
-                Some(Subject::Object(Incoming { obj, json, values })) => {
-                    let form = json.clone().map_or(Form::Decoded, Form::Json);
+                Some(Subject::Object(Incoming { obj, encoded, values })) => {
+                    let form = encoded.clone().map_or(Form::Decoded, Form::Encoded);
                     self.delivery.send(form, |c| {
-                        let old = writer.apply(&obj, json, values);
+                        let old = writer.apply(&obj, encoded, values);
                         // The predicates compare outside the consumers' lock, after the
                         // subscribers are taken: one subscribing meanwhile gets the new state
                         // in its replay instead.
@@ -82,8 +82,8 @@ impl<K: Watchable> Worker<K> {
                 None => Ok(()),
             },
             Effect::Delete => match taken(effect, subject) {
-                Some(Subject::Object(Incoming { obj, json, .. })) => {
-                    let form = json.map_or(Form::Decoded, Form::Json);
+                Some(Subject::Object(Incoming { obj, encoded, .. })) => {
+                    let form = encoded.map_or(Form::Decoded, Form::Encoded);
                     self.delivery.send(form, |c| writer.delete(obj, c.events()))
                 }
                 Some(Subject::Skipped(s, e)) => {
@@ -121,15 +121,15 @@ impl<K: Watchable> Worker<K> {
         subject: Subject<K>,
     ) -> Result<(), Stopped> {
         match subject {
-            Subject::Object(Incoming { obj, json, values }) => {
-                let form = json.clone().map_or(Form::Decoded, Form::Json);
+            Subject::Object(Incoming { obj, encoded, values }) => {
+                let form = encoded.clone().map_or(Form::Decoded, Form::Encoded);
                 delivery.send(form, |c| {
-                    let held = writer.init_apply(obj, json, values, c.events());
+                    let held = writer.init_apply(obj, encoded, values, c.events());
                     c.relist_holds(held);
                 })
             }
-            Subject::Shared { key, json, uid, rv, values } => delivery.send(Form::InitApply(json.clone()), |c| {
-                let held = writer.init_share(key, json, uid, rv, values, c.events());
+            Subject::Shared { key, encoded, uid, rv, values } => delivery.send(Form::InitApply(encoded.clone()), |c| {
+                let held = writer.init_share(key, encoded, uid, rv, values, c.events());
                 c.relist_holds(held);
             }),
             Subject::Skipped(s, e) => Self::undecodable(writer, delivery, counters, Seen::Listed, &s, e),

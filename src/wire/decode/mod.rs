@@ -17,13 +17,14 @@ mod watch;
 pub(crate) use frame::{FRAME_HEADER, Frame, read_frame};
 pub(crate) use line::{Line, read_line};
 pub(crate) use list::{Form, Item, ListError, ListMeta, list};
-pub(crate) use object::{Scratch, compact, decode_error, item, object};
+pub(crate) use object::{Scratch, decode_error};
 pub(crate) use peek::Peeked;
 #[cfg(feature = "fuzzing")]
 pub(crate) use peek::identity as peek;
 pub(crate) use proto::{has_form as has_protobuf_form, list as protobuf_list, object as protobuf_object};
-pub(crate) use status::http_error;
 pub(crate) use watch::{Change, Identity, WatchEvent, identity, watch_event};
+
+use status::StatusBody;
 
 /// The encoding of a body or a watch stream, told by its `Content-Type`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,8 +63,9 @@ pub(crate) fn item_identity(item: Item<'_>) -> Option<Identity> {
     }
 }
 
-/// Decodes one watch event of a stream in `encoding`: a JSON line, or a protobuf frame's message
-/// (whose object's bytes are never kept: the compact store modes ask for JSON).
+/// Decodes one watch event of a stream in `encoding`: a JSON line, or a protobuf frame's message.
+/// With `keep_raw` (compact store modes), an object event also returns its object's bytes: the
+/// JSON object, or the enveloped protobuf one (see [`compact`]).
 pub(crate) fn event<'a, K: serde::de::DeserializeOwned>(
     encoding: Encoding,
     bytes: &'a [u8],
@@ -72,8 +74,52 @@ pub(crate) fn event<'a, K: serde::de::DeserializeOwned>(
 ) -> Result<(WatchEvent<K>, Option<&'a [u8]>), String> {
     match encoding {
         Encoding::Json => watch_event(bytes, keep_raw, scratch),
-        Encoding::Protobuf => proto::watch_event(bytes).map(|e| (e, None)),
+        Encoding::Protobuf => proto::watch_event(bytes).map(|(e, raw)| (e, raw.filter(|_| keep_raw))),
     }
+}
+
+/// Decodes one list item, in its form.
+pub(crate) fn item<K: serde::de::DeserializeOwned>(item: Item<'_>, scratch: &mut Scratch) -> Result<K, String> {
+    match item.form {
+        Form::Json => object::json(item.bytes, item.checked, scratch),
+        Form::Protobuf { message } => proto::item(message, item.bytes),
+    }
+}
+
+/// Decodes one JSON object (a GET answer).
+pub(crate) fn object<K: serde::de::DeserializeOwned>(bytes: &[u8], scratch: &mut Scratch) -> Result<K, String> {
+    object::json(bytes, false, scratch)
+}
+
+/// The bytes a compact store keeps of a list item: the JSON as it is, a protobuf message in the
+/// envelope a GET answer carries (`None`: not a kind of the schema table, so not kept).
+pub(crate) fn kept(item: Item<'_>) -> Option<std::borrow::Cow<'_, [u8]>> {
+    match item.form {
+        Form::Json => Some(std::borrow::Cow::Borrowed(item.bytes)),
+        Form::Protobuf { message } => proto::enveloped(message, item.bytes).map(std::borrow::Cow::Owned),
+    }
+}
+
+/// Decodes a compact store entry: an enveloped protobuf object (it starts with the magic
+/// `k8s\0`, which JSON cannot) or JSON. A fresh scratch: entries are decoded on readers' threads.
+pub(crate) fn compact<K: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<K, String> {
+    if bytes.starts_with(crate::wire::protobuf::MAGIC) {
+        proto::object(bytes)
+    } else {
+        object::json(bytes, false, &mut Scratch::default())
+    }
+}
+
+/// Classifies an HTTP error answer (see `status::http_error`), its body read as a protobuf
+/// `Status` (docs/protocol.md §12.2) when the server answered in protobuf, else as JSON.
+pub(crate) fn http_error(
+    context: &str,
+    code: u16,
+    body: &[u8],
+    retry_after: Option<std::time::Duration>,
+) -> crate::error::ApiError {
+    let status = proto::status(body).or_else(|| serde_json::from_slice::<StatusBody>(body).ok());
+    status::http_error(context, code, status, body, retry_after)
 }
 
 #[cfg(test)]

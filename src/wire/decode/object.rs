@@ -1,9 +1,8 @@
-//! Decoding one object (a list item, a GET answer, a compact store entry) into its type, and the
-//! error that names a bad one.
+//! Decoding one JSON object (a list item, a GET answer, a compact store entry) into its type,
+//! and the error that names a bad one. `decode/mod.rs` chooses between this and `proto.rs`.
 
 use serde::de::DeserializeOwned;
 
-use super::list::{Form, Item};
 use crate::error::{DecodeError, snippet};
 #[cfg(feature = "simd")]
 use crate::wire::syntax;
@@ -44,27 +43,14 @@ impl Scratch {
     }
 }
 
-/// Decodes one object (a GET answer, a compact store entry).
-pub(crate) fn object<K: DeserializeOwned>(bytes: &[u8], scratch: &mut Scratch) -> Result<K, String> {
-    item(Item { bytes, checked: false, form: Form::Json }, scratch)
-}
-
-/// Decodes a compact store entry (a fresh scratch: entries are decoded on readers' threads).
-pub(crate) fn compact<K: DeserializeOwned>(bytes: &[u8]) -> Result<K, String> {
-    object(bytes, &mut Scratch::default())
-}
-
-/// Decodes one list item.
-pub(crate) fn item<K: DeserializeOwned>(item: Item<'_>, scratch: &mut Scratch) -> Result<K, String> {
-    let bytes = item.bytes;
-    if let Form::Protobuf { message } = item.form {
-        return super::proto::item(message, bytes);
-    }
+/// Decodes one JSON object (a list item, a GET answer, a compact store entry); `checked`: it
+/// already passed the strict syntax check (the list scanner's).
+pub(super) fn json<K: DeserializeOwned>(bytes: &[u8], checked: bool, scratch: &mut Scratch) -> Result<K, String> {
     #[cfg(feature = "simd")]
-    if let Some(obj) = scratch.simd(bytes, item.checked, |de| K::deserialize(de).ok()) {
+    if let Some(obj) = scratch.simd(bytes, checked, |de| K::deserialize(de).ok()) {
         return Ok(obj);
     }
-    let _ = (scratch, item.checked); // serde_json checks as it decodes
+    let _ = (scratch, checked); // serde_json checks as it decodes
     // JSON is UTF-8 (RFC 8259). Checking it whole keeps every path in agreement: serde_json
     // would otherwise accept invalid bytes inside fields it skips.
     let text = std::str::from_utf8(bytes).map_err(|e| format!("invalid UTF-8: {e}"))?;

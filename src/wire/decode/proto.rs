@@ -121,8 +121,10 @@ pub(crate) fn status(body: &[u8]) -> Option<StatusBody> {
 }
 
 /// Decodes one watch event frame (without its length): the protobuf twin of
-/// `watch::watch_event`, with the same undecodable-object policy.
-pub(crate) fn watch_event<K: DeserializeOwned>(frame: &[u8]) -> Result<WatchEvent<K>, String> {
+/// `watch::watch_event`, with the same undecodable-object policy. With an object event comes its
+/// enveloped object (`k8s\0` and `runtime.Unknown`, as a GET answers it): what a compact store
+/// keeps, readable by [`object`].
+pub(crate) fn watch_event<K: DeserializeOwned>(frame: &[u8]) -> Result<(WatchEvent<K>, Option<&[u8]>), String> {
     let mut reader = Reader::new(frame);
     let (mut ty, mut object) = (None, None);
     while let Some((n, value)) = reader.next().map_err(|e| format!("watch event: {e}"))? {
@@ -160,27 +162,40 @@ pub(crate) fn watch_event<K: DeserializeOwned>(frame: &[u8]) -> Result<WatchEven
                 )),
             };
             match decoded {
-                Ok(obj) => Ok(match change {
-                    Change::Added => WatchEvent::Added(obj),
-                    Change::Modified => WatchEvent::Modified(obj),
-                    Change::Deleted => WatchEvent::Deleted(obj),
-                }),
+                Ok(obj) => Ok((
+                    match change {
+                        Change::Added => WatchEvent::Added(obj),
+                        Change::Modified => WatchEvent::Modified(obj),
+                        Change::Deleted => WatchEvent::Deleted(obj),
+                    },
+                    Some(raw),
+                )),
                 Err(message) => {
                     let message = format!("{ty} object: {message}");
                     // Well-formed protobuf with a name: an object this type cannot hold, not a
                     // broken frame.
                     match identity(envelope.raw) {
-                        Some(id) if id.name.is_some() => Ok(WatchEvent::Undecodable { kind: change, id, message }),
+                        Some(id) if id.name.is_some() => {
+                            Ok((WatchEvent::Undecodable { kind: change, id, message }, None))
+                        }
                         _ => Err(message),
                     }
                 }
             }
         }
-        None if ty == "ERROR" => {
-            pb::object::<StatusBody>(raw).map(WatchEvent::Error).map_err(|e| format!("ERROR object: {e}"))
-        }
-        None => bookmark(envelope.raw),
+        None if ty == "ERROR" => pb::object::<StatusBody>(raw)
+            .map(|status| (WatchEvent::Error(status), None))
+            .map_err(|e| format!("ERROR object: {e}")),
+        None => bookmark(envelope.raw).map(|b| (b, None)),
     }
+}
+
+/// A list item (a bare message of the schema's message `index`) in the envelope a GET answer
+/// carries (`k8s\0`, `runtime.Unknown` with the item's `apiVersion` and kind): how a compact
+/// store keeps a protobuf object, readable by [`object`]. `None` when `index` is not a kind.
+pub(crate) fn enveloped(index: usize, bytes: &[u8]) -> Option<Vec<u8>> {
+    let (api_version, kind) = schema::schema().type_meta(index)?;
+    Some(pb::en::envelope(api_version, kind, bytes))
 }
 
 /// A bookmark's object: only `metadata`, with the resourceVersion and, at the end of a streaming
@@ -450,6 +465,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
     use crate::wire::decode::http_error;
     // A length-delimited field, as the encoder writes it.
     use crate::wire::protobuf::en::bytes as field;
@@ -465,35 +481,64 @@ mod tests {
         out
     }
 
+    /// The event of a frame, without its kept bytes.
+    fn event_of<K: DeserializeOwned>(frame: &[u8]) -> Result<WatchEvent<K>, String> {
+        watch_event(frame).map(|(event, _)| event)
+    }
+
     fn cm(name: &str) -> serde_json::Value {
         json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "n", "uid": "u1", "resourceVersion": "5"}, "data": {"k": "v"}})
     }
 
+    /// What a compact store keeps of a protobuf object, from a list item or a watch event, is
+    /// an enveloped object that its decoder (`decode::compact`) reads back as the object.
+    #[test]
+    fn kept_objects_are_enveloped_and_decode_back() {
+        use crate::wire::decode::{Item, compact, kept};
+        let truth: ConfigMap = serde_json::from_value(cm("a")).unwrap();
+        let message = pb::envelope(&pb::encode(&cm("a")).unwrap()).unwrap().raw.to_vec();
+        let form = Form::Protobuf { message: item_message("v1", "ConfigMapList").unwrap() };
+        let item = kept(Item { bytes: &message, checked: false, form }).unwrap();
+        assert!(item.starts_with(MAGIC), "{item:?}");
+        assert_eq!(compact::<ConfigMap>(&item).unwrap(), truth);
+        let frame = event("MODIFIED", &cm("a"));
+        let (_, raw) = watch_event::<ConfigMap>(&frame).unwrap();
+        assert_eq!(compact::<ConfigMap>(raw.unwrap()).unwrap(), truth);
+        // JSON is kept as it came, and read back as JSON.
+        let json = serde_json::to_vec(&cm("a")).unwrap();
+        let item = kept(Item { bytes: &json, checked: false, form: Form::Json }).unwrap();
+        assert_eq!(*item, *json);
+        assert_eq!(compact::<ConfigMap>(&item).unwrap(), truth);
+        // Only object events keep bytes.
+        let bookmark = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"resourceVersion": "7"}});
+        assert!(watch_event::<ConfigMap>(&event("BOOKMARK", &bookmark)).unwrap().1.is_none());
+    }
+
     #[test]
     fn protobuf_events_decode_by_type() {
-        let added: WatchEvent<ConfigMap> = watch_event(&event("ADDED", &cm("a"))).unwrap();
+        let added: WatchEvent<ConfigMap> = event_of(&event("ADDED", &cm("a"))).unwrap();
         let WatchEvent::Added(a) = added else { panic!("{added:?}") };
         assert_eq!(a.metadata.name.as_deref(), Some("a"));
         assert_eq!(a.data.unwrap()["k"], "v");
         let bookmark = json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"resourceVersion": "77", "annotations": {"k8s.io/initial-events-end": "true"}}});
-        let b: WatchEvent<ConfigMap> = watch_event(&event("BOOKMARK", &bookmark)).unwrap();
+        let b: WatchEvent<ConfigMap> = event_of(&event("BOOKMARK", &bookmark)).unwrap();
         assert!(
             matches!(b, WatchEvent::Bookmark { ref resource_version, initial_events_end: true } if resource_version == "77"),
             "{b:?}"
         );
         let plain = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"resourceVersion": "78"}});
-        let b: WatchEvent<ConfigMap> = watch_event(&event("BOOKMARK", &plain)).unwrap();
+        let b: WatchEvent<ConfigMap> = event_of(&event("BOOKMARK", &plain)).unwrap();
         assert!(matches!(b, WatchEvent::Bookmark { initial_events_end: false, .. }), "{b:?}");
         let no_rv = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}});
-        assert!(watch_event::<ConfigMap>(&event("BOOKMARK", &no_rv)).unwrap_err().contains("resourceVersion"));
+        assert!(event_of::<ConfigMap>(&event("BOOKMARK", &no_rv)).unwrap_err().contains("resourceVersion"));
     }
 
     #[test]
     fn an_in_stream_410_in_protobuf_is_the_same_api_error() {
         let status = json!({"apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Failure",
             "message": "too old resource version: 1 (5)", "reason": "Expired", "code": 410});
-        let e: WatchEvent<ConfigMap> = watch_event(&event("ERROR", &status)).unwrap();
+        let e: WatchEvent<ConfigMap> = event_of(&event("ERROR", &status)).unwrap();
         let WatchEvent::Error(status) = e else { panic!("not an error") };
         let api = status.into_api_error("watch configmaps");
         assert_eq!((api.code, api.reason.as_str(), api.in_stream), (410, "Expired", true));
@@ -509,18 +554,18 @@ mod tests {
     fn an_object_that_is_not_a_k_is_undecodable_only_with_a_name() {
         let mut bad = cm("a");
         bad["data"] = json!({"k": 5});
-        let e: WatchEvent<ConfigMap> = watch_event(&event("MODIFIED", &bad)).unwrap();
+        let e: WatchEvent<ConfigMap> = event_of(&event("MODIFIED", &bad)).unwrap();
         let WatchEvent::Undecodable { kind, id, message } = e else { panic!("{e:?}") };
         assert_eq!(kind, Change::Modified);
         assert_eq!((id.name.as_deref(), id.namespace.as_deref()), (Some("a"), Some("n")));
         assert_eq!((id.uid.as_deref(), id.resource_version.as_deref()), (Some("u1"), Some("5")));
         assert!(message.starts_with("MODIFIED object: "), "{message}");
         bad["metadata"] = json!({"namespace": "n"});
-        assert!(watch_event::<ConfigMap>(&event("ADDED", &bad)).is_err());
-        let weird = watch_event::<ConfigMap>(&event("WEIRD", &cm("a"))).unwrap_err();
+        assert!(event_of::<ConfigMap>(&event("ADDED", &bad)).is_err());
+        let weird = event_of::<ConfigMap>(&event("WEIRD", &cm("a"))).unwrap_err();
         assert!(weird.contains("unknown watch event type"), "{weird}");
-        assert!(watch_event::<ConfigMap>(b"\x0a\x05ADDED").unwrap_err().contains("without \"object\""));
-        assert!(watch_event::<ConfigMap>(b"\xff").is_err());
+        assert!(event_of::<ConfigMap>(b"\x0a\x05ADDED").unwrap_err().contains("without \"object\""));
+        assert!(event_of::<ConfigMap>(b"\xff").is_err());
     }
 
     /// Found by tests/decode.rs: a key whose varint runs past the end of the list's message.

@@ -50,12 +50,16 @@ impl StatusBody {
 }
 
 /// Classifies an HTTP error answer: by status code first, refined with the body when it is a
-/// `Status` (even without `kind`), else quoting the body's first bytes.
-pub(crate) fn http_error(context: &str, code: u16, body: &[u8], retry_after: Option<Duration>) -> ApiError {
-    // A protobuf `Status` (docs/protocol.md §12.2) when the server answered in protobuf.
-    let status = super::proto::status(body)
-        .or_else(|| serde_json::from_slice::<StatusBody>(body).ok())
-        .filter(|s| s.code.is_some() || s.status.is_some());
+/// `Status` (`status`, the body read as one, counts even without `kind`), else quoting the
+/// body's first bytes.
+pub(super) fn http_error(
+    context: &str,
+    code: u16,
+    status: Option<StatusBody>,
+    body: &[u8],
+    retry_after: Option<Duration>,
+) -> ApiError {
+    let status = status.filter(|s| s.code.is_some() || s.status.is_some());
     match status {
         Some(s) => to_api_error(context, code, Some(s), retry_after, false),
         None => {

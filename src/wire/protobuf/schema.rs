@@ -71,6 +71,9 @@ pub(crate) struct Schema {
     /// `apiVersion` → kind → message (`apps/v1` → `Deployment` → `apps.v1.Deployment`), so that
     /// finding the message of an object allocates nothing.
     kinds: HashMap<&'static str, HashMap<&'static str, usize>>,
+    /// The other way: message → its `apiVersion` and kind (each package of the table is one
+    /// group version), to write an object's envelope.
+    type_metas: Vec<Option<(&'static str, &'static str)>>,
 }
 
 impl Schema {
@@ -90,6 +93,12 @@ impl Schema {
             }
             _ => None,
         })
+    }
+
+    /// The `apiVersion` and kind of message `index` (`core.v1.Pod` → `v1`, `Pod`): what its
+    /// `runtime.Unknown` envelope says.
+    pub(crate) fn type_meta(&self, index: usize) -> Option<(&'static str, &'static str)> {
+        self.type_metas.get(index).copied().flatten()
     }
 }
 
@@ -176,11 +185,13 @@ pub(crate) fn parse(text: &'static str) -> Result<Schema, String> {
         messages.push(Message { name, fields, by_number });
     }
     let mut kinds: HashMap<&'static str, HashMap<&'static str, usize>> = HashMap::new();
+    let mut type_metas = vec![None; messages.len()];
     for (api_version, package) in packages {
         let in_package = kinds.entry(api_version).or_default();
         for (i, message) in messages.iter().enumerate() {
             if let Some(kind) = message.name.strip_prefix(package).and_then(|k| k.strip_prefix('.')) {
                 in_package.insert(kind, i);
+                type_metas[i].get_or_insert((api_version, kind));
             }
         }
     }
@@ -189,6 +200,7 @@ pub(crate) fn parse(text: &'static str) -> Result<Schema, String> {
         #[cfg(test)]
         by_name: names,
         kinds,
+        type_metas,
     })
 }
 
