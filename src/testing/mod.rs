@@ -414,7 +414,10 @@ impl FakeApiServer {
 
     /// Ends every open watch cleanly (the terminating chunk), as the real server does when its
     /// watch cache is re-initialised or it shuts down gracefully. Clients see a normal end of
-    /// stream; watches opened afterwards are not affected.
+    /// stream. "Open" means every watch request the server has received, as
+    /// [`requests`](Self::requests) shows it: also one not streaming yet, or waiting at a
+    /// [`hold`](Self::hold) gate, which ends as soon as it is answered. Watches requested
+    /// afterwards are not affected.
     pub fn end_watches(&self) {
         self.shared.lock().watch_epoch += 1;
         self.shared.notify();

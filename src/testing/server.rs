@@ -268,12 +268,16 @@ struct Admitted {
     fault: Option<Fault>,
     /// The hold gate it waits at, if any.
     gate: Option<u64>,
+    /// [`FakeApiServer::end_watches`](super::FakeApiServer::end_watches) calls so far: a watch
+    /// ends at the next one. Taken here, with the request's entry in the log, so that a call
+    /// after the request is in the log ends it even if it is not streaming yet.
+    epoch: u64,
 }
 
 fn handle_request(shared: &Arc<ServerCore>, conn: &mut Conn, mut req: Request) -> io::Result<Flow> {
     let arrived = Instant::now();
     req.protobuf = !shared.settings.json_only && api::protobuf::accepted_first(&req);
-    let Admitted { route, class, authorized, fault, gate } = admit(shared, conn, &req);
+    let Admitted { route, class, authorized, fault, gate, epoch } = admit(shared, conn, &req);
     if let Some(id) = gate
         && let Some(flow) = wait_at_gate(shared, conn, id)
     {
@@ -293,7 +297,7 @@ fn handle_request(shared: &Arc<ServerCore>, conn: &mut Conn, mut req: Request) -
         return Ok(flow);
     }
     if class == Class::Watch {
-        return watch::serve(shared, conn, &req, &route, fault);
+        return watch::serve(shared, conn, &req, &route, fault, epoch);
     }
     let resp = api::handle(shared, &req, &route);
     if let Some(Fault::TruncateBody) = fault {
@@ -401,7 +405,7 @@ fn admit(shared: &Arc<ServerCore>, conn: &Conn, req: &Request) -> Admitted {
     if gate.is_some() {
         shared.notify();
     }
-    Admitted { route, class, authorized, fault, gate }
+    Admitted { route, class, authorized, fault, gate, epoch: state.watch_epoch }
 }
 
 /// Holds the request until the test releases the gate; `Some` when the client left first.

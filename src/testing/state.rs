@@ -42,7 +42,7 @@ pub(crate) struct State {
     pub rng: Rng,
     /// Armed and holding request gates ([`FakeApiServer::hold`]).
     pub holds: Vec<HoldSlot>,
-    /// Bumped by [`FakeApiServer::end_watches`]: watches started under an older value end.
+    /// Bumped by [`FakeApiServer::end_watches`]: watches requested under an older value end.
     pub watch_epoch: u64,
     /// Source of hold ids.
     pub next_hold: u64,

@@ -236,16 +236,18 @@ struct Accepted {
     protobuf: bool,
 }
 
-/// Serves one watch request until its deadline, a fault, the client leaving or shutdown.
+/// Serves one watch request until its deadline, a fault, the client leaving, shutdown, or an
+/// end of watches after `epoch` (the `watch_epoch` when the request arrived: see `Admitted` in
+/// server.rs).
 pub(crate) fn serve(
     shared: &Arc<ServerCore>,
     conn: &mut Conn,
     req: &Request,
     route: &Route,
     fault: Option<Fault>,
+    epoch: u64,
 ) -> io::Result<Flow> {
     let started = Instant::now();
-    let epoch = shared.lock().watch_epoch;
     let mut w = match accept(shared, req, route) {
         Ok(w) => w,
         Err(resp) => {

@@ -629,6 +629,33 @@ fn timeout_seconds_ends_the_stream_cleanly_and_keeps_the_connection_usable() {
     assert_eq!(server.connections(), 1);
 }
 
+/// `end_watches` ends every watch the server has received, also one that is not streaming yet
+/// (held here at a gate between its arrival and its answer, where a busy server thread can
+/// also be): a client that saw its watch in the request log can count on the call ending it.
+#[test]
+fn end_watches_ends_every_watch_received_even_one_not_streaming_yet() {
+    let server = FakeApiServer::start();
+    let target = format!("/api/v1/configmaps?watch=1&resourceVersion={}&timeoutSeconds=30", server.resource_version());
+    let mut streaming = Watch::open(&server, &target);
+    wait_until(|| server.open_watches() == 1);
+    let hold = server.hold(Match::Watch);
+    let mut client = Client::connect(&server);
+    client.send("GET", &target, &[], None);
+    assert!(hold.wait_until_held(READ_TIMEOUT), "the second watch never arrived");
+    server.end_watches();
+    hold.release();
+    let (status, _) = client.read_head();
+    let mut received = Watch { client, status, pending: Vec::new(), ended: false, chunk_sizes: Vec::new() };
+    assert_eq!(received.status, 200);
+    assert_eq!(streaming.end(), End::Clean, "the streaming watch ends");
+    assert_eq!(received.end(), End::Clean, "the watch received before the call ends too");
+    // A watch requested afterwards is not affected.
+    let mut later = Watch::open(&server, &target);
+    wait_until(|| server.open_watches() == 1);
+    server.create_value(&cm_type(), cm("shop", "after", json!({}))).unwrap();
+    assert_eq!(later.event()["object"]["metadata"]["name"], "after");
+}
+
 #[test]
 fn selector_transitions_follow_the_table() {
     let server = FakeApiServer::start();
