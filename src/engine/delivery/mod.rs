@@ -122,17 +122,53 @@ pub(crate) struct Delivery<K> {
     /// Compact store modes: the length of the encoded object being delivered, to count
     /// what `kept` holds.
     len: usize,
-    /// Compact store modes: the objects of the last events delivered, with their encoded
-    /// length. Their events hold the only decoded copy, so whoever drops the last
-    /// reference frees a whole object; on the consumer's thread that is glibc freeing into the
-    /// worker's arena, under the arena's lock, against the worker allocating the next objects
-    /// (the consumer slept twice per event on that lock). Holding a reference a little longer
-    /// lets a consumer that keeps up leave the freeing to the worker. Bounded by count
-    /// ([`KEEP`]) and by their encoded bytes ([`KEEP_BYTES`]: an object bigger than that is not
-    /// kept); those the consumers let go are freed before each wait for the network, and all
-    /// are let go when nothing is being delivered (`quiet`).
-    kept: VecDeque<(Arc<K>, usize)>,
-    kept_bytes: usize,
+    /// Compact store modes: the objects of the last events delivered (see [`Kept`]).
+    kept: Kept<K>,
+}
+
+/// Compact store modes: the objects of the last events delivered, with their encoded length.
+/// Their events hold the only decoded copy, so whoever drops the last reference frees a whole
+/// object; on the consumer's thread that is glibc freeing into the worker's arena, under the
+/// arena's lock, against the worker allocating the next objects (the consumer slept twice per
+/// event on that lock; in a relist, where every `InitApply` is decoded for the consumers, the
+/// lock took a fifth of the client's time in `perf`). Holding a reference a little longer lets a
+/// consumer that keeps up leave the freeing to the worker. Bounded by count ([`KEEP`]) and by
+/// their encoded bytes ([`KEEP_BYTES`]: an object bigger than that is not kept); those the
+/// consumers let go are freed before each wait for the network and before each batch of a
+/// relist, and all are let go when nothing is being delivered (`quiet`).
+struct Kept<K> {
+    objects: VecDeque<(Arc<K>, usize)>,
+    bytes: usize,
+}
+
+impl<K> Kept<K> {
+    /// Keeps a reference to `obj`, delivered with `len` bytes encoded.
+    fn keep(&mut self, obj: &Arc<K>, len: usize) {
+        self.objects.push_back((Arc::clone(obj), len));
+        self.bytes = self.bytes.saturating_add(len);
+        while self.objects.len() > KEEP || self.bytes > KEEP_BYTES {
+            let Some((_, len)) = self.objects.pop_front() else { break };
+            self.bytes = self.bytes.saturating_sub(len);
+        }
+    }
+
+    /// Frees, here, the kept objects nobody else holds any more.
+    fn free(&mut self) {
+        let mut freed = 0;
+        self.objects.retain(|(obj, len)| {
+            let held = Arc::strong_count(obj) > 1;
+            if !held {
+                freed += len;
+            }
+            held
+        });
+        self.bytes = self.bytes.saturating_sub(freed);
+    }
+
+    fn clear(&mut self) {
+        self.objects.clear();
+        self.bytes = 0;
+    }
 }
 
 impl<K: Watchable> Delivery<K> {
@@ -149,8 +185,7 @@ impl<K: Watchable> Delivery<K> {
             batching: false,
             backlog: Vec::new(),
             len: 0,
-            kept: VecDeque::new(),
-            kept_bytes: 0,
+            kept: Kept { objects: VecDeque::new(), bytes: 0 },
         }
     }
 
@@ -220,7 +255,11 @@ impl<K: Watchable> Delivery<K> {
         let decode = self.decode;
         if self.relist && self.backlog.len() < self.pending.saturating_add(DEFER_SLACK) {
             // A list body is being read: events go out in batches, and only as far as that never
-            // waits for a consumer.
+            // waits for a consumer. In the compact modes an `InitApply` waits as its entry and is
+            // decoded again when it goes out, even for a consumer that keeps up: holding the
+            // objects decoded off the wire instead (up to `KEEP` of them) made a 30k-pod sync
+            // with a consumer 1.4× faster but left 30% more steady RSS, freed objects between
+            // the entries allocated meanwhile (docs/performance.md "Relists").
             let items = events.drain(..).map(|ev| match (ev, &encoded) {
                 (Event::InitApply(_), Some(encoded)) => Held::InitApply(encoded.clone(), decode),
                 (ev, _) => Held::Item(Ok(ev)),
@@ -229,7 +268,7 @@ impl<K: Watchable> Delivery<K> {
             let items = items.chain(shared).chain(error.map(|e| Held::Item(Err(e))));
             self.backlog.extend(items.map(|item| (Arc::clone(&subs), item)));
             if self.backlog.len() >= BATCH {
-                self.subscribers.deliver_ready(&mut self.backlog);
+                self.deliver_ready();
             }
             self.out = events;
             return Ok(());
@@ -243,7 +282,7 @@ impl<K: Watchable> Delivery<K> {
         }
         if self.compact && !subs.is_empty() {
             for obj in events.iter().filter_map(Event::object) {
-                self.keep(obj);
+                self.kept.keep(obj, self.len);
             }
         }
         if self.batching && self.backlog.len() < BATCH {
@@ -258,41 +297,27 @@ impl<K: Watchable> Delivery<K> {
         self.out = events;
         delivered
     }
-
-    /// Keeps a reference to `obj`, delivered in a compact store mode (see `kept`).
-    fn keep(&mut self, obj: &Arc<K>) {
-        self.kept.push_back((Arc::clone(obj), self.len));
-        self.kept_bytes = self.kept_bytes.saturating_add(self.len);
-        while self.kept.len() > KEEP || self.kept_bytes > KEEP_BYTES {
-            let Some((_, len)) = self.kept.pop_front() else { break };
-            self.kept_bytes = self.kept_bytes.saturating_sub(len);
-        }
-    }
 }
 
 impl<K> Delivery<K> {
-    /// Frees, here, the kept objects nobody else holds any more.
-    fn free_kept(&mut self) {
-        let mut freed = 0;
-        self.kept.retain(|(obj, len)| {
-            let held = Arc::strong_count(obj) > 1;
-            if !held {
-                freed += len;
-            }
-            held
-        });
-        self.kept_bytes = self.kept_bytes.saturating_sub(freed);
+    /// Delivers what is held back as far as that never waits (see
+    /// [`Subscribers::deliver_ready`]); the objects it decodes for consumers are kept (see
+    /// [`Kept`]), after those already let go are freed.
+    fn deliver_ready(&mut self) {
+        self.kept.free();
+        let kept = &mut self.kept;
+        self.subscribers.deliver_ready(&mut self.backlog, &mut |obj, len| kept.keep(obj, len));
     }
 
     /// The worker is about to wait for the network: hand over what is held back. During a relist
     /// only as far as that never waits (a slow consumer must not slow the download); otherwise
     /// all of it, waiting for consumers.
     pub(crate) fn before_read(&mut self) -> Result<(), Stopped> {
-        self.free_kept();
         if self.relist {
-            self.subscribers.deliver_ready(&mut self.backlog);
+            self.deliver_ready();
             return Ok(());
         }
+        self.kept.free();
         self.flush()
     }
 
@@ -302,7 +327,6 @@ impl<K> Delivery<K> {
     pub(crate) fn quiet(&mut self) -> Result<(), Stopped> {
         self.flush()?;
         self.kept.clear();
-        self.kept_bytes = 0;
         Ok(())
     }
 
