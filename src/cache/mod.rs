@@ -1,7 +1,7 @@
 //! `Writer<K>` applies events and swaps in a relist at `InitDone`; `Store<K>` is the cheap,
 //! cloneable read side.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -53,9 +53,9 @@ struct Objects<K> {
     live: Map<K>,
     /// The indexes of `live`.
     live_index: Indexes,
-    /// Each writer's relist in progress (between `Init` and `InitDone`) and its indexes;
-    /// invisible to readers, swapped in at `InitDone`.
-    pending: Vec<Option<(Map<K>, Indexes)>>,
+    /// Each writer's relist in progress (between `Init` and `InitDone`); invisible to
+    /// readers, swapped in at `InitDone`.
+    pending: Vec<Option<Relist<K>>>,
     /// Per writer: what consumers were told since its last `InitDone` that `live` does not
     /// show, by relists that were then abandoned: `Some(entry)` delivered by `InitApply`, `None`
     /// reported deleted. Consumers believe in `pending` first, then this, then `live`; the next
@@ -65,12 +65,41 @@ struct Objects<K> {
     told: Vec<HashMap<ObjectKey, Option<Entry<K>>>>,
 }
 
+/// A relist in progress: what it listed so far. A key is in at most one of `map` and
+/// `carried`; a key listed twice is where its last listing put it.
+struct Relist<K> {
+    /// The objects the live store does not hold as listed (new, changed, or kept by the
+    /// undecodable-object policy), with their indexes.
+    map: Map<K>,
+    indexes: Indexes,
+    /// The keys whose live entry was listed unchanged (`Writer::init_share`): carried over
+    /// at `InitDone` as they are, with their index values, never copied. So a relist of
+    /// unchanged objects holds one key per object besides the live store, not a second state.
+    carried: HashSet<ObjectKey>,
+}
+
+impl<K> Relist<K> {
+    fn new(indexes: usize) -> Self {
+        Relist { map: HashMap::new(), indexes: index::new_indexes(indexes), carried: HashSet::new() }
+    }
+
+    /// How many objects it holds.
+    fn len(&self) -> usize {
+        self.map.len() + self.carried.len()
+    }
+}
+
 impl<K> Objects<K> {
     /// What consumers believe is at `key` in `part`: the relist in progress, an abandoned
     /// relist, or the live store, in that order; `None` when they believe it absent.
     fn believed(&self, part: usize, key: &ObjectKey) -> Option<&Entry<K>> {
-        if let Some(e) = self.pending[part].as_ref().and_then(|(p, _)| p.get(key)) {
-            return Some(e);
+        if let Some(relist) = &self.pending[part] {
+            if let Some(e) = relist.map.get(key) {
+                return Some(e);
+            }
+            if relist.carried.contains(key) {
+                return self.live.get(key);
+            }
         }
         match self.told[part].get(key) {
             Some(told) => told.as_ref(),
@@ -281,13 +310,16 @@ impl<K: Watchable> Store<K> {
             .pending
             .iter()
             .enumerate()
-            .filter_map(|(part, p)| p.as_ref().map(|(p, _)| (part, p)))
+            .filter_map(|(part, p)| p.as_ref().map(|p| (part, p)))
             .map(|(part, p)| {
                 let shown = |key: &ObjectKey| match objects.told[part].get(key) {
                     Some(told) => told.as_ref(),
                     None => objects.live.get(key),
                 };
-                p.iter()
+                let carried = p.carried.iter().filter_map(|key| Some((key, objects.live.get(key)?)));
+                p.map
+                    .iter()
+                    .chain(carried)
                     .map(|(key, e)| {
                         let replaced = Some(key)
                             .filter(|_| synced)

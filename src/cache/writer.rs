@@ -10,8 +10,8 @@ use parking_lot::{Condvar, Mutex, RwLock};
 
 use super::compact::Encoded;
 use super::entry::{Decode, Entry};
-use super::index::{IndexFn, Indexes, NAMESPACE_INDEX, index_insert, index_remove, new_indexes};
-use super::{Inner, Map, Objects, Readiness, Store};
+use super::index::{IndexFn, NAMESPACE_INDEX, index_insert, index_remove, new_indexes};
+use super::{Inner, Map, Objects, Readiness, Relist, Store};
 use crate::error::Error;
 use crate::event::Event;
 use crate::guard;
@@ -35,20 +35,29 @@ fn other_incarnation<K: Watchable>(old: Option<Entry<K>>, new: &K) -> Option<Ent
     old.filter(|old| old.uid().is_some() && new.meta().uid.is_some() && old.uid() != new.meta().uid.as_deref())
 }
 
-/// Swaps in a relist of one namespace: its objects and index entries replace those of the
-/// namespace, the rest of the store is untouched. Returns the namespace's previous objects.
-fn replace_namespace<K>(objects: &mut Objects<K>, ns: &str, new: Map<K>, indexes: Indexes) -> Map<K> {
+/// Switches in a relist: of the whole store (`ns`: `None`) or of one namespace, the rest of the
+/// store untouched. The part's entries the relist does not carry over leave the live store and
+/// its indexes, and its new and changed ones come in. Returns the entries that left.
+fn switch<K>(objects: &mut Objects<K>, ns: Option<&str>, relist: Relist<K>) -> Map<K> {
+    let Relist { map, indexes, carried } = relist;
+    if ns.is_none() && carried.is_empty() {
+        // Nothing carried over: the relist is the new store, indexes and all.
+        objects.live_index = indexes;
+        return std::mem::replace(&mut objects.live, map);
+    }
     // By key, not through the namespace index: a user index may replace that one (see the test
     // a_user_index_named_namespace_does_not_break_per_namespace_relists below).
-    let keys: Vec<ObjectKey> = objects.live.keys().filter(|k| k.namespace.as_deref() == Some(ns)).cloned().collect();
-    let mut old = HashMap::with_capacity(keys.len());
-    for key in keys {
+    let in_part = |k: &ObjectKey| ns.is_none_or(|ns| k.namespace.as_deref() == Some(ns));
+    let leaving: Vec<ObjectKey> =
+        objects.live.keys().filter(|k| in_part(k) && !carried.contains(*k)).cloned().collect();
+    let mut old = HashMap::with_capacity(leaving.len());
+    for key in leaving {
         index_remove(&mut objects.live_index, &key);
         if let Some(entry) = objects.live.remove(&key) {
             old.insert(key, entry);
         }
     }
-    objects.live.extend(new);
+    objects.live.extend(map);
     for (live, pending) in objects.live_index.iter_mut().zip(indexes) {
         for (key, values) in pending.of {
             live.insert(&key, values);
@@ -72,12 +81,13 @@ impl<K> Clone for Indexer<K> {
 }
 
 /// What the live store holds of an object a relist lists again unchanged (see
-/// [`Indexer::unchanged`]): its entry and its index values, to be shared, not computed again.
+/// [`Indexer::unchanged`]): what its `InitApply` carries. The entry itself, with its index
+/// values, stays where it is ([`Writer::init_share`]).
 pub(crate) enum Unchanged<K> {
     /// The decoded object (the default mode).
-    Object(Arc<K>, Vec<Vec<String>>),
-    /// A compact entry: its encoded object, uid and resourceVersion (the compact modes), not decoded.
-    Compact { encoded: Encoded, uid: Box<str>, rv: Box<str>, values: Vec<Vec<String>> },
+    Object(Arc<K>),
+    /// A compact entry's bytes (the compact modes), not decoded.
+    Compact(Encoded),
 }
 
 impl<K: Watchable> Indexer<K> {
@@ -87,24 +97,20 @@ impl<K: Watchable> Indexer<K> {
     }
 
     /// The live entry at `key`, if it is the incarnation `uid` at `resource_version` (a relist
-    /// lists it again unchanged), with its index values, so that it need not be decoded,
-    /// transformed or indexed again: the same object (and in the compact modes the same encoded bytes) is
-    /// shared between the live state and the relist's. Objects without a uid or a
-    /// resourceVersion are never taken for unchanged. A transform that changes either makes its
-    /// objects never match: they are decoded and transformed again, as before.
+    /// lists it again unchanged), so that it need not be decoded, transformed or indexed again:
+    /// the relist carries the entry over as it is, and its `InitApply` shares the object (in
+    /// the compact modes, the encoded bytes). Objects without a uid or a resourceVersion are
+    /// never taken for unchanged. A transform that changes either makes its objects never
+    /// match: they are decoded and transformed again, as before.
     pub(crate) fn unchanged(&self, key: &ObjectKey, uid: &str, resource_version: &str) -> Option<Unchanged<K>> {
         let objects = self.shared.objects.read();
         let entry = objects.live.get(key)?;
         if entry.uid() != Some(uid) || entry.resource_version() != Some(resource_version) {
             return None;
         }
-        // Index values are kept only when there are some (`Index::insert`).
-        let values = objects.live_index.iter().map(|index| index.of.get(key).cloned().unwrap_or_default()).collect();
         Some(match entry {
-            Entry::Typed(obj) => Unchanged::Object(Arc::clone(obj), values),
-            Entry::Compact { encoded, .. } => {
-                Unchanged::Compact { encoded: encoded.clone(), uid: uid.into(), rv: resource_version.into(), values }
-            }
+            Entry::Typed(obj) => Unchanged::Object(Arc::clone(obj)),
+            Entry::Compact { encoded, .. } => Unchanged::Compact(encoded.clone()),
         })
     }
 }
@@ -237,8 +243,7 @@ impl<K: Watchable> Writer<K> {
     pub(crate) fn begin_init(&mut self, out: &mut Vec<Event<K>>) {
         self.abort_init();
         self.pending_skipped.clear();
-        let indexes = new_indexes(self.indexer.fns.len());
-        self.shared.objects.write().pending[self.part] = Some((HashMap::new(), indexes));
+        self.shared.objects.write().pending[self.part] = Some(Relist::new(self.indexer.fns.len()));
         out.push(Event::Init);
     }
 
@@ -259,19 +264,49 @@ impl<K: Watchable> Writer<K> {
         held
     }
 
-    /// [`init_apply`](Self::init_apply) of a compact entry the live store already holds (see
-    /// [`Indexer::unchanged`]), without its event: the caller hands that over, decoded from
-    /// the encoded object when it goes out (events replaced incarnations need come first, in `out`).
-    pub(crate) fn init_share(
-        &mut self,
-        key: ObjectKey,
-        encoded: Encoded,
-        uid: Box<str>,
-        rv: Box<str>,
-        values: Vec<Vec<String>>,
-        out: &mut Vec<Event<K>>,
-    ) -> usize {
-        self.init_insert(key, Entry::Compact { encoded, uid: Some(uid), rv: Some(rv) }, values, out)
+    /// [`init_apply`](Self::init_apply) of an object the live store holds as listed (see
+    /// [`Indexer::unchanged`]): its entry is carried over at `InitDone`, not copied. The
+    /// `InitApply` of a decoded object is appended to `out`; that of a compact entry is the
+    /// caller's to hand over, decoded from the entry when it goes out (the `Delete` of a
+    /// replaced incarnation, if any, comes first, in `out`). Returns how many objects the
+    /// relist in progress holds.
+    pub(crate) fn init_share(&mut self, key: ObjectKey, unchanged: Unchanged<K>, out: &mut Vec<Event<K>>) -> usize {
+        self.forget_pending_skipped(&key);
+        let mut objects = self.shared.objects.write();
+        // Only the part's own writer changes its live entries, never during its relist: the
+        // entry is still the one `Indexer::unchanged` found.
+        let Some(live) = objects.live.get(&key) else {
+            log::error!("bug: an unchanged list item is no longer in the store: {key}; ignored");
+            return objects.pending[self.part].as_ref().map_or(0, Relist::len);
+        };
+        let live_uid = live.uid().map(str::to_owned);
+        let replaced = objects
+            .believed(self.part, &key)
+            .filter(|old| old.uid().is_some() && old.uid() != live_uid.as_deref())
+            .map(Entry::share);
+        let Some(relist) = objects.pending[self.part].as_mut() else {
+            log::error!("bug: InitApply outside a relist for {key}; ignored");
+            return 0;
+        };
+        if relist.map.remove(&key).is_some() {
+            index_remove(&mut relist.indexes, &key);
+        }
+        relist.carried.insert(key);
+        let held = relist.len();
+        drop(objects);
+        out.extend(replaced.as_ref().and_then(|e| e.object(self.shared.decode)).map(Event::Delete));
+        if let Unchanged::Object(obj) = unchanged {
+            out.push(Event::InitApply(obj));
+        }
+        held
+    }
+
+    /// A key listed again is no longer undecodable, nor reported as such.
+    fn forget_pending_skipped(&mut self, key: &ObjectKey) {
+        if !self.pending_skipped.is_empty() || !self.reported.is_empty() {
+            self.pending_skipped.remove(key);
+            self.reported.remove(key);
+        }
     }
 
     /// Puts `entry` into the relist in progress, after the `Delete` of another incarnation
@@ -283,10 +318,7 @@ impl<K: Watchable> Writer<K> {
         values: Vec<Vec<String>>,
         out: &mut Vec<Event<K>>,
     ) -> usize {
-        if !self.pending_skipped.is_empty() || !self.reported.is_empty() {
-            self.pending_skipped.remove(&key);
-            self.reported.remove(&key);
-        }
+        self.forget_pending_skipped(&key);
         let mut objects = self.shared.objects.write();
         // A new incarnation (new uid) under a name consumers know is a delete of the old one
         // first: the one they were last told about, by this relist, an abandoned one or the store.
@@ -294,17 +326,14 @@ impl<K: Watchable> Writer<K> {
             .believed(self.part, &key)
             .filter(|old| old.uid().is_some() && old.uid() != entry.uid())
             .map(Entry::share);
-        match objects.pending[self.part].as_mut() {
-            Some((pending, indexes)) => {
-                index_insert(indexes, &key, values);
-                pending.insert(key, entry);
-            }
-            None => {
-                log::error!("bug: InitApply outside a relist for {key}; ignored");
-                return 0;
-            }
-        }
-        let held = objects.pending[self.part].as_ref().map_or(0, |(p, _)| p.len());
+        let Some(relist) = objects.pending[self.part].as_mut() else {
+            log::error!("bug: InitApply outside a relist for {key}; ignored");
+            return 0;
+        };
+        relist.carried.remove(&key);
+        index_insert(&mut relist.indexes, &key, values);
+        relist.map.insert(key, entry);
+        let held = relist.len();
         drop(objects);
         out.extend(replaced.as_ref().and_then(|e| e.object(self.shared.decode)).map(Event::Delete));
         held
@@ -316,18 +345,12 @@ impl<K: Watchable> Writer<K> {
     pub(crate) fn init_done(&mut self, rv: Option<&str>, out: &mut Vec<Event<K>>) -> usize {
         let vanished = {
             let mut objects = self.shared.objects.write();
-            let Some((new, indexes)) = objects.pending[self.part].take() else {
+            let Some(relist) = objects.pending[self.part].take() else {
                 log::error!("bug: InitDone outside a relist; ignored");
                 return 0;
             };
             self.shared.generation.fetch_add(1, Ordering::AcqRel);
-            let old = match self.shared.parts[self.part].as_deref() {
-                None => {
-                    objects.live_index = indexes;
-                    std::mem::replace(&mut objects.live, new)
-                }
-                Some(ns) => replace_namespace(&mut objects, ns, new, indexes),
-            };
+            let old = switch(&mut objects, self.shared.parts[self.part].as_deref(), relist);
             // What consumers believed before this relist and the new state lacks was deleted
             // while we were not watching: the old state, as abandoned relists left it.
             let told = std::mem::take(&mut objects.told[self.part]);
@@ -362,8 +385,18 @@ impl<K: Watchable> Writer<K> {
     pub(crate) fn abort_init(&mut self) {
         self.pending_skipped.clear();
         let mut objects = self.shared.objects.write();
-        if let Some((abandoned, _)) = objects.pending[self.part].take() {
-            objects.told[self.part].extend(abandoned.into_iter().map(|(k, e)| (k, Some(e))));
+        if let Some(abandoned) = objects.pending[self.part].take() {
+            let carried: Vec<(ObjectKey, Option<Entry<K>>)> = abandoned
+                .carried
+                .into_iter()
+                .filter_map(|k| {
+                    let e = objects.live.get(&k)?.share();
+                    Some((k, Some(e)))
+                })
+                .collect();
+            let told = &mut objects.told[self.part];
+            told.extend(abandoned.map.into_iter().map(|(k, e)| (k, Some(e))));
+            told.extend(carried);
         }
     }
 
@@ -970,6 +1003,70 @@ mod tests {
         w.relist_t(&[labelled("a", "1", "db")], &mut out);
         assert!(store.index("tier", "web").is_empty());
         assert_eq!(names(store.index("tier", "db")), ["a"]);
+    }
+
+    /// What `Indexer::unchanged` found, carried by the relist in progress.
+    fn share_t(w: &mut Writer<ConfigMap>, obj: &ConfigMap, out: &mut Vec<Event<ConfigMap>>) -> usize {
+        let (key, meta) = (ObjectKey::of(obj).unwrap(), obj.meta());
+        let rv = meta.resource_version.as_deref().unwrap_or_default();
+        let unchanged = w.indexer().unchanged(&key, meta.uid.as_deref().unwrap(), rv).expect("held unchanged");
+        w.init_share(key, unchanged, out)
+    }
+
+    /// A relist carries unchanged entries over (the same object, its index values) without a
+    /// copy in the relist; a key listed again after a change, or changed after being carried,
+    /// ends where its last listing put it; an abandoned relist leaves consumers believing what
+    /// it carried.
+    #[test]
+    fn a_relist_carries_unchanged_entries_over_with_their_index_values() {
+        let (mut w, store) = tier_writer();
+        let mut out = Vec::new();
+        let with_rv = |o: Arc<ConfigMap>| {
+            let mut o = (*o).clone();
+            o.metadata.resource_version = Some("1".into());
+            Arc::new(o)
+        };
+        let (a, b, c) = (with_rv(labelled("a", "1", "web")), with_rv(labelled("b", "2", "web")), with_rv(cm("c", "3")));
+        w.relist_t(&[Arc::clone(&a), Arc::clone(&b), Arc::clone(&c)], &mut out);
+        out.clear();
+        w.begin_init(&mut out);
+        assert_eq!(share_t(&mut w, &a, &mut out), 1);
+        // b: carried, then listed changed; c: listed changed, then carried (a server repeating
+        // keys): the last listing wins. d is new; nothing else of the old state is listed.
+        share_t(&mut w, &b, &mut out);
+        w.init_apply_t(labelled("b", "2", "db"), &mut out);
+        w.init_apply_t(cm("c", "3"), &mut out);
+        assert_eq!(share_t(&mut w, &c, &mut out), 3);
+        w.init_apply_t(labelled("d", "4", "web"), &mut out);
+        assert_eq!(names(store.index("tier", "web")), ["a", "b"], "the relist is invisible until InitDone");
+        assert_eq!(w.init_done(None, &mut out), 0);
+        assert_eq!(
+            kinds(&out),
+            [
+                "Init",
+                "InitApply(a)",
+                "InitApply(b)",
+                "InitApply(b)",
+                "InitApply(c)",
+                "InitApply(c)",
+                "InitApply(d)",
+                "InitDone"
+            ]
+        );
+        let get = |n: &str| store.get(&ObjectRef::new(n).within("ns")).unwrap();
+        assert!(Arc::ptr_eq(&get("a"), &a) && Arc::ptr_eq(&get("c"), &c), "carried over as they were");
+        assert_eq!(names(store.index("tier", "web")), ["a", "d"]);
+        assert_eq!(names(store.index("tier", "db")), ["b"]);
+        assert_eq!(store.len(), 4);
+        // An abandoned relist that carried a: the next one, without a, reports it deleted once.
+        out.clear();
+        w.begin_init(&mut out);
+        share_t(&mut w, &a, &mut out);
+        w.abort_init();
+        assert_eq!(w.relist_t(&[labelled("b", "2", "db")], &mut out), 3);
+        let deleted: Vec<_> = kinds(&out).into_iter().filter(|k| k.starts_with("Delete")).collect();
+        assert_eq!(deleted.len(), 3, "a, c and d, once each: {deleted:?}");
+        assert!(store.index("tier", "web").is_empty());
     }
 
     #[test]

@@ -53,14 +53,12 @@ pub(crate) struct Incoming<K> {
 pub(crate) enum Subject<K> {
     Object(Incoming<K>),
     Skipped(Skipped, DecodeError),
-    /// A list item the live store holds unchanged as a compact entry: shared, never decoded
-    /// here (its event is decoded from the bytes if and when it goes out).
+    /// A list item the live store holds unchanged: its entry is carried over, and its event
+    /// shares the object (in the compact modes it is decoded from the entry's bytes if and when
+    /// it goes out).
     Shared {
         key: ObjectKey,
-        encoded: Encoded,
-        uid: Box<str>,
-        rv: Box<str>,
-        values: Vec<Vec<String>>,
+        unchanged: Unchanged<K>,
     },
 }
 
@@ -141,10 +139,8 @@ impl<K: Watchable> Prepare<K> {
         }
         let id = decode::peek_item(item)?;
         let key = ObjectKey { namespace: id.namespace.map(Into::into), name: id.name?.into() };
-        Some(match indexer.unchanged(&key, id.uid?, id.resource_version?)? {
-            Unchanged::Object(obj, values) => Subject::Object(Incoming { obj, encoded: None, values }),
-            Unchanged::Compact { encoded, uid, rv, values } => Subject::Shared { key, encoded, uid, rv, values },
-        })
+        let unchanged = indexer.unchanged(&key, id.uid?, id.resource_version?)?;
+        Some(Subject::Shared { key, unchanged })
     }
 
     /// An object that does not decode as `K`, known by its metadata, and why.

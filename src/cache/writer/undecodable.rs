@@ -101,9 +101,10 @@ impl<K: Watchable> Writer<K> {
         if let Some((entry, obj)) = kept.and_then(|e| e.object(self.shared.decode).map(|o| (e, o))) {
             let values = self.index_values(key, &obj);
             let mut objects = self.shared.objects.write();
-            if let Some((pending, indexes)) = objects.pending[self.part].as_mut() {
-                index_insert(indexes, key, values);
-                pending.insert(key.clone(), entry);
+            if let Some(relist) = objects.pending[self.part].as_mut() {
+                relist.carried.remove(key);
+                index_insert(&mut relist.indexes, key, values);
+                relist.map.insert(key.clone(), entry);
                 drop(objects);
                 out.push(Event::InitApply(obj));
             }

@@ -2,7 +2,7 @@
 //! go to the consumers (through delivery), and into counts and notices: the one place that
 //! knows which effect changes what.
 
-use crate::cache::{Seen, Skipped, Writer};
+use crate::cache::{Seen, Skipped, Unchanged, Writer};
 use crate::engine::counters::{self, Counters};
 use crate::engine::delivery::{Delivery, Form};
 use crate::engine::gate::Stopped;
@@ -128,10 +128,16 @@ impl<K: Watchable> Worker<K> {
                     c.relist_holds(held);
                 })
             }
-            Subject::Shared { key, encoded, uid, rv, values } => delivery.send(Form::InitApply(encoded.clone()), |c| {
-                let held = writer.init_share(key, encoded, uid, rv, values, c.events());
-                c.relist_holds(held);
-            }),
+            Subject::Shared { key, unchanged } => {
+                let form = match &unchanged {
+                    Unchanged::Object(_) => Form::Decoded,
+                    Unchanged::Compact(encoded) => Form::InitApply(encoded.clone()),
+                };
+                delivery.send(form, |c| {
+                    let held = writer.init_share(key, unchanged, c.events());
+                    c.relist_holds(held);
+                })
+            }
             Subject::Skipped(s, e) => Self::undecodable(writer, delivery, counters, Seen::Listed, &s, e),
         }
     }
