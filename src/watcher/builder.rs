@@ -136,7 +136,8 @@ impl<K: Watchable> WatcherBuilder<K> {
     /// Delivery is the same as in the default mode: every event reaches every consumer, in
     /// order, as soon as it is applied, and a consumer that falls behind during a list never
     /// holds the list up (its events wait as the store's compact entries, decoded when they
-    /// go out, so a list that a consumer is behind on holds no decoded objects). So that the
+    /// go out, and no more than 128 decoded ones wait in its channel while the list is read, so
+    /// a list that a consumer is behind on holds few decoded objects). So that the
     /// watcher thread, not the consumer, frees the objects of delivered events, it keeps a
     /// reference to the last ones for a moment: at most 128 of them and 1 MiB of their encoded
     /// bytes (a bigger object is not kept), those nobody else holds are freed before each wait for the

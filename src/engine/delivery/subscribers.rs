@@ -54,6 +54,12 @@ impl<K> Held<K> {
     }
 }
 
+/// How many events a consumer's channel may hold before [`Subscribers::deliver_ready`] stops
+/// decoding compact entries for it: the number of decoded objects the worker keeps a reference
+/// to (`KEEP` in delivery/mod.rs), so that the consumer's drop of such an object is rarely the
+/// last one (see `Kept` there).
+const DECODED_WAITING: usize = 128;
+
 /// One consumer's channel.
 pub(super) struct Sub<K> {
     id: u64,
@@ -295,6 +301,14 @@ impl<K> Subscribers<K> {
                 Held::InitApply(encoded, _) => Some(encoded.len()),
                 Held::Item(_) => None,
             };
+            // An entry is decoded only for a consumer whose channel holds few events: decoded
+            // objects waiting in a channel are memory the compact store modes do not have
+            // otherwise, and the channel may hold a thousand of them. The rest waits here, as
+            // the entry, for the next call.
+            if encoded.is_some() && subs.iter().all(|s| s.lag.is_none() && s.tx.len() >= DECODED_WAITING) {
+                backlog.push((subs, held));
+                break;
+            }
             let Some(item) = held.into_item() else { continue };
             if let (Some(len), Ok(Event::InitApply(obj))) = (encoded, &item) {
                 decoded(obj, len);
@@ -558,6 +572,31 @@ mod tests {
         assert_eq!(drain(&rx), ["InitApply(decoded)", "InitApply(from-entry)"]);
         assert_eq!(shown.len(), 1, "{shown:?}");
         assert_eq!((shown[0].0.as_str(), shown[0].1), ("from-entry", 10));
+    }
+
+    /// A compact entry is not decoded for a consumer whose channel already holds
+    /// `DECODED_WAITING` events: it waits, undecoded, until the consumer has read them.
+    #[test]
+    fn delivery_that_never_waits_decodes_no_entry_for_a_consumer_far_behind() {
+        static DECODED: AtomicUsize = AtomicUsize::new(0);
+        fn decode(bytes: &[u8]) -> Result<String, String> {
+            DECODED.fetch_add(1, Relaxed);
+            String::from_utf8(bytes.to_vec()).map_err(|e| e.to_string())
+        }
+        let bench = Bench::new();
+        let rx = bench.subscribe(2 * DECODED_WAITING, SlowConsumer::Block);
+        for i in 0..DECODED_WAITING {
+            bench.send(Event::Apply(obj(&i.to_string())));
+        }
+        let subs = bench.subscribers.roster.lock().subscribers();
+        let entry = crate::cache::Encoded::Plain(b"entry".as_slice().into());
+        let mut backlog: Backlog<String> = vec![(Arc::clone(&subs), Held::InitApply(entry, decode))];
+        bench.subscribers.deliver_ready(&mut backlog, &mut |_, _| {});
+        assert_eq!((backlog.len(), DECODED.load(Relaxed)), (1, 0), "waits as the entry");
+        assert_eq!(drain(&rx).len(), DECODED_WAITING);
+        bench.subscribers.deliver_ready(&mut backlog, &mut |_, _| {});
+        assert_eq!((backlog.len(), DECODED.load(Relaxed)), (0, 1));
+        assert_eq!(drain(&rx), ["InitApply(entry)"]);
     }
 
     #[test]
