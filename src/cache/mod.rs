@@ -108,6 +108,16 @@ impl<K> Objects<K> {
     }
 }
 
+impl<K: Watchable> Objects<K> {
+    /// What consumers believe is at `key` in `part` when it is another incarnation than `uid`
+    /// (it has a uid, and not that one): a new incarnation under a name consumers know is a
+    /// `Delete` of the old one first, the one they were last told about (by this relist, an
+    /// abandoned one, or the store).
+    fn replaced(&self, part: usize, key: &ObjectKey, uid: Option<&str>) -> Option<Entry<K>> {
+        self.believed(part, key).filter(|old| old.uid().is_some() && old.uid() != uid).map(Entry::share)
+    }
+}
+
 #[derive(Default)]
 struct Readiness {
     /// Which writers have completed a sync; the store is ready once all have.

@@ -279,11 +279,7 @@ impl<K: Watchable> Writer<K> {
             log::error!("bug: an unchanged list item is no longer in the store: {key}; ignored");
             return objects.pending[self.part].as_ref().map_or(0, Relist::len);
         };
-        let live_uid = live.uid().map(str::to_owned);
-        let replaced = objects
-            .believed(self.part, &key)
-            .filter(|old| old.uid().is_some() && old.uid() != live_uid.as_deref())
-            .map(Entry::share);
+        let replaced = objects.replaced(self.part, &key, live.uid());
         let Some(relist) = objects.pending[self.part].as_mut() else {
             log::error!("bug: InitApply outside a relist for {key}; ignored");
             return 0;
@@ -320,12 +316,7 @@ impl<K: Watchable> Writer<K> {
     ) -> usize {
         self.forget_pending_skipped(&key);
         let mut objects = self.shared.objects.write();
-        // A new incarnation (new uid) under a name consumers know is a delete of the old one
-        // first: the one they were last told about, by this relist, an abandoned one or the store.
-        let replaced = objects
-            .believed(self.part, &key)
-            .filter(|old| old.uid().is_some() && old.uid() != entry.uid())
-            .map(Entry::share);
+        let replaced = objects.replaced(self.part, &key, entry.uid());
         let Some(relist) = objects.pending[self.part].as_mut() else {
             log::error!("bug: InitApply outside a relist for {key}; ignored");
             return 0;
