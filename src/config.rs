@@ -132,9 +132,14 @@ pub struct Config {
 /// in the same `Accept` header, and decode whichever the server answers (docs/protocol.md,
 /// section 12): objects are read straight into their types, as from JSON, and every guarantee
 /// holds the same (the compact and compressed store modes keep the protobuf bytes as they
-/// came). JSON is used for custom resources, [`DynamicObject`](crate::DynamicObject),
-/// metadata-only watchers, and after a server refused protobuf (406 or 415: remembered, not
-/// asked again). [`Stats::wire_format`](crate::Stats::wire_format) says which one a watcher is reading.
+/// came). Metadata-only requests ([`metadata_watcher`](crate::metadata_watcher),
+/// [`Api::into_metadata`](crate::Api::into_metadata), and the drift checks of
+/// [`Config::drift_check`]) ask for it too, for every type, custom resources included, as
+/// client-go's metadata client does: `PartialObjectMetadata` is a `meta.k8s.io` type, which
+/// the server writes in protobuf whatever the resource. JSON is used for full custom resources,
+/// [`DynamicObject`](crate::DynamicObject), and after a server refused protobuf (406 or 415:
+/// remembered, not asked again). [`Stats::wire_format`](crate::Stats::wire_format) says which
+/// one a watcher is reading.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum WireFormat {
@@ -254,7 +259,8 @@ impl Config {
     ///
     /// The check is one metadata-only list (`PartialObjectMetadata`, served from the API
     /// server's watch cache with `resourceVersionMatch=NotOlderThan` the store's own
-    /// resourceVersion), compared with the store by key and resourceVersion; no object bodies
+    /// resourceVersion, in protobuf unless [`wire_format`](Self::wire_format) says JSON),
+    /// compared with the store by key and resourceVersion; no object bodies
     /// cross the wire and only keys and versions are held. Differences explained by changes newer than the store
     /// are not drift. A mismatch relists with [`RelistReason::Drift`](crate::RelistReason::Drift);
     /// every check is counted in [`Stats::drift_checks`](crate::Stats::drift_checks) and announced

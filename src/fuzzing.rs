@@ -329,7 +329,7 @@ pub fn protobuf_list<K: DeserializeOwned + Debug, R: Read>(
     resource: (&str, &str),
 ) -> Result<(usize, Option<String>), String> {
     let mut items = 0;
-    let meta = decode::protobuf_list(reader, max_item, resource, |item| {
+    let meta = decode::protobuf_list(reader, max_item, &[resource], |item| {
         assert!(item.bytes.len() <= max_item, "list item of {} bytes, limit {max_item}", item.bytes.len());
         items += 1;
         if let (Some(id), Ok(v)) =

@@ -28,9 +28,10 @@ pub trait Watchable: DeserializeOwned + Send + Sync + 'static {
     }
 
     /// Whether lists, gets and watches of this type may ask for protobuf (docs/protocol.md §12):
-    /// true for typed resources (then only the kinds of the schema table do), false for
-    /// [`DynamicObject`] and [`PartialObjectMetadata`], which stay JSON. Not meant to be
-    /// implemented outside this crate.
+    /// true for typed resources (then only the kinds of the schema table do) and for
+    /// [`PartialObjectMetadata`] (a `meta.k8s.io` type the server writes in protobuf for every
+    /// resource), false for [`DynamicObject`], which stays JSON. Not meant to be implemented
+    /// outside this crate.
     #[doc(hidden)]
     #[must_use]
     fn protobuf_form() -> bool
@@ -173,7 +174,9 @@ impl Watchable for DynamicObject {
 /// Only the metadata of a `K`, as a metadata-only list or watch returns it: what
 /// [`metadata_watcher`](crate::metadata_watcher) keeps, a fraction of a full object's memory.
 ///
-/// `K` only names the watched type; nothing of it is stored.
+/// `K` only names the watched type; nothing of it is stored. Read from protobuf or JSON, it is
+/// the same value: `types` is what the JSON form carries (a list item's protobuf message has no
+/// room for it, and is given the `meta.k8s.io/v1` `PartialObjectMetadata` its JSON form shows).
 #[derive(Serialize, Deserialize)]
 #[serde(bound = "")]
 pub struct PartialObjectMetadata<K> {
@@ -223,9 +226,6 @@ impl<K: 'static> Watchable for PartialObjectMetadata<K> {
     }
     fn unexpected_kind(&self) -> Option<&str> {
         self.types.as_ref().map(|t| t.kind.as_str()).filter(|k| *k != "PartialObjectMetadata")
-    }
-    fn protobuf_form() -> bool {
-        false
     }
 }
 

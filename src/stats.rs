@@ -58,9 +58,10 @@ pub struct Stats {
     /// Consumers attached now: the watcher's own channel once used, plus live subscriptions.
     pub subscribers: usize,
     /// The encoding of the last list or watch answer the watcher read: protobuf for a built-in
-    /// type on a server that speaks it (the default), JSON for custom resources,
-    /// `DynamicObject`, metadata-only watchers, the compact store modes, a server that answers
-    /// JSON or refused protobuf, or [`WireFormat::Json`](crate::WireFormat::Json). `None` before
+    /// type, or for a metadata-only watcher of any type, on a server that speaks it (the
+    /// default), JSON for full custom resources, `DynamicObject`, a server that answers JSON or
+    /// refused protobuf, or [`WireFormat::Json`](crate::WireFormat::Json). A watcher's drift
+    /// checks (metadata-only lists) do not count for a watcher of full objects. `None` before
     /// the first answer.
     pub wire_format: Option<crate::WireFormat>,
 }

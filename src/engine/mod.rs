@@ -90,8 +90,9 @@ impl<K: Watchable> Engine<K> {
         let (writers, store) = Writer::partitioned(spec.indexes, spec.predicates, parts.clone(), decode::compact::<K>);
         let (stop_tx, stop_rx) = bounded(1);
         let (abandon_tx, abandon_rx) = bounded(1);
-        // Protobuf where the type has it, unless the settings say JSON (docs/protocol.md §12.1);
-        // one negotiation for all the threads, so a refusal is remembered by all.
+        // Protobuf where the type has it, and for metadata-only requests (this watcher's, or
+        // its drift checks), unless the settings say JSON (docs/protocol.md §12.1); one
+        // negotiation for all the threads, so a refusal is remembered by all.
         let protobuf = spec.config.wire_format == WireFormat::Protobuf;
         let wire = Negotiation::new::<K>(spec.api.target(), protobuf);
         let https: Vec<Http> = parts

@@ -359,11 +359,13 @@ pub(crate) fn negotiate(req: &Request, list: bool) -> Result<Repr, Response> {
             .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().trim_matches('"').to_string()))
             .collect();
         let param = |k: &str| params.iter().find(|(pk, _)| pk == k).map(|(_, v)| v.as_str());
-        // Full objects in protobuf (`send` encodes them), unless the server is JSON-only.
-        if media == protobuf::MEDIA_TYPE && param("as").is_none() && req.protobuf {
-            return Ok(Repr::Full);
+        // Full objects and metadata in protobuf (`send` encodes them; `protobuf::accepted_first`
+        // decided that this range comes first), unless the server is JSON-only.
+        let protobuf = media == protobuf::MEDIA_TYPE;
+        if protobuf && !req.protobuf {
+            continue;
         }
-        if !(media == "application/json" || media == "*/*" || media == "application/*") {
+        if !(protobuf || media == "application/json" || media == "*/*" || media == "application/*") {
             continue;
         }
         let Some(kind) = param("as") else {
@@ -373,7 +375,8 @@ pub(crate) fn negotiate(req: &Request, list: bool) -> Result<Repr, Response> {
             continue;
         }
         match (kind, param("v"), list) {
-            ("Table", Some(v @ ("v1" | "v1beta1")), _) => {
+            // Tables are JSON (or YAML) only, as on the real server.
+            ("Table", Some(v @ ("v1" | "v1beta1")), _) if !protobuf => {
                 let include = Include::parse(req.param("includeObject")).map_err(|e| bad_request(&e))?;
                 return Ok(Repr::Table { include, beta: v == "v1beta1" });
             }

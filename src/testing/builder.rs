@@ -216,8 +216,10 @@ impl FakeApiServerBuilder {
     /// produce protobuf: a request that accepts nothing else gets 406 Not Acceptable. By default
     /// it answers protobuf (`application/vnd.kubernetes.protobuf`) to a client whose `Accept`
     /// header lists it first, as kube-apiserver does for its built-in kinds, for lists, gets,
-    /// watches (bookmarks, streaming lists and in-stream errors too) and error `Status`es; custom
-    /// resources and everything else stay JSON (docs/protocol.md §12). Defaults to false.
+    /// watches (bookmarks, streaming lists and in-stream errors too) and error `Status`es, and
+    /// for metadata-only requests (`…protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1`)
+    /// of every type, custom resources included; full custom resources and everything else stay
+    /// JSON (docs/protocol.md §12). Defaults to false.
     pub fn json_only(mut self, enabled: bool) -> Self {
         self.settings.json_only = enabled;
         self

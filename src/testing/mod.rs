@@ -14,6 +14,8 @@
 //!   transitions (`DELETED` with the old state when an object stops matching), `timeoutSeconds`,
 //!   streaming lists with the `k8s.io/initial-events-end` bookmark, and slow-watcher closes;
 //! * metadata-only (`PartialObjectMetadata`) lists and watches, gzip for large lists;
+//! * protobuf answers (built-in kinds, and metadata of any kind) to a client that asks for them
+//!   first, unless [`FakeApiServerBuilder::json_only`] says otherwise;
 //! * writes (POST, PUT, merge PATCH, DELETE with finalizers), discovery (aggregated, or per group
 //!   as older servers have it), bearer tokens and client certificates;
 //! * scripted faults ([`Fault`]) for the next matching request: Status errors, plain-text 429s,

@@ -231,8 +231,8 @@ struct Accepted {
     streaming: bool,
     rv: Rv,
     start: Start,
-    /// Events as protobuf frames (the client asked for protobuf first, the kind has a protobuf
-    /// form), else JSON lines.
+    /// Events as protobuf frames (the client asked for protobuf first, for metadata or for full
+    /// objects of a kind with a protobuf form), else JSON lines.
     protobuf: bool,
 }
 
@@ -380,9 +380,14 @@ fn accept(shared: &Arc<ServerCore>, req: &Request, route: &Route) -> Result<Acce
             return Err(status_response(410, "Expired", &msg, None));
         }
     }
+    // Metadata has its protobuf form (`meta.k8s.io/v1` PartialObjectMetadata) for every
+    // resource, custom ones included; full objects only for the kinds of the table.
     let protobuf = req.protobuf
-        && repr == Repr::Full
-        && api::protobuf::encode(&json!({"apiVersion": rt.api_version(), "kind": rt.kind})).is_some();
+        && match repr {
+            Repr::Full => api::protobuf::encode(&json!({"apiVersion": rt.api_version(), "kind": rt.kind})).is_some(),
+            Repr::Metadata => true,
+            Repr::Table { .. } => false,
+        };
     Ok(Accepted { idx, rt, filter, repr, timeout, bookmarks, streaming, rv, start, protobuf })
 }
 

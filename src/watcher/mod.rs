@@ -253,7 +253,9 @@ impl<'a, K: Watchable> IntoIterator for &'a Watcher<K> {
 ///
 /// Lists and watches ask for `PartialObjectMetadata` with the `Accept` header (docs/protocol.md §8),
 /// so spec and status never cross the wire nor reach memory: for a typical pod the store holds
-/// a fraction of the bytes. Use it when names, labels, annotations, owners or resource versions
+/// a fraction of the bytes. They ask for it in protobuf first, for every type (custom resources
+/// too), as client-go's metadata client does, unless [`Config::wire_format`] says JSON
+/// (docs/protocol.md §12.1). Use it when names, labels, annotations, owners or resource versions
 /// are all you need. A server that ignores the header (it is allowed to, and then sends full
 /// objects) still gives a correct store, since only the metadata is decoded; the watcher logs a
 /// warning once.

@@ -110,7 +110,8 @@ impl<K> Api<K> {
     }
 
     /// The same type and namespace, listed, watched and read as metadata only
-    /// ([`PartialObjectMetadata`], requested with the `Accept` header; docs/protocol.md §8).
+    /// ([`PartialObjectMetadata`], requested with the `Accept` header, in protobuf first:
+    /// docs/protocol.md §8 and §12.1).
     ///
     /// [`metadata_watcher`](crate::metadata_watcher) is `Watcher::new(api.into_metadata(), config)`;
     /// use this with [`Watcher::builder`](crate::Watcher::builder) for its other options.

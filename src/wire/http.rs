@@ -20,7 +20,7 @@ use crate::config::DEFAULT_MAX_LIST_BYTES;
 use crate::error::{Error, Result};
 use crate::resource::Watchable;
 use crate::wire::decode::{self, Encoding, ListError, ListMeta};
-use crate::wire::request::{self, ListParams, Target, WatchParams};
+use crate::wire::request::{ListParams, Target, WatchParams};
 use crate::wire::stream::{WatchStream, ureq_error, ureq_message};
 
 /// Bound on an error body we read to explain a non-2xx answer.
@@ -45,12 +45,20 @@ pub(crate) struct Http {
 
 /// How the requests of one watcher (all its threads) or one call choose their encoding
 /// (docs/protocol.md §12.1): protobuf, with JSON as the fallback in the same `Accept` header,
-/// for a type with a protobuf form unless the settings say JSON; a server that refuses it
+/// unless the settings say JSON: for full objects of a type with a protobuf form, and for
+/// metadata-only requests of any type (`PartialObjectMetadata` is a `meta.k8s.io` type, which the
+/// server writes in protobuf for every resource, custom ones included). A server that refuses it
 /// (406 or 415) is asked for JSON from then on, not probed on every request.
 #[derive(Debug, Default)]
 pub(crate) struct Negotiation {
-    /// Ask for protobuf: the type has a protobuf form and the settings allow it.
-    offer: bool,
+    /// Full objects may be asked for in protobuf: the settings allow it and the type has a
+    /// protobuf form.
+    objects: bool,
+    /// Metadata-only requests may ask for protobuf: the settings allow it.
+    metadata: bool,
+    /// The owner's own requests are metadata-only (a metadata watcher): what [`in_use`](Self::in_use)
+    /// reports, and not the other kind (a full watcher's drift checks, which are metadata-only).
+    metadata_owner: bool,
     /// A server refused a protobuf `Accept`: JSON from now on.
     refused: AtomicBool,
     /// The encoding of the last list or watch answer: 0 none yet, 1 JSON, 2 protobuf.
@@ -58,15 +66,27 @@ pub(crate) struct Negotiation {
 }
 
 impl Negotiation {
-    /// For `api`'s type: `wanted` is the settings' say (`WireFormat::Protobuf`, and not a
-    /// compact store mode, which keeps JSON bytes). Metadata-only requests, `DynamicObject` and
-    /// kinds the schema table does not know (custom resources) stay JSON.
+    /// For requests about `target` decoded as `K`: `wanted` is the settings' say
+    /// (`WireFormat::Protobuf`). Full objects of `DynamicObject` and of kinds the schema table
+    /// does not know (custom resources) stay JSON; metadata-only requests (`target`'s own, or a
+    /// drift check's) ask for protobuf whenever it is wanted.
     pub(crate) fn new<K: Watchable>(target: Target<'_>, wanted: bool) -> Arc<Negotiation> {
-        let offer = wanted
-            && K::protobuf_form()
+        let objects = wanted
             && !target.metadata_only
+            && K::protobuf_form()
             && decode::has_protobuf_form(&target.resource.api_version, &target.resource.kind);
-        Arc::new(Negotiation { offer, ..Negotiation::default() })
+        Arc::new(Negotiation {
+            objects,
+            metadata: wanted,
+            metadata_owner: target.metadata_only,
+            ..Negotiation::default()
+        })
+    }
+
+    /// Whether a request about `target` asks for protobuf now.
+    fn offers(&self, target: Target<'_>) -> bool {
+        let offered = if target.metadata_only { self.metadata } else { self.objects };
+        offered && !self.refused.load(Ordering::Relaxed)
     }
 
     /// The encoding of the last list or watch answer read; `None` before the first.
@@ -78,7 +98,11 @@ impl Negotiation {
         }
     }
 
-    fn saw(&self, encoding: Encoding) {
+    /// Notes the encoding of an answer to a request about `target`, if it is of the owner's kind.
+    fn saw(&self, target: Target<'_>, encoding: Encoding) {
+        if target.metadata_only != self.metadata_owner {
+            return;
+        }
         let code = match encoding {
             Encoding::Json => 1,
             Encoding::Protobuf => 2,
@@ -127,27 +151,27 @@ impl Http {
     /// GETs one object of `target`: its bytes and their encoding (protobuf when asked for and given).
     pub(crate) fn get_object(&self, target: Target<'_>, path: &str, context: &str) -> Result<(Vec<u8>, Encoding)> {
         let url = self.url(path, "");
-        let json = if target.metadata_only { request::ACCEPT_METADATA } else { request::ACCEPT_JSON };
-        let (res, encoding) = self.negotiated(&url, context, REQUEST_IDLE, false, json, !target.metadata_only)?;
+        let (res, encoding) = self.negotiated(&url, context, REQUEST_IDLE, false, target, false)?;
         Ok((read_object(res, context)?, encoding))
     }
 
-    /// One GET in the encoding negotiated (see [`Negotiation`]): `json` is the `Accept` header
-    /// when protobuf is not offered or was refused; `offer` whether this request may offer it.
-    /// Returns the answer and the encoding its `Content-Type` names.
+    /// One GET about `target` in the encoding negotiated (see [`Negotiation`]), with the `Accept`
+    /// headers of a list (`list`) or of a get or watch. Returns the answer and the encoding its
+    /// `Content-Type` names.
     fn negotiated(
         &self,
         url: &str,
         context: &str,
         idle: Duration,
         watch: bool,
-        json: &str,
-        offer: bool,
+        target: Target<'_>,
+        list: bool,
     ) -> Result<(Response<Body>, Encoding)> {
         let n = &self.negotiation;
+        let accepts = target.accepts(list);
         let mut res = None;
-        if offer && n.offer && !n.refused.load(Ordering::Relaxed) {
-            match self.call(url, context, idle, watch, request::ACCEPT_PROTOBUF) {
+        if n.offers(target) {
+            match self.call(url, context, idle, watch, accepts.protobuf) {
                 Err(Error::Api(e)) if matches!(e.code, 406 | 415) => {
                     // JSON was listed as the fallback, so only a server that cannot parse the
                     // header at all answers this: ask it for JSON, now and from now on.
@@ -162,15 +186,11 @@ impl Http {
         }
         let res = match res {
             Some(res) => res,
-            None => self.call(url, context, idle, watch, json)?,
+            None => self.call(url, context, idle, watch, accepts.json)?,
         };
         let content_type = res.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default();
         let encoding = Encoding::of_content_type(content_type);
-        // What the watcher reads: its own requests, not a protobuf watcher's metadata-only
-        // drift checks (which never offer protobuf).
-        if offer || !n.offer {
-            n.saw(encoding);
-        }
+        n.saw(target, encoding);
         Ok((res, encoding))
     }
 
@@ -189,14 +209,17 @@ impl Http {
     ) -> Result<ListMeta, E> {
         let context = target.describe("list");
         let url = self.url(&target.collection_path(), &params.query());
-        let json = if target.metadata_only { request::ACCEPT_METADATA_LIST } else { request::ACCEPT_JSON };
-        let (res, encoding) = self.negotiated(&url, &context, REQUEST_IDLE, false, json, !target.metadata_only)?;
+        let (res, encoding) = self.negotiated(&url, &context, REQUEST_IDLE, false, target, true)?;
         let reader = Capped { inner: res.into_body().into_reader(), left: DEFAULT_MAX_LIST_BYTES };
         let listed = match encoding {
             Encoding::Json => decode::list(reader, self.max_line, &mut on_item),
             Encoding::Protobuf => {
                 let resource = (target.resource.api_version.as_str(), target.resource.kind.as_str());
-                decode::protobuf_list(reader, self.max_line, resource, &mut on_item)
+                // Metadata only: `PartialObjectMetadataList`, or the full list from a server
+                // that ignored the `as=` parameter (docs/protocol.md §8), read as metadata.
+                let kinds: &[(&str, &str)] =
+                    if target.metadata_only { &[decode::PARTIAL_OBJECT_METADATA, resource] } else { &[resource] };
+                decode::protobuf_list(reader, self.max_line, kinds, &mut on_item)
             }
         };
         listed.map_err(|e| match e {
@@ -218,8 +241,7 @@ impl Http {
     pub(crate) fn watch(&self, target: Target<'_>, params: &WatchParams, idle: Duration) -> Result<WatchStream> {
         let context = target.describe("watch");
         let url = self.url(&target.collection_path(), &params.query());
-        let json = if target.metadata_only { request::ACCEPT_METADATA } else { request::ACCEPT_JSON };
-        let (res, encoding) = self.negotiated(&url, &context, idle, true, json, !target.metadata_only)?;
+        let (res, encoding) = self.negotiated(&url, &context, idle, true, target, false)?;
         let reader = BufReader::with_capacity(64 * 1024, res.into_body().into_reader());
         Ok(WatchStream::new(reader, self.max_line, context, encoding))
     }
@@ -378,6 +400,48 @@ impl<R: Read> Read for Capped<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::resource::{ApiResource, DynamicObject, PartialObjectMetadata};
+    use k8s_openapi::api::core::v1::Pod;
+
+    /// Full objects ask for protobuf where the type has it; metadata-only requests wherever the
+    /// settings allow, custom resources and a `DynamicObject` watcher's drift checks included.
+    #[test]
+    fn metadata_requests_offer_protobuf_for_every_type_unless_the_settings_say_json() {
+        let pods = ApiResource::of::<Pod>();
+        let widgets = ApiResource::new("example.com", "v1", "Widget", "widgets", true);
+        let target = |resource, metadata_only| Target { resource, namespace: None, metadata_only };
+        for wanted in [true, false] {
+            let pod = Negotiation::new::<Pod>(target(&pods, false), wanted);
+            assert_eq!(pod.offers(target(&pods, false)), wanted);
+            assert_eq!(pod.offers(target(&pods, true)), wanted, "a pod watcher's drift check");
+            let dynamic = Negotiation::new::<DynamicObject>(target(&widgets, false), wanted);
+            assert!(!dynamic.offers(target(&widgets, false)));
+            assert_eq!(dynamic.offers(target(&widgets, true)), wanted, "a custom resource's drift check");
+            let metadata = Negotiation::new::<PartialObjectMetadata<DynamicObject>>(target(&widgets, true), wanted);
+            assert_eq!(metadata.offers(target(&widgets, true)), wanted);
+        }
+        let pod = Negotiation::new::<Pod>(target(&pods, false), true);
+        pod.refused.store(true, Ordering::Relaxed);
+        assert!(!pod.offers(target(&pods, false)) && !pod.offers(target(&pods, true)), "one refusal for all");
+    }
+
+    /// `Stats::wire_format` is what the watcher reads: a full watcher's drift checks do not count.
+    #[test]
+    fn the_encoding_in_use_is_that_of_the_owners_own_requests() {
+        let pods = ApiResource::of::<Pod>();
+        let (full, metadata) = (
+            Target { resource: &pods, namespace: None, metadata_only: false },
+            Target { resource: &pods, namespace: None, metadata_only: true },
+        );
+        let n = Negotiation::new::<DynamicObject>(full, true);
+        assert_eq!(n.in_use(), None);
+        n.saw(full, Encoding::Json);
+        n.saw(metadata, Encoding::Protobuf);
+        assert_eq!(n.in_use(), Some(Encoding::Json));
+        let m = Negotiation::new::<PartialObjectMetadata<Pod>>(metadata, true);
+        m.saw(metadata, Encoding::Protobuf);
+        assert_eq!(m.in_use(), Some(Encoding::Protobuf));
+    }
 
     #[test]
     fn retry_after_is_whole_seconds_or_absent() {

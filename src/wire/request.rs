@@ -14,14 +14,28 @@ pub(crate) const MEDIA_PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 /// than 406 (docs/protocol.md §12.1). client-go sends the same for watches: the server appends
 /// `;stream=watch` to the answer's media type itself.
 pub(crate) const ACCEPT_PROTOBUF: &str = "application/vnd.kubernetes.protobuf, application/json";
-/// `Accept` for a metadata-only list, falling back to full objects on servers without it
-/// (docs/protocol.md §8: without the fallback such a server answers 406).
+/// `Accept` for a metadata-only list in JSON, falling back to full objects on servers without
+/// it (docs/protocol.md §8: without the fallback such a server answers 406).
 pub(crate) const ACCEPT_METADATA_LIST: &str =
     "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
-/// `Accept` for a metadata-only watch or get: the singular form (the list form makes a watch
-/// fall back to full objects).
+/// `Accept` for a metadata-only watch or get in JSON: the singular form (the list form makes a
+/// watch fall back to full objects).
 pub(crate) const ACCEPT_METADATA: &str =
     "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
+/// `Accept` for a metadata-only list, protobuf first: client-go's metadata client sends exactly
+/// this (docs/protocol.md §12.1); the JSON forms of [`ACCEPT_METADATA_LIST`] follow as fallbacks.
+pub(crate) const ACCEPT_PROTOBUF_METADATA_LIST: &str = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+/// `Accept` for a metadata-only watch or get, protobuf first, as client-go's metadata client
+/// sends it; the JSON forms of [`ACCEPT_METADATA`] follow as fallbacks.
+pub(crate) const ACCEPT_PROTOBUF_METADATA: &str = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
+
+/// The two `Accept` headers a list, get or watch may send: protobuf first (with JSON as the
+/// fallback in the same header), or JSON only. `Negotiation` (wire/http.rs) picks one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Accepts {
+    pub(crate) protobuf: &'static str,
+    pub(crate) json: &'static str,
+}
 
 /// `Accept` for the discovery roots `/api` and `/apis`: the aggregated document
 /// (`apidiscovery.k8s.io/v2`, every group, version and resource in one answer), falling back
@@ -233,6 +247,16 @@ impl Target<'_> {
     pub(crate) fn collection_path(&self) -> String {
         collection_path(self.resource, self.namespace)
     }
+
+    /// The `Accept` headers of a request about it: a list (`list`), or a get or watch, which
+    /// ask for the singular `PartialObjectMetadata` when metadata only.
+    pub(crate) fn accepts(&self, list: bool) -> Accepts {
+        match (self.metadata_only, list) {
+            (false, _) => Accepts { protobuf: ACCEPT_PROTOBUF, json: ACCEPT_JSON },
+            (true, true) => Accepts { protobuf: ACCEPT_PROTOBUF_METADATA_LIST, json: ACCEPT_METADATA_LIST },
+            (true, false) => Accepts { protobuf: ACCEPT_PROTOBUF_METADATA, json: ACCEPT_METADATA },
+        }
+    }
 }
 
 /// How errors name a request: `list pods in namespace "apps"`, `watch nodes`.
@@ -317,6 +341,37 @@ mod tests {
         assert!(q.contains("resourceVersionMatch=NotOlderThan"), "{q}");
         assert!(q.contains("allowWatchBookmarks=true"), "{q}");
         assert!(!q.contains("resourceVersion="), "{q}");
+    }
+
+    /// The metadata client of client-go (`metadata/metadata.go`) sends these exact headers; each
+    /// is the protobuf range followed by the JSON-only header.
+    #[test]
+    fn metadata_requests_ask_for_protobuf_as_client_go_does() {
+        let ar = ApiResource::new("example.com", "v1", "Widget", "widgets", true);
+        let target = Target { resource: &ar, namespace: None, metadata_only: true };
+        let list = target.accepts(true);
+        assert_eq!(
+            list.protobuf,
+            "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,\
+             application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+        );
+        assert_eq!(list.json, "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json");
+        let one = target.accepts(false);
+        assert_eq!(
+            one.protobuf,
+            "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,\
+             application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+        );
+        assert_eq!(one.json, "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json");
+        for accepts in [list, one] {
+            let (range, rest) = accepts.protobuf.split_once(',').unwrap();
+            assert!(range.starts_with(MEDIA_PROTOBUF), "{range}");
+            assert_eq!(rest, accepts.json);
+        }
+        let full = Target { metadata_only: false, ..target };
+        for list in [true, false] {
+            assert_eq!(full.accepts(list), Accepts { protobuf: ACCEPT_PROTOBUF, json: ACCEPT_JSON });
+        }
     }
 
     #[test]

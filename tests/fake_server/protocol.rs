@@ -789,6 +789,60 @@ fn metadata_only_lists_and_watches_return_partial_object_metadata() {
     assert_eq!(strict.status, 406, "the singular form is not acceptable for a list");
 }
 
+/// client-go's metadata client lists protobuf first (`metadata/metadata.go`): the real server
+/// answers `PartialObjectMetadata` in protobuf for every resource, custom ones included, and so
+/// does the fake, unless it is JSON-only. Only the bytes are checked here: reading them is the
+/// client's job (tests/integration/protobuf.rs).
+#[test]
+fn metadata_only_requests_that_list_protobuf_first_are_answered_in_protobuf() {
+    const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+    let list_accept = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+    let one_accept = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
+    let contains = |body: &[u8], text: &str| body.windows(text.len()).any(|w| w == text.as_bytes());
+    let server = FakeApiServer::start();
+    seed(&server, 2);
+    let widgets = ResourceType::new("example.com", "v1", "widgets", "Widget", true);
+    server.register(widgets.clone());
+    server
+        .create_value(&widgets, json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w", "namespace": "shop"}, "spec": {"size": 3}}))
+        .unwrap();
+    for path in ["/api/v1/namespaces/shop/configmaps", "/apis/example.com/v1/namespaces/shop/widgets"] {
+        let list = get_with(&server, path, &[("Accept", list_accept)]);
+        assert_eq!((list.status, list.header("content-type")), (200, Some(PROTOBUF)), "{path}");
+        assert!(list.body.starts_with(b"k8s\0"), "{path}");
+        assert!(contains(&list.body, "meta.k8s.io/v1") && contains(&list.body, "PartialObjectMetadataList"), "{path}");
+        assert!(!contains(&list.body, "\"size\"") && !contains(&list.body, "\"i\""), "{path}: metadata only");
+        let name = if path.ends_with("widgets") { "w" } else { "cm-00" };
+        let one = get_with(&server, &format!("{path}/{name}"), &[("Accept", one_accept)]);
+        assert_eq!((one.status, one.header("content-type")), (200, Some(PROTOBUF)), "{path}");
+        assert!(contains(&one.body, "PartialObjectMetadata") && !contains(&one.body, "PartialObjectMetadataList"));
+        let watch = get_with(&server, &format!("{path}?watch=1&timeoutSeconds=1"), &[("Accept", one_accept)]);
+        assert_eq!(watch.header("content-type"), Some("application/vnd.kubernetes.protobuf;stream=watch"), "{path}");
+        assert!(contains(&watch.body, "ADDED") && contains(&watch.body, "PartialObjectMetadata"), "{path}");
+        // A Table is JSON only: a protobuf Table range is passed over.
+        let table = get_with(
+            &server,
+            path,
+            &[(
+                "Accept",
+                "application/vnd.kubernetes.protobuf;as=Table;g=meta.k8s.io;v=v1,application/json;as=Table;g=meta.k8s.io;v=v1",
+            )],
+        );
+        assert_eq!((table.status, table.json()["kind"].as_str()), (200, Some("Table")), "{path}");
+    }
+    let json_only = FakeApiServer::builder().json_only(true).start();
+    seed(&json_only, 1);
+    let list = get_with(&json_only, "/api/v1/configmaps", &[("Accept", list_accept)]);
+    assert_eq!(list.header("content-type"), Some("application/json"));
+    assert_eq!(list.json()["kind"], "PartialObjectMetadataList");
+    let refused = get_with(
+        &json_only,
+        "/api/v1/configmaps",
+        &[("Accept", "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1")],
+    );
+    assert_eq!(refused.status, 406);
+}
+
 #[test]
 fn every_chunking_mode_yields_the_same_events() {
     for chunking in [Chunking::PerEvent, Chunking::Coalesce, Chunking::Split] {

@@ -1,5 +1,6 @@
-//! Protobuf on the wire (docs/protocol.md §12): a watcher of a built-in type asks for it without
-//! being told and keeps every guarantee; JSON where the type, the settings or the server say so.
+//! Protobuf on the wire (docs/protocol.md §12): a watcher of a built-in type, and a metadata-only
+//! watcher of any type, asks for it without being told and keeps every guarantee; JSON where the
+//! type, the settings or the server say so.
 #![cfg(feature = "testing")]
 
 use crate::common;
@@ -7,7 +8,10 @@ use crate::common;
 use common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube_watcher::testing::{FakeApiServer, Fault, Match, RecordedRequest, ResourceType};
-use kube_watcher::{Api, ApiResource, Client, Config, DynamicObject, Watcher, WireFormat};
+use kube_watcher::{
+    Api, ApiResource, Client, Config, DynamicObject, Event, PartialObjectMetadata, Watcher, WireFormat,
+    metadata_watcher,
+};
 use serde_json::json;
 
 const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
@@ -182,28 +186,253 @@ fn a_refused_protobuf_request_is_asked_again_in_json_and_the_refusal_remembered(
 }
 
 #[test]
-fn json_settings_dynamic_objects_and_metadata_watchers_stay_json_and_compact_stores_do_not() {
+fn json_settings_and_dynamic_objects_stay_json_while_compact_stores_and_metadata_watchers_use_protobuf() {
     let server = server();
     create_pods(&server, 0..2);
     let client = Client::from_url(&server.url()).unwrap();
     let json = Watcher::new(pods(&server), Config::default().wire_format(WireFormat::Json)).unwrap();
     let dynamic: Api<DynamicObject> = Api::all_with(client.clone(), &ApiResource::of::<Pod>());
     let dynamic = Watcher::new(dynamic, Config::default()).unwrap();
+    json.store().wait_until_ready(WAIT).unwrap();
+    dynamic.store().wait_until_ready(WAIT).unwrap();
+    // Neither asked for protobuf, not even as a fallback.
+    assert!(!pod_requests(&server).iter().any(accepts_protobuf), "{:?}", pod_requests(&server));
     // The compact modes keep protobuf objects as they came (tests/integration/compact.rs).
     let compact = Watcher::builder(pods(&server)).compressed_store().start().unwrap();
     let metadata = kube_watcher::metadata_watcher(pods(&server), Config::default()).unwrap();
-    json.store().wait_until_ready(WAIT).unwrap();
-    dynamic.store().wait_until_ready(WAIT).unwrap();
     compact.store().wait_until_ready(WAIT).unwrap();
     metadata.store().wait_until_ready(WAIT).unwrap();
     assert_eq!(json.stats().wire_format, Some(WireFormat::Json));
     assert_eq!(dynamic.stats().wire_format, Some(WireFormat::Json));
     assert_eq!(compact.stats().wire_format, Some(WireFormat::Protobuf));
-    assert_eq!(metadata.stats().wire_format, Some(WireFormat::Json));
-    // Only the compressed store's requests (its list, and its watch once it started) ask for it.
+    assert_eq!(metadata.stats().wire_format, Some(WireFormat::Protobuf));
+    // The compressed store's requests ask for full objects, the metadata watcher's for metadata,
+    // each in protobuf first.
     let protobuf: Vec<_> = pod_requests(&server).into_iter().filter(accepts_protobuf).collect();
-    assert!(!protobuf.is_empty() && protobuf.len() <= 2, "{protobuf:?}");
+    let (partial, full): (Vec<_>, Vec<_>) =
+        protobuf.iter().partition(|r| r.header("accept").is_some_and(|a| a.contains("as=PartialObjectMetadata")));
+    assert!(!full.is_empty() && full.len() <= 2, "{protobuf:?}");
+    assert!(!partial.is_empty() && partial.len() <= 2, "{protobuf:?}");
     assert_eq!(dynamic.store().len(), 2);
+    assert_eq!(metadata.store().len(), 2);
+}
+
+/// client-go's metadata client's `Accept` headers (`metadata/metadata.go`).
+const METADATA_LIST_ACCEPT: &str = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+const METADATA_ACCEPT: &str = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
+
+/// A metadata watcher's store, by name.
+fn metadata_state<K: 'static>(w: &Watcher<PartialObjectMetadata<K>>) -> Vec<PartialObjectMetadata<K>> {
+    let mut all: Vec<_> = w.store().state().iter().map(|o| (**o).clone()).collect();
+    all.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    all
+}
+
+/// Every object of `api`, read by a metadata watcher in `format`, by name.
+fn read_metadata<K: 'static>(api: &Api<K>, format: WireFormat) -> Vec<PartialObjectMetadata<K>> {
+    let w = metadata_watcher(api.clone(), Config::default().wire_format(format)).unwrap();
+    w.store().wait_until_ready(WAIT).unwrap();
+    assert_eq!(w.stats().wire_format, Some(format));
+    assert_eq!(w.stats().errors.total(), 0, "{:?}", w.stats().last_error);
+    metadata_state(&w)
+}
+
+/// Receives a metadata watcher's events until `done` says so (bounded by `WAIT`).
+fn metadata_events_until<K: 'static>(
+    w: &Watcher<PartialObjectMetadata<K>>,
+    mut done: impl FnMut(&[String]) -> bool,
+) -> Vec<String> {
+    let deadline = std::time::Instant::now() + WAIT;
+    let name = |m: &PartialObjectMetadata<K>| m.metadata.name.clone().unwrap_or_default();
+    let mut seen = Vec::new();
+    while !done(&seen) {
+        match w.receiver().recv_deadline(deadline) {
+            Ok(Ok(Event::Init)) => seen.push("Init".to_owned()),
+            Ok(Ok(Event::InitApply(m))) => seen.push(format!("InitApply({})", name(&m))),
+            Ok(Ok(Event::InitDone)) => seen.push("InitDone".to_owned()),
+            Ok(Ok(Event::Apply(m))) => seen.push(format!("Apply({})", name(&m))),
+            Ok(Ok(Event::Delete(m))) => seen.push(format!("Delete({})", name(&m))),
+            Ok(Err(e)) => seen.push(format!("Err({e})")),
+            Err(e) => panic!("no more events ({e}); seen so far: {seen:?}"),
+        }
+    }
+    seen
+}
+
+/// An object of `rt` in namespace `apps`, with labels, annotations and a spec.
+fn object_of(rt: &ResourceType, name: &str, size: u32) -> serde_json::Value {
+    let mut obj = json!({"apiVersion": rt.api_version(), "kind": rt.kind,
+        "metadata": {"name": name, "namespace": "apps", "labels": {"app": "web"}, "annotations": {"size": size.to_string()}}});
+    if rt.built_in {
+        obj["spec"] = json!({"containers": [{"name": "c", "image": "nginx"}]});
+    } else {
+        obj["spec"] = json!({"size": size});
+    }
+    obj
+}
+
+/// A metadata watcher of `rt` (through `api`) asks for protobuf with client-go's headers and
+/// reads it; its store equals the JSON reader's, events and a relist work.
+fn metadata_over_protobuf<K: 'static>(server: &FakeApiServer, rt: &ResourceType, api: &Api<K>) {
+    let label = &rt.plural;
+    for i in 0..3 {
+        server.create_value(rt, object_of(rt, &format!("o{i}"), i)).unwrap();
+    }
+    let w = metadata_watcher(api.clone(), Config::default()).unwrap();
+    // Attached from the start: every event.
+    metadata_events_until(&w, |seen| seen.last().is_some_and(|e| e == "InitDone"));
+    assert_eq!(w.stats().wire_format, Some(WireFormat::Protobuf), "{label}");
+    assert_eq!(metadata_state(&w), read_metadata(api, WireFormat::Json), "{label}");
+    let kind = metadata_state(&w)[0].types.clone().map(|t| (t.api_version, t.kind));
+    assert_eq!(kind, Some(("meta.k8s.io/v1".to_owned(), "PartialObjectMetadata".to_owned())), "{label}");
+    // Changes: one added, one changed, one deleted.
+    server.create_value(rt, object_of(rt, "new", 7)).unwrap();
+    server.replace_value(rt, object_of(rt, "o1", 9)).unwrap();
+    server.delete_value(rt, Some("apps"), "o2").unwrap();
+    let seen = metadata_events_until(&w, |seen| seen.iter().any(|e| e == "Delete(o2)"));
+    assert_eq!(seen, ["Apply(new)", "Apply(o1)", "Delete(o2)"], "{label}");
+    let o1 = w.store().get(&kube_watcher::ObjectRef::new("o1").within("apps")).unwrap();
+    assert_eq!(o1.metadata.annotations.as_ref().unwrap()["size"], "9", "{label}");
+    eventually("the stores agree", || metadata_state(&w) == read_metadata(api, WireFormat::Json));
+    // An in-stream 410 relists, over protobuf.
+    server.push_fault(
+        Match::Watch,
+        Fault::InStreamError { code: 410, reason: "Expired".into(), message: "too old resource version".into() },
+    );
+    server.end_watches();
+    metadata_events_until(&w, |seen| seen.last().is_some_and(|e| e == "InitDone"));
+    assert_eq!(w.stats().relists.expired, 1, "{label}");
+    server.create_value(rt, object_of(rt, "after", 1)).unwrap();
+    metadata_events_until(&w, |seen| seen.iter().any(|e| e == "Apply(after)"));
+    assert_eq!(metadata_state(&w), read_metadata(api, WireFormat::Protobuf), "{label}");
+    assert_eq!(w.stats().wire_format, Some(WireFormat::Protobuf), "{label}");
+    // Every request asked with client-go's headers: lists for the list, the singular otherwise.
+    let requests: Vec<_> = server.requests().into_iter().filter(|r| r.path.ends_with(&format!("/{label}"))).collect();
+    assert!(requests.iter().any(|r| r.watch) && requests.iter().any(|r| !r.watch), "{label}: {requests:?}");
+    for r in requests.iter().filter(|r| accepts_protobuf(r)) {
+        let wanted = if r.watch { METADATA_ACCEPT } else { METADATA_LIST_ACCEPT };
+        assert_eq!(r.header("accept"), Some(wanted), "{label}: watch={}", r.watch);
+    }
+    // The one-shot calls read it too.
+    let listed = api.clone().into_metadata().list(&Default::default()).unwrap();
+    let mut items = listed.items;
+    items.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    assert_eq!(items, metadata_state(&w), "{label}");
+    let namespaced: Api<K> = Api::namespaced_with(Client::from_url(&server.url()).unwrap(), "apps", api.resource());
+    let one = namespaced.into_metadata().get("o1").unwrap();
+    assert_eq!(one, *o1, "{label}");
+    let last = server.requests().into_iter().next_back().unwrap();
+    assert_eq!(last.header("accept"), Some(METADATA_ACCEPT), "{label}");
+}
+
+#[test]
+fn metadata_watchers_of_pods_and_of_a_custom_resource_use_protobuf_and_read_what_json_reads() {
+    let server = server();
+    metadata_over_protobuf(&server, &ResourceType::of::<Pod>(), &pods(&server));
+    let widgets = ResourceType::new("example.com", "v1", "widgets", "Widget", true);
+    server.register(widgets.clone());
+    let ar = ApiResource::new("example.com", "v1", "Widget", "widgets", true);
+    let api: Api<DynamicObject> = Api::all_with(Client::from_url(&server.url()).unwrap(), &ar);
+    metadata_over_protobuf(&server, &widgets, &api);
+}
+
+#[test]
+fn a_metadata_watcher_set_to_json_or_against_a_json_only_server_reads_json() {
+    for (label, json_only, format) in
+        [("WireFormat::Json", false, WireFormat::Json), ("json_only server", true, WireFormat::Protobuf)]
+    {
+        let server = FakeApiServer::builder().bookmark_interval(ms(100)).json_only(json_only).start();
+        create_pods(&server, 0..3);
+        let w = metadata_watcher(pods(&server), Config::default().wire_format(format)).unwrap();
+        metadata_events_until(&w, |seen| seen.last().is_some_and(|e| e == "InitDone"));
+        server.create(&pod("apps", "new")).unwrap();
+        metadata_events_until(&w, |seen| seen.iter().any(|e| e == "Apply(new)"));
+        assert_eq!(w.stats().wire_format, Some(WireFormat::Json), "{label}");
+        assert_eq!(w.store().len(), 4, "{label}");
+        let kind = metadata_state(&w)[0].types.clone().map(|t| t.kind);
+        assert_eq!(kind.as_deref(), Some("PartialObjectMetadata"), "{label}");
+        let requests = pod_requests(&server);
+        assert_eq!(requests.len() as u64, w.stats().lists + w.stats().watches, "{label}: {requests:?}");
+        for r in &requests {
+            let accept = r.header("accept").unwrap_or_default();
+            let (protobuf, json) = if r.watch {
+                (METADATA_ACCEPT, "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json")
+            } else {
+                (
+                    METADATA_LIST_ACCEPT,
+                    "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json",
+                )
+            };
+            // Set to JSON: the JSON headers; against a JSON-only server: protobuf was offered
+            // with JSON as the fallback, so nothing was refused or asked twice.
+            assert_eq!(accept, if json_only { protobuf } else { json }, "{label}: watch={}", r.watch);
+        }
+    }
+}
+
+#[test]
+fn a_refused_metadata_request_is_asked_again_in_json_and_the_refusal_remembered() {
+    let server = server();
+    create_pods(&server, 0..3);
+    server.push_fault(
+        Match::List,
+        Fault::Status {
+            code: 415,
+            reason: "UnsupportedMediaType".into(),
+            message: "no protobuf here".into(),
+            retry_after: None,
+        },
+    );
+    let w = metadata_watcher(pods(&server), Config::default()).unwrap();
+    metadata_events_until(&w, |seen| seen.last().is_some_and(|e| e == "InitDone"));
+    server.create(&pod("apps", "new")).unwrap();
+    metadata_events_until(&w, |seen| seen.iter().any(|e| e == "Apply(new)"));
+    assert_eq!(w.stats().wire_format, Some(WireFormat::Json));
+    assert_eq!(w.stats().errors.total(), 0, "the refusal is no error: {:?}", w.stats().last_error);
+    let requests = pod_requests(&server);
+    assert_eq!(requests[0].header("accept"), Some(METADATA_LIST_ACCEPT), "{requests:?}");
+    assert!(requests[1..].iter().all(|r| !accepts_protobuf(r)), "{requests:?}");
+}
+
+#[test]
+fn a_drift_check_reads_protobuf_and_finds_a_lost_event() {
+    let server = server();
+    server.create(&pod("apps", "a")).unwrap();
+    server.push_fault(Match::Watch, Fault::DropEvents { events: 1 }); // the first watch loses one
+    let w = Watcher::new(pods(&server), Config::default().drift_check(std::time::Duration::from_secs(1))).unwrap();
+    w.store().wait_until_ready(WAIT).unwrap();
+    eventually("the first watch is open", || server.requests().iter().any(|r| r.watch));
+    server.create(&pod("apps", "lost")).unwrap();
+    server.create(&pod("apps", "next")).unwrap(); // delivered: the watch moves past "lost"
+    eventually("a drift relist", || w.stats().relists.drift >= 1);
+    store_matches_server(&w, &server);
+    let check = server
+        .requests()
+        .into_iter()
+        .find(|r| !r.watch && r.query_param("resourceVersionMatch") == Some("NotOlderThan"))
+        .expect("a drift check list");
+    assert_eq!(check.header("accept"), Some(METADATA_LIST_ACCEPT));
+    // What the watcher reads is still its own: full pods, in protobuf.
+    assert_eq!(w.stats().wire_format, Some(WireFormat::Protobuf));
+    // A JSON watcher of a custom resource checks over protobuf too, and still says JSON.
+    let widgets = ResourceType::new("example.com", "v1", "widgets", "Widget", true);
+    server.register(widgets.clone());
+    server.create_value(&widgets, object_of(&widgets, "w", 1)).unwrap();
+    let ar = ApiResource::new("example.com", "v1", "Widget", "widgets", true);
+    let api: Api<DynamicObject> = Api::all_with(Client::from_url(&server.url()).unwrap(), &ar);
+    let w = Watcher::new(api, Config::default().drift_check(std::time::Duration::from_secs(1))).unwrap();
+    w.store().wait_until_ready(WAIT).unwrap();
+    eventually("a drift check", || w.stats().drift_checks >= 1);
+    let check = server
+        .requests()
+        .into_iter()
+        .find(|r| {
+            r.path.ends_with("/widgets") && !r.watch && r.query_param("resourceVersionMatch") == Some("NotOlderThan")
+        })
+        .expect("a drift check list of widgets");
+    assert_eq!(check.header("accept"), Some(METADATA_LIST_ACCEPT));
+    assert_eq!(w.stats().relists.drift, 0, "{:?}", w.stats());
+    assert_eq!(w.stats().wire_format, Some(WireFormat::Json));
 }
 
 #[test]

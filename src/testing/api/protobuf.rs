@@ -109,17 +109,35 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// Whether the client's `Accept` header lists protobuf (full objects: no `as=` parameter) before
-/// any JSON or wildcard range, as client-go's `application/vnd.kubernetes.protobuf,
-/// application/json` does.
+/// Whether the client's `Accept` header lists protobuf before any JSON or wildcard range, in a
+/// form the fake writes in protobuf: full objects (no `as=` parameter), as client-go's
+/// `application/vnd.kubernetes.protobuf, application/json` asks, or `PartialObjectMetadata` and
+/// its list in `meta.k8s.io/v1`, as client-go's metadata client asks
+/// (`application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,…`).
+/// A protobuf range asking for another form (a `Table`, which the real server writes only as
+/// JSON or YAML) is passed over, as the real server passes over what it cannot serve.
 pub(crate) fn accepted_first(req: &Request) -> bool {
     let Some(accept) = req.header("accept") else { return false };
     for range in accept.split(',') {
         let mut parts = range.split(';').map(str::trim);
         let media = parts.next().unwrap_or_default();
-        let plain = parts.all(|p| !p.to_ascii_lowercase().starts_with("as="));
         if media.eq_ignore_ascii_case(MEDIA_TYPE) {
-            return plain;
+            let params: Vec<(String, &str)> = parts
+                .filter_map(|p| p.split_once('='))
+                .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().trim_matches('"')))
+                .collect();
+            let param = |k: &str| params.iter().find(|(pk, _)| pk == k).map(|(_, v)| *v);
+            let served = match param("as") {
+                None => true,
+                Some("PartialObjectMetadata" | "PartialObjectMetadataList") => {
+                    param("g") == Some("meta.k8s.io") && param("v") == Some("v1")
+                }
+                Some(_) => false,
+            };
+            if served {
+                return true;
+            }
+            continue;
         }
         if media.eq_ignore_ascii_case("application/json") || media == "*/*" || media == "application/*" {
             return false;

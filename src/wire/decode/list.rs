@@ -51,9 +51,11 @@ pub(crate) struct Item<'a> {
 pub(crate) enum Form {
     Json,
     /// A bare protobuf message (no magic, no envelope) of the schema table's message `message`
-    /// (docs/protocol.md §12.2).
+    /// (docs/protocol.md §12.2). `types`: the apiVersion and kind the item carries in its JSON
+    /// form, which its message cannot hold (only `PartialObjectMetadataList` items have them).
     Protobuf {
         message: usize,
+        types: Option<(&'static str, &'static str)>,
     },
 }
 

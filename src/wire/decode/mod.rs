@@ -21,7 +21,9 @@ pub(crate) use object::{Scratch, decode_error};
 pub(crate) use peek::Peeked;
 #[cfg(feature = "fuzzing")]
 pub(crate) use peek::identity as peek;
-pub(crate) use proto::{has_form as has_protobuf_form, list as protobuf_list, object as protobuf_object};
+pub(crate) use proto::{
+    PARTIAL_OBJECT_METADATA, has_form as has_protobuf_form, list as protobuf_list, object as protobuf_object,
+};
 pub(crate) use watch::{Change, Identity, WatchEvent, identity, watch_event};
 
 use status::StatusBody;
@@ -82,7 +84,7 @@ pub(crate) fn event<'a, K: serde::de::DeserializeOwned>(
 pub(crate) fn item<K: serde::de::DeserializeOwned>(item: Item<'_>, scratch: &mut Scratch) -> Result<K, String> {
     match item.form {
         Form::Json => object::json(item.bytes, item.checked, scratch),
-        Form::Protobuf { message } => proto::item(message, item.bytes),
+        Form::Protobuf { message, types } => proto::item(message, types, item.bytes),
     }
 }
 
@@ -96,7 +98,7 @@ pub(crate) fn object<K: serde::de::DeserializeOwned>(bytes: &[u8], scratch: &mut
 pub(crate) fn kept(item: Item<'_>) -> Option<std::borrow::Cow<'_, [u8]>> {
     match item.form {
         Form::Json => Some(std::borrow::Cow::Borrowed(item.bytes)),
-        Form::Protobuf { message } => proto::enveloped(message, item.bytes).map(std::borrow::Cow::Owned),
+        Form::Protobuf { message, .. } => proto::enveloped(message, item.bytes).map(std::borrow::Cow::Owned),
     }
 }
 

@@ -38,6 +38,19 @@ pub(crate) fn item_message(api_version: &str, list_kind: &str) -> Option<usize> 
     }
 }
 
+/// The apiVersion and kind of a metadata-only object: a `meta.k8s.io` type, with a protobuf form
+/// whatever the resource (docs/protocol.md §12.1). Its list is `PartialObjectMetadataList`.
+pub(crate) const PARTIAL_OBJECT_METADATA: (&str, &str) = ("meta.k8s.io/v1", "PartialObjectMetadata");
+
+/// The apiVersion and kind that the items of the list kind `list_kind` in `api_version` carry in
+/// JSON, which their protobuf messages cannot hold: the server sets them on each item of a
+/// `PartialObjectMetadataList` (apiserver's `asPartialObjectMetadataList`), and on no item of a
+/// typed list. `index`: the item's message.
+fn item_types(api_version: &str, list_kind: &str, index: usize) -> Option<(&'static str, &'static str)> {
+    let partial = (api_version, list_kind.strip_suffix("List")?) == PARTIAL_OBJECT_METADATA;
+    partial.then(|| schema::schema().type_meta(index)).flatten()
+}
+
 /// Whether the kind `kind` of `api_version` has a protobuf form this client reads (it and its
 /// list are in the schema table).
 pub(crate) fn has_form(api_version: &str, kind: &str) -> bool {
@@ -49,9 +62,15 @@ pub(crate) fn object<K: DeserializeOwned>(body: &[u8]) -> Result<K, String> {
     pb::object(body).map_err(|e| e.to_string())
 }
 
-/// One list item: a bare message of the schema's message `index`.
-pub(crate) fn item<K: DeserializeOwned>(index: usize, bytes: &[u8]) -> Result<K, String> {
-    de::message(ctx(), index, bytes, &[]).map_err(|e| e.to_string())
+/// One list item: a bare message of the schema's message `index`, with the apiVersion and kind
+/// its JSON form carries, if any (see `Form::Protobuf`).
+pub(crate) fn item<K: DeserializeOwned>(
+    index: usize,
+    types: Option<(&'static str, &'static str)>,
+    bytes: &[u8],
+) -> Result<K, String> {
+    let head = types.map(|(api_version, kind)| [("apiVersion", api_version), ("kind", kind)]);
+    de::message(ctx(), index, bytes, head.as_ref().map_or(&[][..], |h| &h[..])).map_err(|e| e.to_string())
 }
 
 fn text(bytes: &[u8]) -> Option<&str> {
@@ -229,12 +248,14 @@ const MAX_LIST_PART: u64 = 64 * 1024;
 /// Streams a protobuf list body: calls `on_item` with each item's message, in order, and returns
 /// the list metadata. Holds at most one item of up to `max_item` bytes plus a read buffer; every
 /// length the body announces is checked (against `max_item`, against what encloses it) before
-/// anything is read for it. `resource`: the apiVersion and kind of the listed type, whose items
-/// are expected (the envelope must agree).
+/// anything is read for it. `kinds`: the apiVersion and kind of the items expected, the one asked
+/// for first (the envelope must name one of them with `List` appended; a metadata-only list
+/// expects `PartialObjectMetadata`, or the listed type from a server that ignored the `as=`
+/// parameter).
 pub(crate) fn list<R: Read, E>(
     reader: R,
     max_item: usize,
-    resource: (&str, &str),
+    kinds: &[(&str, &str)],
     mut on_item: impl FnMut(Item<'_>) -> Result<(), E>,
 ) -> Result<ListMeta, ListError<E>> {
     let mut s = Stream { r: BufReader::with_capacity(64 * 1024, reader), pos: 0, buf: Vec::new() };
@@ -267,22 +288,22 @@ pub(crate) fn list<R: Read, E>(
                         _ => {}
                     }
                 }
-                let expected = format!("{}List", resource.1);
-                if api_version != resource.0 || kind != expected {
+                let expected = |&(v, k): &(&str, &str)| v == api_version && kind.strip_suffix("List") == Some(k);
+                if !kinds.iter().any(expected) {
+                    let (v, k) = kinds.first().copied().unwrap_or_default();
                     return Err(s.malformed(&format!(
-                        "a list of {kind:?} in {api_version:?}, not the {expected:?} in {:?} asked for",
-                        resource.0
+                        "a list of {kind:?} in {api_version:?}, not the \"{k}List\" in {v:?} asked for"
                     )));
                 }
-                items_of = item_message(api_version, kind);
-                if items_of.is_none() {
+                let Some(index) = item_message(api_version, kind) else {
                     return Err(s.malformed(&format!(
                         "kind {kind:?} of {api_version:?} has no protobuf form known to this client"
                     )));
-                }
+                };
+                items_of = Some((index, item_types(api_version, kind, index)));
             }
             (2, 2) => {
-                let Some(index) = items_of else {
+                let Some((index, types)) = items_of else {
                     return Err(s.malformed("the list's message comes before the envelope's typeMeta"));
                 };
                 // Not bounded here: the body as a whole is (`Capped`), and nothing is read for it
@@ -312,7 +333,8 @@ pub(crate) fn list<R: Read, E>(
                                 )));
                             }
                             s.read(len)?;
-                            let item = Item { bytes: &s.buf, checked: false, form: Form::Protobuf { message: index } };
+                            let item =
+                                Item { bytes: &s.buf, checked: false, form: Form::Protobuf { message: index, types } };
                             on_item(item).map_err(ListError::Item)?;
                         }
                         (_, wire) => s.skip(wire, left)?,
@@ -497,7 +519,7 @@ mod tests {
         use crate::wire::decode::{Item, compact, kept};
         let truth: ConfigMap = serde_json::from_value(cm("a")).unwrap();
         let message = pb::envelope(&pb::encode(&cm("a")).unwrap()).unwrap().raw.to_vec();
-        let form = Form::Protobuf { message: item_message("v1", "ConfigMapList").unwrap() };
+        let form = Form::Protobuf { message: item_message("v1", "ConfigMapList").unwrap(), types: None };
         let item = kept(Item { bytes: &message, checked: false, form }).unwrap();
         assert!(item.starts_with(MAGIC), "{item:?}");
         assert_eq!(compact::<ConfigMap>(&item).unwrap(), truth);
@@ -574,8 +596,66 @@ mod tests {
         let mut body = MAGIC.to_vec();
         field(&mut body, 1, b"\x0a\x02v1\x12\x07PodList");
         body.extend_from_slice(&[0x12, 0x01, 0x80, 0x01]); // raw of 1 byte: a 2-byte key
-        let e = list(&body[..], 1024, ("v1", "Pod"), |_| Ok::<(), ()>(())).unwrap_err();
+        let e = list(&body[..], 1024, &[("v1", "Pod")], |_| Ok::<(), ()>(())).unwrap_err();
         assert!(matches!(&e, ListError::Malformed { message, .. } if message.contains("past the list's end")), "{e:?}");
+    }
+
+    fn partial(name: &str) -> serde_json::Value {
+        json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+            "metadata": {"name": name, "namespace": "n", "uid": "u1", "resourceVersion": "5", "generation": 2,
+                "labels": {"app": "web"}, "creationTimestamp": "2024-05-01T10:00:00Z",
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "u0", "controller": true}]}})
+    }
+
+    /// A metadata-only list, get and watch event in protobuf read as the same
+    /// `PartialObjectMetadata` as their JSON, apiVersion and kind included (a list item's message
+    /// has no room for them: they are the ones its JSON form carries).
+    #[test]
+    fn metadata_only_answers_read_as_their_json() {
+        use crate::resource::PartialObjectMetadata;
+        use crate::wire::decode::{Scratch, item as decode_item, peek_item};
+        type Meta = PartialObjectMetadata<ConfigMap>;
+        let truth: Meta = serde_json::from_value(partial("a")).unwrap();
+        assert!(truth.types.is_some());
+        let body = pb::encode(&json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList",
+            "metadata": {"resourceVersion": "9", "continue": "c"}, "items": [partial("a"), partial("b")]}))
+        .unwrap();
+        let mut got = Vec::new();
+        let kinds = [PARTIAL_OBJECT_METADATA, ("example.com/v1", "Widget")];
+        let meta = list(&body[..], 1 << 20, &kinds, |item| -> Result<(), String> {
+            let id = peek_item(item).unwrap();
+            assert_eq!((id.uid, id.resource_version), (Some("u1"), Some("5")));
+            got.push(decode_item::<Meta>(item, &mut Scratch::default())?);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!((meta.resource_version.as_deref(), meta.continue_token.as_deref()), (Some("9"), Some("c")));
+        assert_eq!(got, [truth.clone(), serde_json::from_value(partial("b")).unwrap()]);
+        // A get, and a watch event with its bookmark.
+        assert_eq!(object::<Meta>(&pb::encode(&partial("a")).unwrap()).unwrap(), truth);
+        let e = event_of::<Meta>(&event("MODIFIED", &partial("a"))).unwrap();
+        assert!(matches!(&e, WatchEvent::Modified(m) if *m == truth), "{e:?}");
+        let mark = json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata", "metadata": {"resourceVersion": "12"}});
+        let b = event_of::<Meta>(&event("BOOKMARK", &mark)).unwrap();
+        assert!(matches!(b, WatchEvent::Bookmark { ref resource_version, .. } if resource_version == "12"), "{b:?}");
+        // A list of another kind than those expected is refused, naming the one asked for.
+        let cms = pb::encode(&json!({"apiVersion": "v1", "kind": "ConfigMapList", "metadata": {}, "items": [cm("a")]}))
+            .unwrap();
+        let e = list(&cms[..], 1 << 20, &kinds, |_| Ok::<(), ()>(())).unwrap_err();
+        assert!(
+            matches!(&e, ListError::Malformed { message, .. }
+                if message.contains(r#"not the "PartialObjectMetadataList" in "meta.k8s.io/v1" asked for"#)),
+            "{e:?}"
+        );
+        // The full list, from a server that ignored `as=`: its items read as metadata.
+        let mut names = Vec::new();
+        list(&cms[..], 1 << 20, &[PARTIAL_OBJECT_METADATA, ("v1", "ConfigMap")], |item| -> Result<(), String> {
+            let m = decode_item::<Meta>(item, &mut Scratch::default())?;
+            names.push((m.metadata.name, m.types));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(names, [(Some("a".to_owned()), None)]);
     }
 
     #[test]
