@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube_watcher::testing::FakeApiServer;
-use kube_watcher::{Api, Client, Config, Error, Event, Watcher, WatcherBuilder};
+use kube_watcher::{Api, Client, Config, Error, Event, Watchable, Watcher, WatcherBuilder};
 
 pub mod modules;
 pub mod random;
@@ -58,8 +58,8 @@ pub fn server() -> FakeApiServer {
 }
 
 /// A compact description of an event, for assertions.
-pub fn describe(ev: &Event<Pod>) -> String {
-    let name = |p: &Pod| p.metadata.name.clone().unwrap_or_default();
+pub fn describe<K: Watchable>(ev: &Event<K>) -> String {
+    let name = |o: &K| o.meta().name.clone().unwrap_or_default();
     match ev {
         Event::Init => "Init".into(),
         Event::InitApply(p) => format!("InitApply({})", name(p)),
@@ -71,13 +71,13 @@ pub fn describe(ev: &Event<Pod>) -> String {
 
 /// Receives events until `done` says so, returning everything seen (errors as `Err(..)`).
 /// Panics with what was seen if `WAIT` passes first.
-pub fn collect_until(w: &Watcher<Pod>, done: impl FnMut(&[String]) -> bool) -> Vec<String> {
+pub fn collect_until<K: Watchable>(w: &Watcher<K>, done: impl FnMut(&[String]) -> bool) -> Vec<String> {
     collect_from(w.receiver(), done)
 }
 
 /// [`collect_until`] for any event channel, such as a subscription.
-pub fn collect_from(
-    rx: &crossbeam_channel::Receiver<Result<Event<Pod>, Error>>,
+pub fn collect_from<K: Watchable>(
+    rx: &crossbeam_channel::Receiver<Result<Event<K>, Error>>,
     mut done: impl FnMut(&[String]) -> bool,
 ) -> Vec<String> {
     let deadline = Instant::now() + WAIT;

@@ -12,7 +12,7 @@ use std::thread;
 
 use common::*;
 use k8s_openapi::api::core::v1::Pod;
-use kube_watcher::{Api, Client, Config, Event, ObjectRef, PartialObjectMetadata, Watcher, metadata_watcher};
+use kube_watcher::{Api, Client, Config, ObjectRef, PartialObjectMetadata, metadata_watcher};
 
 fn pods(url: &str) -> Api<Pod> {
     Api::all(Client::from_url(url).unwrap())
@@ -20,28 +20,6 @@ fn pods(url: &str) -> Api<Pod> {
 
 fn name<K>(m: &PartialObjectMetadata<K>) -> String {
     m.metadata.name.clone().unwrap_or_default()
-}
-
-/// Receives events until `done` says so (bounded by `WAIT`).
-fn collect_until<K: 'static>(
-    w: &Watcher<PartialObjectMetadata<K>>,
-    mut done: impl FnMut(&[String]) -> bool,
-) -> Vec<String> {
-    let deadline = std::time::Instant::now() + WAIT;
-    let mut seen = Vec::new();
-    while !done(&seen) {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        match w.recv_timeout(left) {
-            Ok(Ok(Event::Init)) => seen.push("Init".to_owned()),
-            Ok(Ok(Event::InitApply(m))) => seen.push(format!("InitApply({})", name(&m))),
-            Ok(Ok(Event::InitDone)) => seen.push("InitDone".to_owned()),
-            Ok(Ok(Event::Apply(m))) => seen.push(format!("Apply({})", name(&m))),
-            Ok(Ok(Event::Delete(m))) => seen.push(format!("Delete({})", name(&m))),
-            Ok(Err(e)) => seen.push(format!("Err({e})")),
-            Err(e) => panic!("no more events ({e}); seen so far: {seen:?}"),
-        }
-    }
-    seen
 }
 
 #[test]

@@ -9,8 +9,7 @@ use common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube_watcher::testing::{FakeApiServer, Fault, Match, RecordedRequest, ResourceType};
 use kube_watcher::{
-    Api, ApiResource, Client, Config, DynamicObject, Event, PartialObjectMetadata, Watcher, WireFormat,
-    metadata_watcher,
+    Api, ApiResource, Client, Config, DynamicObject, PartialObjectMetadata, Watcher, WireFormat, metadata_watcher,
 };
 use serde_json::json;
 
@@ -237,28 +236,6 @@ fn read_metadata<K: 'static>(api: &Api<K>, format: WireFormat) -> Vec<PartialObj
     metadata_state(&w)
 }
 
-/// Receives a metadata watcher's events until `done` says so (bounded by `WAIT`).
-fn metadata_events_until<K: 'static>(
-    w: &Watcher<PartialObjectMetadata<K>>,
-    mut done: impl FnMut(&[String]) -> bool,
-) -> Vec<String> {
-    let deadline = std::time::Instant::now() + WAIT;
-    let name = |m: &PartialObjectMetadata<K>| m.metadata.name.clone().unwrap_or_default();
-    let mut seen = Vec::new();
-    while !done(&seen) {
-        match w.receiver().recv_deadline(deadline) {
-            Ok(Ok(Event::Init)) => seen.push("Init".to_owned()),
-            Ok(Ok(Event::InitApply(m))) => seen.push(format!("InitApply({})", name(&m))),
-            Ok(Ok(Event::InitDone)) => seen.push("InitDone".to_owned()),
-            Ok(Ok(Event::Apply(m))) => seen.push(format!("Apply({})", name(&m))),
-            Ok(Ok(Event::Delete(m))) => seen.push(format!("Delete({})", name(&m))),
-            Ok(Err(e)) => seen.push(format!("Err({e})")),
-            Err(e) => panic!("no more events ({e}); seen so far: {seen:?}"),
-        }
-    }
-    seen
-}
-
 /// An object of `rt` in namespace `apps`, with labels, annotations and a spec.
 fn object_of(rt: &ResourceType, name: &str, size: u32) -> serde_json::Value {
     let mut obj = json!({"apiVersion": rt.api_version(), "kind": rt.kind,
@@ -280,7 +257,7 @@ fn metadata_over_protobuf<K: 'static>(server: &FakeApiServer, rt: &ResourceType,
     }
     let w = metadata_watcher(api.clone(), Config::default()).unwrap();
     // Attached from the start: every event.
-    metadata_events_until(&w, |seen| seen.last().is_some_and(|e| e == "InitDone"));
+    collect_until(&w, |seen| seen.last().is_some_and(|e| e == "InitDone"));
     assert_eq!(w.stats().wire_format, Some(WireFormat::Protobuf), "{label}");
     assert_eq!(metadata_state(&w), read_metadata(api, WireFormat::Json), "{label}");
     let kind = metadata_state(&w)[0].types.clone().map(|t| (t.api_version, t.kind));
@@ -289,7 +266,7 @@ fn metadata_over_protobuf<K: 'static>(server: &FakeApiServer, rt: &ResourceType,
     server.create_value(rt, object_of(rt, "new", 7)).unwrap();
     server.replace_value(rt, object_of(rt, "o1", 9)).unwrap();
     server.delete_value(rt, Some("apps"), "o2").unwrap();
-    let seen = metadata_events_until(&w, |seen| seen.iter().any(|e| e == "Delete(o2)"));
+    let seen = collect_until(&w, |seen| seen.iter().any(|e| e == "Delete(o2)"));
     assert_eq!(seen, ["Apply(new)", "Apply(o1)", "Delete(o2)"], "{label}");
     let o1 = w.store().get(&kube_watcher::ObjectRef::new("o1").within("apps")).unwrap();
     assert_eq!(o1.metadata.annotations.as_ref().unwrap()["size"], "9", "{label}");
@@ -300,10 +277,10 @@ fn metadata_over_protobuf<K: 'static>(server: &FakeApiServer, rt: &ResourceType,
         Fault::InStreamError { code: 410, reason: "Expired".into(), message: "too old resource version".into() },
     );
     server.end_watches();
-    metadata_events_until(&w, |seen| seen.last().is_some_and(|e| e == "InitDone"));
+    collect_until(&w, |seen| seen.last().is_some_and(|e| e == "InitDone"));
     assert_eq!(w.stats().relists.expired, 1, "{label}");
     server.create_value(rt, object_of(rt, "after", 1)).unwrap();
-    metadata_events_until(&w, |seen| seen.iter().any(|e| e == "Apply(after)"));
+    collect_until(&w, |seen| seen.iter().any(|e| e == "Apply(after)"));
     assert_eq!(metadata_state(&w), read_metadata(api, WireFormat::Protobuf), "{label}");
     assert_eq!(w.stats().wire_format, Some(WireFormat::Protobuf), "{label}");
     // Every request asked with client-go's headers: lists for the list, the singular otherwise.
@@ -344,9 +321,9 @@ fn a_metadata_watcher_set_to_json_or_against_a_json_only_server_reads_json() {
         let server = FakeApiServer::builder().bookmark_interval(ms(100)).json_only(json_only).start();
         create_pods(&server, 0..3);
         let w = metadata_watcher(pods(&server), Config::default().wire_format(format)).unwrap();
-        metadata_events_until(&w, |seen| seen.last().is_some_and(|e| e == "InitDone"));
+        collect_until(&w, |seen| seen.last().is_some_and(|e| e == "InitDone"));
         server.create(&pod("apps", "new")).unwrap();
-        metadata_events_until(&w, |seen| seen.iter().any(|e| e == "Apply(new)"));
+        collect_until(&w, |seen| seen.iter().any(|e| e == "Apply(new)"));
         assert_eq!(w.stats().wire_format, Some(WireFormat::Json), "{label}");
         assert_eq!(w.store().len(), 4, "{label}");
         let kind = metadata_state(&w)[0].types.clone().map(|t| t.kind);
@@ -384,9 +361,9 @@ fn a_refused_metadata_request_is_asked_again_in_json_and_the_refusal_remembered(
         },
     );
     let w = metadata_watcher(pods(&server), Config::default()).unwrap();
-    metadata_events_until(&w, |seen| seen.last().is_some_and(|e| e == "InitDone"));
+    collect_until(&w, |seen| seen.last().is_some_and(|e| e == "InitDone"));
     server.create(&pod("apps", "new")).unwrap();
-    metadata_events_until(&w, |seen| seen.iter().any(|e| e == "Apply(new)"));
+    collect_until(&w, |seen| seen.iter().any(|e| e == "Apply(new)"));
     assert_eq!(w.stats().wire_format, Some(WireFormat::Json));
     assert_eq!(w.stats().errors.total(), 0, "the refusal is no error: {:?}", w.stats().last_error);
     let requests = pod_requests(&server);
