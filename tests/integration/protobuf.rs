@@ -9,7 +9,8 @@ use common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube_watcher::testing::{FakeApiServer, Fault, Match, RecordedRequest, ResourceType};
 use kube_watcher::{
-    Api, ApiResource, Client, Config, DynamicObject, PartialObjectMetadata, Watcher, WireFormat, metadata_watcher,
+    Api, ApiResource, Client, Config, DynamicObject, PartialObjectMetadata, Watchable, Watcher, WireFormat,
+    metadata_watcher,
 };
 use serde_json::json;
 
@@ -158,26 +159,30 @@ fn a_json_only_server_is_watched_over_json() {
     assert!(requests.iter().all(accepts_protobuf));
 }
 
-#[test]
-fn a_refused_protobuf_request_is_asked_again_in_json_and_the_refusal_remembered() {
+/// A watcher started by `start` against a server that answers its first list `code` (as one
+/// that cannot parse the protobuf `Accept` does) syncs, watches and reads JSON, with no error;
+/// returns the pod requests the server received.
+fn refused_then_json<K: Watchable>(
+    code: u16,
+    reason: &str,
+    start: impl FnOnce(&FakeApiServer) -> kube_watcher::Result<Watcher<K>>,
+) -> Vec<RecordedRequest> {
     let server = server();
     create_pods(&server, 0..3);
-    server.push_fault(
-        Match::List,
-        Fault::Status {
-            code: 406,
-            reason: "NotAcceptable".into(),
-            message: "no protobuf here".into(),
-            retry_after: None,
-        },
-    );
-    let w = Watcher::new(pods(&server), Config::default()).unwrap();
+    let status = Fault::Status { code, reason: reason.into(), message: "no protobuf here".into(), retry_after: None };
+    server.push_fault(Match::List, status);
+    let w = start(&server).unwrap();
     collect_until(&w, |seen| seen.last().is_some_and(|e| e == "InitDone"));
     server.create(&pod("apps", "new")).unwrap();
     collect_until(&w, |seen| seen.iter().any(|e| e == "Apply(new)"));
     assert_eq!(w.stats().wire_format, Some(WireFormat::Json));
     assert_eq!(w.stats().errors.total(), 0, "the refusal is no error: {:?}", w.stats().last_error);
-    let requests = pod_requests(&server);
+    pod_requests(&server)
+}
+
+#[test]
+fn a_refused_protobuf_request_is_asked_again_in_json_and_the_refusal_remembered() {
+    let requests = refused_then_json(406, "NotAcceptable", |server| Watcher::new(pods(server), Config::default()));
     // One list refused, asked again at once in JSON; the watch asks JSON from the start.
     assert_eq!(requests.iter().filter(|r| accepts_protobuf(r)).count(), 1, "{requests:?}");
     assert!(!requests[1].watch && !accepts_protobuf(&requests[1]));
@@ -349,24 +354,8 @@ fn a_metadata_watcher_set_to_json_or_against_a_json_only_server_reads_json() {
 
 #[test]
 fn a_refused_metadata_request_is_asked_again_in_json_and_the_refusal_remembered() {
-    let server = server();
-    create_pods(&server, 0..3);
-    server.push_fault(
-        Match::List,
-        Fault::Status {
-            code: 415,
-            reason: "UnsupportedMediaType".into(),
-            message: "no protobuf here".into(),
-            retry_after: None,
-        },
-    );
-    let w = metadata_watcher(pods(&server), Config::default()).unwrap();
-    collect_until(&w, |seen| seen.last().is_some_and(|e| e == "InitDone"));
-    server.create(&pod("apps", "new")).unwrap();
-    collect_until(&w, |seen| seen.iter().any(|e| e == "Apply(new)"));
-    assert_eq!(w.stats().wire_format, Some(WireFormat::Json));
-    assert_eq!(w.stats().errors.total(), 0, "the refusal is no error: {:?}", w.stats().last_error);
-    let requests = pod_requests(&server);
+    let requests =
+        refused_then_json(415, "UnsupportedMediaType", |server| metadata_watcher(pods(server), Config::default()));
     assert_eq!(requests[0].header("accept"), Some(METADATA_LIST_ACCEPT), "{requests:?}");
     assert!(requests[1..].iter().all(|r| !accepts_protobuf(r)), "{requests:?}");
 }
@@ -399,14 +388,12 @@ fn a_drift_check_reads_protobuf_and_finds_a_lost_event() {
     let api: Api<DynamicObject> = Api::all_with(Client::from_url(&server.url()).unwrap(), &ar);
     let w = Watcher::new(api, Config::default().drift_check(std::time::Duration::from_secs(1))).unwrap();
     w.store().wait_until_ready(WAIT).unwrap();
-    eventually("a drift check", || w.stats().drift_checks >= 1);
-    let check = server
-        .requests()
-        .into_iter()
-        .find(|r| {
-            r.path.ends_with("/widgets") && !r.watch && r.query_param("resourceVersionMatch") == Some("NotOlderThan")
-        })
-        .expect("a drift check list of widgets");
+    // The counter moves before the request goes out: wait for the request itself.
+    let drift_check = |r: &RecordedRequest| {
+        r.path.ends_with("/widgets") && !r.watch && r.query_param("resourceVersionMatch") == Some("NotOlderThan")
+    };
+    eventually("a drift check list of widgets", || server.requests().iter().any(drift_check));
+    let check = server.requests().into_iter().find(drift_check).unwrap();
     assert_eq!(check.header("accept"), Some(METADATA_LIST_ACCEPT));
     assert_eq!(w.stats().relists.drift, 0, "{:?}", w.stats());
     assert_eq!(w.stats().wire_format, Some(WireFormat::Json));
