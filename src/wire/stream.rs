@@ -271,14 +271,19 @@ mod stream_tests {
 
     use super::*;
     use crate::auth::Connection;
+    use crate::resource::ApiResource;
     use crate::testing::{FakeApiServer, Fault, Match};
-    use crate::wire::api::Api;
     use crate::wire::client::Client;
     use crate::wire::http::Http;
     use crate::wire::request::{self, WatchParams};
 
     /// The bound on any wait: generous for a slow, noisy 2-core CI machine.
     const WAIT: Duration = Duration::from_secs(20);
+
+    /// Every object of `resource`, in all namespaces.
+    fn all(resource: &ApiResource) -> request::Target<'_> {
+        request::Target { resource, namespace: None, metadata_only: false }
+    }
 
     fn pod(name: &str) -> Pod {
         let mut p = Pod::default();
@@ -336,15 +341,16 @@ mod stream_tests {
         server.create(&pod("a")).unwrap();
         // ADDED a, then the end marker, then the line to pause in.
         server.push_fault(Match::Watch, Fault::PauseInLine { after: 2 });
-        let api: Api<Pod> = Api::all(Client::from_url(&server.url()).unwrap());
-        let http = Http::new(Arc::clone(&api.client.conn));
+        let client = Client::from_url(&server.url()).unwrap();
+        let http = Http::new(Arc::clone(&client.conn));
+        let pods = ApiResource::of::<Pod>();
         let params = WatchParams {
             timeout: Duration::from_secs(600),
             bookmarks: true,
             send_initial_events: true,
             ..WatchParams::default()
         };
-        let mut stream = http.watch(api.target(), &params, Duration::from_millis(100)).unwrap();
+        let mut stream = http.watch(all(&pods), &params, Duration::from_millis(100)).unwrap();
         assert_eq!(next_event(&mut stream)["type"], "ADDED");
         let marker = next_event(&mut stream);
         assert_eq!(marker["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true");
@@ -389,11 +395,11 @@ mod stream_tests {
         server.push_fault(Match::Watch, Fault::PauseInLine { after: 0 });
         let client =
             Client::from_kubeconfig_yaml(&server.kubeconfig(), &crate::auth::KubeconfigOptions::default()).unwrap();
-        let api: Api<Pod> = Api::all(client);
-        let http = Http::new(Arc::clone(&api.client.conn));
+        let http = Http::new(Arc::clone(&client.conn));
+        let pods = ApiResource::of::<Pod>();
         let params =
             WatchParams { resource_version: Some(rv), timeout: Duration::from_secs(600), ..WatchParams::default() };
-        let mut stream = http.watch(api.target(), &params, Duration::from_millis(100)).unwrap();
+        let mut stream = http.watch(all(&pods), &params, Duration::from_millis(100)).unwrap();
         server.create(&pod("a")).unwrap();
         let event = read_through_a_pause(&server, &mut stream);
         assert_eq!(event["type"], "ADDED");

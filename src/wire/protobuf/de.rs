@@ -24,23 +24,7 @@ use super::schema::{Field, Message, Schema, Type};
 /// Messages nest far less deeply than this in every built-in type.
 const MAX_DEPTH: u32 = 64;
 
-/// What could not be read, and where (`core.v1.PodSpec.containers: …`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Error(pub(crate) String);
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for Error {}
-
-impl de::Error for Error {
-    fn custom<T: fmt::Display>(msg: T) -> Self {
-        Error(msg.to_string())
-    }
-}
+pub(crate) use super::error::Error;
 
 fn err<T>(msg: impl Into<String>) -> Result<T, Error> {
     Err(Error(msg.into()))

@@ -7,7 +7,7 @@
 
 use serde_json::Value;
 
-use super::de::Error;
+use super::error::Error;
 use super::schema::{Schema, Type};
 
 const MAX_DEPTH: u32 = 64;

@@ -15,6 +15,7 @@
 
 pub(crate) mod de;
 pub(crate) mod en;
+mod error;
 pub(crate) mod schema;
 mod time;
 

@@ -1,6 +1,6 @@
 //! Times and durations in the JSON form Kubernetes (Go) writes them.
 
-use super::de::Error;
+use super::error::Error;
 
 /// A time in its JSON form, on the stack: `2006-01-02T15:04:05Z` or, for `MicroTime`,
 /// `2006-01-02T15:04:05.000000Z`.
