@@ -232,12 +232,21 @@ fn metadata_state<K: 'static>(w: &Watcher<PartialObjectMetadata<K>>) -> Vec<Part
     all
 }
 
-/// Every object of `api`, read by a metadata watcher in `format`, by name.
-fn read_metadata<K: 'static>(api: &Api<K>, format: WireFormat) -> Vec<PartialObjectMetadata<K>> {
+/// Every object of `api` on `server`, read by a metadata watcher in `format`, by name.
+fn read_metadata<K: 'static>(
+    server: &FakeApiServer,
+    api: &Api<K>,
+    format: WireFormat,
+) -> Vec<PartialObjectMetadata<K>> {
+    let watches = || server.requests().iter().filter(|r| r.watch).count();
+    let before = watches();
     let w = metadata_watcher(api.clone(), Config::default().wire_format(format)).unwrap();
     w.store().wait_until_ready(WAIT).unwrap();
     assert_eq!(w.stats().wire_format, Some(format));
     assert_eq!(w.stats().errors.total(), 0, "{:?}", w.stats().last_error);
+    // Its watch reaches the server before it goes: a watch request still on its way when the
+    // test queues a watch fault would take that fault in place of the watcher under test.
+    eventually("the reading watcher's watch", || watches() > before);
     metadata_state(&w)
 }
 
@@ -264,7 +273,7 @@ fn metadata_over_protobuf<K: 'static>(server: &FakeApiServer, rt: &ResourceType,
     // Attached from the start: every event.
     collect_until(&w, |seen| seen.last().is_some_and(|e| e == "InitDone"));
     assert_eq!(w.stats().wire_format, Some(WireFormat::Protobuf), "{label}");
-    assert_eq!(metadata_state(&w), read_metadata(api, WireFormat::Json), "{label}");
+    assert_eq!(metadata_state(&w), read_metadata(server, api, WireFormat::Json), "{label}");
     let kind = metadata_state(&w)[0].types.clone().map(|t| (t.api_version, t.kind));
     assert_eq!(kind, Some(("meta.k8s.io/v1".to_owned(), "PartialObjectMetadata".to_owned())), "{label}");
     // Changes: one added, one changed, one deleted.
@@ -275,7 +284,7 @@ fn metadata_over_protobuf<K: 'static>(server: &FakeApiServer, rt: &ResourceType,
     assert_eq!(seen, ["Apply(new)", "Apply(o1)", "Delete(o2)"], "{label}");
     let o1 = w.store().get(&kube_watcher::ObjectRef::new("o1").within("apps")).unwrap();
     assert_eq!(o1.metadata.annotations.as_ref().unwrap()["size"], "9", "{label}");
-    eventually("the stores agree", || metadata_state(&w) == read_metadata(api, WireFormat::Json));
+    eventually("the stores agree", || metadata_state(&w) == read_metadata(server, api, WireFormat::Json));
     // An in-stream 410 relists, over protobuf.
     server.push_fault(
         Match::Watch,
@@ -286,7 +295,7 @@ fn metadata_over_protobuf<K: 'static>(server: &FakeApiServer, rt: &ResourceType,
     assert_eq!(w.stats().relists.expired, 1, "{label}");
     server.create_value(rt, object_of(rt, "after", 1)).unwrap();
     collect_until(&w, |seen| seen.iter().any(|e| e == "Apply(after)"));
-    assert_eq!(metadata_state(&w), read_metadata(api, WireFormat::Protobuf), "{label}");
+    assert_eq!(metadata_state(&w), read_metadata(server, api, WireFormat::Protobuf), "{label}");
     assert_eq!(w.stats().wire_format, Some(WireFormat::Protobuf), "{label}");
     // Every request asked with client-go's headers: lists for the list, the singular otherwise.
     let requests: Vec<_> = server.requests().into_iter().filter(|r| r.path.ends_with(&format!("/{label}"))).collect();
