@@ -26,6 +26,8 @@ pub(crate) use proto::{
 };
 pub(crate) use watch::{Change, Identity, WatchEvent, identity, watch_event};
 
+use std::borrow::Cow;
+
 use status::StatusBody;
 
 /// The encoding of a body or a watch stream, told by its `Content-Type`.
@@ -95,10 +97,10 @@ pub(crate) fn object<K: serde::de::DeserializeOwned>(bytes: &[u8], scratch: &mut
 
 /// The bytes a compact store keeps of a list item: the JSON as it is, a protobuf message in the
 /// envelope a GET answer carries (`None`: not a kind of the schema table, so not kept).
-pub(crate) fn kept(item: Item<'_>) -> Option<std::borrow::Cow<'_, [u8]>> {
+pub(crate) fn kept(item: Item<'_>) -> Option<Cow<'_, [u8]>> {
     match item.form {
-        Form::Json => Some(std::borrow::Cow::Borrowed(item.bytes)),
-        Form::Protobuf { message, .. } => proto::enveloped(message, item.bytes).map(std::borrow::Cow::Owned),
+        Form::Json => Some(Cow::Borrowed(item.bytes)),
+        Form::Protobuf { message, .. } => proto::enveloped(message, item.bytes).map(Cow::Owned),
     }
 }
 
