@@ -301,8 +301,9 @@ impl<K: Watchable> Worker<K> {
             step = match item {
                 StreamItem::Line(bytes, line) => {
                     counters::add(&self.control.counters.bytes, bytes.len() as u64 + overhead);
-                    let keep_raw = self.prepare.keeps_encoded();
-                    match decode::event::<K>(encoding, bytes, keep_raw, &mut self.prepare.scratch)
+                    match self
+                        .prepare
+                        .event(encoding, bytes)
                         .map_err(|message| {
                             Error::Decode(Box::new(decode::decode_error(&context, Some(line), bytes, message)))
                         })
