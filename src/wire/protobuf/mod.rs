@@ -90,12 +90,16 @@ pub(crate) fn object<T: DeserializeOwned>(body: &[u8]) -> Result<T, Error> {
 }
 
 /// Encodes an object's JSON form (with `apiVersion` and `kind`) as an enveloped protobuf body.
+/// The fuzzing entry points' (and the tests') encoder.
+#[cfg(any(test, feature = "fuzzing"))]
 pub(crate) fn encode(value: &serde_json::Value) -> Result<Vec<u8>, Error> {
     encode_with(value, false)
 }
 
 /// [`encode`], writing what the table has no place for by its JSON type (see
-/// [`en::message_lenient`]): fails only for a kind without a protobuf form.
+/// [`en::message_lenient`]): fails only for a kind without a protobuf form. The fake server's
+/// (and the tests') encoder.
+#[cfg(any(test, feature = "testing"))]
 pub(crate) fn encode_lenient(value: &serde_json::Value) -> Result<Vec<u8>, Error> {
     encode_with(value, true)
 }
