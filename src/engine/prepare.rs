@@ -22,9 +22,10 @@ const HEAP_STEP: usize = 64 * 1024;
 /// ~37 KB, nearly all small, so a sync took ~9 calls per pod (`strace -c`: 92.8k for 10k pods
 /// over protobuf, 38k over JSON), a seventh of a 30k-pod sync's time. Freed at once, the
 /// reservation joins the free space at the top of the heap, which the next objects fill: one
-/// call per pod (10k for 10k pods), and the 30k-pod sync took 0.87× the time at the same peak RSS
-/// (docs/performance.md, "Protobuf on the wire"). Elsewhere it is one allocation and free per
-/// object decoded; in a steady watch (the heap does not grow there) it cost 3% and is not done.
+/// call per pod (10k for 10k pods), and the 30k-pod sync took 0.86× the time at the same peak RSS
+/// (docs/performance.md, "Protobuf on the wire"). With another allocator it is one allocation
+/// and free per object decoded. In a steady watch, where the heap does not grow, it cost 3% of
+/// the events/s, so it is not done there.
 fn headroom() {
     let reserved: Vec<u8> = Vec::with_capacity(HEAP_STEP);
     // Kept from being optimized away with its allocation.
