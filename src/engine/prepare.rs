@@ -103,24 +103,12 @@ pub(crate) struct Prepare<K> {
     /// Whether the "server ignored the metadata-only request" warning was logged (once, also
     /// across the [`another`](Self::another) copies).
     warned_kind: Arc<AtomicBool>,
-    /// A relist is in progress (the worker sets it from `BeginInit` to the relist's end): the
-    /// objects of watch events are then a streaming list's initial state, new memory for a typed
-    /// store, as list items always are (see [`headroom`]).
-    pub(crate) relisting: bool,
 }
 
 impl<K: Watchable> Prepare<K> {
     pub(crate) fn new(name: String, transform: Option<Transform<K>>, compact: Option<Compaction<K>>) -> Self {
         let packer = compact.filter(|c| c.compress).map(|_| Packer::default());
-        Prepare {
-            name,
-            transform,
-            compact,
-            packer,
-            scratch: decode::Scratch::default(),
-            warned_kind: Arc::default(),
-            relisting: false,
-        }
+        Prepare { name, transform, compact, packer, scratch: decode::Scratch::default(), warned_kind: Arc::default() }
     }
 
     /// A copy with the same settings and buffers of its own (a compressed store's dictionary
@@ -135,18 +123,20 @@ impl<K: Watchable> Prepare<K> {
             packer: self.packer.as_ref().map(|_| Packer::default()),
             scratch: decode::Scratch::default(),
             warned_kind: Arc::clone(&self.warned_kind),
-            relisting: false,
         }
     }
 
     /// Decodes one watch event (see `decode::event`); with a compact store mode, an object
-    /// event also returns its object's bytes.
+    /// event also returns its object's bytes. `relisting`: a relist is in progress, so the
+    /// event's object is a streaming list's initial state, new memory for a typed store as list
+    /// items always are (see [`headroom`]).
     pub(crate) fn event<'a>(
         &mut self,
         encoding: decode::Encoding,
         bytes: &'a [u8],
+        relisting: bool,
     ) -> Result<(decode::WatchEvent<K>, Option<&'a [u8]>), String> {
-        if self.relisting && self.compact.is_none() {
+        if relisting && self.compact.is_none() {
             headroom();
         }
         decode::event::<K>(encoding, bytes, self.compact.is_some(), &mut self.scratch)

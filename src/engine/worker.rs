@@ -301,9 +301,10 @@ impl<K: Watchable> Worker<K> {
             step = match item {
                 StreamItem::Line(bytes, line) => {
                     counters::add(&self.control.counters.bytes, bytes.len() as u64 + overhead);
+                    let relisting = self.delivery.relisting();
                     match self
                         .prepare
-                        .event(encoding, bytes)
+                        .event(encoding, bytes, relisting)
                         .map_err(|message| {
                             Error::Decode(Box::new(decode::decode_error(&context, Some(line), bytes, message)))
                         })

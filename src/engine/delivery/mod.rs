@@ -230,6 +230,11 @@ impl<K: Watchable> Delivery<K> {
         self.relist = true;
     }
 
+    /// Whether a relist is in progress (from its `BeginInit` to its end or abandonment).
+    pub(crate) fn relisting(&self) -> bool {
+        self.relist
+    }
+
     /// The relist in progress ends (its `InitDone` is the next change) or is abandoned.
     pub(crate) fn relist_ends(&mut self) {
         self.relist = false;

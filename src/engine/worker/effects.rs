@@ -36,7 +36,6 @@ impl<K: Watchable> Worker<K> {
         match effect {
             Effect::BeginInit => {
                 self.delivery.relist_begins();
-                self.prepare.relisting = true;
                 self.delivery.send(Form::Decoded, |c| writer.begin_init(c.events()))
             }
             Effect::InitApply => match taken(effect, subject) {
@@ -45,7 +44,6 @@ impl<K: Watchable> Worker<K> {
             },
             Effect::InitDone(rv) => {
                 self.delivery.relist_ends();
-                self.prepare.relisting = false;
                 let (notices, reason) = (&self.control.notices, self.reason);
                 self.delivery.send(Form::Decoded, |c| {
                     let inferred = writer.init_done(rv.as_deref(), c.events());
@@ -56,7 +54,6 @@ impl<K: Watchable> Worker<K> {
             }
             Effect::AbortInit => {
                 self.delivery.relist_ends();
-                self.prepare.relisting = false;
                 // No events, but a change of what a subscriber's replay shows (the relist in
                 // progress).
                 self.delivery.send(Form::Decoded, |_| writer.abort_init())
