@@ -30,6 +30,7 @@ mod shutdown;
 mod undecodable;
 mod watch;
 mod watch_object;
+mod writes;
 
 /// Every file here is compiled (see `every_file_is_a_module`).
 #[test]
