@@ -145,6 +145,9 @@
 // The public face: `Watcher`, its builder, `watch_object`.
 mod watcher;
 
+// Leases: one leader among replicas (the pure decision, the elector's thread and handle).
+mod lease;
+
 // The thread that runs a watcher, the control block, delivery to subscribers.
 mod engine;
 
@@ -184,6 +187,8 @@ pub use crate::config::{Backoff, Config, ListSemantic, WireFormat};
 pub use crate::error::{ApiError, DecodeError, Error, Result};
 pub use crate::event::Event;
 pub use crate::key::ObjectRef;
+pub use crate::lease::elector::LeaderElector;
+pub use crate::lease::{Leadership, LeaseTimings};
 pub use crate::notice::{Notice, RelistReason, SlowConsumer};
 pub use crate::resource::{ApiResource, DynamicObject, PartialObjectMetadata, TypeMeta, Watchable};
 pub use crate::stats::{ErrorCounts, EventCounts, RelistCounts, Stats};

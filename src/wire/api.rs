@@ -173,7 +173,18 @@ impl<K: Watchable> Api<K> {
     /// # Errors
     /// A missing object is an [`Error::Api`] with `status() == Some(404)`.
     pub fn get(&self, name: &str) -> Result<K> {
-        let http = Http::new(Arc::clone(&self.client.conn)).negotiating(Negotiation::new::<K>(self.target(), true));
+        self.get_on(&self.http(), name)
+    }
+
+    /// The transport of this `Api`'s one-shot calls: an agent of its own, negotiating protobuf
+    /// for gets. A caller that keeps one (a lease elector) reuses its connection and can bound
+    /// and interrupt its requests.
+    pub(crate) fn http(&self) -> Http {
+        Http::new(Arc::clone(&self.client.conn)).negotiating(Negotiation::new::<K>(self.target(), true))
+    }
+
+    /// [`get`](Self::get) on `http`.
+    pub(crate) fn get_on(&self, http: &Http, name: &str) -> Result<K> {
         let context = format!("get {} {name:?}", self.resource.kind);
         let path = request::object_path(&self.resource, self.namespace.as_deref(), name);
         let (bytes, encoding) = http.get_object(self.target(), &path, &context)?;
@@ -213,11 +224,16 @@ impl<K: Watchable + serde::Serialize> Api<K> {
     /// # Ok::<(), kube_watcher::Error>(())
     /// ```
     pub fn create(&self, obj: &K) -> Result<K> {
+        self.create_on(&Http::new(Arc::clone(&self.client.conn)), obj)
+    }
+
+    /// [`create`](Self::create) on `http`.
+    pub(crate) fn create_on(&self, http: &Http, obj: &K) -> Result<K> {
         let name = obj.meta().name.as_deref().unwrap_or_default();
         let context = self.describe_object("create", name);
         let body = encode(obj, &context)?;
         let path = request::collection_path(&self.resource, self.namespace.as_deref());
-        self.written(Verb::Post(&body), &path, &context)
+        self.written(http, Verb::Post(&body), &path, &context)
     }
 
     /// Replaces the object named by `obj` (a PUT) and returns it as the server stored it.
@@ -252,6 +268,11 @@ impl<K: Watchable + serde::Serialize> Api<K> {
     /// # Ok::<(), kube_watcher::Error>(())
     /// ```
     pub fn replace(&self, obj: &K) -> Result<K> {
+        self.replace_on(&Http::new(Arc::clone(&self.client.conn)), obj)
+    }
+
+    /// [`replace`](Self::replace) on `http`.
+    pub(crate) fn replace_on(&self, http: &Http, obj: &K) -> Result<K> {
         let name = obj.meta().name.as_deref().unwrap_or_default();
         let context = self.describe_object("replace", name);
         if name.is_empty() {
@@ -259,7 +280,7 @@ impl<K: Watchable + serde::Serialize> Api<K> {
         }
         let body = encode(obj, &context)?;
         let path = request::object_path(&self.resource, self.namespace.as_deref(), name);
-        self.written(Verb::Put(&body), &path, &context)
+        self.written(http, Verb::Put(&body), &path, &context)
     }
 
     /// Deletes the object `name`. Blocks for the request; returns once the server accepted the
@@ -276,8 +297,7 @@ impl<K: Watchable + serde::Serialize> Api<K> {
     }
 
     /// Sends one write and decodes the object the server answers with.
-    fn written(&self, verb: Verb<'_>, path: &str, context: &str) -> Result<K> {
-        let http = Http::new(Arc::clone(&self.client.conn));
+    fn written(&self, http: &Http, verb: Verb<'_>, path: &str, context: &str) -> Result<K> {
         let bytes = http.write(verb, path, context)?;
         decode::object(&bytes, &mut decode::Scratch::default())
             .map_err(|e| Error::Decode(Box::new(decode::decode_error(context, None, &bytes, e))))

@@ -43,6 +43,21 @@ pub(crate) struct Http {
     max_line: usize,
     /// Whether lists, gets and watches ask for protobuf, and what came back.
     negotiation: Arc<Negotiation>,
+    /// A bound on the whole of each non-watch request (connect, send, answer, body), when its
+    /// owner needs one: the lease elector, whose every request must end before its renew
+    /// deadline. `None`: only the idle limits.
+    timeout: Option<Duration>,
+}
+
+/// Interrupts every request of one [`Http`], now and forever (its agent's shutdown), from
+/// another thread: how a lease elector's `stop` cuts a request in flight.
+#[derive(Clone)]
+pub(crate) struct Interrupt(ureq::Agent);
+
+impl Interrupt {
+    pub(crate) fn interrupt(&self) {
+        self.0.clone().shutdown();
+    }
 }
 
 /// How the requests of one watcher (all its threads) or one call choose their encoding
@@ -116,7 +131,24 @@ impl Negotiation {
 impl Http {
     pub(crate) fn new(conn: Arc<Connection>) -> Http {
         let (agent, agent_roots) = conn.agent();
-        Http { agent, agent_roots, conn, max_line: crate::config::DEFAULT_MAX_LINE, negotiation: Arc::default() }
+        Http {
+            agent,
+            agent_roots,
+            conn,
+            max_line: crate::config::DEFAULT_MAX_LINE,
+            negotiation: Arc::default(),
+            timeout: None,
+        }
+    }
+
+    /// Bounds the whole of each later non-watch request by `timeout` (`None`: idle limits only).
+    pub(crate) fn set_timeout(&mut self, timeout: Option<Duration>) {
+        self.timeout = timeout;
+    }
+
+    /// A handle that interrupts this `Http`'s requests from another thread.
+    pub(crate) fn interrupt(&self) -> Interrupt {
+        Interrupt(self.agent.clone())
     }
 
     /// The same, negotiating the encoding of lists, gets and watches with `negotiation`.
@@ -290,7 +322,8 @@ impl Http {
             // re-read, so these are set per request (such connections are not pooled; the
             // agent's stop still reaches them).
             let tls = self.conn.request_tls(&roots, &self.agent_roots, auth.client_cert);
-            let how = Prepared { accept, watch, idle, headers: &auth.headers, tls };
+            let whole = self.timeout.filter(|_| !watch);
+            let how = Prepared { accept, watch, idle, whole, headers: &auth.headers, tls };
             log::trace!("{} {context}", verb.method());
             let sent = match verb {
                 Verb::Get => how.apply(self.agent.get(url)).call(),
@@ -364,6 +397,8 @@ struct Prepared<'a> {
     accept: &'a str,
     watch: bool,
     idle: Duration,
+    /// Bound on the whole request ([`Http::set_timeout`]).
+    whole: Option<Duration>,
     headers: &'a [(String, crate::auth::Secret)],
     tls: Option<ureq::tls::TlsConfig>,
 }
@@ -385,6 +420,9 @@ impl Prepared<'_> {
         }
         if !self.watch {
             cfg = cfg.timeout_recv_response(Some(REQUEST_IDLE));
+        }
+        if let Some(whole) = self.whole {
+            cfg = cfg.timeout_global(Some(whole));
         }
         cfg.build()
     }

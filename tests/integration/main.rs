@@ -20,6 +20,7 @@ mod dynamic;
 mod features;
 mod freshness;
 mod index;
+mod lease;
 mod metadata;
 mod parallel;
 mod protobuf;
