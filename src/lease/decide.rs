@@ -281,11 +281,26 @@ impl Candidate {
         spec.holder_identity.as_deref() == Some(self.identity.as_str())
     }
 
-    /// The next try: one retry period on, or earlier, at the end of our lead, so that `Lost` is
-    /// reported when it is due.
+    /// The next try: one retry period on, or earlier: at the end of our lead, so that `Lost` is
+    /// reported when it is due, or when another's lease expires in our eyes, so that a crashed
+    /// holder's lease is taken within its duration plus one retry period of its last renewal.
     fn wait(&self, now: Now) -> Action {
-        let next = now.mono + self.timings.retry_period;
-        Action::Wait(self.leading_until().filter(|until| *until > now.mono).map_or(next, |until| next.min(until)))
+        let mut next = now.mono + self.timings.retry_period;
+        let ends = [self.leading_until(), self.expiry()];
+        for end in ends.into_iter().flatten().filter(|end| *end > now.mono) {
+            next = next.min(end);
+        }
+        Action::Wait(next)
+    }
+
+    /// When the lease last seen expires in our eyes, if someone else holds it.
+    fn expiry(&self) -> Option<Instant> {
+        let (spec, seen) = self.observed.as_ref()?;
+        let holder = spec.holder_identity.as_deref().unwrap_or_default();
+        if holder.is_empty() || self.is_ours(spec) {
+            return None;
+        }
+        seen.checked_add(lease_duration(spec))
     }
 }
 
@@ -396,6 +411,25 @@ mod tests {
             assert_eq!(spec.acquire_time, Some(MicroTime(now.wall)));
             assert_eq!(spec.renew_time, Some(MicroTime(now.wall)));
         }
+    }
+
+    /// A standby wakes at the moment the holder's lease expires in its eyes, not up to a retry
+    /// period later.
+    #[test]
+    fn a_standby_wakes_when_the_lease_expires() {
+        let mut clock = Clock::new("2026-11-26T12:00:00Z");
+        let mut b = candidate("b");
+        let seen = clock.now().mono;
+        b.step(Input::Read(Some(held_by("a", "2026-11-26T11:59:59Z"))), clock.now());
+        let now = clock.advance(ms(14_000));
+        let step = b.step(Input::Read(Some(held_by("a", "2026-11-26T11:59:59Z"))), now);
+        assert_eq!(step.action, Action::Wait(seen + ms(15_000)));
+        let now = clock.advance(ms(1_000));
+        assert_eq!(b.step(Input::Tick, now).action, Action::Read);
+        assert!(matches!(
+            b.step(Input::Read(Some(held_by("a", "2026-11-26T11:59:59Z"))), now).action,
+            Action::Update(_)
+        ));
     }
 
     /// Every change restarts the count, even one whose renewTime went backwards.

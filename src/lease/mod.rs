@@ -13,6 +13,9 @@
 pub(crate) mod decide;
 pub(crate) mod elector;
 
+#[cfg(test)]
+mod model;
+
 use std::time::Duration;
 
 use crate::error::{Error, Result};
