@@ -128,3 +128,25 @@ fn a_watcher_sees_config_maps_written_through_the_api() {
         "{seen:?}"
     );
 }
+
+/// A replace without a resourceVersion is last-writer-wins for most types; Leases refuse it,
+/// as the real server's Lease strategy does.
+#[test]
+fn a_replace_without_a_resource_version_is_refused_for_leases_only() {
+    let server = FakeApiServer::start();
+    let api = leases(&server, "apps");
+    api.create(&lease("lock", "a")).unwrap();
+    let mut blind = lease("lock", "b");
+    blind.metadata.resource_version = None;
+    let e = api.replace(&blind).unwrap_err();
+    assert_eq!(e.status(), Some(422), "{e}");
+    assert!(e.to_string().contains("metadata.resourceVersion"), "{e}");
+    assert_eq!(holder(&api.get("lock").unwrap()), Some("a"));
+
+    let config_maps: Api<ConfigMap> = Api::namespaced(Client::from_url(&server.url()).unwrap(), "apps");
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some("settings".into());
+    config_maps.create(&cm).unwrap();
+    cm.data = Some([("mode".to_owned(), "fast".to_owned())].into());
+    assert_eq!(config_maps.replace(&cm).unwrap().data, cm.data);
+}
