@@ -129,6 +129,14 @@ mod tests {
     }
 
     #[test]
+    fn the_public_types_are_send_and_sync() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<crate::LeaderElector>();
+        assert_send_sync::<LeaseTimings>();
+        assert_send_sync::<Leadership>();
+    }
+
+    #[test]
     fn the_defaults_are_kubernetes_components_and_pass() {
         assert_eq!(LeaseTimings::default(), timings(15.0, 10.0, 2.0));
         LeaseTimings::default().validate().unwrap();
