@@ -13,7 +13,7 @@
 //!    │ answer / refusal     Update (carries the resourceVersion read)
 //!    └──────────────────────────┘                                 │
 //!    ^  Tick (leader, within the renew deadline): Update at once ─┘
-//!    │  (its conflict: Read at once, then as above)
+//!    │  (its failure: Read at once, then as above)
 //!   Stop: Update with the lease released (holder "", 1 s) if ours, else Done; a conflict
 //!         reads again and releases if it is still ours.
 //! ```
@@ -190,9 +190,10 @@ impl Candidate {
                 }
                 self.wait(now)
             }
-            // The lease changed since our renewal's version: read it, at once (client-go falls
-            // back to its slow path in the same try).
-            Input::Failed { conflict: true } if pending == Pending::FastRenewal => Action::Read,
+            // The renewal sent without reading failed (the lease changed since our version, or
+            // was deleted, or the server erred): read it, at once, as client-go falls back to
+            // its slow path in the same try.
+            Input::Failed { .. } if pending == Pending::FastRenewal => Action::Read,
             Input::Failed { .. } => self.wait(now),
         }
     }
@@ -509,6 +510,13 @@ mod tests {
         let mut now = now;
         let mut lost_at = None;
         for _ in 0..10 {
+            // The fast renewal fails: a read at once, which fails too.
+            let step = a.step(Input::Failed { conflict: false }, now);
+            if step.report == Some(Leadership::Lost) {
+                lost_at = Some(now.mono);
+                break;
+            }
+            assert_eq!(step.action, Action::Read);
             let step = a.step(Input::Failed { conflict: false }, now);
             if step.report == Some(Leadership::Lost) {
                 lost_at = Some(now.mono);

@@ -255,3 +255,27 @@ fn bad_settings_are_refused_naming_the_field() {
     let e = LeaderElector::start(all, "lock", "a", LeaseTimings::default()).unwrap_err();
     assert!(e.to_string().contains("Api::namespaced"), "{e}");
 }
+
+/// Leases are listed and watched like any type, in protobuf (the fake answers it for Leases)
+/// and in JSON: a watcher follows the election, MicroTimes included.
+#[test]
+fn a_watcher_of_leases_follows_the_election_in_both_encodings() {
+    use kube_watcher::{Config, ListParams, ObjectRef, Watcher, WireFormat};
+    for wire in [WireFormat::Protobuf, WireFormat::Json] {
+        let server = FakeApiServer::start();
+        let w = Watcher::new(leases(&server), Config::default().wire_format(wire)).unwrap();
+        collect_until(&w, |seen| seen.last().is_some_and(|s| s == "InitDone"));
+        let a = start(&server, "a");
+        assert!(a.wait_until_leader(WAIT));
+        let key = ObjectRef::new("lock").within("apps");
+        let seen = |w: &Watcher<Lease>| w.store().get(&key).and_then(|l| l.spec.clone()).unwrap_or_default();
+        eventually("the watcher sees a hold the lease", || seen(&w).holder_identity.as_deref() == Some("a"));
+        a.stop();
+        eventually("the watcher sees the release", || seen(&w).holder_identity.as_deref() == Some(""));
+        assert_eq!(seen(&w), spec(&server), "{wire:?}: renewTime and acquireTime to the microsecond");
+        assert_eq!(w.stats().wire_format, Some(wire));
+        let listed = leases(&server).list(&ListParams::default()).unwrap();
+        assert_eq!(listed.items.len(), 1);
+        assert_eq!(listed.items[0].spec, Some(spec(&server)));
+    }
+}
