@@ -188,6 +188,8 @@ impl LeaderElector {
     /// Each change of leadership as it happens: [`Leadership::Acquired`], then
     /// [`Leadership::Lost`], and so on (they alternate, starting with `Acquired`). For
     /// `select!` alongside watchers and timers. Disconnected once the elector has stopped.
+    /// Changes wait in the channel until received (one small value per change of leader; a
+    /// program that only calls [`is_leader`](Self::is_leader) may leave them).
     ///
     /// `Lost` is sent at the renew deadline, before any other replica can take the lease; on
     /// [`stop`](Self::stop) while leading, `Lost` is sent before the lease is released.
@@ -214,8 +216,13 @@ impl LeaderElector {
     /// request in flight is cut; the release is one or two requests, bounded by the retry
     /// period (at most 5 s). Idempotent; dropping the elector does the same.
     pub fn stop(&self) {
-        self.shared.stopping.store(true, Ordering::SeqCst);
-        *self.shared.leading_until.lock() = None;
+        {
+            // Under the lock the thread publishes under, so that it cannot publish a lead after
+            // this point.
+            let mut until = self.shared.leading_until.lock();
+            self.shared.stopping.store(true, Ordering::SeqCst);
+            *until = None;
+        }
         self.shared.changed.notify_all();
         self.stop_tx.lock().take();
         self.interrupt.interrupt();
@@ -280,10 +287,14 @@ impl Worker {
     /// told `Acquired` finds `is_leader()` true.
     fn step(&mut self, input: Input) -> Action {
         let step = self.candidate.step(input, now());
-        if !self.shared.stopping.load(Ordering::SeqCst) {
-            *self.shared.leading_until.lock() = self.candidate.leading_until();
-            self.shared.changed.notify_all();
+        {
+            let mut until = self.shared.leading_until.lock();
+            // Once stopping, `stop` has cleared it for good.
+            if !self.shared.stopping.load(Ordering::SeqCst) {
+                *until = self.candidate.leading_until();
+            }
         }
+        self.shared.changed.notify_all();
         let stopping = self.shared.stopping.load(Ordering::SeqCst);
         match step.report {
             // Once stopping, the owner is told only that it lost what it was told it had.
