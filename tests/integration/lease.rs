@@ -18,11 +18,12 @@ fn leases(server: &FakeApiServer) -> Api<Lease> {
     Api::namespaced(Client::from_url(&server.url()).unwrap(), "apps")
 }
 
-/// Short enough for tests, long enough that a busy 2-core machine does not miss a renewal.
+/// A quick retry period for quick handovers; a renew deadline long enough that a busy 2-core
+/// machine does not miss a renewal (the tests that wait for it wait 5 s).
 fn timings() -> LeaseTimings {
     LeaseTimings {
-        lease_duration: Duration::from_secs(4),
-        renew_deadline: Duration::from_secs(3),
+        lease_duration: Duration::from_secs(8),
+        renew_deadline: Duration::from_secs(5),
         retry_period: ms(100),
     }
 }
@@ -48,7 +49,7 @@ fn a_lone_replica_creates_the_lease_leads_and_releases_it_on_stop() {
     assert_eq!(next(&a), Leadership::Acquired);
     let held = spec(&server);
     assert_eq!(held.holder_identity.as_deref(), Some("a"));
-    assert_eq!(held.lease_duration_seconds, Some(4));
+    assert_eq!(held.lease_duration_seconds, Some(8));
     assert_eq!(held.lease_transitions, Some(0));
     assert_eq!(held.acquire_time, held.renew_time, "a new lease is acquired when first renewed");
     // It renews: renewTime moves, acquireTime stays.
@@ -86,7 +87,7 @@ fn stop_hands_the_lease_to_the_standby() {
     let taken = spec(&server);
     assert_eq!(taken.holder_identity.as_deref(), Some("b"));
     assert_eq!(taken.lease_transitions, Some(1));
-    assert_eq!(taken.lease_duration_seconds, Some(4));
+    assert_eq!(taken.lease_duration_seconds, Some(8));
     assert_eq!(taken.acquire_time, taken.renew_time);
 }
 
