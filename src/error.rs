@@ -100,9 +100,9 @@ pub enum Error {
     /// to catch up. Not terminal: events continue after it.
     #[error("consumer fell behind: events were dropped; read the store to catch up")]
     Lagged {
-        /// Events dropped before the marker was queued (at least 1); for the second marker after
-        /// a relist (see [`SlowConsumer::Lag`](crate::SlowConsumer::Lag)), those of them that
-        /// belonged to the relist. The total of each episode is in
+        /// Events dropped before the marker was queued (1 when it is queued); for the second
+        /// marker after a relist (see [`SlowConsumer::Lag`](crate::SlowConsumer::Lag)), the
+        /// relist's events that catching up from the store before its end missed. The total of each episode is in
         /// [`Notice::Lagged`](crate::Notice::Lagged) and [`Stats::lagged`](crate::Stats::lagged).
         dropped: u64,
     },

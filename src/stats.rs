@@ -64,6 +64,12 @@ pub struct Stats {
     /// checks (metadata-only lists) do not count for a watcher of full objects. `None` before
     /// the first answer.
     pub wire_format: Option<crate::WireFormat>,
+    /// Delivery's work so far, in steps (decisions, and events put into or taken out of the
+    /// hold-back queue): tests check that it grows by a constant per event, however far behind
+    /// a consumer is. Hidden, outside semver: only with the `fuzzing` feature.
+    #[cfg(feature = "fuzzing")]
+    #[doc(hidden)]
+    pub delivery_work: u64,
 }
 
 /// Full syncs (relists) by reason; see [`RelistReason`](crate::RelistReason).

@@ -138,6 +138,8 @@ impl Counters {
             queued: 0,
             lagged: 0,
             subscribers: 0,
+            #[cfg(feature = "fuzzing")]
+            delivery_work: 0,
             wire_format: None,
         }
     }
