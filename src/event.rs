@@ -19,6 +19,10 @@ use std::sync::Arc;
 ///   Their number and the relist's reason are also in [`Notice::Synced`](crate::Notice::Synced)
 ///   and [`Stats`](crate::Stats) (`events.inferred_deletes`, `relists` by reason).
 /// - `Delete` can also mean "no longer matches the selectors".
+/// - A consumer gets a `Delete` only for an incarnation (uid) it was given (by `InitApply` or
+///   `Apply`, or in the state a subscription starts with), and one for every such incarnation
+///   that goes away. A watch `DELETED` for an object the store never held (its `ADDED` was lost
+///   on the way) is therefore not reported.
 /// - Between relists, `Apply` and `Delete` arrive in the server's order for each object.
 #[derive(Debug)]
 pub enum Event<K> {

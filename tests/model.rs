@@ -321,7 +321,9 @@ impl Model {
             Ok(Event::Delete(o)) => {
                 let (uid, _) = entry_of(&*o);
                 if self.given_before_delete && !self.given.contains_key(&uid) {
-                    self.violations.push(format!("Delete({} {uid}) of an incarnation never given", key_of(&*o)));
+                    let story = self.story(&uid);
+                    self.violations
+                        .push(format!("Delete({} {uid}) of an incarnation never given; {story}", key_of(&*o)));
                 }
                 *self.deleted.entry(uid.clone()).or_default() += 1;
                 let key = key_of(&*o);

@@ -34,10 +34,12 @@
 //! 4. A consumer that subscribes in the middle of a relist starts with that part relisting
 //!    (its replay ends inside the relist), so rule 3 holds for it too.
 //!
-//! **Deletes** (the replay's rule, `Store::replay` in cache/mod.rs, and the writer's): a
-//! consumer is sent a `Delete` only for an object it was shown, and one for every such object
-//! that goes away. A consumer's replay shows it what the others were told, the objects of
-//! abandoned relists included, so the deletes that every consumer gets are right for it too.
+//! **Deletes** (kept by the store's writer and its replay, in cache/): a consumer is sent a
+//! `Delete` only for an incarnation it was shown, and one for every such incarnation that goes
+//! away. The writer reports a `Delete` only for what the store held or consumers were told
+//! (`Writer::delete`, `Writer::init_done`), and a consumer's replay (`Store::replay`) shows it
+//! what the others were told, the objects of abandoned relists included, so the deletes that
+//! every consumer gets are right for it too.
 //!
 //! **The end** (`Worker::run` in engine/worker.rs): the store's waiters learn that the watcher
 //! ended, and why, first, at once; then the items held back go out to the consumers (waiting for
