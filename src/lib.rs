@@ -169,6 +169,7 @@ mod key;
 mod notice;
 pub mod predicates;
 mod resource;
+mod shard;
 mod stats;
 
 #[cfg(feature = "testing")]
@@ -186,6 +187,7 @@ pub use crate::event::Event;
 pub use crate::key::ObjectRef;
 pub use crate::notice::{Notice, RelistReason, SlowConsumer};
 pub use crate::resource::{ApiResource, DynamicObject, PartialObjectMetadata, TypeMeta, Watchable};
+pub use crate::shard::{Shard, ShardFilter};
 pub use crate::stats::{ErrorCounts, EventCounts, RelistCounts, Stats};
 pub use crate::watcher::object::{ObjectWatcher, watch_object};
 pub use crate::watcher::{Watcher, WatcherBuilder, metadata_watcher};

@@ -64,6 +64,15 @@ pub struct Stats {
     /// checks (metadata-only lists) do not count for a watcher of full objects. `None` before
     /// the first answer.
     pub wire_format: Option<crate::WireFormat>,
+    /// For a watcher of one shard ([`Config::shard`](crate::Config::shard)), who dropped the
+    /// objects of other shards, as the last list told: [`ShardFilter::Server`](crate::ShardFilter::Server)
+    /// when the list answered with the shard's selector in `metadata.shardInfo`,
+    /// [`ShardFilter::Client`](crate::ShardFilter::Client) when it had none (the server sent
+    /// everything; the watcher dropped the others before decoding them). A streaming list
+    /// carries no list metadata: there the watcher says `Client` once an object of another
+    /// shard arrived, and `Server` when the initial state ended without any. `None` for a
+    /// watcher of every object, and before the first list.
+    pub shard_filter: Option<crate::ShardFilter>,
 }
 
 /// Full syncs (relists) by reason; see [`RelistReason`](crate::RelistReason).

@@ -137,6 +137,8 @@ impl<K: Watchable> Engine<K> {
         let mut workers = Vec::with_capacity(parts.len() + helpers.len());
         for ((part, writer), http) in parts.into_iter().zip(writers).zip(https) {
             let mut api = spec.api.clone();
+            // Every request of the worker's (lists, watches, drift checks) sends the shard.
+            api.shard.clone_from(&spec.config.shard);
             if let Some(ns) = part {
                 api.namespace = Some(ns.into());
             }
@@ -154,6 +156,7 @@ impl<K: Watchable> Engine<K> {
                 start_spread: spec.start_spread,
                 reason: RelistReason::Initial,
                 connected: false,
+                shard_warned: false,
             };
             match spawn(worker, &name, &control) {
                 Ok(w) => workers.push(w),

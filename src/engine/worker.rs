@@ -20,13 +20,14 @@ use crate::engine::delivery::Delivery;
 use crate::engine::gate::Stopped;
 use crate::engine::parallel::{Halt, Pool};
 use crate::engine::prepare::{Prepare, Subject};
-use crate::error::Error;
+use crate::error::{DecodeError, Error, snippet};
 use crate::guard;
 use crate::key::ObjectKey;
 use crate::machine::drift;
 use crate::machine::{Input, Machine, Next, Step, WatchInput};
 use crate::notice::{Notice, RelistReason};
 use crate::resource::{PartialObjectMetadata, Watchable};
+use crate::shard::{Shard, ShardFilter};
 use crate::wire::api::Api;
 use crate::wire::decode::{self, Change, WatchEvent};
 use crate::wire::http::Http;
@@ -57,6 +58,8 @@ pub(crate) struct Worker<K> {
     pub(crate) reason: RelistReason,
     /// False from the start and after each `Notice::Reconnecting` until a request succeeds.
     pub(crate) connected: bool,
+    /// A filtering server's objects of other shards were logged (once per worker).
+    pub(crate) shard_warned: bool,
 }
 
 impl<K: Watchable> Worker<K> {
@@ -172,10 +175,21 @@ impl<K: Watchable> Worker<K> {
         let context = self.api.describe("list");
         let (writer, delivery, prepare) = (&mut self.writer, &mut self.delivery, &mut self.prepare);
         let counters = &control.counters;
+        // Items of other shards are dropped here, before any decode (`Config::shard`).
+        let shard = self.api.shard.as_ref();
+        let mut foreign = 0u64;
+        let mut ours = |item: decode::Item<'_>| {
+            let keep = shard.is_none_or(|s| decode::item_in_shard(item, s));
+            foreign += u64::from(!keep);
+            keep
+        };
         let result = match &self.pool {
             // One object that is not a `K` must not block the whole cache: it is skipped.
             None => self.http.list::<Halt>(self.api.target(), params, |item| {
                 counters::add(&counters.bytes, item.bytes.len() as u64);
+                if !ours(item) {
+                    return Ok(());
+                }
                 let subject = prepare.item(item, &context, writer.indexer())?;
                 Ok(Self::init_apply(writer, delivery, counters, subject)?)
             }),
@@ -184,6 +198,9 @@ impl<K: Watchable> Worker<K> {
                 let mut run = pool.run(&context);
                 let result = self.http.list(self.api.target(), params, |item| {
                     counters::add(&counters.bytes, item.bytes.len() as u64);
+                    if !ours(item) {
+                        return Ok(());
+                    }
                     run.push(item);
                     run.apply(false, &control.stop_rx, |s| Ok(Self::init_apply(writer, delivery, counters, s)?))
                 });
@@ -196,6 +213,7 @@ impl<K: Watchable> Worker<K> {
             return Err(Stopped);
         }
         let now = Instant::now();
+        let result = result.and_then(|meta| Ok(self.shard_answered(&meta, foreign, &context)?).map(|()| meta));
         Ok(match result {
             Ok(meta) => {
                 self.connected();
@@ -228,7 +246,11 @@ impl<K: Watchable> Worker<K> {
         let context = api.describe("drift check: list");
         let scratch = &mut self.prepare.scratch;
         let mut listed = HashMap::new();
+        let shard = self.api.shard.as_ref();
         let result = self.http.list::<Error>(api.target(), params, |item| {
+            if shard.is_some_and(|s| !decode::item_in_shard(item, s)) {
+                return Ok(());
+            }
             let meta: PartialObjectMetadata<K> = decode::item(item, scratch)
                 .map_err(|e| Error::Decode(Box::new(decode::decode_error(&context, None, item.bytes, e))))?;
             if let (Some(key), Some(rv)) = (ObjectKey::of(&meta), meta.metadata.resource_version) {
@@ -280,6 +302,10 @@ impl<K: Watchable> Worker<K> {
         // goes out before any wait for the network and when the stream ends.
         self.delivery.batching(true);
         let (encoding, overhead) = (stream.encoding(), stream.overhead());
+        // A streaming list has no list metadata to say whether the server filtered the shard:
+        // whether an object of another shard arrives among its initial events does.
+        let mut streaming = params.send_initial_events && self.api.shard.is_some();
+        let mut foreign_initial = false;
         loop {
             match self.perform(step, None)? {
                 Next::ReadOn => {}
@@ -302,7 +328,20 @@ impl<K: Watchable> Worker<K> {
                 StreamItem::Line(bytes, line) => {
                     counters::add(&self.control.counters.bytes, bytes.len() as u64 + overhead);
                     let relisting = self.delivery.relisting();
-                    match self
+                    if let Some(shard) = &self.api.shard
+                        && !decode::event_in_shard(encoding, bytes, shard)
+                    {
+                        // Another shard's object: it never arrives (the machine does not see it).
+                        if streaming && relisting && !foreign_initial {
+                            foreign_initial = true;
+                            self.shard_filtered_by(ShardFilter::Client);
+                        } else {
+                            self.foreign_from_filtering_server(1);
+                        }
+                        step = Step { effects: Vec::new(), next: Next::ReadOn };
+                        continue;
+                    }
+                    let stepped = match self
                         .prepare
                         .event(encoding, bytes, relisting)
                         .map_err(|message| {
@@ -312,12 +351,71 @@ impl<K: Watchable> Worker<K> {
                     {
                         Ok((input, step)) => Step { effects: Vec::new(), next: self.perform(step, input)? },
                         Err(e) => self.machine.step(Input::WatchFailed(e), now),
+                    };
+                    if streaming && relisting && !self.delivery.relisting() {
+                        // The initial events ended (`InitDone`) without another shard's object.
+                        streaming = false;
+                        if !foreign_initial {
+                            self.shard_filtered_by(ShardFilter::Server);
+                        }
                     }
+                    stepped
                 }
                 StreamItem::End => self.machine.step(Input::WatchEnded, now),
                 StreamItem::Idle => self.machine.step(Input::Idle, now),
                 StreamItem::Failed(e) => self.machine.step(Input::WatchFailed(e), now),
             };
+        }
+    }
+
+    /// A list page of a sharded watcher ended: who filtered it, by its `shardInfo`
+    /// (docs/protocol.md, "Sharded lists and watches"). A server that filtered by another
+    /// selector than the one sent is an error: the page is refused.
+    fn shard_answered(&mut self, meta: &decode::ListMeta, foreign: u64, context: &str) -> Result<(), Error> {
+        let Some(shard) = &self.api.shard else { return Ok(()) };
+        match &meta.shard_selector {
+            None => self.shard_filtered_by(ShardFilter::Client),
+            Some(echo) if Shard::parse(echo).ok().as_ref() == Some(shard) => {
+                self.shard_filtered_by(ShardFilter::Server);
+                self.foreign_from_filtering_server(foreign);
+            }
+            Some(echo) => {
+                return Err(Error::Decode(Box::new(DecodeError {
+                    context: context.to_owned(),
+                    line: None,
+                    len: echo.len(),
+                    message: format!(
+                        "the server filtered the list by another shard selector than the one sent ({})",
+                        shard.selector()
+                    ),
+                    snippet: snippet(echo.as_bytes()),
+                })));
+            }
+        }
+        Ok(())
+    }
+
+    /// Records who filters the shard; a change (the first time, or a server that started or
+    /// stopped filtering) is announced.
+    fn shard_filtered_by(&mut self, by: ShardFilter) {
+        if self.control.counters.shard_filter(by) {
+            log::debug!("{}: the shard's objects are filtered by the {by:?}", self.control.name);
+            self.control.notices.send(Notice::ShardFilter { by });
+        }
+    }
+
+    /// Objects of other shards from a server that said it filtered: dropped all the same, and
+    /// said once in the log (a server bug, or a selector it read differently).
+    fn foreign_from_filtering_server(&mut self, foreign: u64) {
+        if foreign > 0
+            && self.control.counters.snapshot_shard_filter() == Some(ShardFilter::Server)
+            && !self.shard_warned
+        {
+            self.shard_warned = true;
+            log::warn!(
+                "{}: the server filters by the shard's selector but sent {foreign} object(s) of other shards; they were dropped",
+                self.control.name
+            );
         }
     }
 
