@@ -69,9 +69,9 @@ pub struct Stats {
     /// when the list answered with the shard's selector in `metadata.shardInfo`,
     /// [`ShardFilter::Client`](crate::ShardFilter::Client) when it had none (the server sent
     /// everything; the watcher dropped the others before decoding them). A streaming list
-    /// carries no list metadata: there the watcher says `Client` once an object of another
-    /// shard arrived, and `Server` when the initial state ended without any. `None` for a
-    /// watcher of every object, and before the first list.
+    /// carries no list metadata: before its first one the watcher asks with a metadata-only
+    /// list of at most one object, and an object of another shard arriving in the stream
+    /// says `Client`. `None` for a watcher of every object, and before the first answer.
     pub shard_filter: Option<crate::ShardFilter>,
 }
 

@@ -157,6 +157,7 @@ impl<K: Watchable> Engine<K> {
                 reason: RelistReason::Initial,
                 connected: false,
                 shard_warned: false,
+                shard_probed: false,
             };
             match spawn(worker, &name, &control) {
                 Ok(w) => workers.push(w),

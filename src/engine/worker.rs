@@ -60,6 +60,8 @@ pub(crate) struct Worker<K> {
     pub(crate) connected: bool,
     /// A filtering server's objects of other shards were logged (once per worker).
     pub(crate) shard_warned: bool,
+    /// The server was asked whether it filters the shard (before the first streaming list).
+    pub(crate) shard_probed: bool,
 }
 
 impl<K: Watchable> Worker<K> {
@@ -287,6 +289,19 @@ impl<K: Watchable> Worker<K> {
             params.resource_version,
             params.timeout
         );
+        let untold = self.control.counters.snapshot_shard_filter().is_none();
+        if self.api.shard.is_some() && !self.shard_probed && (params.send_initial_events || untold) {
+            // A streaming list carries no list metadata, so nothing in it says whether the
+            // server filters the shard: one metadata-only list of at most one object asks,
+            // once per worker, before its first streaming list or, if that failed, before a
+            // later watch (docs/protocol.md, "Sharded lists and watches").
+            if let Err(e) = self.shard_probe() {
+                if self.stopping() {
+                    return Err(Stopped);
+                }
+                return Ok(self.machine.step(Input::WatchFailed(e), Instant::now()));
+            }
+        }
         let mut stream = match self.http.watch(self.api.target(), params, idle) {
             Ok(s) => s,
             Err(_) if self.stopping() => return Err(Stopped),
@@ -302,9 +317,10 @@ impl<K: Watchable> Worker<K> {
         // goes out before any wait for the network and when the stream ends.
         self.delivery.batching(true);
         let (encoding, overhead) = (stream.encoding(), stream.overhead());
-        // A streaming list has no list metadata to say whether the server filtered the shard:
-        // whether an object of another shard arrives among its initial events does.
-        let mut streaming = params.send_initial_events && self.api.shard.is_some();
+        // An object of another shard among a streaming list's initial events says for sure
+        // that the server does not filter (say, the probe's list was served by a filtering
+        // server and this watch by another, behind one load balancer).
+        let streaming = params.send_initial_events && self.api.shard.is_some();
         let mut foreign_initial = false;
         loop {
             match self.perform(step, None)? {
@@ -341,7 +357,7 @@ impl<K: Watchable> Worker<K> {
                         step = Step { effects: Vec::new(), next: Next::ReadOn };
                         continue;
                     }
-                    let stepped = match self
+                    match self
                         .prepare
                         .event(encoding, bytes, relisting)
                         .map_err(|message| {
@@ -351,15 +367,7 @@ impl<K: Watchable> Worker<K> {
                     {
                         Ok((input, step)) => Step { effects: Vec::new(), next: self.perform(step, input)? },
                         Err(e) => self.machine.step(Input::WatchFailed(e), now),
-                    };
-                    if streaming && relisting && !self.delivery.relisting() {
-                        // The initial events ended (`InitDone`) without another shard's object.
-                        streaming = false;
-                        if !foreign_initial {
-                            self.shard_filtered_by(ShardFilter::Server);
-                        }
                     }
-                    stepped
                 }
                 StreamItem::End => self.machine.step(Input::WatchEnded, now),
                 StreamItem::Idle => self.machine.step(Input::Idle, now),
@@ -393,6 +401,27 @@ impl<K: Watchable> Worker<K> {
             }
         }
         Ok(())
+    }
+
+    /// Asks the server whether it filters the shard, for a streaming list: a metadata-only list
+    /// of at most one object, whose `shardInfo` says it. A server that filtered by another
+    /// selector is an error; one that cannot be asked now (the stream's own request likely
+    /// meets the same trouble) is asked again before the next streaming list.
+    fn shard_probe(&mut self) -> Result<(), Error> {
+        counters::add(&self.control.counters.lists, 1);
+        let api = self.api.clone().into_metadata();
+        let context = api.describe("list (does the server filter the shard?)");
+        let params = ListParams { limit: Some(1), ..ListParams::default() };
+        match self.http.list::<Error>(api.target(), &params, |_| Ok(())) {
+            Ok(meta) => {
+                self.shard_probed = true;
+                self.shard_answered(&meta, 0, &context)
+            }
+            Err(e) => {
+                log::debug!("{}: {e}", self.control.name);
+                Ok(())
+            }
+        }
     }
 
     /// Records who filters the shard; a change (the first time, or a server that started or

@@ -307,3 +307,182 @@ fn a_server_that_echoes_another_selector_is_an_error() {
     let _ = std::net::TcpStream::connect(addr);
     server.join().unwrap();
 }
+
+/// What a consumer believes from the events alone: uid → resourceVersion.
+#[derive(Default)]
+struct Told {
+    live: std::collections::BTreeMap<String, String>,
+    pending: Option<std::collections::BTreeMap<String, String>>,
+}
+
+impl Told {
+    fn on(&mut self, item: kube_watcher::Result<kube_watcher::Event<Pod>>) {
+        use kube_watcher::Event;
+        let entry = |p: &Pod| (uid(p), p.metadata.resource_version.clone().unwrap_or_default());
+        match item {
+            Ok(Event::Init) => self.pending = Some(Default::default()),
+            Ok(Event::InitApply(p)) => {
+                let (u, rv) = entry(&p);
+                self.pending.get_or_insert_default().insert(u, rv);
+            }
+            Ok(Event::InitDone) => self.live = self.pending.take().unwrap_or_default(),
+            Ok(Event::Apply(p)) => {
+                let (u, rv) = entry(&p);
+                self.live.insert(u, rv);
+            }
+            Ok(Event::Delete(p)) => {
+                self.live.remove(&uid(&*p));
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+fn entries(w: &Watcher<Pod>) -> std::collections::BTreeMap<String, String> {
+    w.store().state().iter().map(|p| (uid(&**p), p.metadata.resource_version.clone().unwrap_or_default())).collect()
+}
+
+/// The model test across shards: several sharded watchers and one unsharded one over one
+/// churning server with faults, filtering or not. After each run the union of the shards'
+/// stores equals the unsharded store (and the server), no object is in two stores, each object
+/// is in the shard its hash names, and each store equals what its own events said. Seeds 0..8
+/// by default (`KUBE_WATCHER_SHARD_SEEDS=n` for more, `KUBE_WATCHER_SHARD_SEED=s` for one).
+#[test]
+fn shards_partition_the_collection_under_churn_and_faults() {
+    use common::random::{Write as W, Writes};
+    use kube_watcher::testing::{Fault, Match};
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    let env = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
+    let seeds: Vec<u64> = match env("KUBE_WATCHER_SHARD_SEED") {
+        Some(s) => vec![s],
+        None => (0..env("KUBE_WATCHER_SHARD_SEEDS").unwrap_or(16)).collect(),
+    };
+    let writes = Writes {
+        namespaces: &["a", "b", "c"],
+        prefix: "p",
+        names: 12,
+        finalizer: "example.com/hold",
+        selector: None,
+        mix: &[(4, W::Create), (3, W::Modify), (2, W::Delete), (1, W::DropFinalizers), (1, W::Recreate), (1, W::Batch)],
+        batch: 2..5,
+    };
+    for seed in seeds {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let filtering = seed % 2 == 0;
+        let total = rng.random_range(2..=4u32);
+        let by_namespace = rng.random_bool(0.25);
+        let mut config = Config::default().page_size([1, 2, 500][rng.random_range(0..3)]);
+        if rng.random_bool(0.3) {
+            config = config.streaming_lists();
+        }
+        if rng.random_bool(0.5) {
+            config = config.wire_format(WireFormat::Json);
+        }
+        config =
+            config.backoff(kube_watcher::Backoff { initial: ms(10), max: ms(200), ..kube_watcher::Backoff::default() });
+        let label = format!("seed {seed}: filtering={filtering} shards={total} by_namespace={by_namespace} {config:?}");
+        let server =
+            FakeApiServer::builder().bookmark_interval(ms(100)).sharded_list_and_watch(filtering).seed(seed).start();
+        for _ in 0..8 {
+            writes.write(&server, &mut rng);
+        }
+        let shards: Vec<Shard> = (0..total)
+            .map(|i| {
+                let s = Shard::of(i, total).unwrap();
+                if by_namespace { s.by_namespace() } else { s }
+            })
+            .collect();
+        let sharded: Vec<Watcher<Pod>> =
+            shards.iter().map(|s| Watcher::new(pods(&server), config.clone().shard(s.clone())).unwrap()).collect();
+        let whole = Watcher::new(pods(&server), config.clone()).unwrap();
+        let mut told: Vec<Told> = (0..total).map(|_| Told::default()).collect();
+        let drain = |told: &mut Vec<Told>| {
+            for (w, t) in sharded.iter().zip(told.iter_mut()) {
+                while let Ok(item) = w.try_recv() {
+                    t.on(item);
+                }
+            }
+            while whole.try_recv().is_ok() {}
+        };
+        for _ in 0..25 {
+            writes.write(&server, &mut rng);
+            if rng.random_bool(0.15) {
+                let fault = match rng.random_range(0..6) {
+                    0 => (
+                        Match::Any,
+                        Fault::Status {
+                            code: 500,
+                            reason: "InternalError".into(),
+                            message: "model".into(),
+                            retry_after: None,
+                        },
+                    ),
+                    1 => (
+                        Match::Watch,
+                        Fault::Status { code: 410, reason: "Gone".into(), message: "model".into(), retry_after: None },
+                    ),
+                    2 => (Match::Watch, Fault::ResetAfter { events: rng.random_range(0..3) }),
+                    3 => (Match::Watch, Fault::CloseAfter { events: rng.random_range(0..3) }),
+                    4 => (Match::List, Fault::TruncateBody),
+                    _ => (
+                        Match::Watch,
+                        Fault::InStreamError { code: 410, reason: "Expired".into(), message: "model".into() },
+                    ),
+                };
+                server.push_fault(fault.0, fault.1);
+            }
+            drain(&mut told);
+            if rng.random_bool(0.3) {
+                thread::sleep(ms(rng.random_range(1..20)));
+            }
+        }
+        server.clear_faults();
+        // Converged: the server's objects, in the whole store and across the shards.
+        let deadline = std::time::Instant::now() + WAIT;
+        loop {
+            drain(&mut told);
+            let truth: std::collections::BTreeMap<String, String> = server
+                .list::<Pod>()
+                .iter()
+                .map(|p| (uid(p), p.metadata.resource_version.clone().unwrap_or_default()))
+                .collect();
+            let mut union = std::collections::BTreeMap::new();
+            let mut twice = Vec::new();
+            for w in &sharded {
+                for (u, rv) in entries(w) {
+                    if union.insert(u.clone(), rv).is_some() {
+                        twice.push(u);
+                    }
+                }
+            }
+            let ready = sharded.iter().all(|w| w.store().is_ready()) && whole.store().is_ready();
+            let told_ok = sharded.iter().zip(&told).all(|(w, t)| entries(w) == t.live);
+            if ready && entries(&whole) == truth && union == truth && twice.is_empty() && told_ok {
+                break;
+            }
+            assert!(twice.is_empty(), "{label}: in two stores: {twice:?}");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{label}: never converged: truth {truth:?}, union {union:?}, whole {:?}",
+                entries(&whole)
+            );
+            thread::sleep(ms(10));
+        }
+        for (shard, w) in shards.iter().zip(&sharded) {
+            for p in w.store().state() {
+                let value = if by_namespace { p.metadata.namespace.clone().unwrap_or_default() } else { uid(&*p) };
+                assert!(shard.contains(&value), "{label}: {value} is not in {shard:?}");
+            }
+            let expected = if filtering { ShardFilter::Server } else { ShardFilter::Client };
+            // Before a streaming list the watcher asks with a small list; when a fault took
+            // that answer, it asks again before its next watch, which may not have come yet.
+            let said = w.stats().shard_filter;
+            let streaming = format!("{config:?}").contains("streaming_lists: true");
+            assert!(said == Some(expected) || (streaming && said.is_none()), "{label}: {said:?}");
+            w.stop();
+        }
+        whole.stop();
+    }
+}
