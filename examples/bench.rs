@@ -431,7 +431,14 @@ fn measure<K: Watchable>(watcher: Watcher<K>, args: &Args, start: Instant) -> Re
     };
     let shard = match (args.shard, watcher.stats().shard_filter) {
         (None, _) => String::new(),
-        (Some((i, n)), by) => format!(r#""shard":"{i}/{n}","shard_filter":"{by:?}","cpu_ms":{cpu},"#),
+        (Some((i, n)), by) => {
+            let by = match by {
+                Some(kube_watcher::ShardFilter::Server) => "server",
+                Some(kube_watcher::ShardFilter::Client) => "client",
+                _ => "unknown",
+            };
+            format!(r#""shard":"{i}/{n}","shard_filter":"{by}","#)
+        }
     };
     let stop_us = timed_stop(&watcher);
     println!(
