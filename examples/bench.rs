@@ -25,7 +25,13 @@
 //! `stop()` took, called while idle in the watch (after the last event, and a 50 ms pause).
 //!
 //! `--parallel-sync N` decodes list items on N helper threads (`WatcherBuilder::parallel_sync`;
-//! default 0, none); the JSON line says which.
+//! default 0, none); the JSON line says which. `--page-size N` sets `Config::page_size` (0: the
+//! whole list in one page, as every relist after a 410 is).
+//!
+//! `--consumer-rate R` (with `--url`): a consumer attached from the start reads R events a
+//! second; the bench times the list until the store is ready (a consumer that is behind must not
+//! slow it) and prints `{"path":"behind-a-list","list_ms":…,"lists":…,"max_rss_kb":…}`
+//! instead.
 //!
 //! `--idle-check SECONDS` (with `--url`): after the same sync and events, reads the worker
 //! thread's (`kw-pods`) context switches from `/proc/self/task/*/status` before and after
@@ -117,6 +123,11 @@ struct Args {
     /// Client: the pods and watch events it waits for (`--pods` and `--events`, or their
     /// shard's part).
     want: (usize, usize),
+    /// Client: `Config::page_size` (0: one page); `None`: the default.
+    page_size: Option<u32>,
+    /// Client: a consumer that reads at most this many events a second during the sync; the
+    /// bench times the list (until the store is ready) instead of the events.
+    consumer_rate: Option<u32>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -141,6 +152,8 @@ fn parse_args() -> Result<Args, String> {
         shard: None,
         filter_shards: false,
         want: (0, 0),
+        page_size: None,
+        consumer_rate: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -197,8 +210,16 @@ fn parse_args() -> Result<Args, String> {
                     return Err("--chunk-kib: at most 16384".into());
                 }
             }
+            "--page-size" => a.page_size = Some(value()?.parse().map_err(|e| format!("--page-size: {e}"))?),
+            "--consumer-rate" => {
+                let rate: u32 = value()?.parse().map_err(|e| format!("--consumer-rate: {e}"))?;
+                if rate == 0 {
+                    return Err("--consumer-rate: events a second, at least 1".into());
+                }
+                a.consumer_rate = Some(rate);
+            }
             "-h" | "--help" => {
-                return Err("usage: bench --serve [--pods N] [--events M] [--port P] [--gzip] [--page-cap N] [--chunk-kib K] [--varied]\n       bench --url URL [--pods N] [--events M] [--mode typed|compact|compressed|metadata] [--metadata] [--store-only] [--parallel-sync N] [--varied] [--idle-check SECONDS] [--wire json|protobuf] [--shard I/N]\n       --serve also takes --filter-shards".into());
+                return Err("usage: bench --serve [--pods N] [--events M] [--port P] [--gzip] [--page-cap N] [--chunk-kib K] [--varied]\n       bench --url URL [--pods N] [--events M] [--mode typed|compact|compressed|metadata] [--metadata] [--store-only] [--parallel-sync N] [--varied] [--idle-check SECONDS] [--wire json|protobuf] [--page-size N] [--consumer-rate EVENTS_PER_S] [--shard I/N]\n       --serve also takes --filter-shards".into());
             }
             other => return Err(format!("unknown argument {other:?}")),
         }
@@ -251,6 +272,9 @@ fn client(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     };
     if let Some((i, n)) = args.shard {
         config = config.shard(kube_watcher::Shard::of(i, n)?);
+    }
+    if let Some(n) = args.page_size {
+        config = config.page_size(n);
     }
     let builder = Watcher::builder(api.clone()).config(config.clone()).parallel_sync(parallel);
     match args.mode.as_str() {
@@ -340,6 +364,37 @@ fn consume<K: Watchable>(watcher: &Watcher<K>, args: &Args, start: Instant) -> R
     Ok((initial_sync.unwrap_or_default(), watch))
 }
 
+/// `--consumer-rate`: a consumer attached from the start reads `rate` events a second, far
+/// slower than the list arrives; times the list (from start until the store is ready, which a
+/// consumer that is behind must not delay) and prints it with the peak RSS. The consumer is
+/// still reading when the watcher stops.
+fn behind_a_list<K: Watchable>(watcher: &Watcher<K>, args: &Args, rate: u32, start: Instant) -> Result<(), String> {
+    let rx = watcher.receiver().clone();
+    let pause = Duration::from_secs(1) / rate;
+    let consumer = std::thread::spawn(move || {
+        let mut read = 0u64;
+        for _ in rx.iter() {
+            read += 1;
+            std::thread::sleep(pause);
+        }
+        read
+    });
+    watcher.store().wait_until_ready(Duration::from_secs(600)).map_err(|e| e.to_string())?;
+    let list = start.elapsed();
+    let (stats, max_rss) = (watcher.stats(), max_rss_kb());
+    watcher.stop();
+    let read = consumer.join().map_err(|_| "the consumer panicked".to_owned())?;
+    println!(
+        r#"{{"peer":"kube-watcher","path":"behind-a-list","consumer_rate":{rate},"page_size":{},"n":{},"list_ms":{},"lists":{},"consumer_read":{read},"cache_len":{},"max_rss_kb":{max_rss}}}"#,
+        args.page_size.map_or(-1, i64::from),
+        args.pods,
+        list.as_millis(),
+        stats.lists,
+        stats.objects,
+    );
+    Ok(())
+}
+
 /// The context switches of the calling thread.
 fn own_switches() -> (u64, u64) {
     std::fs::read_to_string("/proc/thread-self/status").map(|s| switches(&s)).unwrap_or_default()
@@ -396,6 +451,9 @@ fn relists<K: Watchable>(watcher: &Watcher<K>, args: &Args, initial_sync: Durati
 
 /// Waits for the sync and the events, then prints the figures.
 fn measure<K: Watchable>(watcher: Watcher<K>, args: &Args, start: Instant) -> Result<(), Box<dyn std::error::Error>> {
+    if let Some(rate) = args.consumer_rate {
+        return Ok(behind_a_list(&watcher, args, rate, start)?);
+    }
     let store = watcher.store();
     let (initial_sync, watch) =
         if args.store_only { store_only(&watcher, args, start)? } else { consume(&watcher, args, start)? };

@@ -100,9 +100,9 @@ pub enum Error {
     /// to catch up. Not terminal: events continue after it.
     #[error("consumer fell behind: events were dropped; read the store to catch up")]
     Lagged {
-        /// Events dropped before the marker was queued (at least 1); for the second marker after
-        /// a relist (see [`SlowConsumer::Lag`](crate::SlowConsumer::Lag)), those of them that
-        /// belonged to the relist. The total of each episode is in
+        /// Events dropped before the marker was queued (1 when it is queued); for the second
+        /// marker after a relist (see [`SlowConsumer::Lag`](crate::SlowConsumer::Lag)), the
+        /// relist's events that catching up from the store before its end missed. The total of each episode is in
         /// [`Notice::Lagged`](crate::Notice::Lagged) and [`Stats::lagged`](crate::Stats::lagged).
         dropped: u64,
     },
@@ -229,6 +229,27 @@ impl Error {
     #[must_use]
     pub fn is_gone(&self) -> bool {
         self.status() == Some(410)
+    }
+
+    /// True for 409 Conflict on a write: the object changed since the resourceVersion the write
+    /// carried ([`Api::replace`](crate::Api::replace)). Read it again and redo the change. Not
+    /// true for the 409 of a create whose name is taken ([`is_already_exists`](Self::is_already_exists)).
+    #[must_use]
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, Error::Api(e) if e.code == 409 && e.reason != "AlreadyExists")
+    }
+
+    /// True for the 409 of a create whose object already exists
+    /// ([`Api::create`](crate::Api::create)).
+    #[must_use]
+    pub fn is_already_exists(&self) -> bool {
+        matches!(self, Error::Api(e) if e.code == 409 && e.reason == "AlreadyExists")
+    }
+
+    /// True for 404 Not Found: no such object (or no such resource type on the server).
+    #[must_use]
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Error::Api(e) if e.code == 404 && !e.in_stream)
     }
 
     /// True when the server said the requested resourceVersion is newer than it has seen.
@@ -396,6 +417,25 @@ mod tests {
         assert_eq!((c.status(), c.is_terminal()), (Some(429), true));
         let Error::GaveUp { last, .. } = c else { panic!("{c}") };
         assert_eq!(last.retry_after(), Some(Duration::from_secs(3)));
+    }
+
+    #[test]
+    fn a_409_is_a_conflict_unless_the_name_was_taken() {
+        let api = |code, reason: &str| {
+            Error::Api(Box::new(ApiError {
+                context: "replace leases".into(),
+                code,
+                reason: reason.into(),
+                ..ApiError::default()
+            }))
+        };
+        assert!(api(409, "Conflict").is_conflict());
+        assert!(!api(409, "Conflict").is_already_exists());
+        assert!(api(409, "AlreadyExists").is_already_exists());
+        assert!(!api(409, "AlreadyExists").is_conflict());
+        assert!(!api(404, "NotFound").is_conflict());
+        assert!(api(404, "NotFound").is_not_found());
+        assert!(!Error::transport("replace leases", "connection refused").is_conflict());
     }
 
     #[test]

@@ -120,6 +120,16 @@
 //! [`WatcherBuilder::compact_store`] keeps plain JSON, and a [`WatcherBuilder::transform`] can drop fields you never read
 //! (`managedFields` above all) before anything is stored.
 //!
+//! # Writes and leader election
+//!
+//! [`Api::create`], [`Api::replace`] (optimistic: a changed object is a 409,
+//! [`Error::is_conflict`]) and [`Api::delete`] write one object. A program that runs as several
+//! replicas elects one leader with a [`LeaderElector`] over a Lease, with client-go's semantics
+//! ([`LeaseTimings`]: 15 s, 10 s, 2 s): [`LeaderElector::is_leader`],
+//! [`LeaderElector::changes`] (for `select!`: [`Leadership::Acquired`], [`Leadership::Lost`]),
+//! and [`LeaderElector::stop`], which releases the lease so a standby takes over within one
+//! retry period. A leader that cannot renew says `Lost` before anyone else can take the lease.
+//!
 //! # Testing
 //!
 //! With the cargo feature `testing`, `kube_watcher::testing::FakeApiServer` is an in-process
@@ -144,6 +154,9 @@
 
 // The public face: `Watcher`, its builder, `watch_object`.
 mod watcher;
+
+// Leases: one leader among replicas (the pure decision, the elector's thread and handle).
+mod lease;
 
 // The thread that runs a watcher, the control block, delivery to subscribers.
 mod engine;
@@ -185,6 +198,8 @@ pub use crate::config::{Backoff, Config, ListSemantic, WireFormat};
 pub use crate::error::{ApiError, DecodeError, Error, Result};
 pub use crate::event::Event;
 pub use crate::key::ObjectRef;
+pub use crate::lease::elector::LeaderElector;
+pub use crate::lease::{Leadership, LeaseTimings};
 pub use crate::notice::{Notice, RelistReason, SlowConsumer};
 pub use crate::resource::{ApiResource, DynamicObject, PartialObjectMetadata, TypeMeta, Watchable};
 pub use crate::shard::{Shard, ShardFilter};

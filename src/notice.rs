@@ -53,11 +53,22 @@ pub enum SlowConsumer {
     /// [`Error::Lagged`] marker is queued after the last event that fitted. Events that arrive
     /// while the marker is still queued are dropped too; once the consumer has received the
     /// marker, events flow again. The store stays exact, so a consumer that reads the store
-    /// after the marker has the effect of every event it missed. One exception is handled for
-    /// you: events of a relist in progress reach the store only when the relist completes, so
-    /// a consumer that received its marker before then gets a second marker after the relist's
-    /// `InitDone`. A dropped subscription is forgotten at the next event, and its queue is
-    /// freed at once.
+    /// after the marker has the effect of every event it missed.
+    ///
+    /// One exception is handled for you: the events of a relist in progress reach the store
+    /// only when the relist completes, so catching up from the store during a relist misses
+    /// them (those dropped, and those received before the marker). Such a consumer gets a
+    /// second marker right after that relist's `InitDone`, and catching up again then is
+    /// exact. The rule, per relist (a watcher over several namespaces relists each on its own,
+    /// and an abandoned relist's next attempt counts as the same relist): a marker that goes
+    /// out between its `Init` and its `InitDone`, when the consumer had received or dropped
+    /// any of its events, owes a second marker after its `InitDone`, unless the first one is
+    /// still unread when that `InitDone` is dropped behind it (then reading it covers the
+    /// relist). This holds as well for a subscription that starts in the middle of a relist,
+    /// the watcher's own channel first read during the first list included. The second
+    /// marker's `dropped` counts the relist's events the catching up missed.
+    ///
+    /// A dropped subscription is forgotten at the next event, and its queue is freed at once.
     Lag,
 }
 

@@ -73,6 +73,12 @@ pub struct Stats {
     /// list of at most one object, and an object of another shard arriving in the stream
     /// says `Client`. `None` for a watcher of every object, and before the first answer.
     pub shard_filter: Option<crate::ShardFilter>,
+    /// Delivery's work so far, in steps (decisions, and events put into or taken out of the
+    /// hold-back queue): tests check that it grows by a constant per event, however far behind
+    /// a consumer is. Hidden, outside semver: only with the `fuzzing` feature.
+    #[cfg(feature = "fuzzing")]
+    #[doc(hidden)]
+    pub delivery_work: u64,
 }
 
 /// Full syncs (relists) by reason; see [`RelistReason`](crate::RelistReason).

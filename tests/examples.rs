@@ -138,6 +138,31 @@ fn metadata_shows_metadata_only_stores_holding_less() {
     assert!(kb("no managedFields") < kb("metadata_watcher "), "{}", out.stdout);
 }
 
+/// Two replicas: one leads, the other stands by reading the lease once per retry period; the
+/// leader stops and releases the lease, and the standby takes over.
+#[test]
+fn leader_hands_over_when_the_leader_stops() {
+    let out = run("leader", &[]);
+    assert_shows(
+        &out,
+        "leader",
+        &[
+            "replica-a: leading",
+            "replica-b: standing by",
+            "lease: holder \"replica-a\", transitions 0",
+            "replica-a: no longer leading",
+            "replica-b: leading",
+            "takeover after stop:",
+            "lease: holder \"replica-b\", transitions 1",
+            "lease: holder \"\", transitions 1",
+        ],
+    );
+    // (a's thread prints its `Lost` after its `stop()` returns, so b may print first.)
+    let order = ["replica-a: leading", "replica-b: standing by", "replica-b: leading"];
+    let at: Vec<usize> = order.iter().map(|line| out.stdout.find(line).unwrap()).collect();
+    assert!(at.windows(2).all(|w| w[0] < w[1]), "{}", out.stdout);
+}
+
 /// kwatch --demo, with no other flag: kubectl's pod columns in fixed positions, and three rounds
 /// of the script (each an outage and a 410) recovered from in view, then Ctrl-C.
 #[test]

@@ -15,19 +15,28 @@
 //! - after `stop()`, `recv` and `wait_until_ready` return at once; after a terminal error too.
 //!
 //! And what consumers see, and when (tests/delivery.rs has one test per defect this found):
-//! besides the watcher's own channel, every run has a slow blocking subscriber, a lagging one
-//! (`SlowConsumer::Lag`, which rebuilds from the store at each lag marker), one dropped midway
-//! and one that attaches late, over channels of 1 to 1024 events; servers also send blank
+//! besides the watcher's own channel (first read right after the start, often in the middle of
+//! the first list), every run has a slow blocking subscriber, a lagging one
+//! (`SlowConsumer::Lag`, which rebuilds from the store at each lag marker), one dropped midway,
+//! a blocking one that attaches early (often during the first list or after an abandoned one),
+//! one that attaches late, and a lagging one that attaches at a random moment (in the middle of
+//! lists and relists too), over channels of 1 to 1024 events; servers also send blank
 //! keep-alive lines, pause in the middle of a line and cut lists at a deadline. After each run:
 //!
-//! - every consumer ends equal to the store, and each blocking one got exactly one `Delete`
-//!   per incarnation it was given that is gone;
+//! - every consumer ends equal to the store (a lagging one: what it rebuilt at its last marker
+//!   and applied since), and each blocking one got exactly one `Delete` per incarnation it was
+//!   given that is gone, and none for an incarnation it was never given;
 //! - promptness: in the seeds without bookmarks (where nothing but a watch's 1 s timeout would
 //!   shake loose an event held back), the consumers that keep up equal the store within
 //!   [`PROMPT`] of the store reaching the server's state;
 //! - bounded: once an event has gone out after the drop, the dropped subscriber is no longer
 //!   counted in `stats().subscribers` and nothing stays queued;
-//! - lifecycle: after `stop()` every subscription and the notices channel end.
+//! - lifecycle: after `stop()` every subscription and the notices channel end;
+//! - ends: in some seeds a callback panics in an unpaged or streaming first list while a
+//!   consumer is not reading, and `wait_until_ready` learns it, and why, at once.
+//!
+//! A test of its own checks that delivery's work per event stays flat as a consumer falls
+//! behind a growing list (counted in steps, not time: `Stats::delivery_work`).
 //!
 //! Reproducible: the default run is seeds 0..400 (set `KUBE_WATCHER_MODEL_SEEDS=n` for more,
 //! `KUBE_WATCHER_MODEL_SEED=s` for one). A failure prints the seed and its setup; thread timing
@@ -228,7 +237,8 @@ fn run_seed(seed: u64) -> Result<(), String> {
         ),
     };
     result.map_err(|e| format!("{}: {e}", setup.describe))?;
-    gives_up_and_says_so(seed).map_err(|e| format!("giving up: {e}"))
+    gives_up_and_says_so(seed).map_err(|e| format!("giving up: {e}"))?;
+    ends_reach_every_waiter(seed).map_err(|e| format!("a panic while a consumer is not reading: {e}"))
 }
 
 /// `namespace/name` → (uid, resourceVersion).
@@ -260,6 +270,9 @@ struct Model {
     ended: bool,
     /// Relists of several namespaces interleave: `Init`/`InitDone` pairs are not checked.
     interleaved: bool,
+    /// A blocking consumer: a `Delete` must be for an incarnation it was given. (A lagging one
+    /// may rebuild from the store after an object is gone and before its `Delete` arrives.)
+    given_before_delete: bool,
     /// Every event, briefly, to explain a failure.
     log: Vec<String>,
 }
@@ -307,6 +320,9 @@ impl Model {
             }
             Ok(Event::Delete(o)) => {
                 let (uid, _) = entry_of(&*o);
+                if self.given_before_delete && !self.given.contains_key(&uid) {
+                    self.violations.push(format!("Delete({} {uid}) of an incarnation never given", key_of(&*o)));
+                }
                 *self.deleted.entry(uid.clone()).or_default() += 1;
                 let key = key_of(&*o);
                 if self.replace.get(&key).is_some_and(|(u, _)| *u == uid) {
@@ -391,6 +407,10 @@ enum Kind {
     Lagging,
     /// Blocking, attached halfway through the run.
     Late,
+    /// Blocking, attached during the first few operations (often during the first list).
+    Early,
+    /// `SlowConsumer::Lag` like `Lagging`, attached at a random moment.
+    LateLagging,
 }
 
 /// A consumer thread and what it reconstructs.
@@ -413,8 +433,9 @@ fn consume<K: Watchable>(
     interleaved: bool,
 ) -> Consumer {
     // After a lag marker events resume wherever the watcher is, a relist's middle included.
-    let interleaved = interleaved || kind == Some(Kind::Lagging);
-    let model = Arc::new(Mutex::new(Model { interleaved, ..Model::default() }));
+    let lagging = matches!(kind, Some(Kind::Lagging | Kind::LateLagging));
+    let interleaved = interleaved || lagging;
+    let model = Arc::new(Mutex::new(Model { interleaved, given_before_delete: !lagging, ..Model::default() }));
     let thread = {
         let model = Arc::clone(&model);
         std::thread::spawn(move || {
@@ -429,7 +450,7 @@ fn consume<K: Watchable>(
                 model.lock().unwrap().on(item);
                 match kind {
                     Some(Kind::Slow) => std::thread::sleep(Duration::from_micros(rng.random_range(0..2000))),
-                    Some(Kind::Lagging) if busy.load(Ordering::Relaxed) => {
+                    Some(Kind::Lagging | Kind::LateLagging) if busy.load(Ordering::Relaxed) => {
                         std::thread::sleep(ms(rng.random_range(1..4)))
                     }
                     _ => {}
@@ -439,9 +460,9 @@ fn consume<K: Watchable>(
         })
     };
     let (prompt, deletes) = match kind {
-        None | Some(Kind::Late) => (true, true),
+        None | Some(Kind::Late | Kind::Early) => (true, true),
         Some(Kind::Slow) => (false, true),
-        Some(Kind::Lagging) => (true, false),
+        Some(Kind::Lagging | Kind::LateLagging) => (true, false),
     };
     Consumer { name, model, prompt, deletes, thread }
 }
@@ -480,7 +501,16 @@ fn run<K: Watchable>(
         })
     };
     let mut faults = 0usize;
+    let early_at = rng.random_range(0..3);
+    let lagging_at = rng.random_range(0..OPS);
     for op in 0..OPS {
+        if op == early_at {
+            consumers.push(spawn("early subscriber", w.subscribe(), Some(Kind::Early), rng));
+        }
+        if op == lagging_at {
+            let rx = w.subscribe_with(SlowConsumer::Lag);
+            consumers.push(spawn("late lagging subscriber", rx, Some(Kind::LateLagging), rng));
+        }
         if op == OPS / 2 {
             consumers.push(spawn("late subscriber", w.subscribe(), Some(Kind::Late), rng));
         }
@@ -767,4 +797,82 @@ fn gives_up_and_says_so(seed: u64) -> Result<(), String> {
         Ok(Some(Err(Error::GaveUp { .. }))) => Ok(()),
         other => Err(format!("the consumer's last item: {other:?}")),
     }
+}
+
+/// In some seeds: a callback panics in the first list while a consumer attached to the
+/// watcher is not reading (an unpaged or a streaming list, whose body is read to the end
+/// whatever the consumers do; between the pages of a paged list a blocking consumer holds the
+/// watcher up by design). `wait_until_ready` learns the end, and why, within [`WAIT`], while
+/// the watcher waits for that consumer to take the events it held back.
+fn ends_reach_every_waiter(seed: u64) -> Result<(), String> {
+    if seed % 10 != 5 {
+        return Ok(());
+    }
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed);
+    let server = FakeApiServer::builder().seed(seed).start();
+    for i in 0..rng.random_range(1..60) {
+        server.create(&pod("a", &format!("p{i}"))).map_err(|e| e.to_string())?;
+    }
+    server.create(&pod("a", "zz-boom")).map_err(|e| e.to_string())?;
+    let client = Client::from_url(&server.url()).map_err(|e| e.to_string())?;
+    let config =
+        if rng.random_bool(0.5) { Config::default().page_size(0) } else { Config::default().streaming_lists() };
+    let hold = server.hold(Match::Any);
+    let w = Watcher::builder(Api::<Pod>::all(client))
+        .config(config)
+        .transform(|p: &mut Pod| assert_ne!(p.metadata.name.as_deref(), Some("zz-boom"), "the model refuses zz-boom"))
+        .channel_capacity(rng.random_range(1..4))
+        .start()
+        .map_err(|e| e.to_string())?;
+    let idle = w.subscribe(); // attached before the list, never read
+    drop(hold);
+    let started = Instant::now();
+    match w.store().wait_until_ready(3 * WAIT) {
+        Err(e) if e.to_string().contains("the model refuses zz-boom") => {}
+        other => return Err(format!("wait_until_ready: {other:?} after {:?}", started.elapsed())),
+    }
+    if started.elapsed() > WAIT {
+        return Err(format!("wait_until_ready learned the end after {:?}", started.elapsed()));
+    }
+    w.stop();
+    drop(idle);
+    Ok(())
+}
+
+/// Delivery's work per event is constant, however far behind a consumer is: one page of `n`
+/// pods, read while the consumer attached before the list reads nothing, costs the same steps
+/// per event for 500 pods as for 4000 (`Stats::delivery_work`, a count, not a time). Every event
+/// used to move the whole hold-back queue once it was behind: quadratic in the list's size.
+#[test]
+fn delivery_work_per_event_stays_flat_as_a_consumer_falls_behind_a_list() {
+    let per_event = |n: usize| -> f64 {
+        let server = FakeApiServer::start();
+        server.batch(|b| {
+            for i in 0..n {
+                b.create(&pod("a", &format!("p{i}"))).unwrap();
+            }
+        });
+        let hold = server.hold(Match::List);
+        let w = Watcher::builder(Api::<Pod>::all(Client::from_url(&server.url()).unwrap()))
+            .config(Config::default().page_size(0))
+            .channel_capacity(1)
+            .start()
+            .unwrap();
+        let rx = w.receiver().clone(); // attached before the list, read only once it is in
+        drop(hold);
+        w.store().wait_until_ready(WAIT).unwrap();
+        let mut events = 0;
+        for item in rx.iter() {
+            events += 1;
+            if matches!(item, Ok(Event::InitDone)) {
+                break;
+            }
+        }
+        assert_eq!(events, n + 2, "Init, every pod, InitDone");
+        let work = w.stats().delivery_work;
+        w.stop();
+        work as f64 / events as f64
+    };
+    let (small, large) = (per_event(500), per_event(4000));
+    assert!(large <= small * 1.5 + 2.0, "steps per event: {small:.1} for 500 pods, {large:.1} for 4000");
 }

@@ -297,26 +297,28 @@ impl<K: Watchable> Store<K> {
         Snapshot { generation, objects: Arc::new(map) }
     }
 
-    /// The events that bring a new subscriber to what the other consumers believe: `Init`,
-    /// `InitApply` for each object (the visible ones, as abandoned relists left them), `InitDone`,
-    /// then `Init` and the pending objects if a relist is in progress (each after the `Delete`
-    /// of the incarnation it replaced, as the other consumers got it). Empty when nothing has
-    /// been published yet. Entries are decoded (compact mode) outside the store's lock; the
-    /// caller holds the consumers' lock (`engine/delivery/subscribers.rs`), so the watcher
-    /// changes nothing meanwhile.
-    pub(crate) fn replay(&self) -> Vec<Event<K>> {
+    /// What brings a new subscriber to what the other consumers believe (see [`Replay`]):
+    /// once a part has completed a sync, `Init`, `InitApply` for each object (the visible ones,
+    /// as abandoned relists left them), `InitDone`; before that, `Init` and the objects that
+    /// abandoned relists delivered, if any (the others got them, and will get their `Delete`
+    /// if they are gone; tests/integration/delivery.rs); then `Init` and the pending objects
+    /// of each relist in progress (each after the `Delete` of the incarnation it replaced, as
+    /// the other consumers got it). Entries are decoded (compact mode) outside the store's
+    /// lock; the caller holds the consumers' lock (`engine/delivery/subscribers.rs`), so the
+    /// watcher changes nothing meanwhile.
+    pub(crate) fn replay(&self) -> Replay<K> {
         let objects = self.shared.objects.read();
         let synced = self.shared.readiness.lock().synced.contains(&true);
         let mut told: Vec<Entry<K>> = Vec::new();
         if synced {
             let overridden = |k: &ObjectKey| objects.told.iter().any(|t| t.contains_key(k));
             told.extend(objects.live.iter().filter(|(k, _)| !overridden(k)).map(|(_, e)| e.share()));
-            told.extend(objects.told.iter().flat_map(|t| t.values().flatten()).map(Entry::share));
         }
+        told.extend(objects.told.iter().flat_map(|t| t.values().flatten()).map(Entry::share));
         // Each pending object, after the incarnation it replaced (another uid) in what the lines
         // above show: consumers got that one's `Delete` when the relist met the new one
         // (`Writer::init_insert`), so the replay gives it too.
-        let pending: Vec<Vec<Replacing<K>>> = objects
+        let pending: Vec<(usize, Vec<Replacing<K>>)> = objects
             .pending
             .iter()
             .enumerate()
@@ -324,40 +326,54 @@ impl<K: Watchable> Store<K> {
             .map(|(part, p)| {
                 let shown = |key: &ObjectKey| match objects.told[part].get(key) {
                     Some(told) => told.as_ref(),
-                    None => objects.live.get(key),
+                    None if synced => objects.live.get(key),
+                    None => None,
                 };
                 let carried = p.carried.iter().filter_map(|key| Some((key, objects.live.get(key)?)));
-                p.map
+                let items = p
+                    .map
                     .iter()
                     .chain(carried)
                     .map(|(key, e)| {
-                        let replaced = Some(key)
-                            .filter(|_| synced)
-                            .and_then(shown)
-                            .filter(|old| old.uid().is_some() && old.uid() != e.uid())
-                            .map(Entry::share);
+                        let replaced =
+                            shown(key).filter(|old| old.uid().is_some() && old.uid() != e.uid()).map(Entry::share);
                         (replaced, e.share())
                     })
-                    .collect()
+                    .collect();
+                (part, items)
             })
             .collect();
         drop(objects);
         let decode = self.shared.decode;
-        let mut out = Vec::new();
-        if synced {
-            out.push(Event::Init);
-            out.extend(decode_all(told, decode).into_iter().map(Event::InitApply));
-            out.push(Event::InitDone);
-        }
-        for relist in pending {
-            out.push(Event::Init);
-            for (replaced, e) in relist {
-                out.extend(replaced.and_then(|old| old.object(decode)).map(Event::Delete));
-                out.extend(e.object(decode).map(Event::InitApply));
+        let mut events = Vec::new();
+        if synced || !told.is_empty() {
+            events.push(Event::Init);
+            events.extend(decode_all(told, decode).into_iter().map(Event::InitApply));
+            if synced {
+                events.push(Event::InitDone);
             }
         }
-        out
+        let mut relisting = Vec::with_capacity(pending.len());
+        for (part, relist) in pending {
+            events.push(Event::Init);
+            let before = events.len();
+            for (replaced, e) in relist {
+                events.extend(replaced.and_then(|old| old.object(decode)).map(Event::Delete));
+                events.extend(e.object(decode).map(Event::InitApply));
+            }
+            relisting.push((part, (events.len() - before) as u64));
+        }
+        Replay { events, relisting }
     }
+}
+
+/// What a new subscriber is sent first ([`Store::replay`]), and where that leaves it.
+pub(crate) struct Replay<K> {
+    /// The events, in order. Empty when nothing has been delivered yet.
+    pub(crate) events: Vec<Event<K>>,
+    /// The parts (writers) whose relist is in progress, each with the number of events the
+    /// replay gives of it after its `Init`: the events end inside them.
+    pub(crate) relisting: Vec<(usize, u64)>,
 }
 
 /// An object of a relist in progress, after the incarnation it replaced in what a replay shows

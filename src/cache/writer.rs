@@ -781,7 +781,7 @@ mod tests {
         assert_eq!(store.len(), 1);
         assert!(store.get(&ObjectRef::new("b").within("ns")).is_none());
         // A new consumer still hears of b, as the others did: the next relist reconciles it.
-        assert_eq!(store.replay().len(), 4, "Init, InitApply(a), InitApply(b), InitDone");
+        assert_eq!(store.replay().events.len(), 4, "Init, InitApply(a), InitApply(b), InitDone");
     }
 
     #[test]
@@ -850,6 +850,7 @@ mod tests {
         w.abort_init();
         let mut replay: Vec<String> = store
             .replay()
+            .events
             .iter()
             .filter_map(|e| {
                 e.object()
@@ -858,6 +859,28 @@ mod tests {
             .collect();
         replay.sort();
         assert_eq!(replay, ["a:2", "b:3"]);
+    }
+
+    /// A first list that was abandoned delivered its objects to the consumers there; one that
+    /// subscribes before the next attempt completes is shown them too, since it gets the
+    /// `Delete` of those that are gone with the others. The replay used to show nothing before
+    /// the first sync: a `Delete` for an object it was never given.
+    #[test]
+    fn the_replay_before_the_first_sync_shows_what_an_abandoned_first_list_delivered() {
+        let (mut w, store) = Writer::<ConfigMap>::new();
+        let mut out = Vec::new();
+        w.begin_init(&mut out);
+        w.init_apply_t(cm("a", "1"), &mut out);
+        w.init_apply_t(cm("b", "2"), &mut out);
+        w.abort_init();
+        w.begin_init(&mut out);
+        w.init_apply_t(cm("a", "1"), &mut out);
+        let replay = store.replay();
+        assert_eq!(kinds(&replay.events), ["Init", "InitApply(a)", "InitApply(b)", "Init", "InitApply(a)"]);
+        assert_eq!(replay.relisting, [(0, 1)]);
+        out.clear();
+        w.init_done(Some("5"), &mut out);
+        assert_eq!(kinds(&out), ["InitDone", "Delete(b)"], "b, which the replay showed, is gone");
     }
 
     /// A subscriber that attaches while a relist is in progress, after the relist replaced an
@@ -889,7 +912,7 @@ mod tests {
                 })
                 .collect()
         };
-        let mut replay = uids(&store.replay());
+        let mut replay = uids(&store.replay().events);
         // The order within each block is the map's.
         replay[1..3].sort();
         let rest = &mut replay[4..];

@@ -61,19 +61,31 @@ impl<K> Control<K> {
         self.abandon_tx.lock().take();
     }
 
-    /// A worker thread ends with `end`: `wait_until_ready` callers learn it at once; a terminal
-    /// error (the first, when several threads end) stops the sibling threads (other
-    /// namespaces), is announced by a `GaveUp` notice, and is delivered by [`exited`](Self::exited).
-    /// The one end path: a normal end, a terminal error and a panic all come here.
-    pub(crate) fn finish(&self, end: Error) {
-        if !matches!(end, Error::Stopped) {
+    /// A worker thread is ending with `end`, before it hands over the events it held back:
+    /// `wait_until_ready` and `wait_for_version` callers learn it, and why, at once (a consumer
+    /// that is not reading must not hide it); a terminal error (the first, when several threads
+    /// end) is announced by a `GaveUp` notice and kept for [`exited`](Self::exited) to deliver.
+    pub(crate) fn ending(&self, end: &Error) {
+        if matches!(end, Error::Stopped) {
+            return;
+        }
+        let mut terminal = self.terminal.lock();
+        if terminal.is_none() {
             log::debug!("{}: watcher ended: {end}", self.name);
-            let mut terminal = self.terminal.lock();
-            if terminal.is_none() {
-                *terminal = Some(end.clone());
-                self.notices.send(Notice::GaveUp { error: end.clone() });
-            }
-            drop(terminal);
+            *terminal = Some(end.clone());
+            self.notices.send(Notice::GaveUp { error: end.clone() });
+        }
+        drop(terminal);
+        self.store.set_ended(end.clone());
+    }
+
+    /// A worker thread ends with `end`, its held-back events handed over: a terminal error
+    /// stops the sibling threads (other namespaces); `wait_until_ready` callers learn the end
+    /// (already, through [`ending`](Self::ending), unless the watcher was stopped). The one end
+    /// path: a normal end, a terminal error and a panic all come here.
+    pub(crate) fn finish(&self, end: Error) {
+        self.ending(&end);
+        if !matches!(end, Error::Stopped) {
             self.request_stop();
         }
         self.store.set_ended(end);

@@ -162,6 +162,8 @@ impl Counters {
             queued: 0,
             lagged: 0,
             subscribers: 0,
+            #[cfg(feature = "fuzzing")]
+            delivery_work: 0,
             wire_format: None,
             shard_filter: self.snapshot_shard_filter(),
         }

@@ -135,14 +135,15 @@ impl<K: Watchable> Engine<K> {
             },
         };
         let mut workers = Vec::with_capacity(parts.len() + helpers.len());
-        for ((part, writer), http) in parts.into_iter().zip(writers).zip(https) {
+        for (index, ((part, writer), http)) in parts.into_iter().zip(writers).zip(https).enumerate() {
             let mut api = spec.api.clone();
             // Every request of the worker's (lists, watches, drift checks) sends the shard.
             api.shard.clone_from(&spec.config.shard);
             if let Some(ns) = part {
                 api.namespace = Some(ns.into());
             }
-            let delivery = Delivery::new(Arc::clone(&control.subscribers), writer.decoder(), spec.compact.is_some());
+            let delivery =
+                Delivery::new(Arc::clone(&control.subscribers), index, writer.decoder(), spec.compact.is_some());
             let worker = Worker {
                 api,
                 http,

@@ -83,7 +83,10 @@ impl<K: Watchable> Worker<K> {
             }
             Err(panic) => resume_unwind(panic),
         };
-        // Events held back (a batch, or an abandoned list's) go out before the terminal error.
+        // The store's waiters learn the end first; then the events held back (a batch, or an
+        // abandoned list's) go out, waiting for consumers; the terminal error follows them
+        // (`Control::exited`). The order of an end: engine/delivery/consumer.rs.
+        self.control.ending(&end);
         let end = match end {
             Error::Stopped => end,
             e => self.delivery.quiet().map_or(Error::Stopped, |()| e),

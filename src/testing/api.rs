@@ -93,7 +93,7 @@ pub(crate) fn well_known(rt: &mut ResourceType) {
 
 /// The types `FakeApiServer::start` registers.
 pub(crate) fn default_types() -> Vec<ResourceType> {
-    use k8s_openapi::api::{apps::v1 as apps, batch::v1 as batch, core::v1 as core};
+    use k8s_openapi::api::{apps::v1 as apps, batch::v1 as batch, coordination::v1 as coordination, core::v1 as core};
     vec![
         ResourceType::of::<core::Pod>(),
         ResourceType::of::<core::ConfigMap>(),
@@ -109,6 +109,8 @@ pub(crate) fn default_types() -> Vec<ResourceType> {
         ResourceType::of::<apps::StatefulSet>(),
         ResourceType::of::<apps::DaemonSet>(),
         ResourceType::of::<batch::Job>(),
+        // Leader election and shard groups (`LeaderElector`) hold their Leases here.
+        ResourceType::of::<coordination::Lease>(),
     ]
 }
 

@@ -140,7 +140,7 @@ fn from_value<K: DeserializeOwned>(value: &Value) -> Result<K, FakeError> {
 impl FakeApiServer {
     /// Starts a plain-HTTP server on an ephemeral port with default settings and the common
     /// built-in types registered (pods, configmaps, secrets, services, namespaces, nodes,
-    /// events, deployments and a few more).
+    /// events, deployments, leases (coordination.k8s.io/v1) and a few more).
     ///
     /// # Panics
     ///

@@ -1,4 +1,5 @@
-//! `Api<K>`: one resource type on one server, and its one-shot calls (`list`, `get`).
+//! `Api<K>`: one resource type on one server, and its one-shot calls (`list`, `get`, and the
+//! writes `create`, `replace`, `delete`).
 
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -10,7 +11,7 @@ use crate::resource::{ApiResource, PartialObjectMetadata, Watchable};
 use crate::shard::Shard;
 use crate::wire::client::Client;
 use crate::wire::decode::{self, Encoding};
-use crate::wire::http::{Http, Negotiation};
+use crate::wire::http::{Http, Negotiation, Verb};
 use crate::wire::request::{self, ListParams, Target};
 
 /// One resource type on one server, in one namespace or across all of them.
@@ -190,7 +191,18 @@ impl<K: Watchable> Api<K> {
     /// # Errors
     /// A missing object is an [`Error::Api`] with `status() == Some(404)`.
     pub fn get(&self, name: &str) -> Result<K> {
-        let http = Http::new(Arc::clone(&self.client.conn)).negotiating(Negotiation::new::<K>(self.target(), true));
+        self.get_on(&self.http(), name)
+    }
+
+    /// The transport of this `Api`'s one-shot calls: an agent of its own, negotiating protobuf
+    /// for gets. A caller that keeps one (a lease elector) reuses its connection and can bound
+    /// and interrupt its requests.
+    pub(crate) fn http(&self) -> Http {
+        Http::new(Arc::clone(&self.client.conn)).negotiating(Negotiation::new::<K>(self.target(), true))
+    }
+
+    /// [`get`](Self::get) on `http`.
+    pub(crate) fn get_on(&self, http: &Http, name: &str) -> Result<K> {
         let context = format!("get {} {name:?}", self.resource.kind);
         let path = request::object_path(&self.resource, self.namespace.as_deref(), name);
         let (bytes, encoding) = http.get_object(self.target(), &path, &context)?;
@@ -200,4 +212,133 @@ impl<K: Watchable> Api<K> {
         }
         .map_err(|e| Error::Decode(Box::new(decode::decode_error(&context, None, &bytes, e))))
     }
+}
+
+/// Writes: JSON bodies (protobuf is not needed for them), one request each, no retry but a
+/// stale pooled connection for `replace` and `delete` (which are idempotent).
+impl<K: Watchable + serde::Serialize> Api<K> {
+    /// Creates `obj` (a POST to the collection) and returns it as the server stored it, with its
+    /// uid and resourceVersion. Blocks for the request.
+    ///
+    /// The object's namespace must be this `Api`'s namespace, or unset (the server fills it in).
+    ///
+    /// # Errors
+    /// As for reads: [`Error::Api`] when the server refuses (an object of that name exists:
+    /// [`Error::is_already_exists`]; invalid: 422), with its status and message;
+    /// [`Error::Transport`] naming the host when it cannot be reached.
+    ///
+    /// # Examples
+    /// ```
+    /// # let server = kube_watcher::testing::FakeApiServer::start();
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kube_watcher::{Api, Client};
+    ///
+    /// let config_maps: Api<ConfigMap> = Api::namespaced(Client::from_url(&server.url())?, "default");
+    /// let mut cm = ConfigMap::default();
+    /// cm.metadata.name = Some("settings".into());
+    /// let created = config_maps.create(&cm)?;
+    /// assert!(created.metadata.resource_version.is_some());
+    /// assert!(config_maps.create(&cm).unwrap_err().is_already_exists());
+    /// # Ok::<(), kube_watcher::Error>(())
+    /// ```
+    pub fn create(&self, obj: &K) -> Result<K> {
+        self.create_on(&Http::new(Arc::clone(&self.client.conn)), obj)
+    }
+
+    /// [`create`](Self::create) on `http`.
+    pub(crate) fn create_on(&self, http: &Http, obj: &K) -> Result<K> {
+        let name = obj.meta().name.as_deref().unwrap_or_default();
+        let context = self.describe_object("create", name);
+        let body = encode(obj, &context)?;
+        let path = request::collection_path(&self.resource, self.namespace.as_deref());
+        self.written(http, Verb::Post(&body), &path, &context)
+    }
+
+    /// Replaces the object named by `obj` (a PUT) and returns it as the server stored it.
+    /// Blocks for the request.
+    ///
+    /// The PUT carries `obj`'s `metadata.resourceVersion`: when the object changed since it was
+    /// read at that version, the server refuses with 409 Conflict ([`Error::is_conflict`]) and
+    /// changes nothing; read it again and redo the change. Without a resourceVersion the
+    /// replace is unconditional (last writer wins).
+    ///
+    /// # Errors
+    /// [`Error::Api`]: 409 Conflict as above; 404 when no such object exists. Otherwise as for
+    /// [`create`](Self::create).
+    ///
+    /// # Examples
+    /// ```
+    /// # let server = kube_watcher::testing::FakeApiServer::start();
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kube_watcher::{Api, Client};
+    ///
+    /// let config_maps: Api<ConfigMap> = Api::namespaced(Client::from_url(&server.url())?, "default");
+    /// let mut cm = ConfigMap::default();
+    /// cm.metadata.name = Some("settings".into());
+    /// let read = config_maps.create(&cm)?;
+    /// let mut mine = read.clone();
+    /// mine.data = Some([("mode".to_owned(), "fast".to_owned())].into());
+    /// config_maps.replace(&mine)?;
+    /// // A second writer that read the same version loses, and is told so:
+    /// let mut theirs = read;
+    /// theirs.data = Some([("mode".to_owned(), "slow".to_owned())].into());
+    /// assert!(config_maps.replace(&theirs).unwrap_err().is_conflict());
+    /// # Ok::<(), kube_watcher::Error>(())
+    /// ```
+    pub fn replace(&self, obj: &K) -> Result<K> {
+        self.replace_on(&Http::new(Arc::clone(&self.client.conn)), obj)
+    }
+
+    /// [`replace`](Self::replace) on `http`.
+    pub(crate) fn replace_on(&self, http: &Http, obj: &K) -> Result<K> {
+        let name = obj.meta().name.as_deref().unwrap_or_default();
+        let context = self.describe_object("replace", name);
+        if name.is_empty() {
+            return Err(Error::config("metadata.name", format!("{context}: the object has no name")));
+        }
+        let body = encode(obj, &context)?;
+        let path = request::object_path(&self.resource, self.namespace.as_deref(), name);
+        self.written(http, Verb::Put(&body), &path, &context)
+    }
+
+    /// Deletes the object `name`. Blocks for the request; returns once the server accepted the
+    /// deletion (an object with finalizers stays, marked for deletion, until they are done).
+    ///
+    /// # Errors
+    /// [`Error::Api`] with `status() == Some(404)` ([`Error::is_not_found`]) when there is no
+    /// such object. Otherwise as for [`create`](Self::create).
+    pub fn delete(&self, name: &str) -> Result<()> {
+        let context = self.describe_object("delete", name);
+        let path = request::object_path(&self.resource, self.namespace.as_deref(), name);
+        let http = Http::new(Arc::clone(&self.client.conn));
+        http.write(Verb::Delete, &path, &context).map(drop)
+    }
+
+    /// Sends one write and decodes the object the server answers with.
+    fn written(&self, http: &Http, verb: Verb<'_>, path: &str, context: &str) -> Result<K> {
+        let bytes = http.write(verb, path, context)?;
+        decode::object(&bytes, &mut decode::Scratch::default())
+            .map_err(|e| Error::Decode(Box::new(decode::decode_error(context, None, &bytes, e))))
+    }
+
+    /// How errors name a write of one object: `replace leases "lock" in namespace "apps"`.
+    fn describe_object(&self, verb: &str, name: &str) -> String {
+        match self.namespace.as_deref() {
+            Some(ns) => format!("{verb} {} {name:?} in namespace {ns:?}", self.resource.plural),
+            None => format!("{verb} {} {name:?}", self.resource.plural),
+        }
+    }
+}
+
+/// The JSON body of a write.
+fn encode<K: serde::Serialize>(obj: &K, context: &str) -> Result<Vec<u8>> {
+    serde_json::to_vec(obj).map_err(|e| {
+        Error::Decode(Box::new(crate::error::DecodeError {
+            context: context.to_owned(),
+            line: None,
+            len: 0,
+            message: format!("cannot encode the object as JSON: {e}"),
+            snippet: String::new(),
+        }))
+    })
 }

@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::time::Duration;
 
-use ureq::Body;
 use ureq::http::Response;
+use ureq::{Body, RequestBuilder};
 
 use crate::auth::{Connection, Failure, RootSet};
 use crate::config::DEFAULT_MAX_LIST_BYTES;
@@ -27,6 +27,8 @@ use crate::wire::stream::{WatchStream, ureq_error, ureq_message};
 const MAX_ERROR_BODY: u64 = 1 << 20;
 /// Bound on one object from a GET.
 const MAX_OBJECT_BYTES: u64 = 64 << 20;
+/// `Content-Type` of a write's body.
+const CONTENT_JSON: &str = "application/json";
 /// Idle limit for non-watch requests: the API server answers them within 60 s or gives up.
 const REQUEST_IDLE: Duration = Duration::from_secs(70);
 
@@ -41,6 +43,21 @@ pub(crate) struct Http {
     max_line: usize,
     /// Whether lists, gets and watches ask for protobuf, and what came back.
     negotiation: Arc<Negotiation>,
+    /// A bound on the whole of each non-watch request (connect, send, answer, body), when its
+    /// owner needs one: the lease elector, whose every request must end before its renew
+    /// deadline. `None`: only the idle limits.
+    timeout: Option<Duration>,
+}
+
+/// Interrupts every request of one [`Http`], now and forever (its agent's shutdown), from
+/// another thread: how a lease elector's `stop` cuts a request in flight.
+#[derive(Clone)]
+pub(crate) struct Interrupt(ureq::Agent);
+
+impl Interrupt {
+    pub(crate) fn interrupt(&self) {
+        self.0.clone().shutdown();
+    }
 }
 
 /// How the requests of one watcher (all its threads) or one call choose their encoding
@@ -114,7 +131,24 @@ impl Negotiation {
 impl Http {
     pub(crate) fn new(conn: Arc<Connection>) -> Http {
         let (agent, agent_roots) = conn.agent();
-        Http { agent, agent_roots, conn, max_line: crate::config::DEFAULT_MAX_LINE, negotiation: Arc::default() }
+        Http {
+            agent,
+            agent_roots,
+            conn,
+            max_line: crate::config::DEFAULT_MAX_LINE,
+            negotiation: Arc::default(),
+            timeout: None,
+        }
+    }
+
+    /// Bounds the whole of each later non-watch request by `timeout` (`None`: idle limits only).
+    pub(crate) fn set_timeout(&mut self, timeout: Option<Duration>) {
+        self.timeout = timeout;
+    }
+
+    /// A handle that interrupts this `Http`'s requests from another thread.
+    pub(crate) fn interrupt(&self) -> Interrupt {
+        Interrupt(self.agent.clone())
     }
 
     /// The same, negotiating the encoding of lists, gets and watches with `negotiation`.
@@ -255,6 +289,28 @@ impl Http {
         watch: bool,
         accept: &str,
     ) -> Result<Response<Body>> {
+        self.send(Verb::Get, url, context, idle, watch, accept)
+    }
+
+    /// Writes one object: POSTs, PUTs or DELETEs `path` with a JSON body (`Verb`), and returns
+    /// the body of the answer, bounded like a GET's. A non-2xx answer is an `Error::Api`, as
+    /// for reads: a 409 Conflict is recognised by [`Error::is_conflict`].
+    pub(crate) fn write(&self, verb: Verb<'_>, path: &str, context: &str) -> Result<Vec<u8>> {
+        let url = self.url(path, "");
+        let res = self.send(verb, &url, context, REQUEST_IDLE, false, crate::wire::request::ACCEPT_JSON)?;
+        read_object(res, context)
+    }
+
+    /// One request with credentials; non-2xx answers become `Error::Api`.
+    fn send(
+        &self,
+        verb: Verb<'_>,
+        url: &str,
+        context: &str,
+        idle: Duration,
+        watch: bool,
+        accept: &str,
+    ) -> Result<Response<Body>> {
         let mut refreshed = false;
         let mut retried = false;
         let mut reread_ca = false;
@@ -262,30 +318,25 @@ impl Http {
             let auth = self.conn.request_auth()?;
             // The CAs of now: the CA file may have been re-read since the agent was built.
             let roots = self.conn.tls.roots();
-            let mut req = self.agent.get(url).header("Accept", accept);
-            if watch {
-                // Watches are not compressed by the server; ask for identity so a future
-                // multi-member gzip stream never meets a single-member decoder.
-                req = req.header("Accept-Encoding", "identity");
-            }
-            for (name, value) in &auth.headers {
-                req = req.header(name.as_str(), value.expose());
-            }
-            let mut cfg = req.config().timeout_per_read(Some(idle));
             // A certificate from an exec plugin can change at any refresh, and a CA file can be
             // re-read, so these are set per request (such connections are not pooled; the
             // agent's stop still reaches them).
-            if let Some(tls) = self.conn.request_tls(&roots, &self.agent_roots, auth.client_cert) {
-                cfg = cfg.tls_config(tls);
-            }
-            if !watch {
-                cfg = cfg.timeout_recv_response(Some(REQUEST_IDLE));
-            }
-            log::trace!("GET {context}");
-            let res = match cfg.build().call() {
+            let tls = self.conn.request_tls(&roots, &self.agent_roots, auth.client_cert);
+            let whole = self.timeout.filter(|_| !watch);
+            let how = Prepared { accept, watch, idle, whole, headers: &auth.headers, tls };
+            log::trace!("{} {context}", verb.method());
+            let sent = match verb {
+                Verb::Get => how.apply(self.agent.get(url)).call(),
+                Verb::Delete => how.apply(self.agent.delete(url)).call(),
+                Verb::Post(body) => how.apply(self.agent.post(url)).header("Content-Type", CONTENT_JSON).send(body),
+                Verb::Put(body) => how.apply(self.agent.put(url)).header("Content-Type", CONTENT_JSON).send(body),
+            };
+            let res = match sent {
                 Ok(res) => res,
-                Err(ureq::Error::Io(e)) if !retried && is_stale_connection(&e) => {
+                Err(ureq::Error::Io(e)) if !retried && verb.idempotent() && is_stale_connection(&e) => {
                     // A pooled connection the server had just closed: retry once (ureq does not).
+                    // Not a POST: the server may have acted on it (a PUT carries its
+                    // resourceVersion, so a repeat that already applied answers 409).
                     log::debug!("{context}: {e}; retrying once on a fresh connection");
                     retried = true;
                     continue;
@@ -337,6 +388,74 @@ impl Http {
                 log::warn!("{e}");
             }
             return Err(Error::Api(Box::new(e)));
+        }
+    }
+}
+
+/// What every request of one attempt carries, whatever its method.
+struct Prepared<'a> {
+    accept: &'a str,
+    watch: bool,
+    idle: Duration,
+    /// Bound on the whole request ([`Http::set_timeout`]).
+    whole: Option<Duration>,
+    headers: &'a [(String, crate::auth::Secret)],
+    tls: Option<ureq::tls::TlsConfig>,
+}
+
+impl Prepared<'_> {
+    fn apply<B>(&self, req: RequestBuilder<B>) -> RequestBuilder<B> {
+        let mut req = req.header("Accept", self.accept);
+        if self.watch {
+            // Watches are not compressed by the server; ask for identity so a future
+            // multi-member gzip stream never meets a single-member decoder.
+            req = req.header("Accept-Encoding", "identity");
+        }
+        for (name, value) in self.headers {
+            req = req.header(name.as_str(), value.expose());
+        }
+        let mut cfg = req.config().timeout_per_read(Some(self.idle));
+        if let Some(tls) = &self.tls {
+            cfg = cfg.tls_config(tls.clone());
+        }
+        if !self.watch {
+            cfg = cfg.timeout_recv_response(Some(REQUEST_IDLE));
+        }
+        if let Some(whole) = self.whole {
+            cfg = cfg.timeout_global(Some(whole));
+        }
+        cfg.build()
+    }
+}
+
+/// The method of one request, with the JSON body of a write.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Verb<'a> {
+    /// A read (lists, gets, watches, discovery).
+    Get,
+    /// A create, with the object.
+    Post(&'a [u8]),
+    /// A replace, with the object (carrying the resourceVersion it was read at).
+    Put(&'a [u8]),
+    /// A delete.
+    Delete,
+}
+
+impl Verb<'_> {
+    fn method(self) -> &'static str {
+        match self {
+            Verb::Get => "GET",
+            Verb::Post(_) => "POST",
+            Verb::Put(_) => "PUT",
+            Verb::Delete => "DELETE",
+        }
+    }
+
+    /// Whether repeating it after an unanswered attempt is harmless (RFC 9110 §9.2.2).
+    fn idempotent(self) -> bool {
+        match self {
+            Verb::Get | Verb::Put(_) | Verb::Delete => true,
+            Verb::Post(_) => false,
         }
     }
 }

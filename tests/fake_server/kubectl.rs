@@ -485,3 +485,39 @@ fn kubectl_reads_the_fakes_protobuf_answers() {
     // unstructured objects and ask for JSON.
     assert!(protobuf_first > 0, "{:?}", server.requests().iter().map(|r| r.header("accept")).collect::<Vec<_>>());
 }
+
+/// Leases, as leader election leaves them: kubectl finds the type by discovery (full name and
+/// plural), prints the holder column the real server computes, reads one back as YAML, and
+/// deletes one.
+#[test]
+fn kubectl_gets_leases_with_their_holders() {
+    if kubectl_missing() {
+        return;
+    }
+    use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+    let server = FakeApiServer::start();
+    let kc = Kubeconfig::for_server(&server);
+    let leases: kube_watcher::Api<Lease> =
+        kube_watcher::Api::namespaced(kube_watcher::Client::from_url(&server.url()).unwrap(), "default");
+    for (name, holder) in [("controller", Some("replica-a")), ("released", None)] {
+        let mut lease = Lease::default();
+        lease.metadata.name = Some(name.into());
+        lease.spec = Some(LeaseSpec {
+            holder_identity: holder.map(Into::into),
+            lease_duration_seconds: Some(15),
+            ..Default::default()
+        });
+        leases.create(&lease).unwrap();
+    }
+    let out = ok(&kc, &["get", "leases"]);
+    let rows: Vec<Vec<&str>> = out.stdout.lines().map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(rows[0], ["NAME", "HOLDER", "AGE"], "{out:?}");
+    assert_eq!(rows[1][..2], ["controller", "replica-a"], "{out:?}");
+    assert_eq!(rows[2][0], "released", "{out:?}");
+    assert_eq!(rows[2].len(), 2, "an empty holder is an empty cell: {out:?}");
+    let yaml = ok(&kc, &["get", "leases.coordination.k8s.io", "controller", "-o", "yaml"]).stdout;
+    assert!(yaml.contains("holderIdentity: replica-a"), "{yaml}");
+    assert!(yaml.contains("leaseDurationSeconds: 15"), "{yaml}");
+    ok(&kc, &["delete", "lease", "released"]);
+    assert!(server.get::<Lease>(Some("default"), "released").is_none());
+}

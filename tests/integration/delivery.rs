@@ -270,3 +270,128 @@ fn a_slow_consumer_never_holds_a_list_past_the_servers_deadline() {
         let _ = consumer.join();
     }
 }
+
+/// Drains `rx` without waiting: each item described, lag markers as `Lagged(n)`.
+fn drain_now(rx: &crossbeam_channel::Receiver<kube_watcher::Result<Event<Pod>>>) -> Vec<String> {
+    rx.try_iter()
+        .map(|i| match i {
+            Ok(e) => describe(&e),
+            Err(Error::Lagged { dropped }) => format!("Lagged({dropped})"),
+            Err(e) => format!("Err({e})"),
+        })
+        .collect()
+}
+
+/// A lagging consumer that subscribes in the middle of the first list (the watcher's own
+/// channel does so when it is first read then) and reads its marker before the list ends gets
+/// a second marker after `InitDone`, and catching up from the store then gives it every pod.
+/// Its delivery state used to start outside any relist: no second marker, and 12 of 16 pods
+/// missing from its picture.
+#[test]
+fn a_lagging_consumer_that_subscribes_mid_list_is_told_again_when_the_list_ends() {
+    let server = server();
+    create_pods(&server, 0..16);
+    let page3 = server.hold_nth(Match::List, 2);
+    let w = Watcher::builder(pods(&server)).config(Config::default().page_size(4)).channel_capacity(1).start().unwrap();
+    assert!(page3.wait_until_held(WAIT), "the third page is asked for");
+    // The list is in progress, 8 pods read: the replay ends inside it.
+    let rx = w.subscribe_with(SlowConsumer::Lag);
+    let page4 = server.hold(Match::List);
+    page3.release(); // one more event fits, then the marker, then drops
+    assert!(page4.wait_until_held(WAIT), "the fourth page is asked for");
+    let mut picture: std::collections::BTreeSet<String> = Default::default();
+    let mut seen = drain_now(&rx);
+    assert_eq!(seen.last().map(String::as_str), Some("Lagged(1)"), "{seen:?}");
+    // Catch up from the store, as the marker says: the list is not in it yet.
+    picture.extend(w.store().state().iter().map(|p| key(p)));
+    page4.release();
+    w.store().wait_until_ready(WAIT).unwrap();
+    loop {
+        let item = rx.recv_timeout(WAIT).expect("the second marker");
+        match item {
+            Err(Error::Lagged { .. }) => {
+                picture = w.store().state().iter().map(|p| key(p)).collect();
+                break;
+            }
+            Ok(e) => {
+                if let Some(p) = e.object() {
+                    picture.insert(key(p));
+                }
+                seen.push(describe(&e));
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(seen.contains(&"InitDone".to_owned()), "the marker comes after InitDone: {seen:?}");
+    assert_eq!(picture.len(), 16, "{picture:?}");
+}
+
+/// A consumer that subscribes after a first list was abandoned (a 410 on its second page) is
+/// shown what that list delivered to the others, so the `Delete` that the next list's end
+/// gives everyone for a pod deleted meanwhile is for a pod it was shown. It used to get that
+/// `Delete` for a pod it had never been given.
+#[test]
+fn a_consumer_attached_after_an_abandoned_first_list_is_deleted_only_what_it_was_shown() {
+    let server = server();
+    for name in ["a", "b", "c"] {
+        server.create(&pod("apps", name)).unwrap();
+    }
+    let page2 = server.hold_nth(Match::List, 1);
+    let fast = kube_watcher::Backoff { initial: ms(1), max: ms(5), ..kube_watcher::Backoff::default() };
+    let w = Watcher::new(pods(&server), Config::default().page_size(2).backoff(fast)).unwrap();
+    let all = w.subscribe(); // there from the start
+    assert!(page2.wait_until_held(WAIT), "the second page is asked for");
+    // The first page was delivered (before the second was asked for). Delete one of its pods
+    // and compact the history, so that the held page's continue token has expired.
+    let first = collect_from(&all, |s| s.len() == 3);
+    assert_eq!(first[0], "Init", "{first:?}");
+    let deleted = first[1].trim_start_matches("InitApply(").trim_end_matches(')').to_owned();
+    server.delete::<Pod>(Some("apps"), &deleted).unwrap();
+    server.compact();
+    let next_list = server.hold(Match::List);
+    page2.release();
+    assert!(next_list.wait_until_held(WAIT), "the list starts again");
+    let late = w.subscribe();
+    next_list.release();
+    w.store().wait_until_ready(WAIT).unwrap();
+    for (name, rx, before) in [("from the start", &all, first), ("late", &late, Vec::new())] {
+        let gone = format!("Delete({deleted})");
+        let events: Vec<String> = before.into_iter().chain(collect_from(rx, |s| s.contains(&gone))).collect();
+        let mut shown = std::collections::BTreeSet::new();
+        for e in &events {
+            if let Some(n) = e.strip_prefix("InitApply(").and_then(|n| n.strip_suffix(')')) {
+                shown.insert(n.to_owned());
+            }
+            if let Some(n) = e.strip_prefix("Delete(").and_then(|n| n.strip_suffix(')')) {
+                assert!(shown.contains(n), "{name}: a Delete for {n}, never shown: {events:?}");
+            }
+        }
+    }
+}
+
+/// A callback that panics ends the watcher; `wait_until_ready` learns it, and why, at once,
+/// even while an attached consumer is not reading (the watcher then waits for that consumer to
+/// hand over the events it held back). The wait used to run out its whole timeout with
+/// `NotReady`, saying nothing of the panic.
+#[test]
+fn a_panic_reaches_wait_until_ready_while_a_consumer_is_not_reading() {
+    let server = server();
+    create_pods(&server, 0..20);
+    server.create(&pod("apps", "zz-boom")).unwrap(); // listed last
+    let list = server.hold(Match::List);
+    let w = Watcher::builder(pods(&server))
+        .config(Config::default().page_size(0))
+        .transform(|p: &mut Pod| assert_ne!(p.metadata.name.as_deref(), Some("zz-boom"), "transform refuses zz-boom"))
+        .channel_capacity(1)
+        .start()
+        .unwrap();
+    let rx = w.receiver().clone(); // attached before the list, never read until the end
+    list.release();
+    match w.store().wait_until_ready(WAIT) {
+        Err(e) => assert!(e.to_string().contains("transform"), "{e}"),
+        Ok(()) => panic!("ready, though the transform panicked"),
+    }
+    // The consumer still gets what was delivered, then the panic.
+    let last = rx.iter().last().expect("items");
+    assert!(matches!(&last, Err(e) if e.to_string().contains("transform")), "{last:?}");
+}

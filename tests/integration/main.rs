@@ -20,6 +20,7 @@ mod dynamic;
 mod features;
 mod freshness;
 mod index;
+mod lease;
 mod metadata;
 mod parallel;
 mod protobuf;
@@ -31,6 +32,7 @@ mod shutdown;
 mod undecodable;
 mod watch;
 mod watch_object;
+mod writes;
 
 /// Every file here is compiled (see `every_file_is_a_module`).
 #[test]

@@ -9,9 +9,12 @@
 //!   goes out before the worker waits for the network ([`before_read`](Delivery::before_read))
 //!   and between requests ([`quiet`](Delivery::quiet)).
 //! - [`Subscribers`] (`subscribers.rs`) is what the watcher's threads and its handle share: the
-//!   consumers' channels and their slow-consumer policies (blocking or lagging, with markers),
-//!   subscribing, and closing at the end with the terminal error.
+//!   consumers' channels and their delivery state, subscribing, and closing at the end with the
+//!   terminal error. It carries out, for each consumer and item, what `consumer.rs` decides:
+//!   the one pure decision (send, wait, hold back, drop with a lag marker, the second marker
+//!   after a relist) whose documentation states every delivery rule.
 
+mod consumer;
 mod subscribers;
 
 use std::collections::VecDeque;
@@ -95,6 +98,8 @@ impl<K> Change<'_, K> {
 /// A worker's delivery to the consumers (see the module documentation).
 pub(crate) struct Delivery<K> {
     subscribers: Arc<Subscribers<K>>,
+    /// The part of the watcher this worker fills (one namespace, or the whole resource).
+    part: usize,
     /// How the store decodes a compact entry, for the events held encoded.
     decode: Decode<K>,
     /// Compact store mode: events hold decoded objects the store does not (see `kept`).
@@ -172,18 +177,19 @@ impl<K> Kept<K> {
 }
 
 impl<K: Watchable> Delivery<K> {
-    /// Delivery to `subscribers`; `decode`: how the store decodes a compact entry; `compact`:
-    /// a compact store mode.
-    pub(crate) fn new(subscribers: Arc<Subscribers<K>>, decode: Decode<K>, compact: bool) -> Self {
+    /// Delivery of part `part`'s events to `subscribers`; `decode`: how the store decodes a
+    /// compact entry; `compact`: a compact store mode.
+    pub(crate) fn new(subscribers: Arc<Subscribers<K>>, part: usize, decode: Decode<K>, compact: bool) -> Self {
         Delivery {
             subscribers,
+            part,
             decode,
             compact,
             out: Vec::new(),
             relist: false,
             pending: 0,
             batching: false,
-            backlog: Vec::new(),
+            backlog: VecDeque::new(),
             len: 0,
             kept: Kept { objects: VecDeque::new(), bytes: 0 },
         }
@@ -271,7 +277,9 @@ impl<K: Watchable> Delivery<K> {
             });
             let shared = only_encoded.map(|encoded| Held::InitApply(encoded, decode));
             let items = items.chain(shared).chain(error.map(|e| Held::Item(Err(e))));
+            let before = self.backlog.len();
             self.backlog.extend(items.map(|item| (Arc::clone(&subs), item)));
+            self.subscribers.worked(self.backlog.len() - before);
             if self.backlog.len() >= BATCH {
                 self.deliver_ready();
             }
@@ -292,13 +300,15 @@ impl<K: Watchable> Delivery<K> {
         }
         if self.batching && self.backlog.len() < BATCH {
             let items = events.drain(..).map(Ok).chain(error.map(Err));
+            let before = self.backlog.len();
             self.backlog.extend(items.map(|item| (Arc::clone(&subs), Held::Item(item))));
+            self.subscribers.worked(self.backlog.len() - before);
             self.out = events;
             return Ok(());
         }
         self.flush()?;
         let items = events.drain(..).map(Ok).chain(error.map(Err));
-        let delivered = self.subscribers.deliver(&subs, items);
+        let delivered = self.subscribers.deliver(&subs, self.part, items);
         self.out = events;
         delivered
     }
@@ -311,7 +321,7 @@ impl<K> Delivery<K> {
     fn deliver_ready(&mut self) {
         self.kept.free();
         let kept = &mut self.kept;
-        self.subscribers.deliver_ready(&mut self.backlog, &mut |obj, len| kept.keep(obj, len));
+        self.subscribers.deliver_ready(&mut self.backlog, self.part, &mut |obj, len| kept.keep(obj, len));
     }
 
     /// The worker is about to wait for the network: hand over what is held back. During a relist
@@ -337,12 +347,13 @@ impl<K> Delivery<K> {
 
     /// Delivers the events held back, in order, waiting for consumers.
     fn flush(&mut self) -> Result<(), Stopped> {
-        for (subs, held) in self.backlog.drain(..) {
+        while let Some((subs, held)) = self.backlog.pop_front() {
+            self.subscribers.worked(1);
             if subs.is_empty() {
                 continue;
             }
             if let Some(item) = held.into_item() {
-                self.subscribers.deliver(&subs, [item])?;
+                self.subscribers.deliver(&subs, self.part, [item])?;
             }
         }
         Ok(())

@@ -108,6 +108,11 @@ fn columns(rt: &ResourceType) -> Vec<Column> {
             AGE,
             col("Selector", "string", "The label selector of the service.", true),
         ],
+        ("coordination.k8s.io", "leases") => vec![
+            NAME,
+            col("Holder", "string", "holderIdentity contains the identity of the holder of a current lease.", false),
+            AGE,
+        ],
         _ => vec![NAME, AGE],
     }
 }
@@ -183,6 +188,8 @@ fn cells(rt: &ResourceType, obj: &Value, now: SystemTime) -> Vec<Value> {
                 json!(none_if_empty(&selector(obj.pointer("/spec/selector")))),
             ]
         }
+        // An empty holder (a released lease) prints as an empty cell, as the real printer does.
+        ("coordination.k8s.io", "leases") => vec![name, json!(text(obj, "/spec/holderIdentity")), age],
         _ => vec![name, age],
     }
 }

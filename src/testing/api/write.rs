@@ -91,6 +91,22 @@ pub(super) fn update(
         }
         obj = merged;
     }
+    let key = make_key(ns.unwrap_or_default(), name);
+    let unversioned = obj.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or_default().is_empty();
+    if unversioned && requires_version(&rt) && state.store.types[idx].objects.contains_key(&key) {
+        // The real server's Lease strategy refuses unconditional updates (kubernetes
+        // pkg/registry/coordination/lease/strategy.go: AllowUnconditionalUpdate is false).
+        return status_response(
+            422,
+            "Invalid",
+            &format!(
+                "{}.{} {name:?} is invalid: metadata.resourceVersion: Invalid value: 0: must be specified for an update",
+                rt.plural, rt.group
+            ),
+            Some(json!({"name": name, "group": rt.group, "kind": rt.plural,
+                        "causes": [{"reason": "FieldValueInvalid", "message": "Invalid value: 0: must be specified for an update", "field": "metadata.resourceVersion"}]})),
+        );
+    }
     let result = state.store.replace(idx, obj, ns);
     drop(state);
     shared.notify();
@@ -98,6 +114,12 @@ pub(super) fn update(
         Ok(obj) => Response::json(200, &obj),
         Err(e) => error_response(&e, &rt),
     }
+}
+
+/// Whether a PUT must carry the resourceVersion it read: Leases, whose whole use is optimistic
+/// concurrency.
+fn requires_version(rt: &ResourceType) -> bool {
+    rt.built_in && rt.group == "coordination.k8s.io" && rt.plural == "leases"
 }
 
 /// RFC 7386 merge patch, plus the parts of strategic merge patch kubectl relies on: `$`

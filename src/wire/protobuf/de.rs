@@ -13,10 +13,14 @@
 //! counted first (one pass over the rest of the message, stepping over every record), so a list
 //! is allocated at its exact size, as simd-json's known array lengths give on the JSON path, and
 //! when they are one run (as Go writes them) the message's reader steps over all of them.
+//!
+//! Here: the wire reader and a message's fields (`Fields`, a serde map); one field's value
+//! (scalars, times, quantities, embedded JSON) in `value.rs`; repeated and map fields in
+//! `repeated.rs`.
 
 use std::fmt;
 
-use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
 use serde::forward_to_deserialize_any;
 
 use super::schema::{Field, Message, Schema, Type};
@@ -475,6 +479,13 @@ macro_rules! shared_methods {
     };
 }
 
+// After `shared_methods!`, which they use.
+mod repeated;
+mod value;
+
+use repeated::AllDe;
+use value::{ValueDe, raw_json, seconds_nanos};
+
 /// One message as a whole value.
 struct MessageDe<'de>(Option<Fields<'de>>);
 
@@ -489,256 +500,4 @@ impl<'de> de::Deserializer<'de> for MessageDe<'de> {
     }
 
     shared_methods!(reads_ignored);
-}
-
-/// One value of a field (or a map value, or a repeated element).
-struct ValueDe<'de> {
-    ctx: Ctx,
-    ty: &'static Type,
-    wire: Wire<'de>,
-    depth: u32,
-}
-
-/// The safe way from bytes to a `&str`. With the `simd` feature, simdutf8 (simd-json's own UTF-8
-/// check): the same answer as `std::str::from_utf8`, with SIMD from 64 bytes on.
-#[inline]
-fn utf8(bytes: &[u8]) -> Result<&str, Error> {
-    #[cfg(feature = "simd")]
-    let text = simdutf8::basic::from_utf8(bytes).ok();
-    #[cfg(not(feature = "simd"))]
-    let text = std::str::from_utf8(bytes).ok();
-    text.ok_or_else(not_utf8)
-}
-
-#[cold]
-fn not_utf8() -> Error {
-    Error("a string that is not UTF-8".into())
-}
-
-fn seconds_nanos(bytes: &[u8]) -> Result<(i64, i64), Error> {
-    let (mut seconds, mut nanos) = (0i64, 0i64);
-    let mut reader = Reader::new(bytes);
-    while let Some((number, wire)) = reader.next()? {
-        match (number, wire) {
-            (1, Wire::Varint(v)) => seconds = v as i64,
-            (2, Wire::Varint(v)) => nanos = i64::from(v as i32),
-            _ => {}
-        }
-    }
-    Ok((seconds, nanos))
-}
-
-/// Field 1 (`raw`) of a `RawExtension` or `FieldsV1`.
-fn raw_json(bytes: &[u8]) -> Result<&[u8], Error> {
-    let mut reader = Reader::new(bytes);
-    let mut raw: &[u8] = &[];
-    while let Some((number, wire)) = reader.next()? {
-        if let (1, Wire::Bytes(b)) = (number, wire) {
-            raw = b;
-        }
-    }
-    Ok(raw)
-}
-
-/// The string of a `Quantity` message (field 1).
-fn quantity(bytes: &[u8]) -> Result<&str, Error> {
-    let mut reader = Reader::new(bytes);
-    let mut text = "0";
-    while let Some((number, wire)) = reader.next()? {
-        if let (1, Wire::Bytes(b)) = (number, wire) {
-            text = utf8(b)?;
-        }
-    }
-    Ok(if text.is_empty() { "0" } else { text })
-}
-
-impl<'de> ValueDe<'de> {
-    fn mismatch<T>(&self) -> Result<T, Error> {
-        let wire = match self.wire {
-            Wire::Varint(_) => "a varint",
-            Wire::Bytes(_) => "length-delimited bytes",
-            Wire::Fixed => "a fixed-width number",
-        };
-        err(format!("{wire} where the table says {:?}", self.ty))
-    }
-}
-
-impl<'de> de::Deserializer<'de> for ValueDe<'de> {
-    type Error = Error;
-
-    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        match (self.ty, self.wire) {
-            (Type::String, Wire::Bytes(b)) => visitor.visit_borrowed_str(utf8(b)?),
-            (Type::Bytes, Wire::Bytes(b)) => visitor.visit_string(super::base64(b)),
-            (Type::Bool, Wire::Varint(v)) => visitor.visit_bool(v != 0),
-            // int32 negatives are sent sign-extended to 64 bits, so one cast serves both widths.
-            (Type::Int, Wire::Varint(v)) => visitor.visit_i64(v as i64),
-            (Type::Time, Wire::Bytes(b)) => {
-                visitor.visit_str(super::time::rfc3339(seconds_nanos(b)?.0, None)?.as_str())
-            }
-            (Type::MicroTime, Wire::Bytes(b)) => {
-                let (seconds, nanos) = seconds_nanos(b)?;
-                visitor.visit_str(super::time::rfc3339(seconds, Some(nanos))?.as_str())
-            }
-            (Type::Duration, Wire::Bytes(b)) => {
-                let mut reader = Reader::new(b);
-                let mut nanos = 0i64;
-                while let Some((number, wire)) = reader.next()? {
-                    if let (1, Wire::Varint(v)) = (number, wire) {
-                        nanos = v as i64;
-                    }
-                }
-                visitor.visit_string(super::time::go_duration(nanos))
-            }
-            (Type::Quantity, Wire::Bytes(b)) => visitor.visit_borrowed_str(quantity(b)?),
-            (Type::IntOrString, Wire::Bytes(b)) => {
-                let (mut kind, mut int, mut text) = (0u64, 0i64, "");
-                let mut reader = Reader::new(b);
-                while let Some((number, wire)) = reader.next()? {
-                    match (number, wire) {
-                        (1, Wire::Varint(v)) => kind = v,
-                        (2, Wire::Varint(v)) => int = i64::from(v as i32),
-                        (3, Wire::Bytes(s)) => text = utf8(s)?,
-                        _ => {}
-                    }
-                }
-                if kind == 1 { visitor.visit_borrowed_str(text) } else { visitor.visit_i64(int) }
-            }
-            (Type::Raw, Wire::Bytes(b)) => {
-                let raw = raw_json(b)?;
-                if raw.starts_with(super::MAGIC) {
-                    return err("an embedded object in protobuf (not JSON) is not supported");
-                }
-                // Straight from the text into the visitor, as the JSON path reads it. UTF-8 is
-                // checked once for the whole text (serde_json's `from_slice` checks every string
-                // on its own, and `from_str` skips that): invalid UTF-8 is an error either way,
-                // and a valid text is parsed to the same value.
-                let json = |e: serde_json::Error| Error(format!("embedded JSON: {e}"));
-                let text = utf8(raw).map_err(|_| Error("embedded JSON that is not UTF-8".into()))?;
-                let mut de = serde_json::Deserializer::from_str(text);
-                let value = de.deserialize_any(visitor).map_err(json)?;
-                de.end().map_err(json)?;
-                Ok(value)
-            }
-            (Type::Message(index), Wire::Bytes(b)) => visitor.visit_map(Fields::new(self.ctx, *index, b, self.depth)?),
-            (Type::Wrapped(inner), Wire::Bytes(b)) => {
-                let (records, _) = Records::survey(&Reader::new(b), 1, packable(inner))?;
-                visitor.visit_seq(Elements { ctx: self.ctx, ty: inner, records, packed: None, depth: self.depth })
-            }
-            _ => self.mismatch(),
-        }
-    }
-
-    shared_methods!(skips_ignored);
-}
-
-/// Every record of one repeated or map field, from its first record on.
-struct AllDe<'de> {
-    ctx: Ctx,
-    field: &'static Field,
-    records: Records<'de>,
-    depth: u32,
-}
-
-impl<'de> de::Deserializer<'de> for AllDe<'de> {
-    type Error = Error;
-
-    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        let (ctx, records, depth) = (self.ctx, self.records, self.depth);
-        match &self.field.ty {
-            Type::Map(ty) => visitor.visit_map(Entries { ctx, ty, records, value: None, depth }),
-            Type::Repeated(ty) => visitor.visit_seq(Elements { ctx, ty, records, packed: None, depth }),
-            _ => err("not a repeated field"),
-        }
-    }
-
-    shared_methods!(skips_ignored);
-}
-
-/// The elements of a repeated field: every record with its number (numbers may also come packed,
-/// several varints in one length-delimited record).
-struct Elements<'de> {
-    ctx: Ctx,
-    ty: &'static Type,
-    records: Records<'de>,
-    packed: Option<Reader<'de>>,
-    depth: u32,
-}
-
-impl<'de> SeqAccess<'de> for Elements<'de> {
-    type Error = Error;
-
-    fn next_element_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>, Error> {
-        loop {
-            if let Some(packed) = &mut self.packed {
-                if !packed.at_end() {
-                    let v = packed.varint()?;
-                    self.records.values = self.records.values.saturating_sub(1);
-                    let value = ValueDe { ctx: self.ctx, ty: self.ty, wire: Wire::Varint(v), depth: self.depth };
-                    return seed.deserialize(value).map(Some);
-                }
-                self.packed = None;
-            }
-            let Some(wire) = self.records.next()? else { return Ok(None) };
-            if let (Type::Int | Type::Bool, Wire::Bytes(b)) = (self.ty, wire) {
-                self.packed = Some(Reader::new(b));
-                continue;
-            }
-            self.records.values = self.records.values.saturating_sub(1);
-            let value = ValueDe { ctx: self.ctx, ty: self.ty, wire, depth: self.depth };
-            return seed.deserialize(value).map(Some);
-        }
-    }
-
-    fn size_hint(&self) -> Option<usize> {
-        Some(self.records.values)
-    }
-}
-
-/// The entries of a map field: every record with its number, each a message of key (1) and value (2).
-struct Entries<'de> {
-    ctx: Ctx,
-    ty: &'static Type,
-    records: Records<'de>,
-    value: Option<Option<Wire<'de>>>,
-    depth: u32,
-}
-
-impl<'de> MapAccess<'de> for Entries<'de> {
-    type Error = Error;
-
-    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, Error> {
-        let Some(wire) = self.records.next()? else { return Ok(None) };
-        let Wire::Bytes(entry) = wire else {
-            return err("a map entry that is not length-delimited");
-        };
-        let (mut key, mut value) = ("", None);
-        let mut reader = Reader::new(entry);
-        while let Some((n, w)) = reader.next()? {
-            match (n, w) {
-                (1, Wire::Bytes(b)) => key = utf8(b)?,
-                (1, _) => return err("a map key that is not a string"),
-                (2, w) => value = Some(w),
-                _ => {}
-            }
-        }
-        self.value = Some(value);
-        seed.deserialize(de::value::BorrowedStrDeserializer::new(key)).map(Some)
-    }
-
-    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, Error> {
-        let Some(value) = self.value.take() else {
-            return err("a map value was asked for before its key");
-        };
-        // An absent value is the type's zero value: an empty string or message.
-        let wire = value.unwrap_or(match self.ty {
-            Type::Int | Type::Bool => Wire::Varint(0),
-            _ => Wire::Bytes(&[]),
-        });
-        seed.deserialize(ValueDe { ctx: self.ctx, ty: self.ty, wire, depth: self.depth })
-    }
-
-    fn size_hint(&self) -> Option<usize> {
-        Some(self.records.left)
-    }
 }

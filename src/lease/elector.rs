@@ -1,0 +1,402 @@
+//! [`LeaderElector`]: the handle users hold, and the one thread that performs
+//! [`Candidate::step`]'s actions over HTTP, waits between them, and publishes leadership.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender, after, select};
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::jiff::Timestamp;
+use parking_lot::{Condvar, Mutex};
+
+use super::decide::{Action, Candidate, Input, Now};
+use super::{Leadership, LeaseTimings};
+use crate::error::{Error, Result};
+use crate::wire::api::Api;
+use crate::wire::http::{Http, Interrupt};
+
+/// The longest a stopping elector spends releasing its lease (at most one retry period).
+const RELEASE_BOUND: Duration = Duration::from_secs(5);
+
+/// One replica's part in electing a leader over a `Lease` (coordination.k8s.io/v1), with the
+/// semantics of client-go's leader election: at most one replica leads at any instant, in its
+/// own view, and a replica that stops or dies lets another take over.
+///
+/// A background thread (`kw-lease`) reads the lease every retry period while another replica
+/// holds it, takes it when it is free or has not changed for its lease duration (judged on this
+/// process's monotonic clock, so clock skew between machines does not matter), and, once
+/// leading, renews it every retry period. Every write carries the resourceVersion it read, so
+/// of two replicas racing for the lease one wins and the other is refused.
+///
+/// Leadership is [`is_leader`](Self::is_leader) (computed at the call, so it turns false at the
+/// renew deadline even if the thread is stuck), [`changes`](Self::changes) (a channel for
+/// `select!`) and [`wait_until_leader`](Self::wait_until_leader). A leader that cannot renew
+/// within the renew deadline reports [`Leadership::Lost`] before any other replica can take the
+/// lease: stop acting as the leader when you receive it. Leases give no fencing: a leader
+/// that keeps acting after `Lost` (or while its process is frozen) is not stopped by them.
+///
+/// [`stop`](Self::stop) (also on drop) releases the lease, as client-go's `ReleaseOnCancel`
+/// does, so a standby takes over at its next read, within one retry period.
+///
+/// # Examples
+/// ```
+/// # let server = kube_watcher::testing::FakeApiServer::start();
+/// use std::time::Duration;
+/// use k8s_openapi::api::coordination::v1::Lease;
+/// use kube_watcher::{Api, Client, LeaderElector, LeaseTimings, Leadership};
+///
+/// let leases: Api<Lease> = Api::namespaced(Client::from_url(&server.url())?, "default");
+/// let elector = LeaderElector::start(leases, "my-controller", "replica-1", LeaseTimings::default())?;
+/// if elector.wait_until_leader(Duration::from_secs(30)) {
+///     // Lead, until `changes()` says `Lost`.
+///     assert_eq!(elector.changes().recv_timeout(Duration::from_secs(5)), Ok(Leadership::Acquired));
+/// }
+/// elector.stop(); // releases the lease
+/// # Ok::<(), kube_watcher::Error>(())
+/// ```
+#[must_use = "dropping a LeaderElector stops it and releases the lease"]
+pub struct LeaderElector {
+    shared: Arc<Shared>,
+    changes: Receiver<Leadership>,
+    /// Dropped by `stop`: wakes the thread's wait.
+    stop_tx: Mutex<Option<Sender<()>>>,
+    /// Cuts the request in flight, if any, when stopping.
+    interrupt: Interrupt,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    name: String,
+    identity: String,
+}
+
+impl std::fmt::Debug for LeaderElector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaderElector")
+            .field("lease", &self.name)
+            .field("identity", &self.identity)
+            .field("leader", &self.is_leader())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the thread and the handle share.
+struct Shared {
+    /// Until when this replica leads, in its own view (`None`: it does not); the thread sets
+    /// it after every decision, `stop` clears it.
+    leading_until: Mutex<Option<Instant>>,
+    /// Notified whenever `leading_until` changes.
+    changed: Condvar,
+    stopping: AtomicBool,
+}
+
+impl Shared {
+    fn leader_at(&self, now: Instant) -> bool {
+        self.leading_until.lock().is_some_and(|until| now < until)
+    }
+}
+
+impl LeaderElector {
+    /// Starts electing a leader over the Lease `name` in `api`'s namespace, as `identity`
+    /// (unique per replica: a pod name, or a host name plus a random suffix).
+    ///
+    /// Returns at once; the thread reads (or creates) the lease right away, so a lone replica
+    /// leads after one or two requests. The lease is created if missing.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when `timings` break client-go's rules (see [`LeaseTimings`]), `name`
+    /// or `identity` is empty, or `api` has no namespace; [`Error::Spawn`] when the thread
+    /// cannot start. Errors from the server do not end the elector: it retries every retry
+    /// period (and logs them at debug level).
+    pub fn start(api: Api<Lease>, name: &str, identity: &str, timings: LeaseTimings) -> Result<LeaderElector> {
+        timings.validate()?;
+        if name.is_empty() {
+            return Err(Error::config("name", "the lease needs a name"));
+        }
+        if identity.is_empty() {
+            return Err(Error::config("identity", "must not be empty (an empty holder means a released lease)"));
+        }
+        if api.namespace().is_none() {
+            return Err(Error::config("api", "leases are namespaced: use Api::namespaced"));
+        }
+        let http = api.http();
+        let interrupt = http.interrupt();
+        let shared = Arc::new(Shared {
+            leading_until: Mutex::new(None),
+            changed: Condvar::new(),
+            stopping: AtomicBool::new(false),
+        });
+        let (changes_tx, changes) = crossbeam_channel::unbounded();
+        let (stop_tx, stop_rx) = crossbeam_channel::bounded(0);
+        let worker = Worker {
+            api,
+            http,
+            name: name.to_owned(),
+            lease: None,
+            candidate: Candidate::new(identity, timings),
+            shared: Arc::clone(&shared),
+            changes: changes_tx,
+            stop: stop_rx,
+            timings,
+            told: false,
+        };
+        let thread = std::thread::Builder::new()
+            .name("kw-lease".to_owned())
+            .spawn(move || worker.run())
+            .map_err(|e| Error::Spawn(format!("lease {name:?}: {e}").into()))?;
+        Ok(LeaderElector {
+            shared,
+            changes,
+            stop_tx: Mutex::new(Some(stop_tx)),
+            interrupt,
+            thread: Mutex::new(Some(thread)),
+            name: name.to_owned(),
+            identity: identity.to_owned(),
+        })
+    }
+
+    /// Whether this replica leads now, in its own view. Never blocks (beyond a short lock).
+    ///
+    /// Computed at the call from the time of the last successful renewal, so it turns false
+    /// at the renew deadline even when the elector's thread is stuck or paused.
+    #[must_use]
+    pub fn is_leader(&self) -> bool {
+        self.shared.leader_at(Instant::now())
+    }
+
+    /// Blocks until this replica leads or `timeout` passes; true when it leads.
+    #[must_use]
+    pub fn wait_until_leader(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now().checked_add(timeout);
+        let mut until = self.shared.leading_until.lock();
+        loop {
+            let now = Instant::now();
+            if until.is_some_and(|u| now < u) {
+                return true;
+            }
+            if self.shared.stopping.load(Ordering::Relaxed) || deadline.is_some_and(|d| now >= d) {
+                return false;
+            }
+            match deadline {
+                Some(d) => {
+                    self.shared.changed.wait_until(&mut until, d);
+                }
+                None => self.shared.changed.wait(&mut until),
+            }
+        }
+    }
+
+    /// Each change of leadership as it happens: [`Leadership::Acquired`], then
+    /// [`Leadership::Lost`], and so on (they alternate, starting with `Acquired`). For
+    /// `select!` alongside watchers and timers. Disconnected once the elector has stopped.
+    /// Changes wait in the channel until received (one small value per change of leader; a
+    /// program that only calls [`is_leader`](Self::is_leader) may leave them).
+    ///
+    /// `Lost` is sent at the renew deadline, before any other replica can take the lease; on
+    /// [`stop`](Self::stop) while leading, `Lost` is sent before the lease is released.
+    #[must_use]
+    pub fn changes(&self) -> &Receiver<Leadership> {
+        &self.changes
+    }
+
+    /// The name of the lease.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// This replica's identity (the lease's `holderIdentity` while it leads).
+    #[must_use]
+    pub fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    /// Stops the elector: it stops leading at once ([`is_leader`](Self::is_leader) turns
+    /// false, `Lost` is sent if it led), releases the lease if it holds it (holder emptied, so
+    /// a standby takes over at its next read), and its thread ends. Blocks until then: a
+    /// request in flight is cut; the release is one or two requests, bounded by the retry
+    /// period (at most 5 s). Idempotent; dropping the elector does the same.
+    pub fn stop(&self) {
+        {
+            // Under the lock the thread publishes under, so that it cannot publish a lead after
+            // this point.
+            let mut until = self.shared.leading_until.lock();
+            self.shared.stopping.store(true, Ordering::SeqCst);
+            *until = None;
+        }
+        self.shared.changed.notify_all();
+        self.stop_tx.lock().take();
+        self.interrupt.interrupt();
+        if let Some(thread) = self.thread.lock().take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for LeaderElector {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The elector's thread.
+struct Worker {
+    api: Api<Lease>,
+    http: Http,
+    name: String,
+    /// The lease last read or written: what an update replaces (its metadata and
+    /// resourceVersion stay; its spec is the decision's).
+    lease: Option<Lease>,
+    candidate: Candidate,
+    shared: Arc<Shared>,
+    changes: Sender<Leadership>,
+    stop: Receiver<()>,
+    timings: LeaseTimings,
+    /// Whether the owner was last told `Acquired`.
+    told: bool,
+}
+
+impl Worker {
+    fn run(mut self) {
+        let mut input = Input::Tick;
+        let mut release_by = None;
+        loop {
+            let mut action = self.step(input);
+            if self.shared.stopping.load(Ordering::SeqCst) && !self.candidate.stopping() {
+                // The agent was shut down to cut a request: release on a fresh one.
+                let bound = self.timings.retry_period.min(RELEASE_BOUND);
+                release_by = Some(Instant::now() + bound);
+                self.http = self.api.http();
+                action = self.step(Input::Stop);
+            }
+            if release_by.is_some_and(|by| Instant::now() >= by) {
+                log::debug!("lease {:?}: could not release it in time; it expires on its own", self.name);
+                break;
+            }
+            input = match action {
+                Action::Done => break,
+                Action::Wait(until) => self.wait(until),
+                Action::Read => self.read(release_by),
+                Action::Create(spec) => self.write(spec, true, release_by),
+                Action::Update(spec) => self.write(spec, false, release_by),
+            };
+        }
+        log::debug!("lease {:?}: elector stopped", self.name);
+    }
+
+    /// One decision, published: `leading_until` first, then the report, so that a consumer
+    /// told `Acquired` finds `is_leader()` true.
+    fn step(&mut self, input: Input) -> Action {
+        let step = self.candidate.step(input, now());
+        {
+            let mut until = self.shared.leading_until.lock();
+            // Once stopping, `stop` has cleared it for good.
+            if !self.shared.stopping.load(Ordering::SeqCst) {
+                *until = self.candidate.leading_until();
+            }
+        }
+        self.shared.changed.notify_all();
+        let stopping = self.shared.stopping.load(Ordering::SeqCst);
+        match step.report {
+            // Once stopping, the owner is told only that it lost what it was told it had.
+            Some(Leadership::Acquired) if !stopping => self.tell(Leadership::Acquired),
+            Some(Leadership::Lost) if self.told => self.tell(Leadership::Lost),
+            Some(Leadership::Acquired | Leadership::Lost) | None => {}
+        }
+        step.action
+    }
+
+    fn tell(&mut self, change: Leadership) {
+        log::debug!("lease {:?}: {change:?}", self.name);
+        self.told = change == Leadership::Acquired;
+        // A consumer that dropped its receiver wants no reports.
+        let _ = self.changes.send(change);
+    }
+
+    /// Waits until `until`, or until stopped.
+    fn wait(&self, until: Instant) -> Input {
+        let timer = match until.checked_duration_since(Instant::now()) {
+            Some(d) if !d.is_zero() => after(d),
+            _ => return Input::Tick,
+        };
+        select! {
+            recv(self.stop) -> _ => Input::Tick,
+            recv(timer) -> _ => Input::Tick,
+        }
+    }
+
+    /// Bounds the next request: while leading, by the end of the lead (a renewal that answers
+    /// later is worth nothing); while stopping, by the release's bound; else by the renew
+    /// deadline.
+    fn bound(&mut self, release_by: Option<Instant>) {
+        let now = Instant::now();
+        let end = release_by.or_else(|| self.candidate.leading_until().filter(|u| *u > now));
+        let timeout = end.map_or(self.timings.renew_deadline, |end| end.saturating_duration_since(now));
+        self.http.set_timeout(Some(timeout.max(Duration::from_millis(1))));
+    }
+
+    fn read(&mut self, release_by: Option<Instant>) -> Input {
+        self.bound(release_by);
+        match self.api.get_on(&self.http, &self.name) {
+            Ok(lease) => {
+                let spec = lease.spec.clone().unwrap_or_default();
+                self.lease = Some(lease);
+                Input::Read(Some(spec))
+            }
+            Err(e) if e.is_not_found() => {
+                self.lease = None;
+                Input::Read(None)
+            }
+            Err(e) => self.failed(&e),
+        }
+    }
+
+    fn write(&mut self, spec: LeaseSpec, create: bool, release_by: Option<Instant>) -> Input {
+        self.bound(release_by);
+        let lease = match (&self.lease, create) {
+            (Some(read), false) => Lease { spec: Some(spec), ..read.clone() },
+            (None, false) => {
+                // The decision updates only a lease it saw, and every lease seen is kept here.
+                log::error!("lease {:?}: an update without a lease read first (a bug); reading it", self.name);
+                return Input::Failed { conflict: true };
+            }
+            (_, true) => {
+                let mut lease = Lease { spec: Some(spec), ..Lease::default() };
+                lease.metadata.name = Some(self.name.clone());
+                lease.metadata.namespace = self.api.namespace().map(str::to_owned);
+                lease
+            }
+        };
+        let sent = Instant::now();
+        let written =
+            if create { self.api.create_on(&self.http, &lease) } else { self.api.replace_on(&self.http, &lease) };
+        match written {
+            Ok(lease) => {
+                let spec = lease.spec.clone().unwrap_or_default();
+                self.lease = Some(lease);
+                Input::Wrote { spec, sent }
+            }
+            Err(e) => self.failed(&e),
+        }
+    }
+
+    fn failed(&self, e: &Error) -> Input {
+        let conflict = e.is_conflict() || e.is_already_exists();
+        if !self.shared.stopping.load(Ordering::Relaxed) {
+            log::debug!("lease {:?}: {e}", self.name);
+        }
+        Input::Failed { conflict }
+    }
+}
+
+fn now() -> Now {
+    Now { mono: Instant::now(), wall: wall_now() }
+}
+
+/// The wall clock, as a timestamp for `acquireTime` and `renewTime` (k8s-openapi's jiff has no
+/// `now()` without its `std` feature). A clock before 1970 stamps 1970: the stamps are for
+/// humans and other clients, never compared here.
+fn wall_now() -> Timestamp {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let secs = i64::try_from(since.as_secs()).unwrap_or(i64::MAX);
+    Timestamp::new(secs, since.subsec_nanos().try_into().unwrap_or(0)).unwrap_or(Timestamp::UNIX_EPOCH)
+}

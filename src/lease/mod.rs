@@ -1,0 +1,162 @@
+//! Leases (coordination.k8s.io/v1): one leader among replicas. Above the client (it reads and
+//! writes a `Lease` through `wire/`), below the public face; the watcher knows nothing of it.
+//!
+//! - [`decide`]: the one pure decision every renewal goes through (what this replica remembers +
+//!   what it just learned + the time → what to send next, and whether it leads). No I/O, no
+//!   clock, no locks: tested with plain values and an injected clock, like `machine/`.
+//! - [`elector`]: [`LeaderElector`], the thread that performs those decisions over HTTP and the
+//!   handle users hold (`is_leader`, `changes`, `wait_until_leader`, `stop`).
+//!
+//! The protocol (client-go's `tools/leaderelection`, what we took and what we changed) is in
+//! docs/protocol.md §13; ARCHITECTURE.md walks through one takeover.
+
+pub(crate) mod decide;
+pub(crate) mod elector;
+
+#[cfg(test)]
+mod model;
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+/// client-go's `JitterFactor`: the renew deadline must exceed 1.2 retry periods.
+const JITTER_FACTOR: f64 = 1.2;
+
+/// How long a lease lasts, how long its holder keeps trying to renew it, and how often
+/// replicas act: the three durations of client-go's leader election.
+///
+/// ```
+/// use std::time::Duration;
+/// use kube_watcher::LeaseTimings;
+///
+/// let timings = LeaseTimings::default();
+/// assert_eq!(timings.lease_duration, Duration::from_secs(15));
+/// assert_eq!(timings.renew_deadline, Duration::from_secs(10));
+/// assert_eq!(timings.retry_period, Duration::from_secs(2));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseTimings {
+    /// How long after this replica last saw the lease change a standby may take it: written
+    /// into the lease as `leaseDurationSeconds`, so it must be a whole number of seconds (at
+    /// least 1). Defaults to 15 s (Kubernetes components' default).
+    pub lease_duration: Duration,
+    /// How long the leader keeps leading without a successful renewal, counted from when it
+    /// sent the last one that succeeded; past it, it reports [`Leadership::Lost`]. Must be
+    /// shorter than `lease_duration`, so the leader knows it lost before anyone can take the
+    /// lease. Defaults to 10 s.
+    pub renew_deadline: Duration,
+    /// How often the leader renews and a standby reads the lease. Must be shorter than
+    /// `renew_deadline` / 1.2 (client-go's rule). Defaults to 2 s.
+    pub retry_period: Duration,
+}
+
+impl Default for LeaseTimings {
+    fn default() -> Self {
+        LeaseTimings {
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        }
+    }
+}
+
+impl LeaseTimings {
+    /// Checks client-go's rules (lease duration > renew deadline > 1.2 × retry period > 0)
+    /// and that the lease duration is a whole number of seconds that fits the lease.
+    pub(crate) fn validate(&self) -> Result<()> {
+        let field = |name: &str, message: String| Err(Error::config(&format!("LeaseTimings::{name}"), message));
+        if self.retry_period.is_zero() {
+            return field("retry_period", "must be greater than zero".into());
+        }
+        if self.lease_duration.subsec_nanos() != 0 || self.lease_duration.is_zero() {
+            return field(
+                "lease_duration",
+                format!(
+                    "{:?}: must be a whole number of seconds, at least 1 (the lease stores leaseDurationSeconds)",
+                    self.lease_duration
+                ),
+            );
+        }
+        if self.lease_duration.as_secs() > i32::MAX as u64 {
+            return field(
+                "lease_duration",
+                format!("{:?}: larger than leaseDurationSeconds holds", self.lease_duration),
+            );
+        }
+        if self.lease_duration <= self.renew_deadline {
+            return field(
+                "renew_deadline",
+                format!("{:?} must be shorter than lease_duration ({:?})", self.renew_deadline, self.lease_duration),
+            );
+        }
+        if self.renew_deadline.as_secs_f64() <= self.retry_period.as_secs_f64() * JITTER_FACTOR {
+            return field(
+                "renew_deadline",
+                format!("{:?} must be longer than 1.2 × retry_period ({:?})", self.renew_deadline, self.retry_period),
+            );
+        }
+        Ok(())
+    }
+
+    /// `leaseDurationSeconds`: validated to fit.
+    pub(crate) fn lease_seconds(&self) -> i32 {
+        i32::try_from(self.lease_duration.as_secs()).unwrap_or(i32::MAX)
+    }
+}
+
+/// A change of leadership, as [`LeaderElector::changes`](crate::LeaderElector::changes) reports
+/// it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Leadership {
+    /// This replica now holds the lease: it leads until it reports `Lost`.
+    Acquired,
+    /// This replica no longer leads: it could not renew within the renew deadline, another
+    /// replica holds the lease, or it was stopped. Stop acting as the leader at once.
+    Lost,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secs(s: f64) -> Duration {
+        Duration::from_secs_f64(s)
+    }
+
+    fn timings(lease: f64, renew: f64, retry: f64) -> LeaseTimings {
+        LeaseTimings { lease_duration: secs(lease), renew_deadline: secs(renew), retry_period: secs(retry) }
+    }
+
+    #[test]
+    fn the_public_types_are_send_and_sync() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<crate::LeaderElector>();
+        assert_send_sync::<LeaseTimings>();
+        assert_send_sync::<Leadership>();
+    }
+
+    #[test]
+    fn the_defaults_are_kubernetes_components_and_pass() {
+        assert_eq!(LeaseTimings::default(), timings(15.0, 10.0, 2.0));
+        LeaseTimings::default().validate().unwrap();
+        assert_eq!(LeaseTimings::default().lease_seconds(), 15);
+    }
+
+    #[test]
+    fn validation_names_the_field_at_fault() {
+        let cases = [
+            (timings(10.0, 10.0, 2.0), "LeaseTimings::renew_deadline: 10s must be shorter than lease_duration"),
+            (timings(15.0, 2.4, 2.0), "LeaseTimings::renew_deadline: 2.4s must be longer than 1.2 × retry_period"),
+            (timings(15.0, 10.0, 0.0), "LeaseTimings::retry_period: must be greater than zero"),
+            (timings(1.5, 1.0, 0.5), "LeaseTimings::lease_duration: 1.5s: must be a whole number of seconds"),
+            (timings(0.0, 0.0, 0.0), "LeaseTimings::retry_period"),
+            (timings(1e10, 10.0, 2.0), "LeaseTimings::lease_duration: 10000000000s: larger than"),
+        ];
+        for (t, want) in cases {
+            let e = t.validate().unwrap_err().to_string();
+            assert!(e.contains(want), "{t:?}: {e}");
+        }
+        timings(1.0, 0.5, 0.4).validate().unwrap();
+    }
+}
