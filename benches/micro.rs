@@ -54,6 +54,15 @@ fn main() {
     per_op("identity of a listed item (relist peek)", 2000, || {
         assert!(kube_watcher::fuzzing::peek(black_box(bytes)));
     });
+    // What a sharded watcher reads of each watch event before deciding whether to decode it
+    // (`decode::event_in_shard`): the type and the object's uid, hashed.
+    #[cfg(feature = "fuzzing")]
+    {
+        let shard = kube_watcher::Shard::of(0, 2).unwrap();
+        per_op("shard test of a watch event (JSON line)", 2000, || {
+            black_box(kube_watcher::fuzzing::event_in_shard(false, black_box(line.as_bytes()), &shard));
+        });
+    }
     per_op("envelope with RawValue object", 2000, || {
         #[derive(serde::Deserialize)]
         struct Env<'a> {
@@ -89,6 +98,25 @@ fn main() {
         value["kind"] = "Pod".into();
         let proto = kube_watcher::fuzzing::protobuf_encode(&value).unwrap();
         println!("pod protobuf: {} bytes", proto.len());
+        // A watch event frame: `WatchEvent` {1 type, 2 RawExtension {1 the enveloped pod}}.
+        let field = |out: &mut Vec<u8>, n: u8, b: &[u8]| {
+            out.push(n << 3 | 2);
+            let mut len = b.len();
+            while len >= 0x80 {
+                out.push((len as u8) | 0x80);
+                len >>= 7;
+            }
+            out.push(len as u8);
+            out.extend_from_slice(b);
+        };
+        let (mut raw, mut frame) = (Vec::new(), Vec::new());
+        field(&mut raw, 1, &proto);
+        field(&mut frame, 1, b"MODIFIED");
+        field(&mut frame, 2, &raw);
+        let shard = kube_watcher::Shard::of(0, 2).unwrap();
+        per_op("shard test of a watch event (protobuf frame)", 2000, || {
+            black_box(kube_watcher::fuzzing::event_in_shard(true, black_box(&frame), &shard));
+        });
         per_op("decode typed Pod (protobuf)", 500, || {
             black_box(kube_watcher::fuzzing::protobuf_decode::<Pod>(black_box(&proto)).unwrap());
         });

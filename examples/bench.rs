@@ -114,6 +114,15 @@ struct Args {
     relist_changed: usize,
     /// Client: the encoding to ask for (`Config::wire_format`); `None`: the default.
     wire: Option<kube_watcher::WireFormat>,
+    /// Client: watch shard I of N (`Config::shard`); the pods and events it waits for are
+    /// those of its shard (their uids are known: see `realistic_pod::uid`).
+    shard: Option<(u32, u32)>,
+    /// Server: filter lists and watches by `shardSelector` and echo `shardInfo`, as a
+    /// Kubernetes 1.36 server with `ShardedListAndWatch` does (without it, it is ignored).
+    filter_shards: bool,
+    /// Client: the pods and watch events it waits for (`--pods` and `--events`, or their
+    /// shard's part).
+    want: (usize, usize),
     /// Client: `Config::page_size` (0: one page); `None`: the default.
     page_size: Option<u32>,
     /// Client: a consumer that reads at most this many events a second during the sync; the
@@ -140,6 +149,9 @@ fn parse_args() -> Result<Args, String> {
         relists: 0,
         relist_changed: 0,
         wire: None,
+        shard: None,
+        filter_shards: false,
+        want: (0, 0),
         page_size: None,
         consumer_rate: None,
     };
@@ -170,6 +182,14 @@ fn parse_args() -> Result<Args, String> {
                 });
             }
             "--varied" => a.varied = true,
+            "--filter-shards" => a.filter_shards = true,
+            "--shard" => {
+                let v = value()?;
+                let (i, n) = v.split_once('/').ok_or("--shard: I/N")?;
+                let (i, n) =
+                    (i.parse().map_err(|e| format!("--shard: {e}"))?, n.parse().map_err(|e| format!("--shard: {e}"))?);
+                a.shard = Some((i, n));
+            }
             "--relists" => a.relists = value()?.parse().map_err(|e| format!("--relists: {e}"))?,
             "--relist-changed" => {
                 a.relist_changed = value()?.parse().map_err(|e| format!("--relist-changed: {e}"))?;
@@ -199,10 +219,20 @@ fn parse_args() -> Result<Args, String> {
                 a.consumer_rate = Some(rate);
             }
             "-h" | "--help" => {
-                return Err("usage: bench --serve [--pods N] [--events M] [--port P] [--gzip] [--page-cap N] [--chunk-kib K] [--varied]\n       bench --url URL [--pods N] [--events M] [--mode typed|compact|compressed|metadata] [--metadata] [--store-only] [--parallel-sync N] [--varied] [--idle-check SECONDS] [--wire json|protobuf] [--page-size N] [--consumer-rate EVENTS_PER_S]".into());
+                return Err("usage: bench --serve [--pods N] [--events M] [--port P] [--gzip] [--page-cap N] [--chunk-kib K] [--varied]\n       bench --url URL [--pods N] [--events M] [--mode typed|compact|compressed|metadata] [--metadata] [--store-only] [--parallel-sync N] [--varied] [--idle-check SECONDS] [--wire json|protobuf] [--page-size N] [--consumer-rate EVENTS_PER_S] [--shard I/N]\n       --serve also takes --filter-shards".into());
             }
             other => return Err(format!("unknown argument {other:?}")),
         }
+    }
+    a.want = (a.pods, a.events);
+    if let Some((i, n)) = a.shard {
+        if a.varied {
+            return Err("--shard: not with --varied".into());
+        }
+        // OK: checked above.
+        let shard = kube_watcher::Shard::of(i, n).map_err(|e| e.to_string())?;
+        let ours: Vec<bool> = (0..a.pods).map(|p| shard.contains(&pod_uid(p))).collect();
+        a.want = (ours.iter().filter(|o| **o).count(), (0..a.events).filter(|e| ours[e % a.pods.max(1)]).count());
     }
     Ok(a)
 }
@@ -240,6 +270,9 @@ fn client(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         Some(format) => kube_watcher::Config::default().wire_format(format),
         None => kube_watcher::Config::default(),
     };
+    if let Some((i, n)) = args.shard {
+        config = config.shard(kube_watcher::Shard::of(i, n)?);
+    }
     if let Some(n) = args.page_size {
         config = config.page_size(n);
     }
@@ -263,7 +296,7 @@ fn client(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
 fn store_only<K: Watchable>(watcher: &Watcher<K>, args: &Args, start: Instant) -> Result<(Duration, Duration), String> {
     let store = watcher.store();
     store.wait_until_ready(Duration::from_secs(600)).map_err(|e| e.to_string())?;
-    while store.len() < args.pods {
+    while store.len() < args.want.0 {
         std::thread::sleep(Duration::from_millis(1));
     }
     let initial_sync = start.elapsed();
@@ -276,11 +309,11 @@ fn store_only<K: Watchable>(watcher: &Watcher<K>, args: &Args, start: Instant) -
         if n >= 1 && first.is_none() {
             first = Some(Instant::now());
         }
-        if n >= args.events {
+        if n >= args.want.1 {
             break;
         }
         if Instant::now() > deadline {
-            return Err(format!("only {n} of {} events arrived", args.events));
+            return Err(format!("only {n} of {} events arrived", args.want.1));
         }
         std::thread::sleep(Duration::from_micros(500));
     }
@@ -297,15 +330,15 @@ fn consume<K: Watchable>(watcher: &Watcher<K>, args: &Args, start: Instant) -> R
     // Context switches of this (consumer) thread and of the worker over the watch phase: how
     // often the hand-off put the consumer to sleep and woke it again.
     let mut switches_at_first = None;
-    while initial_sync.is_none() || n < args.events {
+    while initial_sync.is_none() || n < args.want.1 {
         let left = deadline.saturating_duration_since(Instant::now());
         let event = match watcher.recv_timeout(left) {
             Ok(Ok(event)) => event,
             Ok(Err(e)) => return Err(format!("watch error: {e}")),
-            Err(_) => return Err(format!("only {n} of {} events arrived", args.events)),
+            Err(_) => return Err(format!("only {n} of {} events arrived", args.want.1)),
         };
         match event {
-            Event::InitDone if initial_sync.is_none() && watcher.store().len() >= args.pods => {
+            Event::InitDone if initial_sync.is_none() && watcher.store().len() >= args.want.0 => {
                 initial_sync = Some(start.elapsed());
             }
             Event::Apply(_) | Event::Delete(_) if initial_sync.is_some() => {
@@ -427,9 +460,10 @@ fn measure<K: Watchable>(watcher: Watcher<K>, args: &Args, start: Instant) -> Re
     if args.relists > 0 {
         return Ok(relists(&watcher, args, initial_sync)?);
     }
-    let events_per_s = if watch.is_zero() { 0.0 } else { args.events as f64 / watch.as_secs_f64() };
-    let (cache_len, max_rss) = (store.len(), max_rss_kb());
-    let (get_median, get_p99) = get_latency(&store, args);
+    let events_per_s = if watch.is_zero() { 0.0 } else { args.want.1 as f64 / watch.as_secs_f64() };
+    let (cache_len, max_rss, cpu) = (store.len(), max_rss_kb(), cpu_ms());
+    // A shard holds some of the pods `get_latency` looks up: it is not timed then.
+    let (get_median, get_p99) = if args.shard.is_some() { (0.0, 0.0) } else { get_latency(&store, args) };
     // Idle in the watch: the server sends nothing after the last event.
     std::thread::sleep(Duration::from_millis(50));
     if let Some(secs) = args.idle_check {
@@ -453,9 +487,20 @@ fn measure<K: Watchable>(watcher: Watcher<K>, args: &Args, start: Instant) -> Re
         Some(_) => "json",
         None => "none",
     };
+    let shard = match (args.shard, watcher.stats().shard_filter) {
+        (None, _) => String::new(),
+        (Some((i, n)), by) => {
+            let by = match by {
+                Some(kube_watcher::ShardFilter::Server) => "server",
+                Some(kube_watcher::ShardFilter::Client) => "client",
+                _ => "unknown",
+            };
+            format!(r#""shard":"{i}/{n}","shard_filter":"{by}","#)
+        }
+    };
     let stop_us = timed_stop(&watcher);
     println!(
-        r#"{{"peer":"kube-watcher","wire":"{wire}","allocator":"{}","path":"{}","parallel_sync":{},"n":{},"m":{},"initial_sync_ms":{},"watch_ms":{},"events_per_s":{:.0},"cache_len":{},"max_rss_kb":{},"get_us_median":{get_median:.1},"get_us_p99":{get_p99:.1},"stop_us":{}}}"#,
+        r#"{{"peer":"kube-watcher",{shard}"wire":"{wire}","allocator":"{}","path":"{}","parallel_sync":{},"n":{},"m":{},"initial_sync_ms":{},"watch_ms":{},"events_per_s":{:.0},"cache_len":{},"max_rss_kb":{},"cpu_ms":{cpu},"get_us_median":{get_median:.1},"get_us_p99":{get_p99:.1},"stop_us":{}}}"#,
         args.allocator,
         if args.store_only { "store" } else { "consumer" },
         args.parallel_sync,
@@ -533,6 +578,17 @@ fn process_switches() -> (u64, u64) {
     task_statuses().iter().map(|s| switches(s)).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
 }
 
+/// The process's CPU time so far (user and system) in milliseconds, from `/proc/self/stat`
+/// (clock ticks of 10 ms: `CLK_TCK` is 100 on Linux).
+fn cpu_ms() -> u64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // The fields after the command (in parentheses, which may hold spaces): utime is the 14th
+    // field of the line, stime the 15th.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<u64> = rest.split_whitespace().map(|f| f.parse().unwrap_or(0)).collect();
+    (fields.get(11).copied().unwrap_or(0) + fields.get(12).copied().unwrap_or(0)) * 10
+}
+
 fn max_rss_kb() -> u64 {
     rss_kb("VmHWM:")
 }
@@ -571,6 +627,7 @@ fn serve(args: &Args) {
         varied: args.varied,
         relists: args.relists,
         relist_changed: args.relist_changed,
+        filter_shards: args.filter_shards,
     };
     let started = Instant::now();
     let encoded: Arc<Vec<Vec<u8>>> = Arc::new(pods.iter().map(|p| protobuf::pod(p)).collect());
@@ -593,6 +650,33 @@ struct ServerState {
     watched: AtomicBool,
     /// Watches answered with a 410 so far (`--relists`).
     expired: AtomicUsize,
+    /// The last shard selector asked for, and which pods it holds (`--filter-shards`).
+    shard: std::sync::Mutex<Option<(String, Arc<Vec<bool>>)>>,
+}
+
+/// The pods of the shard `selector` names (percent-encoded, as in the query), computed once
+/// per selector; `None` for a selector that does not parse (a real server would refuse it).
+fn shard_pods(selector: &str, n: usize, state: &ServerState) -> Option<(String, Arc<Vec<bool>>)> {
+    let mut text = Vec::with_capacity(selector.len());
+    let mut bytes = selector.bytes();
+    while let Some(b) = bytes.next() {
+        match b {
+            b'%' => {
+                let hex: String = bytes.by_ref().take(2).map(char::from).collect();
+                text.push(u8::from_str_radix(&hex, 16).ok()?);
+            }
+            b => text.push(b),
+        }
+    }
+    let text = String::from_utf8(text).ok()?;
+    let mut cached = state.shard.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((s, keep)) = cached.as_ref().filter(|(s, _)| *s == text) {
+        return Some((s.clone(), Arc::clone(keep)));
+    }
+    let shard = kube_watcher::Shard::parse(&text).ok()?;
+    let keep: Arc<Vec<bool>> = Arc::new((0..n).map(|i| shard.contains(&pod_uid(i))).collect());
+    *cached = Some((shard.selector(), Arc::clone(&keep)));
+    Some((shard.selector(), keep))
 }
 
 /// How the server answers (see the module docs).
@@ -609,6 +693,8 @@ struct ServerOpts {
     relists: usize,
     /// Pods at a new resourceVersion in each relist's list, in percent (`--relist-changed`).
     relist_changed: usize,
+    /// Filter by `shardSelector` (`--filter-shards`).
+    filter_shards: bool,
 }
 
 /// kube-apiserver compresses a response only above this size (and only when asked).
@@ -708,8 +794,12 @@ fn handle(
             out.flush()?;
             continue;
         }
+        let shard = param("shardSelector")
+            .filter(|_| opts.filter_shards && !opts.varied)
+            .and_then(|s| shard_pods(s, pods.len(), state));
+        let keep = shard.as_ref().map(|(_, keep)| keep.as_slice());
         if param("watch").is_some() && pb {
-            if protobuf::watch(&mut out, &mut reader, encoded, opts, state)? {
+            if protobuf::watch(&mut out, &mut reader, encoded, keep, opts, state)? {
                 continue;
             }
             return Ok(());
@@ -724,6 +814,9 @@ fn handle(
                 let mut line = String::with_capacity(16 * 1024);
                 for e in 0..opts.events {
                     let i = e % pods.len().max(1);
+                    if keep.is_some_and(|k| !k[i]) {
+                        continue;
+                    }
                     let rv = LIST_RV + 1 + e as u64;
                     line.clear();
                     line.push_str(r#"{"type":"MODIFIED","object":"#);
@@ -758,6 +851,35 @@ fn handle(
         }
         let limit: usize = param("limit").and_then(|v| v.parse().ok()).filter(|l| *l > 0).unwrap_or(pods.len());
         let limit = limit.min(opts.page_cap);
+        if let Some((selector, keep)) = &shard {
+            // The shard's pods, paged by their position among them; `shardInfo` echoes the
+            // selector. (No relists or gzip here.)
+            let ours: Vec<usize> = (0..pods.len()).filter(|&i| keep[i]).collect();
+            let start: usize = param("continue").and_then(|v| v.parse().ok()).unwrap_or(0).min(ours.len());
+            let end = start.saturating_add(limit).min(ours.len());
+            let next = (end < ours.len()).then_some(end);
+            if pb {
+                protobuf::list_of(&mut out, encoded, &ours[start..end], next, selector, opts)?;
+                continue;
+            }
+            let cont = next.map(|n| format!(r#","continue":"{n}""#)).unwrap_or_default();
+            let head = format!(
+                r#"{{"kind":"PodList","apiVersion":"v1","metadata":{{"resourceVersion":"{LIST_RV}"{cont},"shardInfo":{{"selector":"{selector}"}}}},"items":["#
+            );
+            write!(out, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")?;
+            let mut body = Chunked::new(&mut out, opts.chunk);
+            body.write_all(head.as_bytes())?;
+            for (n, &i) in ours[start..end].iter().enumerate() {
+                if n > 0 {
+                    body.write_all(b",")?;
+                }
+                body.write_all(pods[i].as_bytes())?;
+            }
+            body.write_all(b"]}")?;
+            body.finish()?;
+            out.flush()?;
+            continue;
+        }
         let start: usize = param("continue").and_then(|v| v.parse().ok()).unwrap_or(0).min(pods.len());
         let end = start.saturating_add(limit).min(pods.len());
         if pb {
@@ -972,6 +1094,43 @@ mod protobuf {
         body.finish()?.flush()
     }
 
+    /// One page of a shard's pods (`items`, by index) as an enveloped `PodList` whose
+    /// `ListMeta` carries `shardInfo` (field 5, `ShardInfo` {1 selector}).
+    pub fn list_of(
+        out: &mut impl Write,
+        encoded: &[Vec<u8>],
+        items: &[usize],
+        next: Option<usize>,
+        selector: &str,
+        opts: ServerOpts,
+    ) -> std::io::Result<()> {
+        let mut meta = Vec::new();
+        field(&mut meta, 2, LIST_RV.to_string().as_bytes());
+        if let Some(next) = next {
+            field(&mut meta, 3, next.to_string().as_bytes());
+        }
+        let mut info = Vec::new();
+        field(&mut info, 1, selector.as_bytes());
+        field(&mut meta, 5, &info);
+        let items: Vec<std::borrow::Cow<'_, [u8]>> = items.iter().map(|&i| encoded[i].as_slice().into()).collect();
+        let mut list = Vec::new();
+        field(&mut list, 1, &meta);
+        let mut head = Vec::with_capacity(64);
+        envelope("PodList", list.len() + items_len_exact(&items), &mut head);
+        write!(out, "HTTP/1.1 200 OK\r\nContent-Type: {MEDIA_TYPE}\r\nTransfer-Encoding: chunked\r\n\r\n")?;
+        let mut body = Chunked::new(out, opts.chunk.max(1));
+        body.write_all(&head)?;
+        body.write_all(&list)?;
+        let mut item = Vec::new();
+        for i in &items {
+            item.clear();
+            field(&mut item, 2, i);
+            body.write_all(&item)?;
+        }
+        body.write_all(&[0x1a, 0, 0x22, 0])?;
+        body.finish()?.flush()
+    }
+
     fn items_len_exact(items: &[std::borrow::Cow<'_, [u8]>]) -> usize {
         items
             .iter()
@@ -1004,6 +1163,7 @@ mod protobuf {
         out: &mut impl Write,
         reader: &mut impl Read,
         encoded: &[Vec<u8>],
+        keep: Option<&[bool]>,
         opts: ServerOpts,
         state: &ServerState,
     ) -> std::io::Result<bool> {
@@ -1015,6 +1175,9 @@ mod protobuf {
             let mut ev = Vec::with_capacity(16 * 1024);
             for e in 0..opts.events {
                 let i = e % encoded.len().max(1);
+                if keep.is_some_and(|k| !k[i]) {
+                    continue;
+                }
                 ev.clear();
                 frame("MODIFIED", "Pod", &with_rv(&encoded[i], LIST_RV + 1 + e as u64), &mut ev);
                 body.write_all(&ev)?;
@@ -1043,7 +1206,7 @@ mod protobuf {
 
 #[path = "../benches/support/realistic_pod.rs"]
 mod realistic_pod;
-use realistic_pod::render_pod;
+use realistic_pod::{render_pod, uid as pod_uid};
 #[path = "../benches/support/varied_pod.rs"]
 mod varied_pod;
 use varied_pod::{render_varied_pod, varied_key};

@@ -51,7 +51,13 @@ options:
       --watch-only          do not print the objects that exist at the start
       --output-watch-events with -o json or yaml: wrap each object in
                             {\"type\": ..., \"object\": ...} (kubectl's flag of that name)
-      --stats               print reconnects, relists and lag as they happen (to stderr)
+      --shard I/N           watch only shard I of N equal shares of the objects (0 <= I < N),
+                            by a hash of each uid; the server filters if it can (Kubernetes
+                            1.36+, gate ShardedListAndWatch), else kwatch drops the others
+      --shard-by FIELD      with --shard: uid (default) or namespace (keeps each namespace
+                            in one shard)
+      --stats               print reconnects, relists and lag as they happen, and who
+                            filtered a shard (to stderr)
       --demo                watch an in-process fake cluster with a simulated workload
                             (needs the `testing` feature)
   -h, --help                print this help
@@ -95,6 +101,10 @@ struct Options {
     watch_events: bool,
     stats: bool,
     demo: bool,
+    /// `--shard I/N`: the index and the total.
+    shard: Option<(u32, u32)>,
+    /// `--shard-by namespace`.
+    shard_by_namespace: bool,
 }
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -148,6 +158,22 @@ impl Options {
                 "--output-watch-events" => opts.watch_events = true,
                 "--stats" => opts.stats = true,
                 "--demo" => opts.demo = true,
+                "--shard" => {
+                    let v = value("--shard")?;
+                    let parsed = v.split_once('/').and_then(|(i, n)| Some((i.parse().ok()?, n.parse().ok()?)));
+                    let Some((i, n)) = parsed else {
+                        return Err(format!("--shard takes I/N, such as 0/3, got {v:?}"));
+                    };
+                    let _valid = kube_watcher::Shard::of(i, n).map_err(|e| format!("--shard {v}: {e}"))?;
+                    opts.shard = Some((i, n));
+                }
+                "--shard-by" => {
+                    opts.shard_by_namespace = match value("--shard-by")?.as_str() {
+                        "uid" => false,
+                        "namespace" => true,
+                        other => return Err(format!("--shard-by takes uid or namespace, got {other:?}")),
+                    }
+                }
                 f if f.starts_with('-') => return Err(format!("unknown flag {arg:?}")),
                 // kubectl takes `pods,configmaps`; a watch here is of one type.
                 _ if arg.contains(',') => {
@@ -168,6 +194,9 @@ impl Options {
             {
                 return Err(format!("{flag} takes no value"));
             }
+        }
+        if opts.shard_by_namespace && opts.shard.is_none() {
+            return Err("--shard-by needs --shard".into());
         }
         if opts.all_namespaces && opts.namespace.is_some() {
             return Err("--namespace and --all-namespaces exclude each other".into());
@@ -235,6 +264,11 @@ fn run(opts: &Options) -> Result<(), String> {
     }
     if let Some(fields) = &opts.fields {
         config = config.fields(fields);
+    }
+    if let Some((i, n)) = opts.shard {
+        // Checked when the flag was read.
+        let shard = kube_watcher::Shard::of(i, n).map_err(|e| e.to_string())?;
+        config = config.shard(if opts.shard_by_namespace { shard.by_namespace() } else { shard });
     }
     if demo.is_some() {
         // The demo injects two failures every 9 s round; with the default backoff (up to 30 s,
@@ -440,6 +474,9 @@ impl Session<'_> {
                 s.errors.total(),
                 s.objects,
             );
+            if let Some(by) = s.shard_filter {
+                eprintln!("# stats: {}", shard_line(by));
+            }
         }
         result
     }
@@ -457,7 +494,19 @@ fn describe(notice: &Notice) -> String {
         Notice::DriftChecked { mismatched } => format!("drift check: {mismatched} objects out of step"),
         Notice::Lagged { dropped } => format!("lagged: {dropped} events dropped"),
         Notice::GaveUp { error } => format!("gave up: {error}"),
+        Notice::ShardFilter { by } => shard_line(*by),
         other => format!("{other:?}"),
+    }
+}
+
+/// Who dropped the other shards' objects, for `--stats`.
+fn shard_line(by: kube_watcher::ShardFilter) -> String {
+    match by {
+        kube_watcher::ShardFilter::Server => "shard: the server filters (it answered with shardInfo)".to_owned(),
+        kube_watcher::ShardFilter::Client => {
+            "shard: the server sends everything; kwatch drops other shards' objects before decoding them".to_owned()
+        }
+        other => format!("shard: {other:?}"),
     }
 }
 
@@ -1027,6 +1076,12 @@ mod tests {
     #[test]
     fn bad_command_lines_get_one_clear_message() {
         assert_eq!(parse(&["pods", "--bogus"]).unwrap_err(), "unknown flag \"--bogus\"");
+        let o = parse(&["pods", "--shard", "1/3", "--shard-by=namespace"]).unwrap().unwrap();
+        assert_eq!((o.shard, o.shard_by_namespace), (Some((1, 3)), true));
+        assert!(parse(&["pods", "--shard", "3/3"]).unwrap_err().contains("0 to 2"));
+        assert!(parse(&["pods", "--shard", "1"]).unwrap_err().contains("I/N"));
+        assert!(parse(&["pods", "--shard-by", "namespace"]).unwrap_err().contains("needs --shard"));
+        assert!(parse(&["pods", "--shard", "0/2", "--shard-by", "name"]).unwrap_err().contains("uid or namespace"));
         assert_eq!(parse(&["pods", "-n"]).unwrap_err(), "--namespace needs a value");
         assert!(parse(&["pods", "-o", "xml"]).unwrap_err().contains("unknown output format \"xml\""));
         assert!(parse(&["pods", "-A", "-n", "x"]).unwrap_err().contains("exclude each other"));

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::shard::Shard;
 
 /// Default page size: client-go's pager uses 500
 /// (`k8s.io/client-go/tools/pager`, `defaultPageSize = 500`).
@@ -123,6 +124,8 @@ pub struct Config {
     /// ignores `sendInitialEvents` and fall back to list + watch.
     pub(crate) streaming_marker_timeout: Duration,
     pub(crate) wire_format: WireFormat,
+    /// Only this shard's objects (`None`: all).
+    pub(crate) shard: Option<Shard>,
 }
 
 /// The encoding a watcher asks the API server for ([`Config::wire_format`]).
@@ -169,6 +172,7 @@ impl Default for Config {
             max_line: DEFAULT_MAX_LINE,
             streaming_marker_timeout: Duration::from_secs(10),
             wire_format: WireFormat::default(),
+            shard: None,
         }
     }
 }
@@ -309,6 +313,32 @@ impl Config {
     /// without progress. Defaults to retrying forever.
     pub fn max_retries(mut self, retries: u32) -> Self {
         self.max_retries = Some(retries);
+        self
+    }
+
+    /// List and watch only the objects of `shard` (see [`Shard`]): the store and the events
+    /// hold those objects and no other.
+    ///
+    /// Every list and watch sends the shard's selector (`shardSelector`). A server with sharded
+    /// lists and watches (Kubernetes 1.36 and later, feature gate `ShardedListAndWatch`) sends
+    /// only the shard's objects; any other server sends all of them, and the watcher drops
+    /// the others itself, reading only their uid (or namespace) off their bytes, before
+    /// decoding. [`Stats::shard_filter`](crate::Stats::shard_filter) says which happened, and a
+    /// [`Notice::ShardFilter`](crate::Notice::ShardFilter) says it once. Either way an object
+    /// of another shard never reaches the store or a consumer.
+    ///
+    /// ```
+    /// use kube_watcher::{Config, Shard};
+    ///
+    /// // Replica 2 of 3 of a StatefulSet: its ordinal is the shard.
+    /// let config = Config::default().shard(Shard::of(2, 3)?);
+    /// # let _ = config;
+    /// # Ok::<(), kube_watcher::Error>(())
+    /// ```
+    ///
+    /// Defaults to none: every object.
+    pub fn shard(mut self, shard: Shard) -> Self {
+        self.shard = Some(shard);
         self
     }
 

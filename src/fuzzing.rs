@@ -117,6 +117,13 @@ pub fn peek(json: &[u8]) -> bool {
     decode::peek(json).is_some()
 }
 
+/// The test a sharded watcher runs on each watch event before decoding it
+/// (`decode::event_in_shard`): a JSON line, or (`protobuf`) a protobuf frame without its length.
+pub fn event_in_shard(protobuf: bool, bytes: &[u8], shard: &crate::Shard) -> bool {
+    let encoding = if protobuf { Encoding::Protobuf } else { Encoding::Json };
+    decode::event_in_shard(encoding, bytes, shard)
+}
+
 /// Whenever the identity scan a relist uses (`decode::peek`) answers for valid JSON, it names
 /// what a decoder reads from the object's `metadata`.
 ///

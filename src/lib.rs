@@ -182,6 +182,7 @@ mod key;
 mod notice;
 pub mod predicates;
 mod resource;
+mod shard;
 mod stats;
 
 #[cfg(feature = "testing")]
@@ -201,6 +202,7 @@ pub use crate::lease::elector::LeaderElector;
 pub use crate::lease::{Leadership, LeaseTimings};
 pub use crate::notice::{Notice, RelistReason, SlowConsumer};
 pub use crate::resource::{ApiResource, DynamicObject, PartialObjectMetadata, TypeMeta, Watchable};
+pub use crate::shard::{Shard, ShardFilter};
 pub use crate::stats::{ErrorCounts, EventCounts, RelistCounts, Stats};
 pub use crate::watcher::object::{ObjectWatcher, watch_object};
 pub use crate::watcher::{Watcher, WatcherBuilder, metadata_watcher};

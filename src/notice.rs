@@ -113,6 +113,13 @@ pub enum Notice {
         /// How many events were dropped.
         dropped: u64,
     },
+    /// A watcher of one shard ([`Config::shard`](crate::Config::shard)) learned who drops the
+    /// objects of other shards (see [`Stats::shard_filter`](crate::Stats::shard_filter)): sent
+    /// once, after the first list, and again only if that changes.
+    ShardFilter {
+        /// The server, or this watcher.
+        by: crate::ShardFilter,
+    },
     /// The watcher ended with a terminal error (for instance [`Error::GaveUp`]).
     GaveUp {
         /// The terminal error.

@@ -64,6 +64,15 @@ pub struct Stats {
     /// checks (metadata-only lists) do not count for a watcher of full objects. `None` before
     /// the first answer.
     pub wire_format: Option<crate::WireFormat>,
+    /// For a watcher of one shard ([`Config::shard`](crate::Config::shard)), who dropped the
+    /// objects of other shards, as the last list told: [`ShardFilter::Server`](crate::ShardFilter::Server)
+    /// when the list answered with the shard's selector in `metadata.shardInfo`,
+    /// [`ShardFilter::Client`](crate::ShardFilter::Client) when it had none (the server sent
+    /// everything; the watcher dropped the others before decoding them). A streaming list
+    /// carries no list metadata: before its first one the watcher asks with a metadata-only
+    /// list of at most one object, and an object of another shard arriving in the stream
+    /// says `Client`. `None` for a watcher of every object, and before the first answer.
+    pub shard_filter: Option<crate::ShardFilter>,
     /// Delivery's work so far, in steps (decisions, and events put into or taken out of the
     /// hold-back queue): tests check that it grows by a constant per event, however far behind
     /// a consumer is. Hidden, outside semver: only with the `fuzzing` feature.

@@ -1,11 +1,17 @@
 //! A realistic pod of about 6 KB of JSON, shared by `examples/bench.rs` and `benches/micro.rs`.
 
+/// The uid of pod `i` (which a sharded bench client hashes to know its pods).
+#[allow(dead_code)] // benches/micro.rs renders pods but never asks their uid
+pub fn uid(i: usize) -> String {
+    format!("6f1c2a8e-0d1b-4c55-9b8e-{i:012}")
+}
+
 /// A realistic pod of about 6.4 KB of JSON: labels, annotations, managedFields, two containers
 /// with env and resources, status with conditions.
 pub fn render_pod(i: usize, rv: u64) -> String {
     let ns = format!("ns-{}", i % 50);
     let name = format!("web-{i:06}");
-    let uid = format!("6f1c2a8e-0d1b-4c55-9b8e-{i:012}");
+    let uid = uid(i);
     let env: String = (0..8)
         .map(|k| format!(r#"{{"name":"SETTING_{k}","value":"value-{k}-for-{name}"}}"#))
         .collect::<Vec<_>>()

@@ -1,12 +1,13 @@
 //! The lock-free counters the watcher threads write, and their snapshot as public [`Stats`].
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
 use crate::error::Error;
 use crate::notice::RelistReason;
+use crate::shard::ShardFilter;
 use crate::stats::{ErrorCounts, EventCounts, RelistCounts, Stats};
 
 /// The watcher thread's counters: plain atomics, so counting never takes a lock.
@@ -28,6 +29,9 @@ pub(crate) struct Counters {
     last_event: AtomicU64,
     pub(crate) drift_checks: AtomicU64,
     last_error: Mutex<Option<String>>,
+    /// Who filters the shard's objects: 0 not known yet (or no shard), 1 the server, 2 this
+    /// client (see `Counters::shard_filter`).
+    shard_filter: AtomicU8,
 }
 
 impl Default for Counters {
@@ -49,6 +53,7 @@ impl Default for Counters {
             last_event: AtomicU64::new(0),
             drift_checks: AtomicU64::new(0),
             last_error: Mutex::new(None),
+            shard_filter: AtomicU8::new(0),
         }
     }
 }
@@ -91,6 +96,25 @@ impl Counters {
 
     pub(crate) fn backoff(&self, d: Duration) {
         add(&self.backoff_nanos, u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+    }
+
+    /// Records who filtered the last list of a sharded watcher; true when that changed (the
+    /// first time, or a server that started or stopped filtering), for a notice.
+    pub(crate) fn shard_filter(&self, by: ShardFilter) -> bool {
+        let code = match by {
+            ShardFilter::Server => 1,
+            ShardFilter::Client => 2,
+        };
+        self.shard_filter.swap(code, Ordering::Relaxed) != code
+    }
+
+    /// Who filters the shard, as last recorded.
+    pub(crate) fn snapshot_shard_filter(&self) -> Option<ShardFilter> {
+        match self.shard_filter.load(Ordering::Relaxed) {
+            1 => Some(ShardFilter::Server),
+            2 => Some(ShardFilter::Client),
+            _ => None,
+        }
     }
 
     pub(crate) fn event_seen(&self, now: Instant) {
@@ -141,6 +165,7 @@ impl Counters {
             #[cfg(feature = "fuzzing")]
             delivery_work: 0,
             wire_format: None,
+            shard_filter: self.snapshot_shard_filter(),
         }
     }
 }

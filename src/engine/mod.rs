@@ -137,6 +137,8 @@ impl<K: Watchable> Engine<K> {
         let mut workers = Vec::with_capacity(parts.len() + helpers.len());
         for (index, ((part, writer), http)) in parts.into_iter().zip(writers).zip(https).enumerate() {
             let mut api = spec.api.clone();
+            // Every request of the worker's (lists, watches, drift checks) sends the shard.
+            api.shard.clone_from(&spec.config.shard);
             if let Some(ns) = part {
                 api.namespace = Some(ns.into());
             }
@@ -155,6 +157,8 @@ impl<K: Watchable> Engine<K> {
                 start_spread: spec.start_spread,
                 reason: RelistReason::Initial,
                 connected: false,
+                shard_warned: false,
+                shard_probed: false,
             };
             match spawn(worker, &name, &control) {
                 Ok(w) => workers.push(w),

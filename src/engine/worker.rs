@@ -20,13 +20,14 @@ use crate::engine::delivery::Delivery;
 use crate::engine::gate::Stopped;
 use crate::engine::parallel::{Halt, Pool};
 use crate::engine::prepare::{Prepare, Subject};
-use crate::error::Error;
+use crate::error::{DecodeError, Error, snippet};
 use crate::guard;
 use crate::key::ObjectKey;
 use crate::machine::drift;
 use crate::machine::{Input, Machine, Next, Step, WatchInput};
 use crate::notice::{Notice, RelistReason};
 use crate::resource::{PartialObjectMetadata, Watchable};
+use crate::shard::{Shard, ShardFilter};
 use crate::wire::api::Api;
 use crate::wire::decode::{self, Change, WatchEvent};
 use crate::wire::http::Http;
@@ -57,6 +58,10 @@ pub(crate) struct Worker<K> {
     pub(crate) reason: RelistReason,
     /// False from the start and after each `Notice::Reconnecting` until a request succeeds.
     pub(crate) connected: bool,
+    /// A filtering server's objects of other shards were logged (once per worker).
+    pub(crate) shard_warned: bool,
+    /// The server was asked whether it filters the shard (before the first streaming list).
+    pub(crate) shard_probed: bool,
 }
 
 impl<K: Watchable> Worker<K> {
@@ -175,10 +180,21 @@ impl<K: Watchable> Worker<K> {
         let context = self.api.describe("list");
         let (writer, delivery, prepare) = (&mut self.writer, &mut self.delivery, &mut self.prepare);
         let counters = &control.counters;
+        // Items of other shards are dropped here, before any decode (`Config::shard`).
+        let shard = self.api.shard.as_ref();
+        let mut foreign = 0u64;
+        let mut ours = |item: decode::Item<'_>| {
+            let keep = shard.is_none_or(|s| decode::item_in_shard(item, s));
+            foreign += u64::from(!keep);
+            keep
+        };
         let result = match &self.pool {
             // One object that is not a `K` must not block the whole cache: it is skipped.
             None => self.http.list::<Halt>(self.api.target(), params, |item| {
                 counters::add(&counters.bytes, item.bytes.len() as u64);
+                if !ours(item) {
+                    return Ok(());
+                }
                 let subject = prepare.item(item, &context, writer.indexer())?;
                 Ok(Self::init_apply(writer, delivery, counters, subject)?)
             }),
@@ -187,6 +203,9 @@ impl<K: Watchable> Worker<K> {
                 let mut run = pool.run(&context);
                 let result = self.http.list(self.api.target(), params, |item| {
                     counters::add(&counters.bytes, item.bytes.len() as u64);
+                    if !ours(item) {
+                        return Ok(());
+                    }
                     run.push(item);
                     run.apply(false, &control.stop_rx, |s| Ok(Self::init_apply(writer, delivery, counters, s)?))
                 });
@@ -199,6 +218,7 @@ impl<K: Watchable> Worker<K> {
             return Err(Stopped);
         }
         let now = Instant::now();
+        let result = result.and_then(|meta| Ok(self.shard_answered(&meta, foreign, &context)?).map(|()| meta));
         Ok(match result {
             Ok(meta) => {
                 self.connected();
@@ -231,7 +251,11 @@ impl<K: Watchable> Worker<K> {
         let context = api.describe("drift check: list");
         let scratch = &mut self.prepare.scratch;
         let mut listed = HashMap::new();
+        let shard = self.api.shard.as_ref();
         let result = self.http.list::<Error>(api.target(), params, |item| {
+            if shard.is_some_and(|s| !decode::item_in_shard(item, s)) {
+                return Ok(());
+            }
             let meta: PartialObjectMetadata<K> = decode::item(item, scratch)
                 .map_err(|e| Error::Decode(Box::new(decode::decode_error(&context, None, item.bytes, e))))?;
             if let (Some(key), Some(rv)) = (ObjectKey::of(&meta), meta.metadata.resource_version) {
@@ -268,6 +292,19 @@ impl<K: Watchable> Worker<K> {
             params.resource_version,
             params.timeout
         );
+        let untold = self.control.counters.snapshot_shard_filter().is_none();
+        if self.api.shard.is_some() && !self.shard_probed && (params.send_initial_events || untold) {
+            // A streaming list carries no list metadata, so nothing in it says whether the
+            // server filters the shard: one metadata-only list of at most one object asks,
+            // once per worker, before its first streaming list or, if that failed, before a
+            // later watch (docs/protocol.md, "Sharded lists and watches").
+            if let Err(e) = self.shard_probe() {
+                if self.stopping() {
+                    return Err(Stopped);
+                }
+                return Ok(self.machine.step(Input::WatchFailed(e), Instant::now()));
+            }
+        }
         let mut stream = match self.http.watch(self.api.target(), params, idle) {
             Ok(s) => s,
             Err(_) if self.stopping() => return Err(Stopped),
@@ -283,6 +320,11 @@ impl<K: Watchable> Worker<K> {
         // goes out before any wait for the network and when the stream ends.
         self.delivery.batching(true);
         let (encoding, overhead) = (stream.encoding(), stream.overhead());
+        // An object of another shard among a streaming list's initial events says for sure
+        // that the server does not filter (say, the probe's list was served by a filtering
+        // server and this watch by another, behind one load balancer).
+        let streaming = params.send_initial_events && self.api.shard.is_some();
+        let mut foreign_initial = false;
         loop {
             match self.perform(step, None)? {
                 Next::ReadOn => {}
@@ -305,6 +347,19 @@ impl<K: Watchable> Worker<K> {
                 StreamItem::Line(bytes, line) => {
                     counters::add(&self.control.counters.bytes, bytes.len() as u64 + overhead);
                     let relisting = self.delivery.relisting();
+                    if let Some(shard) = &self.api.shard
+                        && !decode::event_in_shard(encoding, bytes, shard)
+                    {
+                        // Another shard's object: it never arrives (the machine does not see it).
+                        if streaming && relisting && !foreign_initial {
+                            foreign_initial = true;
+                            self.shard_filtered_by(ShardFilter::Client);
+                        } else {
+                            self.foreign_from_filtering_server(1);
+                        }
+                        step = Step { effects: Vec::new(), next: Next::ReadOn };
+                        continue;
+                    }
                     match self
                         .prepare
                         .event(encoding, bytes, relisting)
@@ -321,6 +376,78 @@ impl<K: Watchable> Worker<K> {
                 StreamItem::Idle => self.machine.step(Input::Idle, now),
                 StreamItem::Failed(e) => self.machine.step(Input::WatchFailed(e), now),
             };
+        }
+    }
+
+    /// A list page of a sharded watcher ended: who filtered it, by its `shardInfo`
+    /// (docs/protocol.md, "Sharded lists and watches"). A server that filtered by another
+    /// selector than the one sent is an error: the page is refused.
+    fn shard_answered(&mut self, meta: &decode::ListMeta, foreign: u64, context: &str) -> Result<(), Error> {
+        let Some(shard) = &self.api.shard else { return Ok(()) };
+        match &meta.shard_selector {
+            None => self.shard_filtered_by(ShardFilter::Client),
+            Some(echo) if Shard::parse(echo).ok().as_ref() == Some(shard) => {
+                self.shard_filtered_by(ShardFilter::Server);
+                self.foreign_from_filtering_server(foreign);
+            }
+            Some(echo) => {
+                return Err(Error::Decode(Box::new(DecodeError {
+                    context: context.to_owned(),
+                    line: None,
+                    len: echo.len(),
+                    message: format!(
+                        "the server filtered the list by another shard selector than the one sent ({})",
+                        shard.selector()
+                    ),
+                    snippet: snippet(echo.as_bytes()),
+                })));
+            }
+        }
+        Ok(())
+    }
+
+    /// Asks the server whether it filters the shard, for a streaming list: a metadata-only list
+    /// of at most one object, whose `shardInfo` says it. A server that filtered by another
+    /// selector is an error; one that cannot be asked now (the stream's own request likely
+    /// meets the same trouble) is asked again before the next streaming list.
+    fn shard_probe(&mut self) -> Result<(), Error> {
+        counters::add(&self.control.counters.lists, 1);
+        let api = self.api.clone().into_metadata();
+        let context = api.describe("list (does the server filter the shard?)");
+        let params = ListParams { limit: Some(1), ..ListParams::default() };
+        match self.http.list::<Error>(api.target(), &params, |_| Ok(())) {
+            Ok(meta) => {
+                self.shard_probed = true;
+                self.shard_answered(&meta, 0, &context)
+            }
+            Err(e) => {
+                log::debug!("{}: {e}", self.control.name);
+                Ok(())
+            }
+        }
+    }
+
+    /// Records who filters the shard; a change (the first time, or a server that started or
+    /// stopped filtering) is announced.
+    fn shard_filtered_by(&mut self, by: ShardFilter) {
+        if self.control.counters.shard_filter(by) {
+            log::debug!("{}: the shard's objects are filtered by the {by:?}", self.control.name);
+            self.control.notices.send(Notice::ShardFilter { by });
+        }
+    }
+
+    /// Objects of other shards from a server that said it filtered: dropped all the same, and
+    /// said once in the log (a server bug, or a selector it read differently).
+    fn foreign_from_filtering_server(&mut self, foreign: u64) {
+        if foreign > 0
+            && self.control.counters.snapshot_shard_filter() == Some(ShardFilter::Server)
+            && !self.shard_warned
+        {
+            self.shard_warned = true;
+            log::warn!(
+                "{}: the server filters by the shard's selector but sent {foreign} object(s) of other shards; they were dropped",
+                self.control.name
+            );
         }
     }
 

@@ -21,6 +21,7 @@ use serde_json::{Map, Value, json};
 
 use super::http::{Request, Response, write_response};
 use super::selectors::{FieldSelector, LabelSelector};
+use super::shard::ShardSelector;
 use super::state::{ServerCore, State};
 use super::store::{Deleted, Key, make_key, meta_mut};
 use super::util::{base64_std, base64_url, base64_url_decode, parse_go_duration, quote_capped};
@@ -424,15 +425,21 @@ pub(crate) struct Filter {
     name: Option<String>,
     labels: LabelSelector,
     fields: FieldSelector,
+    /// `shardSelector`, read only when the server has sharded lists and watches.
+    shard: Option<ShardSelector>,
 }
 
 impl Filter {
-    /// Parses `labelSelector`/`fieldSelector`; `Err` is the 400 response.
+    /// Parses `labelSelector`/`fieldSelector`; `Err` is the 400 response. With `sharding`
+    /// (`FakeApiServerBuilder::sharded_list_and_watch`), `shardSelector` too: a malformed one is
+    /// refused as kube-apiserver refuses it, with a 500 whose `Status` has no reason (its
+    /// registry returns a plain error, not a `Status`).
     pub(crate) fn parse(
         req: &Request,
         rt: &ResourceType,
         ns: Option<&str>,
         name: Option<&str>,
+        sharding: bool,
     ) -> Result<Filter, Response> {
         let labels =
             LabelSelector::parse(req.param("labelSelector").unwrap_or_default()).map_err(|e| bad_request(&e))?;
@@ -443,12 +450,24 @@ impl Filter {
         supported.extend(rt.selectable_fields.iter().map(String::as_str));
         let fields = FieldSelector::parse(req.param("fieldSelector").unwrap_or_default(), &supported)
             .map_err(|e| bad_request(&e))?;
-        Ok(Filter { ns: ns.map(str::to_string), name: name.map(str::to_string), labels, fields })
+        let shard = match req.param("shardSelector").filter(|s| sharding && !s.is_empty()) {
+            None => None,
+            Some(text) => Some(
+                ShardSelector::parse(text)
+                    .map_err(|e| status_response(500, "", &format!("invalid shard selector: {e}"), None))?,
+            ),
+        };
+        Ok(Filter { ns: ns.map(str::to_string), name: name.map(str::to_string), labels, fields, shard })
+    }
+
+    /// The shard selector applied, as `metadata.shardInfo.selector` echoes it.
+    pub(crate) fn shard_echo(&self) -> Option<String> {
+        self.shard.as_ref().map(ShardSelector::echo)
     }
 
     /// Whether selectors were given (then `remainingItemCount` is omitted).
     pub(crate) fn has_selectors(&self) -> bool {
-        !self.labels.is_empty() || !self.fields.is_empty()
+        !self.labels.is_empty() || !self.fields.is_empty() || self.shard.is_some()
     }
 
     /// Whether an object passes the namespace, name and selectors.
@@ -459,6 +478,7 @@ impl Filter {
             && self.name.as_deref().is_none_or(|n| n == meta_name)
             && self.labels.matches(obj)
             && self.fields.matches(obj)
+            && self.shard.as_ref().is_none_or(|s| s.matches(obj))
     }
 }
 

@@ -38,6 +38,8 @@ pub(crate) struct Settings {
     pub aggregated_discovery: bool,
     /// Answer JSON only (`FakeApiServerBuilder::json_only`).
     pub json_only: bool,
+    /// Filter lists and watches by `shardSelector` (`FakeApiServerBuilder::sharded_list_and_watch`).
+    pub sharded_list_and_watch: bool,
 }
 
 impl Default for Settings {
@@ -64,6 +66,7 @@ impl Default for Settings {
             request_deadline: None,
             aggregated_discovery: true,
             json_only: false,
+            sharded_list_and_watch: false,
         }
     }
 }
@@ -222,6 +225,19 @@ impl FakeApiServerBuilder {
     /// JSON (docs/protocol.md §12). Defaults to false.
     pub fn json_only(mut self, enabled: bool) -> Self {
         self.settings.json_only = enabled;
+        self
+    }
+
+    /// Whether the server has sharded lists and watches, as kube-apiserver 1.36 and later with
+    /// the `ShardedListAndWatch` feature gate (alpha, off by default; docs/protocol.md,
+    /// "Sharded lists and watches"). When true, lists and watches (streaming lists included)
+    /// send only the objects whose `metadata.uid` (or `metadata.namespace`) hashes into the
+    /// ranges of the `shardSelector` parameter, and lists echo it in
+    /// `metadata.shardInfo.selector`; a malformed selector is refused with a 500 whose message
+    /// starts with "invalid shard selector:", as the real server does. When false, like a
+    /// server without the gate, the parameter is ignored. Defaults to false.
+    pub fn sharded_list_and_watch(mut self, enabled: bool) -> Self {
+        self.settings.sharded_list_and_watch = enabled;
         self
     }
 

@@ -83,6 +83,7 @@ mod hostile;
 mod http;
 mod selectors;
 mod server;
+mod shard;
 mod state;
 mod store;
 mod tls;

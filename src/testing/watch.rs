@@ -358,7 +358,7 @@ fn accept(shared: &Arc<ServerCore>, req: &Request, route: &Route) -> Result<Acce
     if !causes.is_empty() {
         return Err(invalid_list_options(&causes));
     }
-    let filter = Filter::parse(req, &rt, ns.as_deref(), name.as_deref())?;
+    let filter = Filter::parse(req, &rt, ns.as_deref(), name.as_deref(), shared.settings.sharded_list_and_watch)?;
     let repr = negotiate(req, false)?;
     let timeout = {
         let mut state = shared.lock();

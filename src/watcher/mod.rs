@@ -296,5 +296,7 @@ mod tests {
         assert_send_sync::<Store<k8s_openapi::api::core::v1::Pod>>();
         assert_send_sync::<crate::Client>();
         assert_send_sync::<Api<k8s_openapi::api::core::v1::Pod>>();
+        assert_send_sync::<crate::Shard>();
+        assert_send_sync::<crate::ShardFilter>();
     }
 }

@@ -8,6 +8,7 @@ use k8s_openapi::NamespaceResourceScope;
 
 use crate::error::{Error, Result};
 use crate::resource::{ApiResource, PartialObjectMetadata, Watchable};
+use crate::shard::Shard;
 use crate::wire::client::Client;
 use crate::wire::decode::{self, Encoding};
 use crate::wire::http::{Http, Negotiation, Verb};
@@ -32,6 +33,9 @@ pub struct Api<K> {
     pub(crate) namespace: Option<String>,
     /// Ask for `PartialObjectMetadata` instead of full objects (`metadata_watcher`).
     pub(crate) metadata_only: bool,
+    /// Only this shard's objects (a watcher's `Config::shard`): every list and watch sends its
+    /// selector.
+    pub(crate) shard: Option<Shard>,
     _kind: PhantomData<fn() -> K>,
 }
 
@@ -42,6 +46,7 @@ impl<K> Clone for Api<K> {
             resource: self.resource.clone(),
             namespace: self.namespace.clone(),
             metadata_only: self.metadata_only,
+            shard: self.shard.clone(),
             _kind: PhantomData,
         }
     }
@@ -88,14 +93,21 @@ impl<K> Api<K> {
     /// Every object of the type `resource` describes (for dynamic objects and custom resources).
     #[must_use]
     pub fn all_with(client: Client, resource: &ApiResource) -> Self {
-        Api { client, resource: resource.clone(), namespace: None, metadata_only: false, _kind: PhantomData }
+        Api {
+            client,
+            resource: resource.clone(),
+            namespace: None,
+            metadata_only: false,
+            shard: None,
+            _kind: PhantomData,
+        }
     }
 
     /// The objects of type `resource` in `namespace`.
     #[must_use]
     pub fn namespaced_with(client: Client, namespace: &str, resource: &ApiResource) -> Self {
         let namespace = resource.namespaced.then(|| namespace.to_owned());
-        Api { client, resource: resource.clone(), namespace, metadata_only: false, _kind: PhantomData }
+        Api { client, resource: resource.clone(), namespace, metadata_only: false, shard: None, _kind: PhantomData }
     }
 
     /// The resource type's address.
@@ -123,6 +135,7 @@ impl<K> Api<K> {
             resource: self.resource,
             namespace: self.namespace,
             metadata_only: true,
+            shard: self.shard,
             _kind: PhantomData,
         }
     }
@@ -133,7 +146,12 @@ impl<K> Api<K> {
 
     /// What its requests are about, as the transport takes it.
     pub(crate) fn target(&self) -> Target<'_> {
-        Target { resource: &self.resource, namespace: self.namespace.as_deref(), metadata_only: self.metadata_only }
+        Target {
+            resource: &self.resource,
+            namespace: self.namespace.as_deref(),
+            metadata_only: self.metadata_only,
+            shard: self.shard.as_ref(),
+        }
     }
 }
 

@@ -242,7 +242,7 @@ impl Http {
         mut on_item: impl FnMut(decode::Item<'_>) -> Result<(), E>,
     ) -> Result<ListMeta, E> {
         let context = target.describe("list");
-        let url = self.url(&target.collection_path(), &params.query());
+        let url = self.url(&target.collection_path(), &target.query(&params.query()));
         let (res, encoding) = self.negotiated(&url, &context, REQUEST_IDLE, false, target, true)?;
         let reader = Capped { inner: res.into_body().into_reader(), left: DEFAULT_MAX_LIST_BYTES };
         let listed = match encoding {
@@ -274,7 +274,7 @@ impl Http {
     /// [`WatchStream::next_line`] answers `Idle` (for the whole life of the stream).
     pub(crate) fn watch(&self, target: Target<'_>, params: &WatchParams, idle: Duration) -> Result<WatchStream> {
         let context = target.describe("watch");
-        let url = self.url(&target.collection_path(), &params.query());
+        let url = self.url(&target.collection_path(), &target.query(&params.query()));
         let (res, encoding) = self.negotiated(&url, &context, idle, true, target, false)?;
         let reader = BufReader::with_capacity(64 * 1024, res.into_body().into_reader());
         Ok(WatchStream::new(reader, self.max_line, context, encoding))
@@ -528,7 +528,7 @@ mod tests {
     fn metadata_requests_offer_protobuf_for_every_type_unless_the_settings_say_json() {
         let pods = ApiResource::of::<Pod>();
         let widgets = ApiResource::new("example.com", "v1", "Widget", "widgets", true);
-        let target = |resource, metadata_only| Target { resource, namespace: None, metadata_only };
+        let target = |resource, metadata_only| Target { resource, namespace: None, metadata_only, shard: None };
         for wanted in [true, false] {
             let pod = Negotiation::new::<Pod>(target(&pods, false), wanted);
             assert_eq!(pod.offers(target(&pods, false)), wanted);
@@ -549,8 +549,8 @@ mod tests {
     fn the_encoding_in_use_is_that_of_the_owners_own_requests() {
         let pods = ApiResource::of::<Pod>();
         let (full, metadata) = (
-            Target { resource: &pods, namespace: None, metadata_only: false },
-            Target { resource: &pods, namespace: None, metadata_only: true },
+            Target { resource: &pods, namespace: None, metadata_only: false, shard: None },
+            Target { resource: &pods, namespace: None, metadata_only: true, shard: None },
         );
         let n = Negotiation::new::<DynamicObject>(full, true);
         assert_eq!(n.in_use(), None);

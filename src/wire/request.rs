@@ -4,6 +4,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use crate::resource::ApiResource;
+use crate::shard::Shard;
 
 /// `Accept` for full objects.
 pub(crate) const ACCEPT_JSON: &str = "application/json";
@@ -235,12 +236,24 @@ pub(crate) struct Target<'a> {
     pub(crate) namespace: Option<&'a str>,
     /// `PartialObjectMetadata` instead of full objects.
     pub(crate) metadata_only: bool,
+    /// Only this shard's objects: lists and watches send its `shardSelector`.
+    pub(crate) shard: Option<&'a Shard>,
 }
 
 impl Target<'_> {
     /// How errors name a request about it (see [`describe`]).
     pub(crate) fn describe(&self, verb: &str) -> String {
         describe(verb, self.resource, self.namespace)
+    }
+
+    /// The query of a list (`params`'s) or watch (`watch`'s) of it: with the shard's
+    /// `shardSelector` (docs/protocol.md, "Sharded lists and watches") after the others.
+    pub(crate) fn query(&self, params: &str) -> String {
+        let mut q = Query(params.to_owned());
+        if let Some(shard) = self.shard {
+            q.push("shardSelector", &shard.selector());
+        }
+        q.0
     }
 
     /// The collection's path, with the namespace if there is one.
@@ -348,7 +361,7 @@ mod tests {
     #[test]
     fn metadata_requests_ask_for_protobuf_as_client_go_does() {
         let ar = ApiResource::new("example.com", "v1", "Widget", "widgets", true);
-        let target = Target { resource: &ar, namespace: None, metadata_only: true };
+        let target = Target { resource: &ar, namespace: None, metadata_only: true, shard: None };
         let list = target.accepts(true);
         assert_eq!(
             list.protobuf,
@@ -372,6 +385,21 @@ mod tests {
         for list in [true, false] {
             assert_eq!(full.accepts(list), Accepts { protobuf: ACCEPT_PROTOBUF, json: ACCEPT_JSON });
         }
+    }
+
+    #[test]
+    fn lists_and_watches_of_a_shard_send_its_selector_last() {
+        let ar = ApiResource::of::<Pod>();
+        let shard = crate::Shard::of(1, 2).unwrap();
+        let target = Target { resource: &ar, namespace: None, metadata_only: false, shard: Some(&shard) };
+        let selector = "shardSelector=shardRange%28object.metadata.uid%2C%20%270x8000000000000000%27%2C%20%270x10000000000000000%27%29";
+        let list = target.query(&ListParams::default().limit(5).query());
+        assert_eq!(list, format!("?limit=5&{selector}"));
+        let watch = WatchParams { timeout: Duration::from_secs(9), ..WatchParams::default() };
+        assert_eq!(target.query(&watch.query()), format!("?watch=true&timeoutSeconds=9&{selector}"));
+        // An empty query starts with `?`; no shard, nothing added.
+        assert_eq!(target.query(""), format!("?{selector}"));
+        assert_eq!(Target { shard: None, ..target }.query("?limit=5"), "?limit=5");
     }
 
     #[test]

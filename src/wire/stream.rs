@@ -282,7 +282,7 @@ mod stream_tests {
 
     /// Every object of `resource`, in all namespaces.
     fn all(resource: &ApiResource) -> request::Target<'_> {
-        request::Target { resource, namespace: None, metadata_only: false }
+        request::Target { resource, namespace: None, metadata_only: false, shard: None }
     }
 
     fn pod(name: &str) -> Pod {

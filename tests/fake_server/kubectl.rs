@@ -164,6 +164,33 @@ fn kubectl_lists_every_pod_in_chunks() {
     assert_eq!(pages, 3, "kubectl followed the continue tokens");
 }
 
+/// `kubectl get --raw` with a `shardSelector`: a sharding fake answers the shard's pods with
+/// `metadata.shardInfo`, and refuses a malformed selector with kube-apiserver's message.
+#[test]
+fn kubectl_raw_requests_with_a_shard_selector_get_the_shard() {
+    if kubectl_missing() {
+        return;
+    }
+    let server = FakeApiServer::builder().sharded_list_and_watch(true).start();
+    for i in 0..10 {
+        server.create(&pod("a", &format!("p{i}"))).unwrap();
+    }
+    let kc = Kubeconfig::for_server(&server);
+    let shard = kube_watcher::Shard::of(0, 2).unwrap();
+    let selector = shard.selector().replace(' ', "%20").replace('\'', "%27").replace(',', "%2C");
+    let out = run(&kc, &["get", "--raw", &format!("/api/v1/pods?shardSelector={selector}")]);
+    assert!(out.success, "{out:?}");
+    let list: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(list["metadata"]["shardInfo"]["selector"], shard.selector());
+    let uids: Vec<&str> =
+        list["items"].as_array().unwrap().iter().map(|i| i["metadata"]["uid"].as_str().unwrap()).collect();
+    let want = server.list::<Pod>().iter().filter(|p| shard.contains(p.metadata.uid.as_deref().unwrap())).count();
+    assert_eq!(uids.len(), want);
+    assert!(uids.iter().all(|u| shard.contains(u)), "{uids:?}");
+    let out = run(&kc, &["get", "--raw", "/api/v1/pods?shardSelector=nonsense"]);
+    assert!(!out.success && out.stderr.contains("invalid shard selector"), "{out:?}");
+}
+
 #[test]
 fn kubectl_watch_prints_a_pod_created_afterwards() {
     if kubectl_missing() {

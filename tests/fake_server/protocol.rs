@@ -1286,3 +1286,98 @@ fn a_list_not_read_by_its_deadline_is_cut_off() {
     let _ = stream.read_to_end(&mut body);
     assert!(body.len() < 200 * blob.len(), "read {} bytes", body.len());
 }
+
+// ---------------------------------------------------------------------------------------------
+// Sharded lists and watches (`FakeApiServerBuilder::sharded_list_and_watch`)
+
+/// `shardSelector` for shard `i` of `n`, percent-encoded for a query.
+fn shard_query(i: u32, n: u32) -> String {
+    let selector = kube_watcher::Shard::of(i, n).unwrap().selector();
+    selector.replace(' ', "%20").replace('\'', "%27").replace('(', "%28").replace(')', "%29").replace(',', "%2C")
+}
+
+fn uid_in(shard: &kube_watcher::Shard, item: &Value) -> bool {
+    shard.contains(item["metadata"]["uid"].as_str().unwrap())
+}
+
+#[test]
+fn a_sharding_server_lists_only_the_shards_objects_and_echoes_the_selector() {
+    let server = FakeApiServer::builder().sharded_list_and_watch(true).start();
+    seed(&server, 24);
+    let mut seen = 0;
+    for i in 0..3 {
+        let shard = kube_watcher::Shard::of(i, 3).unwrap();
+        let list = get(&server, &format!("/api/v1/configmaps?shardSelector={}", shard_query(i, 3)));
+        assert_eq!(list.status, 200);
+        let list = list.json();
+        assert_eq!(list["metadata"]["shardInfo"]["selector"], shard.selector());
+        let items = list["items"].as_array().unwrap();
+        assert!(items.iter().all(|item| uid_in(&shard, item)), "{items:?}");
+        seen += items.len();
+    }
+    assert_eq!(seen, 24, "the three shards together are the whole collection");
+    // Paged: every page echoes it.
+    let page = get(&server, &format!("/api/v1/configmaps?limit=2&shardSelector={}", shard_query(0, 2))).json();
+    assert!(page["metadata"]["shardInfo"]["selector"].is_string());
+    assert!(page["metadata"].get("remainingItemCount").is_none());
+}
+
+#[test]
+fn a_sharding_server_watches_only_the_shards_objects() {
+    let server = FakeApiServer::builder().sharded_list_and_watch(true).start();
+    let shard = kube_watcher::Shard::of(1, 2).unwrap();
+    let mut watch = Watch::open(&server, &format!("/api/v1/configmaps?watch=true&shardSelector={}", shard_query(1, 2)));
+    assert_eq!(watch.status, 200);
+    seed(&server, 16);
+    let theirs = server.list_values(&cm_type()).iter().filter(|v| uid_in(&shard, v)).count();
+    assert!(theirs > 0 && theirs < 16, "{theirs} of 16 in the shard");
+    for _ in 0..theirs {
+        let ev = watch.event();
+        assert_eq!(typ(&ev), "ADDED");
+        assert!(uid_in(&shard, &ev["object"]), "{ev}");
+    }
+    // Streaming lists too: the initial events are the shard's.
+    let mut stream = Watch::open(
+        &server,
+        &format!(
+            "/api/v1/configmaps?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&shardSelector={}",
+            shard_query(1, 2)
+        ),
+    );
+    for _ in 0..theirs {
+        let ev = stream.event();
+        assert_eq!(typ(&ev), "ADDED");
+        assert!(uid_in(&shard, &ev["object"]), "{ev}");
+    }
+    assert_eq!(typ(&stream.event()), "BOOKMARK");
+}
+
+#[test]
+fn a_malformed_shard_selector_is_refused_as_kube_apiserver_refuses_it() {
+    let server = FakeApiServer::builder().sharded_list_and_watch(true).start();
+    for (selector, why) in [
+        ("shardRange(object.metadata.uid,%20%270x0%27,%20%270x8000000000000000%27)", "16-digit"),
+        ("shardRange(object.metadata.name,%20%270x0000000000000000%27,%20%270x8000000000000000%27)", "field path"),
+        ("nonsense", "only shardRange()"),
+    ] {
+        for watch in ["", "&watch=true"] {
+            let resp = get(&server, &format!("/api/v1/configmaps?shardSelector={selector}{watch}"));
+            assert_eq!(resp.status, 500, "{selector}{watch}");
+            let status = resp.json();
+            let message = status["message"].as_str().unwrap();
+            assert!(message.starts_with("invalid shard selector: ") && message.contains(why), "{message}");
+            assert!(status.get("reason").is_none(), "{status}");
+        }
+    }
+}
+
+#[test]
+fn without_the_option_the_shard_selector_is_ignored() {
+    let server = FakeApiServer::start();
+    seed(&server, 6);
+    let list = get(&server, &format!("/api/v1/configmaps?shardSelector={}", shard_query(0, 4))).json();
+    assert_eq!(names(&list).len(), 6);
+    assert!(list["metadata"].get("shardInfo").is_none());
+    // Not even a malformed one is looked at.
+    assert_eq!(get(&server, "/api/v1/configmaps?shardSelector=nonsense").status, 200);
+}

@@ -36,7 +36,7 @@ pub(super) fn list(shared: &ServerCore, req: &Request, idx: usize, ns: Option<&s
         Err(resp) => return resp,
     };
     let rt = shared.lock().store.types[idx].rt.clone();
-    let filter = match Filter::parse(req, &rt, ns, None) {
+    let filter = match Filter::parse(req, &rt, ns, None, shared.settings.sharded_list_and_watch) {
         Ok(f) => f,
         Err(resp) => return resp,
     };
@@ -222,6 +222,9 @@ fn list_body(rt: &ResourceType, repr: Repr, filter: &Filter, page: &Page, snap_r
         if !filter.has_selectors() {
             metadata.insert("remainingItemCount".into(), json!(page.remaining));
         }
+    }
+    if let Some(selector) = filter.shard_echo() {
+        metadata.insert("shardInfo".into(), json!({ "selector": selector }));
     }
     if let Repr::Table { include, beta } = repr {
         let objects: Vec<&Value> = page.items.iter().map(|o| &**o).collect();

@@ -441,7 +441,7 @@ pub(super) fn delete(shared: &ServerCore, req: &Request, idx: usize, key: &str) 
 pub(super) fn delete_collection(shared: &ServerCore, req: &Request, idx: usize, ns: Option<&str>) -> Response {
     let mut state = shared.lock();
     let rt = state.store.types[idx].rt.clone();
-    let filter = match Filter::parse(req, &rt, ns, None) {
+    let filter = match Filter::parse(req, &rt, ns, None, false) {
         Ok(f) => f,
         Err(r) => return r,
     };

@@ -14,6 +14,10 @@ use crate::wire::syntax::{self, Prefix};
 pub(crate) struct ListMeta {
     pub(crate) resource_version: Option<String>,
     pub(crate) continue_token: Option<String>,
+    /// `shardInfo.selector`: the shard selector a server applied to this list, as it writes
+    /// it (docs/protocol.md, "Sharded lists and watches"); `None` from a server that did not
+    /// filter.
+    pub(crate) shard_selector: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -22,6 +26,13 @@ struct ListMetaJson {
     resource_version: Option<String>,
     #[serde(rename = "continue")]
     continue_token: Option<String>,
+    shard_info: Option<ShardInfoJson>,
+}
+
+#[derive(Deserialize, Default)]
+struct ShardInfoJson {
+    #[serde(default)]
+    selector: String,
 }
 
 /// Why a streamed list could not be read.
@@ -118,6 +129,7 @@ pub(crate) fn list<R: Read, E>(
                     serde_json::from_slice(&s.buf[a..b]).map_err(|e| s.malformed(format!("list metadata: {e}")))?;
                 meta.resource_version = m.resource_version.filter(|v| !v.is_empty());
                 meta.continue_token = m.continue_token.filter(|v| !v.is_empty());
+                meta.shard_selector = m.shard_info.map(|i| i.selector);
             }
             _ => {
                 s.value()?;

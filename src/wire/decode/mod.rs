@@ -30,6 +30,8 @@ use std::borrow::Cow;
 
 use status::StatusBody;
 
+use crate::shard::Shard;
+
 /// The encoding of a body or a watch stream, told by its `Content-Type`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Encoding {
@@ -57,6 +59,62 @@ pub(crate) fn peek_item(item: Item<'_>) -> Option<Peeked<'_>> {
         Form::Json => peek::identity(item.bytes),
         Form::Protobuf { .. } => proto::peek(item.bytes),
     }
+}
+
+/// Whether a list item belongs to `shard`, read off its bytes before any decode (the uid or
+/// namespace, by `peek.rs` or its protobuf twin). When the peek is not certain, a JSON item is
+/// parsed leniently for the field; an item that cannot be read at all is kept, for the
+/// decoder to report.
+pub(crate) fn item_in_shard(item: Item<'_>, shard: &Shard) -> bool {
+    match peek_item(item) {
+        Some(id) => peeked_in_shard(&id, shard),
+        None => match item.form {
+            Form::Json => json_in_shard(item.bytes, &[], shard),
+            Form::Protobuf { .. } => true,
+        },
+    }
+}
+
+/// Whether a watch event (a JSON line or a protobuf frame, in `encoding`) is kept by `shard`:
+/// an object event whose object's uid or namespace the shard holds, and every bookmark and
+/// error. Read off the bytes before any decode; what cannot be read is kept, for the decoder
+/// to report.
+pub(crate) fn event_in_shard(encoding: Encoding, bytes: &[u8], shard: &Shard) -> bool {
+    let object_event = |ty: &[u8]| matches!(ty, b"ADDED" | b"MODIFIED" | b"DELETED");
+    match encoding {
+        Encoding::Json => match peek::event_object(bytes) {
+            Some((ty, _)) if !object_event(ty) => true,
+            Some((_, object)) => match peek::identity(object) {
+                Some(id) => peeked_in_shard(&id, shard),
+                None => json_in_shard(bytes, &["object"], shard),
+            },
+            None => json_in_shard(bytes, &["object"], shard),
+        },
+        Encoding::Protobuf => match proto::event_peek(bytes) {
+            Some((_, Some(id))) => peeked_in_shard(&id, shard),
+            Some((_, None)) | None => true,
+        },
+    }
+}
+
+fn peeked_in_shard(id: &Peeked<'_>, shard: &Shard) -> bool {
+    let value = if shard.is_by_namespace() { id.namespace } else { id.uid };
+    shard.contains(value.unwrap_or_default())
+}
+
+/// The lenient path of the shard's test, for JSON the peek was not certain of: the whole
+/// value parsed, the object found under `path`, and its uid or namespace (missing: empty, as
+/// the server reads it). Not JSON, or not an object event: kept.
+fn json_in_shard(bytes: &[u8], path: &[&str], shard: &Shard) -> bool {
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(bytes) else { return true };
+    if !path.is_empty() && !matches!(value.get("type").and_then(|t| t.as_str()), Some("ADDED" | "MODIFIED" | "DELETED"))
+    {
+        return true;
+    }
+    let object = path.iter().try_fold(&value, |v, key| v.get(key));
+    let field = if shard.is_by_namespace() { "namespace" } else { "uid" };
+    let found = object.and_then(|o| o.get("metadata")).and_then(|m| m.get(field)).and_then(|v| v.as_str());
+    shard.contains(found.unwrap_or_default())
 }
 
 /// Who a list item is that did not decode (lenient; see [`identity`]).
@@ -501,5 +559,125 @@ mod tests {
         assert_eq!(buf, b"abcdef");
         assert_eq!(read_line(&mut r, &mut buf, 10).unwrap(), Line::TooLong);
         assert_eq!(buf, b"abcdefghij");
+    }
+
+    mod shards {
+        use super::*;
+        use crate::wire::protobuf::{self as pb, en};
+        use serde_json::json;
+
+        fn pod(uid: &str, ns: &str) -> serde_json::Value {
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": uid, "namespace": ns, "uid": uid, "resourceVersion": "1"}})
+        }
+
+        /// A uid in shard 0 of 2 and one in shard 1, found by the rule itself.
+        fn uids(shard: &Shard) -> (String, String) {
+            let mut ours = None;
+            let mut theirs = None;
+            for n in 0.. {
+                let uid = format!("uid-{n}");
+                match shard.contains(&uid) {
+                    true => ours = ours.or(Some(uid)),
+                    false => theirs = theirs.or(Some(uid)),
+                }
+                if let (Some(a), Some(b)) = (&ours, &theirs) {
+                    return (a.clone(), b.clone());
+                }
+            }
+            unreachable!()
+        }
+
+        fn frame(ty: &str, object: &serde_json::Value) -> Vec<u8> {
+            let mut raw_ext = Vec::new();
+            en::bytes(&mut raw_ext, 1, &pb::encode(object).unwrap());
+            let mut out = Vec::new();
+            en::bytes(&mut out, 1, ty.as_bytes());
+            en::bytes(&mut out, 2, &raw_ext);
+            out
+        }
+
+        #[test]
+        fn list_items_of_other_shards_are_told_in_both_forms() {
+            let shard = Shard::of(0, 2).unwrap();
+            let (ours, theirs) = uids(&shard);
+            let body = json!({"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "5"},
+                "items": [pod(&ours, "a"), pod(&theirs, "a")]});
+            let mut kept = Vec::new();
+            let bytes = serde_json::to_vec(&body).unwrap();
+            list(&bytes[..], 1 << 20, |item| -> Result<(), ()> {
+                kept.push(item_in_shard(item, &shard));
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(kept, [true, false]);
+            let proto = pb::encode(&body).unwrap();
+            kept.clear();
+            protobuf_list(&proto[..], 1 << 20, &[("v1", "Pod")], |item| -> Result<(), ()> {
+                kept.push(item_in_shard(item, &shard));
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(kept, [true, false]);
+            // An escape in the uid: the peek is not certain, the lenient path decides.
+            let escaped = format!(r#"{{"metadata":{{"uid":"{}"}}}}"#, theirs.replace('-', "\\u002d"));
+            let item = Item { bytes: escaped.as_bytes(), checked: false, form: Form::Json };
+            assert!(peek_item(item).is_none());
+            assert!(!item_in_shard(item, &shard));
+        }
+
+        #[test]
+        fn by_namespace_reads_the_namespace_and_cluster_scoped_objects_hash_the_empty_string() {
+            let empty = u128::from(Shard::hash(""));
+            let shard = Shard::from_ranges([(empty, empty + 1)]).unwrap().by_namespace();
+            let item = |v: &serde_json::Value| serde_json::to_vec(v).unwrap();
+            let node = item(&json!({"metadata": {"name": "n1", "uid": "u"}}));
+            assert!(item_in_shard(Item { bytes: &node, checked: false, form: Form::Json }, &shard));
+            let pod = item(&pod("u", "apps"));
+            assert!(!item_in_shard(Item { bytes: &pod, checked: false, form: Form::Json }, &shard));
+        }
+
+        #[test]
+        fn watch_events_of_other_shards_are_told_and_bookmarks_and_errors_kept() {
+            let shard = Shard::of(1, 2).unwrap();
+            let (ours, theirs) = uids(&shard);
+            for (uid, want) in [(&ours, true), (&theirs, false)] {
+                for ty in ["ADDED", "MODIFIED", "DELETED"] {
+                    let line = serde_json::to_vec(&json!({"type": ty, "object": pod(uid, "a")})).unwrap();
+                    assert_eq!(event_in_shard(Encoding::Json, &line, &shard), want, "{ty} json");
+                    let reordered = serde_json::to_vec(&json!({"object": pod(uid, "a"), "type": ty})).unwrap();
+                    assert_eq!(event_in_shard(Encoding::Json, &reordered, &shard), want, "{ty} json, type last");
+                    assert_eq!(event_in_shard(Encoding::Protobuf, &frame(ty, &pod(uid, "a")), &shard), want, "{ty} pb");
+                }
+            }
+            let bookmark =
+                br#"{"type":"BOOKMARK","object":{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"9"}}}"#;
+            assert!(event_in_shard(Encoding::Json, bookmark, &shard));
+            let error = br#"{"type":"ERROR","object":{"kind":"Status","code":410}}"#;
+            assert!(event_in_shard(Encoding::Json, error, &shard));
+            let pb_bookmark =
+                frame("BOOKMARK", &json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"resourceVersion": "9"}}));
+            assert!(event_in_shard(Encoding::Protobuf, &pb_bookmark, &shard));
+            // Not readable: kept, for the decoder to report.
+            assert!(event_in_shard(Encoding::Json, b"{not json", &shard));
+        }
+
+        #[test]
+        fn list_metadata_carries_the_shard_info_in_both_forms() {
+            let selector = Shard::of(0, 2).unwrap().selector();
+            let body = json!({"kind": "PodList", "apiVersion": "v1",
+                "metadata": {"resourceVersion": "5", "shardInfo": {"selector": selector}}, "items": []});
+            let json_meta =
+                list(&serde_json::to_vec(&body).unwrap()[..], 1 << 20, |_| -> Result<(), ()> { Ok(()) }).unwrap();
+            assert_eq!(json_meta.shard_selector.as_deref(), Some(selector.as_str()));
+            let proto = pb::encode(&body).unwrap();
+            let pb_meta =
+                protobuf_list(&proto[..], 1 << 20, &[("v1", "Pod")], |_| -> Result<(), ()> { Ok(()) }).unwrap();
+            assert_eq!(pb_meta, json_meta);
+            let none =
+                json!({"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "5"}, "items": []});
+            let meta =
+                list(&serde_json::to_vec(&none).unwrap()[..], 1 << 20, |_| -> Result<(), ()> { Ok(()) }).unwrap();
+            assert_eq!(meta.shard_selector, None);
+        }
     }
 }

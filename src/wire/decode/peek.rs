@@ -66,6 +66,46 @@ pub(crate) fn identity(json: &[u8]) -> Option<Peeked<'_>> {
     }
 }
 
+/// The event type and the object of a watch line (`{"type":…,"object":{…}}`), read without
+/// decoding either, for a shard's test ahead of the decode. `None` unless certain (an escape in
+/// the type, a key twice, not an object). When `type` comes first, as the API server writes
+/// it, the object's bytes are the rest of the line from its opening brace (what follows its
+/// end is never read: [`identity`] stops at the object's end); otherwise exactly the object.
+pub(crate) fn event_object(line: &[u8]) -> Option<(&[u8], &[u8])> {
+    let mut c = Cursor { b: line, i: 0 };
+    c.expect(b'{')?;
+    let (mut ty, mut object) = (None, None);
+    loop {
+        let key = c.plain_string()?;
+        c.expect(b':')?;
+        c.ws();
+        match key {
+            b"type" if ty.is_none() => {
+                if c.peek()? != b'"' {
+                    return None;
+                }
+                ty = Some(c.plain_string()?);
+            }
+            b"object" if object.is_none() => {
+                let start = c.i;
+                if let Some(ty) = ty {
+                    return Some((ty, c.b.get(start..)?));
+                }
+                c.skip_value()?;
+                object = Some(c.b.get(start..c.i)?);
+            }
+            b"type" | b"object" => return None,
+            _ => c.skip_value()?,
+        }
+        c.ws();
+        match c.next()? {
+            b',' => {}
+            b'}' => return Some((ty?, object?)),
+            _ => return None,
+        }
+    }
+}
+
 struct Cursor<'a> {
     b: &'a [u8],
     i: usize,
@@ -266,11 +306,38 @@ mod tests {
     }
 
     #[test]
+    fn finds_a_watch_events_type_and_object_in_either_order() {
+        let line = br#"{"type":"ADDED","object":{"metadata":{"name":"a","uid":"u1"}}}"#;
+        let (ty, object) = event_object(line).unwrap();
+        assert_eq!(ty, b"ADDED");
+        assert_eq!(identity(object).unwrap().uid, Some("u1"));
+        let line = br#"{"object":{"metadata":{"uid":"u2"},"spec":{"x":"}"}},"type":"MODIFIED"}"#;
+        let (ty, object) = event_object(line).unwrap();
+        assert_eq!((ty, object), (&b"MODIFIED"[..], &br#"{"metadata":{"uid":"u2"},"spec":{"x":"}"}}"#[..]));
+        for line in [
+            &br#"{"type":"ADDED","type":"DELETED","object":{}}"#[..],
+            br#"{"object":{},"object":{},"type":"ADDED"}"#,
+            br#"{"type":"ADD\u0045D","object":{}}"#,
+            br#"{"type":1,"object":{}}"#,
+            br#"{"object":{}}"#,
+            br#"{"type":"ADDED"}"#,
+            b"",
+        ] {
+            assert_eq!(event_object(line), None, "{}", String::from_utf8_lossy(line));
+        }
+    }
+
+    #[test]
     fn never_panics_on_cut_input() {
         let json = br#"{"kind":"Pod","a":["x\"y",{"b":[1,2,{"c":"d"}]}],"metadata":{"name":"p","uid":"u","resourceVersion":"9"}}"#;
         for end in 0..json.len() {
             let _ = identity(&json[..end]);
         }
+        let line = br#"{"object":{"a":["x\"y",{"b":[1]}],"metadata":{"uid":"u"}},"type":"ADDED"}"#;
+        for end in 0..line.len() {
+            let _ = event_object(&line[..end]);
+        }
+        assert!(event_object(line).is_some());
         assert!(identity(json).is_some());
     }
 }

@@ -118,6 +118,19 @@ pub(crate) fn peek(message: &[u8]) -> Option<Peeked<'_>> {
     Some(out)
 }
 
+/// The type and the object's identity of a watch event frame, read without decoding the
+/// object (the protobuf twin of `peek::event_object`): the `WatchEvent`'s type, and [`peek`] of
+/// the object inside its RawExtension and envelope. `None` unless certain.
+pub(crate) fn event_peek(frame: &[u8]) -> Option<(&str, Option<Peeked<'_>>)> {
+    let ty = text(only_field(frame, 1)?)?;
+    if !matches!(ty, "ADDED" | "MODIFIED" | "DELETED") {
+        return Some((ty, None));
+    }
+    let raw = only_field(only_field(frame, 2)?, 1)?;
+    let envelope = pb::envelope(raw).ok()?;
+    Some((ty, Some(peek(envelope.raw)?)))
+}
+
 /// The identity of an object that is well-formed protobuf (lenient, as `watch::identity` is
 /// for JSON): whatever of the four could be read.
 pub(crate) fn identity(message: &[u8]) -> Option<Identity> {
@@ -360,7 +373,8 @@ pub(crate) fn list<R: Read, E>(
     Ok(meta)
 }
 
-/// `ListMeta`: `2` resourceVersion, `3` continue (`4` remainingItemCount is not needed).
+/// `ListMeta`: `2` resourceVersion, `3` continue, `5` shardInfo {`1` selector}
+/// (`4` remainingItemCount is not needed).
 fn list_meta(bytes: &[u8]) -> Result<ListMeta, String> {
     let mut meta = ListMeta::default();
     let mut reader = Reader::new(bytes);
@@ -368,6 +382,18 @@ fn list_meta(bytes: &[u8]) -> Result<ListMeta, String> {
         let slot = match n {
             2 => &mut meta.resource_version,
             3 => &mut meta.continue_token,
+            5 => {
+                let Wire::Bytes(info) = value else { return Err("list metadata: shardInfo is not a message".into()) };
+                let mut selector = String::new();
+                let mut info = Reader::new(info);
+                while let Some((n, value)) = info.next().map_err(|e| format!("list metadata: shardInfo: {e}"))? {
+                    if let (1, Wire::Bytes(b)) = (n, value) {
+                        selector = text(b).ok_or("list metadata: shardInfo.selector is not UTF-8")?.to_owned();
+                    }
+                }
+                meta.shard_selector = Some(selector);
+                continue;
+            }
             _ => continue,
         };
         let Wire::Bytes(b) = value else { return Err(format!("list metadata: field {n} is not a string")) };
