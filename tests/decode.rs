@@ -428,26 +428,62 @@ fn protobuf_seeds() -> Vec<Vec<u8>> {
     seed_files("protobuf")
 }
 
-/// `k8s\0` and a `runtime.Unknown` envelope around `raw`, so that mutations of an object's own
-/// bytes reach the decoder past a valid envelope.
+/// Appends protobuf field `number` as length-delimited bytes (wire type 2).
+fn put_bytes(out: &mut Vec<u8>, number: u64, bytes: &[u8]) {
+    fn varint(out: &mut Vec<u8>, mut v: u64) {
+        while v >= 0x80 {
+            out.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        out.push(v as u8);
+    }
+    varint(out, number << 3 | 2);
+    varint(out, bytes.len() as u64);
+    out.extend_from_slice(bytes);
+}
+
+/// The length-delimited fields of a message whose every field is one (as `runtime.Unknown`,
+/// `TypeMeta` and the seeds' envelopes are): (number, bytes), in order.
+fn bytes_fields(mut message: &[u8]) -> Vec<(u64, &[u8])> {
+    fn varint(input: &mut &[u8]) -> u64 {
+        let mut value = 0;
+        for shift in (0..64).step_by(7) {
+            let (byte, rest) = input.split_first().expect("a varint runs past the end");
+            *input = rest;
+            value |= u64::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                break;
+            }
+        }
+        value
+    }
+    let mut fields = Vec::new();
+    while !message.is_empty() {
+        let key = varint(&mut message);
+        assert_eq!(key & 7, 2, "field {} is not length-delimited", key >> 3);
+        let len = usize::try_from(varint(&mut message)).unwrap();
+        let (bytes, rest) = message.split_at(len);
+        fields.push((key >> 3, bytes));
+        message = rest;
+    }
+    fields
+}
+
+/// `k8s\0` and a `runtime.Unknown` envelope (`1` TypeMeta {`1` apiVersion, `2` kind}, `2` raw)
+/// around `raw`, written here field by field, so that mutations of an object's own bytes reach
+/// the decoder past a valid envelope.
 fn protobuf_envelope(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
-    use prost::Message as _;
-    let unknown = k8s_pb::apimachinery::pkg::runtime::Unknown {
-        type_meta: Some(k8s_pb::apimachinery::pkg::runtime::TypeMeta {
-            api_version: Some(api_version.into()),
-            kind: Some(kind.into()),
-        }),
-        raw: Some(raw.to_vec()),
-        ..Default::default()
-    };
+    let mut type_meta = Vec::new();
+    put_bytes(&mut type_meta, 1, api_version.as_bytes());
+    put_bytes(&mut type_meta, 2, kind.as_bytes());
     let mut body = b"k8s\0".to_vec();
-    body.extend(unknown.encode_to_vec());
+    put_bytes(&mut body, 1, &type_meta);
+    put_bytes(&mut body, 2, raw);
     body
 }
 
 #[test]
 fn randomized_protobuf_bodies_never_panic_and_memory_stays_linear() {
-    use prost::Message as _;
     let _serial = serial();
     let mut rng = StdRng::seed_from_u64(seed());
     let seeds = protobuf_seeds();
@@ -458,13 +494,24 @@ fn randomized_protobuf_bodies_never_panic_and_memory_stays_linear() {
     let raws: Vec<(String, String, Vec<u8>)> = seeds
         .iter()
         .map(|body| {
-            let unknown = k8s_pb::apimachinery::pkg::runtime::Unknown::decode(&body[4..]).unwrap();
-            let type_meta = unknown.type_meta.unwrap_or_default();
-            (
-                type_meta.api_version.unwrap_or_default(),
-                type_meta.kind.unwrap_or_default(),
-                unknown.raw.unwrap_or_default(),
-            )
+            let (mut api_version, mut kind, mut raw) = (String::new(), String::new(), Vec::new());
+            for (number, bytes) in bytes_fields(&body[4..]) {
+                match number {
+                    1 => {
+                        for (n, text) in bytes_fields(bytes) {
+                            let text = String::from_utf8(text.to_vec()).unwrap();
+                            if n == 1 {
+                                api_version = text
+                            } else if n == 2 {
+                                kind = text
+                            }
+                        }
+                    }
+                    2 => raw = bytes.to_vec(),
+                    _ => {}
+                }
+            }
+            (api_version, kind, raw)
         })
         .collect();
     let objects: Vec<Vec<u8>> = raws.iter().map(|(_, _, raw)| raw.clone()).collect();
@@ -489,15 +536,14 @@ fn randomized_protobuf_bodies_never_panic_and_memory_stays_linear() {
     }
 }
 
-/// One protobuf watch frame around an enveloped object (docs/protocol.md §12.3), written by
-/// k8s-pb's prost types.
+/// One protobuf watch frame around an enveloped object (docs/protocol.md §12.3): a `WatchEvent`
+/// (`1` type, `2` object: a `RawExtension` whose `1` raw is the body), written field by field.
 fn protobuf_frame(event_type: &str, body: &[u8]) -> Vec<u8> {
-    use prost::Message as _;
-    let event = k8s_pb::apimachinery::pkg::apis::meta::v1::WatchEvent {
-        r#type: Some(event_type.into()),
-        object: Some(k8s_pb::apimachinery::pkg::runtime::RawExtension { raw: Some(body.to_vec()) }),
-    };
-    let bytes = event.encode_to_vec();
+    let mut object = Vec::new();
+    put_bytes(&mut object, 1, body);
+    let mut bytes = Vec::new();
+    put_bytes(&mut bytes, 1, event_type.as_bytes());
+    put_bytes(&mut bytes, 2, &object);
     let mut frame = u32::try_from(bytes.len()).unwrap().to_be_bytes().to_vec();
     frame.extend(bytes);
     frame

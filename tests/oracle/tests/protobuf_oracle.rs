@@ -26,9 +26,9 @@ use rand::{Rng, SeedableRng};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-#[path = "../benches/support/realistic_pod.rs"]
+#[path = "../../../benches/support/realistic_pod.rs"]
 mod realistic_pod;
-#[path = "../benches/support/varied_pod.rs"]
+#[path = "../../../benches/support/varied_pod.rs"]
 #[allow(dead_code)]
 mod varied_pod;
 
@@ -923,11 +923,11 @@ fn jiff_timestamp(seconds: i64) -> String {
 }
 
 /// Writes the protobuf fuzz seeds (fuzz/seeds/protobuf/*) from this file's objects:
-/// `cargo test --all-features --test protobuf_oracle -- --ignored write_fuzz_seeds`.
+/// `cargo test --test protobuf_oracle -- --ignored write_fuzz_seeds`.
 #[test]
 #[ignore = "regenerates fuzz/seeds/protobuf; run by hand"]
 fn write_fuzz_seeds() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/protobuf");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/protobuf");
     std::fs::create_dir_all(&dir).unwrap();
     let (pod, _) = pod("web-1");
     let (svc, _) = service();
