@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube_watcher::fuzzing;
 use kube_watcher::testing::{Fault, Match};
 use kube_watcher::{Config, Event, Watcher};
-use rand::rngs::StdRng;
+use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 /// Counts live heap bytes and their peak, so memory bounds are asserted on what the process
@@ -84,7 +84,10 @@ fn iterations() -> usize {
 }
 
 fn seed() -> u64 {
-    let seed = std::env::var("KUBE_WATCHER_FUZZ_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or_else(rand::random);
+    let seed = std::env::var("KUBE_WATCHER_FUZZ_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| SmallRng::from_os_rng().random());
     eprintln!("fuzz seed: {seed} (replay with KUBE_WATCHER_FUZZ_SEED={seed})");
     seed
 }
@@ -125,7 +128,7 @@ const NUMBERS: &[&str] = &[
 ];
 
 /// A random number: one of [`NUMBERS`], or digits, a fraction and an exponent of random lengths.
-fn number(rng: &mut StdRng) -> String {
+fn number(rng: &mut SmallRng) -> String {
     if rng.random_bool(0.5) {
         return NUMBERS[rng.random_range(0..NUMBERS.len())].to_owned();
     }
@@ -133,7 +136,7 @@ fn number(rng: &mut StdRng) -> String {
     if rng.random_bool(0.3) {
         n.push('-');
     }
-    let digits = |rng: &mut StdRng, n: &mut String, count: usize| {
+    let digits = |rng: &mut SmallRng, n: &mut String, count: usize| {
         for _ in 0..count {
             n.push(char::from(b'0' + rng.random_range(0..10u8)));
         }
@@ -199,7 +202,7 @@ fn has_odd_number(input: &[u8]) -> bool {
 }
 
 /// Replaces one number of `input` (outside strings) with [`number`]; `None` if it has none.
-fn swap_number(rng: &mut StdRng, input: &[u8]) -> Option<Vec<u8>> {
+fn swap_number(rng: &mut SmallRng, input: &[u8]) -> Option<Vec<u8>> {
     let mut spans = number_spans(input);
     if spans.is_empty() {
         return None;
@@ -212,7 +215,7 @@ fn swap_number(rng: &mut StdRng, input: &[u8]) -> Option<Vec<u8>> {
 
 /// One random edit of `input`: bit flips, interesting bytes, insertions, deletions,
 /// truncation, duplication, splicing with another valid input and odd numbers.
-fn mutate(rng: &mut StdRng, input: &[u8], other: &[u8]) -> Vec<u8> {
+fn mutate(rng: &mut SmallRng, input: &[u8], other: &[u8]) -> Vec<u8> {
     const INTERESTING: &[u8] = b"{}[]\",:\\0123456789-+.eEtrufalsn \n\r\t\x00\xff\xc3\xa9u";
     let mut out = input.to_vec();
     for _ in 0..rng.random_range(1..=4) {
@@ -349,7 +352,7 @@ impl std::io::Read for Trickle<'_> {
 struct Pausing<'a> {
     data: &'a [u8],
     step: usize,
-    rng: StdRng,
+    rng: SmallRng,
 }
 
 impl std::io::Read for Pausing<'_> {
@@ -373,14 +376,14 @@ fn expected_lines(stream: &[u8], max: usize) -> Vec<Vec<u8>> {
     parts.into_iter().take_while(|l| l.len() <= max).map(<[u8]>::to_vec).collect()
 }
 
-fn pick<'a>(rng: &mut StdRng, seeds: &'a [Vec<u8>]) -> &'a [u8] {
+fn pick<'a>(rng: &mut SmallRng, seeds: &'a [Vec<u8>]) -> &'a [u8] {
     &seeds[rng.random_range(0..seeds.len())]
 }
 
 #[test]
 fn randomized_watch_lines_never_panic_and_lines_stay_bounded() {
     let _serial = serial();
-    let mut rng = StdRng::seed_from_u64(seed());
+    let mut rng = SmallRng::seed_from_u64(seed());
     let seeds = watch_seeds();
     for _ in 0..iterations() {
         let (a, b) = (pick(&mut rng, &seeds), pick(&mut rng, &seeds));
@@ -396,7 +399,8 @@ fn randomized_watch_lines_never_panic_and_lines_stay_bounded() {
         let capacity = rng.random_range(1..32);
         let whole = fuzzing::lines(std::io::BufReader::with_capacity(capacity, &stream[..]), max);
         assert_eq!(whole, expected_lines(&stream, max));
-        let paused = Pausing { data: &stream, step: rng.random_range(1..64), rng: StdRng::seed_from_u64(rng.random()) };
+        let paused =
+            Pausing { data: &stream, step: rng.random_range(1..64), rng: SmallRng::seed_from_u64(rng.random()) };
         let resumed = fuzzing::lines(std::io::BufReader::with_capacity(capacity, paused), max);
         assert_eq!(resumed, whole, "lines read with pauses differ from lines read at once");
     }
@@ -405,7 +409,7 @@ fn randomized_watch_lines_never_panic_and_lines_stay_bounded() {
 #[test]
 fn randomized_list_bodies_never_panic_and_items_stay_bounded() {
     let _serial = serial();
-    let mut rng = StdRng::seed_from_u64(seed());
+    let mut rng = SmallRng::seed_from_u64(seed());
     for seed in LIST_SEEDS {
         fuzzing::list::<Pod, _>(seed.as_bytes(), 4096).unwrap_or_else(|e| panic!("valid seed rejected: {e}: {seed}"));
     }
@@ -485,7 +489,7 @@ fn protobuf_envelope(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
 #[test]
 fn randomized_protobuf_bodies_never_panic_and_memory_stays_linear() {
     let _serial = serial();
-    let mut rng = StdRng::seed_from_u64(seed());
+    let mut rng = SmallRng::seed_from_u64(seed());
     let seeds = protobuf_seeds();
     for seed in &seeds {
         fuzzing::protobuf_object::<serde_json::Value>(seed).unwrap_or_else(|e| panic!("valid seed rejected: {e}"));
@@ -568,7 +572,7 @@ fn expected_frames(stream: &[u8], max: usize) -> Vec<Vec<u8>> {
 #[test]
 fn randomized_protobuf_watch_frames_and_lists_never_panic_and_stay_bounded() {
     let _serial = serial();
-    let mut rng = StdRng::seed_from_u64(seed());
+    let mut rng = SmallRng::seed_from_u64(seed());
     let seeds = protobuf_seeds();
     let (lists, objects): (Vec<Vec<u8>>, Vec<Vec<u8>>) =
         seeds.into_iter().partition(|body| body.windows(7).any(|w| w == b"PodList"));
@@ -600,7 +604,8 @@ fn randomized_protobuf_watch_frames_and_lists_never_panic_and_stay_bounded() {
         let capacity = rng.random_range(1..64);
         let whole = fuzzing::protobuf_frames(std::io::BufReader::with_capacity(capacity, &stream[..]), max);
         assert_eq!(whole, expected_frames(&stream, max));
-        let paused = Pausing { data: &stream, step: rng.random_range(1..64), rng: StdRng::seed_from_u64(rng.random()) };
+        let paused =
+            Pausing { data: &stream, step: rng.random_range(1..64), rng: SmallRng::seed_from_u64(rng.random()) };
         let resumed = fuzzing::protobuf_frames(std::io::BufReader::with_capacity(capacity, paused), max);
         assert_eq!(resumed, whole, "frames read with pauses differ from frames read at once");
         for frame in &whole {
@@ -625,7 +630,7 @@ fn randomized_protobuf_watch_frames_and_lists_never_panic_and_stay_bounded() {
 #[test]
 fn randomized_kubeconfigs_never_panic() {
     let _serial = serial();
-    let mut rng = StdRng::seed_from_u64(seed());
+    let mut rng = SmallRng::seed_from_u64(seed());
     let mut seeds = vec![KUBECONFIG_SEED.as_bytes().to_vec()];
     seeds.extend(seed_files("kubeconfig"));
     for seed in &seeds {
@@ -743,7 +748,7 @@ fn regression_a_truncated_deleted_event_with_a_syntax_error_is_rejected_by_both_
 #[test]
 fn randomized_watch_lines_decode_to_the_same_value_every_way() {
     let _serial = serial();
-    let mut rng = StdRng::seed_from_u64(seed());
+    let mut rng = SmallRng::seed_from_u64(seed());
     for seed in WATCH_SEEDS {
         fuzzing::watch_line::<Pod>(seed.as_bytes()).unwrap_or_else(|e| panic!("valid seed rejected: {e}: {seed}"));
         fuzzing::watch_line::<serde_json::Value>(seed.as_bytes())
@@ -768,7 +773,7 @@ fn randomized_watch_lines_decode_to_the_same_value_every_way() {
 #[test]
 fn randomized_numbers_decode_to_the_same_value_every_way() {
     let _serial = serial();
-    let mut rng = StdRng::seed_from_u64(seed());
+    let mut rng = SmallRng::seed_from_u64(seed());
     let (mut accepted, mut refused) = (0, 0);
     for _ in 0..iterations() * 3 {
         let (g, p, x) = (number(&mut rng), number(&mut rng), number(&mut rng));
@@ -791,7 +796,7 @@ fn randomized_numbers_decode_to_the_same_value_every_way() {
 #[test]
 fn randomized_json_passes_the_strict_syntax_check_only_if_serde_json_accepts_it() {
     let _serial = serial();
-    let mut rng = StdRng::seed_from_u64(seed());
+    let mut rng = SmallRng::seed_from_u64(seed());
     let (watch, list) = (watch_seeds(), list_seeds());
     let mut agreed = 0;
     for _ in 0..iterations() * 10 {
