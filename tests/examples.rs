@@ -1038,10 +1038,12 @@ fn run_shell_block(block: &ShellBlock, scratch: &std::path::Path) {
         }
     }
     drop(stdin);
+    let deadline = Instant::now() + RUN_TIMEOUT;
     let status = loop {
         if let Some(status) = shell.bash.try_wait().unwrap() {
             break status;
         }
+        assert!(Instant::now() < deadline, "{}: the shell did not end:\n{}", block.at, transcript.join("\n"));
         thread::sleep(Duration::from_millis(20));
     };
     while let Ok(said) = rx.recv_timeout(Duration::from_millis(200)) {
@@ -1083,6 +1085,10 @@ fn shell_blocks_for_the_fake_server_run_as_printed() {
     let (mut ran, mut skipped) = (0, 0);
     for doc in ["README.md", "docs/guide.md"] {
         for block in shell_blocks(doc) {
+            // Waiting for a file that may not exist yet: `-s`, or grep complains until it does.
+            for line in &block.lines {
+                assert!(!line.contains("grep -q "), "{}: {line}: use grep -qs", block.at);
+            }
             if block.lines.first().is_some_and(|l| l.starts_with(REAL_CLUSTER)) {
                 skipped += 1;
                 continue;
