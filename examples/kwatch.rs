@@ -2,7 +2,7 @@
 //! event type on every line.
 //!
 //! ```text
-//! cargo run --example kwatch --features testing -- --demo          # no cluster needed
+//! cargo run --example kwatch --features testing -- --demo --stats  # no cluster needed
 //! cargo run --example kwatch -- pods -A                             # your kubeconfig's cluster
 //! cargo run --example kwatch -- deployments.apps -n shop -o wide --stats
 //! ```
@@ -1024,7 +1024,7 @@ mod demo {
     pub fn start() -> Result<Demo, String> {
         eprintln!(
             "# demo: a fake API server with a simulated workload (an outage and a 410 every 9 s); \
-             retries wait at most 2 s here (30 s by default); `# stats:` lines show what the watcher does; Ctrl-C stops"
+             retries wait at most 2 s here (30 s by default); `# stats:` lines show what the watcher does; Ctrl-C stops (with --stats, after a summary)"
         );
         Ok(Demo::start())
     }

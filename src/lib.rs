@@ -115,10 +115,12 @@
 //! # Memory
 //!
 //! Objects are decoded once and shared as `Arc`s between events and the store. To hold less:
-//! [`metadata_watcher`] keeps only metadata, [`WatcherBuilder::compressed_store`] keeps
-//! compressed JSON and decodes on read (100k realistic pods in about 0.1 GiB),
-//! [`WatcherBuilder::compact_store`] keeps plain JSON, and a [`WatcherBuilder::transform`] can drop fields you never read
-//! (`managedFields` above all) before anything is stored.
+//! [`metadata_watcher`] keeps only metadata; [`WatcherBuilder::compressed_store`] keeps each
+//! object's bytes as they came off the wire (protobuf for built-in types, JSON otherwise),
+//! compressed, and decodes on read (100k realistic pods in about 0.1 GiB);
+//! [`WatcherBuilder::compact_store`] keeps those bytes uncompressed; and a
+//! [`WatcherBuilder::transform`] can drop fields you never read (`managedFields` above all)
+//! before anything is stored.
 //!
 //! # Writes and leader election
 //!

@@ -57,7 +57,7 @@ use kube_watcher::testing::{Chunking, FakeApiServer, Fault, Match, ResourceType,
 use kube_watcher::{
     Api, Backoff, Client, Config, Error, Event, PartialObjectMetadata, SlowConsumer, Store, Watchable, Watcher,
 };
-use rand::rngs::StdRng;
+use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 const DEFAULT_SEEDS: u64 = 400;
@@ -152,7 +152,7 @@ struct Setup {
 }
 
 fn run_seed(seed: u64) -> Result<(), String> {
-    let mut rng = StdRng::seed_from_u64(seed);
+    let mut rng = SmallRng::seed_from_u64(seed);
     let mode = MODES[(seed % MODES.len() as u64) as usize];
     let stalls = seed % 10 == 3;
     // A proxy that loses the initial events of a streaming list hands over an incomplete list:
@@ -441,7 +441,7 @@ fn consume<K: Watchable>(
     let thread = {
         let model = Arc::clone(&model);
         std::thread::spawn(move || {
-            let mut rng = StdRng::seed_from_u64(seed);
+            let mut rng = SmallRng::seed_from_u64(seed);
             for item in rx.iter() {
                 if let Err(Error::Lagged { .. }) = &item {
                     // Everything dropped is covered by the store from now on.
@@ -472,7 +472,7 @@ fn consume<K: Watchable>(
 fn run<K: Watchable>(
     setup: &Setup,
     server: &FakeApiServer,
-    rng: &mut StdRng,
+    rng: &mut SmallRng,
     watcher: kube_watcher::Result<Watcher<K>>,
 ) -> Result<(), String> {
     let started = Instant::now();
@@ -481,7 +481,7 @@ fn run<K: Watchable>(
     let notices = w.notices();
     let busy = Arc::new(AtomicBool::new(true));
     let mut consumers = Vec::new();
-    let spawn = |name, rx, kind, rng: &mut StdRng| {
+    let spawn = |name, rx, kind, rng: &mut SmallRng| {
         consume(name, rx, kind, w.store(), Arc::clone(&busy), rng.random(), interleaved)
     };
     consumers.push(spawn("own channel", w.receiver().clone(), None, rng));
@@ -725,7 +725,7 @@ const WRITES: Writes = Writes {
     batch: 2..5,
 };
 
-fn fault(setup: &Setup, rng: &mut StdRng) -> (Match, Fault) {
+fn fault(setup: &Setup, rng: &mut SmallRng) -> (Match, Fault) {
     let watch = |f| (Match::Watch, f);
     let list = |f| (Match::List, f);
     let any = |f| (Match::Any, f);

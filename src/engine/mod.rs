@@ -147,7 +147,7 @@ impl<K: Watchable> Engine<K> {
             let worker = Worker {
                 api,
                 http,
-                machine: Machine::new(spec.config.clone(), rand::random()),
+                machine: Machine::new(spec.config.clone(), seed()),
                 control: Arc::clone(&control),
                 writer,
                 delivery,
@@ -246,6 +246,19 @@ fn spawn<K: Watchable>(
         })
         .map_err(|e| Error::Spawn(e.to_string().into()))?;
     Ok((handle, done_rx))
+}
+
+/// A seed for a worker's jitter (backoff, start spread): from the operating system, or, should
+/// that fail, from the clock and the thread (jitter spreads load; it guards nothing).
+pub(crate) fn seed() -> u64 {
+    use rand::TryRngCore as _;
+    rand::rngs::OsRng.try_next_u64().unwrap_or_else(|_| {
+        use std::hash::{DefaultHasher, Hash as _, Hasher as _};
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        let mut hasher = DefaultHasher::new();
+        (now, std::thread::current().id()).hash(&mut hasher);
+        hasher.finish()
+    })
 }
 
 /// Joins stopped worker threads, waiting at most `STOP_JOIN_LIMIT` in all: a thread still in a

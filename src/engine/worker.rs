@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 
 use crossbeam_channel::{after, select};
+use rand::rngs::SmallRng;
+use rand::{Rng as _, SeedableRng as _};
 
 use crate::cache::Writer;
 use crate::engine::control::Control;
@@ -69,7 +71,8 @@ impl<K: Watchable> Worker<K> {
     pub(crate) fn run(mut self) {
         let spread = self.start_spread;
         let driven = catch_unwind(AssertUnwindSafe(|| {
-            self.pause(rand::random_range(Duration::ZERO..=spread)).and_then(|()| self.drive())
+            let delay = SmallRng::seed_from_u64(super::seed()).random_range(Duration::ZERO..=spread);
+            self.pause(delay).and_then(|()| self.drive())
         }));
         let end = match driven {
             Ok(Ok(e)) => e,

@@ -70,7 +70,7 @@ impl BackoffState {
 mod tests {
     use super::*;
     use rand::SeedableRng;
-    use rand::rngs::StdRng;
+    use rand::rngs::SmallRng;
 
     fn policy() -> Backoff {
         Backoff::default()
@@ -78,7 +78,7 @@ mod tests {
 
     #[test]
     fn delays_are_jittered_below_a_doubling_cap() {
-        let mut rng = StdRng::seed_from_u64(7);
+        let mut rng = SmallRng::seed_from_u64(7);
         let mut b = BackoffState::new(policy());
         let now = Instant::now();
         let caps = [0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 30.0, 30.0];
@@ -90,7 +90,7 @@ mod tests {
 
     #[test]
     fn jitter_spreads_delays_over_the_range() {
-        let mut rng = StdRng::seed_from_u64(1);
+        let mut rng = SmallRng::seed_from_u64(1);
         let now = Instant::now();
         let delays: Vec<f64> = (0..200)
             .map(|_| {
@@ -104,7 +104,7 @@ mod tests {
 
     #[test]
     fn a_healthy_period_resets_the_delay() {
-        let mut rng = StdRng::seed_from_u64(3);
+        let mut rng = SmallRng::seed_from_u64(3);
         let mut b = BackoffState::new(policy());
         let t0 = Instant::now();
         for _ in 0..6 {
@@ -119,7 +119,7 @@ mod tests {
 
     #[test]
     fn a_retry_after_extends_the_delay_up_to_the_backoff_maximum() {
-        let mut rng = StdRng::seed_from_u64(5);
+        let mut rng = SmallRng::seed_from_u64(5);
         let mut b = BackoffState::new(policy());
         let now = Instant::now();
         let asked = |secs| {

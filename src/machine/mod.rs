@@ -26,7 +26,7 @@ pub(crate) mod drift;
 
 use std::time::{Duration, Instant};
 
-use rand::rngs::StdRng;
+use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 use self::backoff::BackoffState;
@@ -188,7 +188,7 @@ pub(crate) struct Machine {
     state: State,
     config: Config,
     backoff: BackoffState,
-    rng: StdRng,
+    rng: SmallRng,
     /// Consecutive failures without progress.
     failures: u32,
     /// The server rejected or ignored a streaming list: use paged lists from now on.
@@ -208,7 +208,7 @@ impl Machine {
             state: State::Sync { resume: None, reason: RelistReason::Initial },
             backoff: BackoffState::new(config.backoff),
             config,
-            rng: StdRng::seed_from_u64(seed),
+            rng: SmallRng::seed_from_u64(seed),
             failures: 0,
             streaming_unsupported: false,
             last_sync: None,

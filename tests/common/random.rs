@@ -5,7 +5,7 @@ use std::ops::Range;
 use k8s_openapi::api::core::v1::Pod;
 use kube_watcher::testing::{FakeApiServer, ResourceType};
 use rand::Rng;
-use rand::rngs::StdRng;
+use rand::rngs::SmallRng;
 
 use super::{labelled, pod};
 
@@ -48,7 +48,7 @@ pub struct Writes {
 }
 
 impl Writes {
-    pub fn pod(&self, rng: &mut StdRng) -> Pod {
+    pub fn pod(&self, rng: &mut SmallRng) -> Pod {
         let ns = self.namespaces[rng.random_range(0..self.namespaces.len())];
         let mut p = pod(ns, &format!("{}{}", self.prefix, rng.random_range(0..self.names)));
         if let Some(label) = self.selector {
@@ -61,7 +61,7 @@ impl Writes {
     }
 
     /// One random write.
-    pub fn write(&self, server: &FakeApiServer, rng: &mut StdRng) {
+    pub fn write(&self, server: &FakeApiServer, rng: &mut SmallRng) {
         let p = self.pod(rng);
         let (ns, name) = (p.metadata.namespace.clone().unwrap(), p.metadata.name.clone().unwrap());
         let mut draw = rng.random_range(0..self.mix.iter().map(|(weight, _)| weight).sum());

@@ -18,7 +18,7 @@ use common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube_watcher::testing::{Chunking, FakeApiServer, Fault, Match, Watch410};
 use kube_watcher::{Api, Backoff, Client, Config, Event, Watcher};
-use rand::rngs::StdRng;
+use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 /// How long the quiet phase may take to converge (bounded even on a slow 2-core machine).
@@ -102,7 +102,7 @@ impl Model {
 }
 
 /// A watcher configuration drawn from the seed.
-fn random_config(rng: &mut StdRng) -> (String, Config) {
+fn random_config(rng: &mut SmallRng) -> (String, Config) {
     let page = [1u32, 2, 500][rng.random_range(0..3)];
     let bookmarks = rng.random_bool(0.7);
     let streaming = bookmarks && rng.random_bool(0.5);
@@ -121,7 +121,7 @@ fn random_config(rng: &mut StdRng) -> (String, Config) {
     (format!("page_size={page} bookmarks={bookmarks} streaming={streaming} timeout={timeout}s"), c)
 }
 
-fn random_fault(rng: &mut StdRng) -> (Match, Fault) {
+fn random_fault(rng: &mut SmallRng) -> (Match, Fault) {
     let watch = |f| (Match::Watch, f);
     let list = |f| (Match::List, f);
     let any = |f| (Match::Any, f);
@@ -208,7 +208,7 @@ fn chaos(apply_only: bool) {
     let seed = env_u64("KUBE_WATCHER_CHAOS_SEED").unwrap_or(DEFAULT_SEED);
     let rounds = env_u64("KUBE_WATCHER_CHAOS_ROUNDS").map_or(DEFAULT_ROUNDS, |n| n as usize);
     eprintln!("chaos seed: {seed} ({rounds} rounds; replay with KUBE_WATCHER_CHAOS_SEED={seed})");
-    let mut rng = StdRng::seed_from_u64(seed);
+    let mut rng = SmallRng::seed_from_u64(seed);
 
     let chunking = [Chunking::PerEvent, Chunking::Coalesce, Chunking::Split][rng.random_range(0..3)];
     let watch_410 = if rng.random_bool(0.5) { Watch410::InStream } else { Watch410::Http };

@@ -21,14 +21,14 @@ use k8s_pb::apimachinery::pkg::runtime::{RawExtension, TypeMeta, Unknown};
 use k8s_pb::apimachinery::pkg::util::intstr::IntOrString;
 use kube_watcher::fuzzing;
 use prost::Message;
-use rand::rngs::StdRng;
+use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-#[path = "../benches/support/realistic_pod.rs"]
+#[path = "../../../benches/support/realistic_pod.rs"]
 mod realistic_pod;
-#[path = "../benches/support/varied_pod.rs"]
+#[path = "../../../benches/support/varied_pod.rs"]
 #[allow(dead_code)]
 mod varied_pod;
 
@@ -730,7 +730,7 @@ fn embedded_json_reads_as_json() {
 }
 
 /// A random string: ASCII, empty, or with multi-byte characters.
-fn text(rng: &mut StdRng) -> String {
+fn text(rng: &mut SmallRng) -> String {
     let len = rng.random_range(0..12);
     (0..len)
         .map(|_| match rng.random_range(0..10) {
@@ -744,7 +744,7 @@ fn text(rng: &mut StdRng) -> String {
         .collect()
 }
 
-fn map(rng: &mut StdRng) -> BTreeMap<String, String> {
+fn map(rng: &mut SmallRng) -> BTreeMap<String, String> {
     (0..rng.random_range(0..4)).map(|_| (text(rng), text(rng))).collect()
 }
 
@@ -752,7 +752,7 @@ fn map(rng: &mut StdRng) -> BTreeMap<String, String> {
 #[test]
 fn randomized_objects_decode_as_their_json() {
     let seed = std::env::var("KUBE_WATCHER_FUZZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(25);
-    let mut rng = StdRng::seed_from_u64(seed);
+    let mut rng = SmallRng::seed_from_u64(seed);
     for _ in 0..300 {
         let (name, labels, data) = (text(&mut rng), map(&mut rng), map(&mut rng));
         let bytes: BTreeMap<String, Vec<u8>> = (0..rng.random_range(0..3))
@@ -834,7 +834,7 @@ fn randomized_objects_decode_as_their_json() {
 }
 
 /// A pod with random containers: Go's zeros where Go sends them, pointers set or not.
-fn random_pod(rng: &mut StdRng, meta: meta::ObjectMeta, meta_json: Value) -> (core::Pod, Value) {
+fn random_pod(rng: &mut SmallRng, meta: meta::ObjectMeta, meta_json: Value) -> (core::Pod, Value) {
     let mut containers = Vec::new();
     let mut containers_json = Vec::new();
     for _ in 0..rng.random_range(1..4) {
@@ -923,11 +923,11 @@ fn jiff_timestamp(seconds: i64) -> String {
 }
 
 /// Writes the protobuf fuzz seeds (fuzz/seeds/protobuf/*) from this file's objects:
-/// `cargo test --all-features --test protobuf_oracle -- --ignored write_fuzz_seeds`.
+/// `cargo test --test protobuf_oracle -- --ignored write_fuzz_seeds`.
 #[test]
 #[ignore = "regenerates fuzz/seeds/protobuf; run by hand"]
 fn write_fuzz_seeds() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/protobuf");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/protobuf");
     std::fs::create_dir_all(&dir).unwrap();
     let (pod, _) = pod("web-1");
     let (svc, _) = service();
