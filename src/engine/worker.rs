@@ -18,7 +18,7 @@ use rand::{Rng as _, SeedableRng as _};
 use crate::cache::Writer;
 use crate::engine::control::Control;
 use crate::engine::counters;
-use crate::engine::delivery::Delivery;
+use crate::engine::delivery::{Delivery, Form};
 use crate::engine::gate::Stopped;
 use crate::engine::parallel::{Halt, Pool};
 use crate::engine::prepare::{Prepare, Subject};
@@ -222,6 +222,9 @@ impl<K: Watchable> Worker<K> {
         }
         let now = Instant::now();
         let result = result.and_then(|meta| Ok(self.shard_answered(&meta, foreign, &context)?).map(|()| meta));
+        if result.is_ok() {
+            self.foreign_from_filtering_server(foreign, &context)?;
+        }
         Ok(match result {
             Ok(meta) => {
                 self.connected();
@@ -358,7 +361,7 @@ impl<K: Watchable> Worker<K> {
                             foreign_initial = true;
                             self.shard_filtered_by(ShardFilter::Client);
                         } else {
-                            self.foreign_from_filtering_server(1);
+                            self.foreign_from_filtering_server(1, &context)?;
                         }
                         step = Step { effects: Vec::new(), next: Next::ReadOn };
                         continue;
@@ -391,7 +394,6 @@ impl<K: Watchable> Worker<K> {
             None => self.shard_filtered_by(ShardFilter::Client),
             Some(echo) if Shard::parse(echo).ok().as_ref() == Some(shard) => {
                 self.shard_filtered_by(ShardFilter::Server);
-                self.foreign_from_filtering_server(foreign);
             }
             Some(echo) => {
                 return Err(Error::Decode(Box::new(DecodeError {
@@ -440,18 +442,32 @@ impl<K: Watchable> Worker<K> {
     }
 
     /// Objects of other shards from a server that said it filtered: dropped all the same, and
-    /// said once in the log (a server bug, or a selector it read differently).
-    fn foreign_from_filtering_server(&mut self, foreign: u64) {
-        if foreign > 0
-            && self.control.counters.snapshot_shard_filter() == Some(ShardFilter::Server)
-            && !self.shard_warned
+    /// reported once to the consumers (an `Err` on the channel, counted as a decode error; a
+    /// server bug, or a selector it reads differently), so the store never silently holds
+    /// another shard's objects nor silently misses its own.
+    fn foreign_from_filtering_server(&mut self, foreign: u64, context: &str) -> Result<(), Stopped> {
+        if foreign == 0
+            || self.shard_warned
+            || self.control.counters.snapshot_shard_filter() != Some(ShardFilter::Server)
         {
-            self.shard_warned = true;
-            log::warn!(
-                "{}: the server filters by the shard's selector but sent {foreign} object(s) of other shards; they were dropped",
-                self.control.name
-            );
+            return Ok(());
         }
+        self.shard_warned = true;
+        let selector = self.api.shard.as_ref().map(Shard::selector).unwrap_or_default();
+        let e = Error::Decode(Box::new(DecodeError {
+            context: context.to_owned(),
+            line: None,
+            len: 0,
+            message: format!(
+                "the server said it filtered by the shard's selector but sent {foreign} object(s) of other shards; \
+                 they were dropped (told once)"
+            ),
+            snippet: snippet(selector.as_bytes()),
+        }));
+        log::warn!("{}: {e}", self.control.name);
+        self.writer.set_last_error(&e);
+        self.control.counters.error(&e);
+        self.delivery.send(Form::Decoded, |c| c.report(e))
     }
 
     /// Feeds one decoded event to the machine; returns the object (if any) and the actions.

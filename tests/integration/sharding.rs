@@ -486,3 +486,40 @@ fn shards_partition_the_collection_under_churn_and_faults() {
         whole.stop();
     }
 }
+
+/// A server that says it filters (its lists echo the selector) but then sends an object of
+/// another shard: the object never reaches the store or the events, and the consumer is told
+/// once, with an error that says what happened. It used to be dropped with only a log line.
+#[test]
+fn another_shards_object_from_a_filtering_server_is_dropped_and_reported_once() {
+    let server = FakeApiServer::builder().bookmark_interval(ms(100)).sharded_list_and_watch(true).json_only(true).start();
+    let shard = Shard::of(0, 2).unwrap();
+    let w = Watcher::new(pods(&server), Config::default().shard(shard.clone()).wire_format(WireFormat::Json)).unwrap();
+    w.store().wait_until_ready(WAIT).unwrap();
+    let foreign_uid = (0..).map(|i| format!("uid-{i}")).find(|u| !shard.contains(u)).unwrap();
+    let line = serde_json::json!({
+        "type": "ADDED",
+        "object": {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "intruder", "namespace": "apps", "uid": foreign_uid, "resourceVersion": "999"}
+        }
+    });
+    for _ in 0..2 {
+        server.push_fault(kube_watcher::testing::Match::Watch, kube_watcher::testing::Fault::Line(line.to_string()));
+    }
+    server.end_watches();
+    let seen = collect_until(&w, |s| s.iter().any(|e| e.contains("other shards")));
+    assert!(seen.iter().all(|e| !e.contains("intruder")), "{seen:?}");
+    // The second one (on the next watch) is dropped without another report: by the time a pod
+    // of this shard created after it arrives, no second error came.
+    server.end_watches();
+    let ours = (0..)
+        .map(|i| server.create(&pod("apps", &format!("after-{i}"))).unwrap())
+        .find(|p| shard.contains(&uid(p)))
+        .and_then(|p| p.metadata.name)
+        .unwrap();
+    let more = collect_until(&w, |s| s.iter().any(|e| *e == format!("Apply({ours})")));
+    assert!(more.iter().all(|e| !e.contains("other shards") && !e.contains("intruder")), "{more:?}");
+    assert!(w.store().state().iter().all(|p| p.metadata.name.as_deref() != Some("intruder")));
+    assert_eq!(w.stats().shard_filter, Some(ShardFilter::Server));
+}
