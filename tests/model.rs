@@ -810,7 +810,7 @@ fn ends_reach_every_waiter(seed: u64) -> Result<(), String> {
     if seed % 10 != 5 {
         return Ok(());
     }
-    let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed);
+    let mut rng = SmallRng::seed_from_u64(seed ^ 0x5eed);
     let server = FakeApiServer::builder().seed(seed).start();
     for i in 0..rng.random_range(1..60) {
         server.create(&pod("a", &format!("p{i}"))).map_err(|e| e.to_string())?;

@@ -221,7 +221,7 @@ impl<K: Watchable> Worker<K> {
             return Err(Stopped);
         }
         let now = Instant::now();
-        let result = result.and_then(|meta| Ok(self.shard_answered(&meta, foreign, &context)?).map(|()| meta));
+        let result = result.and_then(|meta| Ok(self.shard_answered(&meta, &context)?).map(|()| meta));
         if result.is_ok() {
             self.foreign_from_filtering_server(foreign, &context)?;
         }
@@ -388,7 +388,7 @@ impl<K: Watchable> Worker<K> {
     /// A list page of a sharded watcher ended: who filtered it, by its `shardInfo`
     /// (docs/protocol.md, "Sharded lists and watches"). A server that filtered by another
     /// selector than the one sent is an error: the page is refused.
-    fn shard_answered(&mut self, meta: &decode::ListMeta, foreign: u64, context: &str) -> Result<(), Error> {
+    fn shard_answered(&mut self, meta: &decode::ListMeta, context: &str) -> Result<(), Error> {
         let Some(shard) = &self.api.shard else { return Ok(()) };
         match &meta.shard_selector {
             None => self.shard_filtered_by(ShardFilter::Client),
@@ -423,7 +423,7 @@ impl<K: Watchable> Worker<K> {
         match self.http.list::<Error>(api.target(), &params, |_| Ok(())) {
             Ok(meta) => {
                 self.shard_probed = true;
-                self.shard_answered(&meta, 0, &context)
+                self.shard_answered(&meta, &context)
             }
             Err(e) => {
                 log::debug!("{}: {e}", self.control.name);

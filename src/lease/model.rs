@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::LeaseSpec;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use rand::rngs::StdRng;
+use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 use super::decide::{Action, Candidate, Input, Now};
@@ -100,7 +100,7 @@ struct Replica {
 }
 
 struct World {
-    rng: StdRng,
+    rng: SmallRng,
     timings: LeaseTimings,
     t: Micros,
     seq: u64,
@@ -120,7 +120,7 @@ struct World {
 impl World {
     fn new(seed: u64, timings: LeaseTimings) -> World {
         World {
-            rng: StdRng::seed_from_u64(seed),
+            rng: SmallRng::seed_from_u64(seed),
             timings,
             t: 0,
             seq: 0,

@@ -351,7 +351,7 @@ fn entries(w: &Watcher<Pod>) -> std::collections::BTreeMap<String, String> {
 fn shards_partition_the_collection_under_churn_and_faults() {
     use common::random::{Write as W, Writes};
     use kube_watcher::testing::{Fault, Match};
-    use rand::rngs::StdRng;
+    use rand::rngs::SmallRng;
     use rand::{Rng, SeedableRng};
 
     let env = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
@@ -369,7 +369,7 @@ fn shards_partition_the_collection_under_churn_and_faults() {
         batch: 2..5,
     };
     for seed in seeds {
-        let mut rng = StdRng::seed_from_u64(seed);
+        let mut rng = SmallRng::seed_from_u64(seed);
         let filtering = seed % 2 == 0;
         let total = rng.random_range(2..=4u32);
         let by_namespace = rng.random_bool(0.25);
@@ -492,7 +492,8 @@ fn shards_partition_the_collection_under_churn_and_faults() {
 /// once, with an error that says what happened. It used to be dropped with only a log line.
 #[test]
 fn another_shards_object_from_a_filtering_server_is_dropped_and_reported_once() {
-    let server = FakeApiServer::builder().bookmark_interval(ms(100)).sharded_list_and_watch(true).json_only(true).start();
+    let server =
+        FakeApiServer::builder().bookmark_interval(ms(100)).sharded_list_and_watch(true).json_only(true).start();
     let shard = Shard::of(0, 2).unwrap();
     let w = Watcher::new(pods(&server), Config::default().shard(shard.clone()).wire_format(WireFormat::Json)).unwrap();
     w.store().wait_until_ready(WAIT).unwrap();
