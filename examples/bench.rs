@@ -1076,22 +1076,7 @@ mod protobuf {
                 }
             })
             .collect();
-        let mut list = Vec::new();
-        field(&mut list, 1, &meta);
-        let mut head = Vec::with_capacity(64);
-        envelope("PodList", list.len() + items_len_exact(&items), &mut head);
-        write!(out, "HTTP/1.1 200 OK\r\nContent-Type: {MEDIA_TYPE}\r\nTransfer-Encoding: chunked\r\n\r\n")?;
-        let mut body = Chunked::new(out, opts.chunk.max(1));
-        body.write_all(&head)?;
-        body.write_all(&list)?;
-        let mut item = Vec::new();
-        for i in &items {
-            item.clear();
-            field(&mut item, 2, i);
-            body.write_all(&item)?;
-        }
-        body.write_all(&[0x1a, 0, 0x22, 0])?; // contentEncoding and contentType, empty
-        body.finish()?.flush()
+        write_list(out, &meta, &items, opts)
     }
 
     /// One page of a shard's pods (`items`, by index) as an enveloped `PodList` whose
@@ -1113,21 +1098,32 @@ mod protobuf {
         field(&mut info, 1, selector.as_bytes());
         field(&mut meta, 5, &info);
         let items: Vec<std::borrow::Cow<'_, [u8]>> = items.iter().map(|&i| encoded[i].as_slice().into()).collect();
+        write_list(out, &meta, &items, opts)
+    }
+
+    /// An enveloped `PodList` of `items` (each an encoded pod) with the `ListMeta` `meta`, as a
+    /// chunked 200 response.
+    fn write_list(
+        out: &mut impl Write,
+        meta: &[u8],
+        items: &[std::borrow::Cow<'_, [u8]>],
+        opts: ServerOpts,
+    ) -> std::io::Result<()> {
         let mut list = Vec::new();
-        field(&mut list, 1, &meta);
+        field(&mut list, 1, meta);
         let mut head = Vec::with_capacity(64);
-        envelope("PodList", list.len() + items_len_exact(&items), &mut head);
+        envelope("PodList", list.len() + items_len_exact(items), &mut head);
         write!(out, "HTTP/1.1 200 OK\r\nContent-Type: {MEDIA_TYPE}\r\nTransfer-Encoding: chunked\r\n\r\n")?;
         let mut body = Chunked::new(out, opts.chunk.max(1));
         body.write_all(&head)?;
         body.write_all(&list)?;
         let mut item = Vec::new();
-        for i in &items {
+        for i in items {
             item.clear();
             field(&mut item, 2, i);
             body.write_all(&item)?;
         }
-        body.write_all(&[0x1a, 0, 0x22, 0])?;
+        body.write_all(&[0x1a, 0, 0x22, 0])?; // contentEncoding and contentType, empty
         body.finish()?.flush()
     }
 
