@@ -232,7 +232,7 @@ impl<K: Watchable> Worker<K> {
         let scratch = &mut self.prepare.scratch;
         let mut listed = HashMap::new();
         let result = self.http.list::<Error>(api.target(), params, |item| {
-            let meta: PartialObjectMetadata<K> = decode::item(item, scratch)
+            let meta: PartialObjectMetadata<K> = decode::item(item, scratch, None)
                 .map_err(|e| Error::Decode(Box::new(decode::decode_error(&context, None, item.bytes, e))))?;
             if let (Some(key), Some(rv)) = (ObjectKey::of(&meta), meta.metadata.resource_version) {
                 listed.insert(key, rv.into_boxed_str());
