@@ -272,3 +272,31 @@ impl<K: Watchable> Prepare<K> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::Writer;
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    #[test]
+    fn a_compact_store_keeps_neither_the_bytes_nor_the_entries_of_skipped_fields() {
+        let (writer, _store) = Writer::<ConfigMap>::new();
+        let line = br#"{"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"1","managedFields":[{"manager":"m"}]},"data":{"k":"v"}}}"#;
+        for compress in [false, true] {
+            let paths = Paths::new::<ConfigMap>(&["metadata.managedFields".into()]).unwrap();
+            let mut prepare =
+                Prepare::<ConfigMap>::new("test".into(), None, Some(Compaction::json(compress))).skipping(paths);
+            let (event, raw) = prepare.event(decode::Encoding::Json, line, false).unwrap();
+            let decode::WatchEvent::Added(obj) = event else { panic!("{event:?}") };
+            assert!(obj.metadata.managed_fields.is_none());
+            let Ok(Subject::Object(incoming)) = prepare.object(obj, raw, ("test", None), writer.indexer()) else {
+                panic!("not stored")
+            };
+            let bytes = incoming.encoded.as_ref().unwrap().bytes().unwrap().into_owned();
+            assert!(!String::from_utf8_lossy(&bytes).contains("managedFields"), "compress: {compress}");
+            assert_eq!(decode::compact::<ConfigMap>(&bytes).unwrap(), *incoming.obj, "compress: {compress}");
+            assert_eq!(incoming.obj.data.as_ref().unwrap()["k"], "v");
+        }
+    }
+}

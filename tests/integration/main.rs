@@ -27,6 +27,7 @@ mod reliability;
 mod relist;
 mod scenarios;
 mod shutdown;
+mod skip;
 mod undecodable;
 mod watch;
 mod watch_object;
