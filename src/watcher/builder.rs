@@ -160,16 +160,16 @@ impl<K: Watchable> WatcherBuilder<K> {
     /// #         annotations: Some([("team".to_string(), "a".to_string())].into()),
     /// #         ..Default::default() },
     /// #     ..Default::default() }).unwrap();
-    /// use kube_watcher::{Api, Client, Watcher};
+    /// use kube_watcher::{Api, Client, ObjectRef, Watcher};
     /// use k8s_openapi::api::core::v1::Pod;
     ///
     /// let pods: Api<Pod> = Api::all(Client::from_url(&server.url())?);
     /// let watcher = Watcher::builder(pods)
     ///     .skip_fields(["status.conditions", "metadata.annotations[team]", "spec.containers.env"])
     ///     .start()?;
-    /// watcher.wait_until_ready(std::time::Duration::from_secs(30))?;
-    /// let pod = watcher.store().get(&"apps/web".parse()?).unwrap();
-    /// assert!(pod.metadata.annotations.unwrap_or_default().is_empty());
+    /// watcher.store().wait_until_ready(std::time::Duration::from_secs(30))?;
+    /// let pod = watcher.store().get(&ObjectRef::new("web").within("apps")).unwrap();
+    /// assert!(pod.metadata.annotations.as_ref().is_none_or(|a| a.is_empty()));
     ///
     /// // A wrong name is refused, with the names that come closest.
     /// let pods: Api<Pod> = Api::all(Client::from_url(&server.url())?);
