@@ -36,7 +36,8 @@
 # kwj (the same reading JSON: `--wire json`), kws (store-only), kwz (`--mode compressed`,
 # the compressed store, consumer), kwp (`--parallel-sync 2`, consumer), kwc (compact store), kr
 # (kube-rs, which reads JSON: it cannot ask for protobuf), kwm, kwjm and kwzm (kw, kwj and kwz
-# with `--skip-managed-fields`: `without_managed_fields()`) run (default kw, kwj, kws, kwz, kr). --workloads: watch, sync or both (default both; --quick is watch only).
+# with `--skip-managed-fields`: `without_managed_fields()`), krm (kube-rs clearing managedFields
+# with `.modify()` before its reflector, as its users write it) run (default kw, kwj, kws, kwz, kr). --workloads: watch, sync or both (default both; --quick is watch only).
 # --peer-gzip: the kube-rs peer with kube's `gzip` feature (it asks for gzip as kube-watcher's
 # client always does; target directory suffix -gzip). Without it kube-rs asks for no compression,
 # so `--server-opts --gzip` compresses only kube-watcher's pages.
@@ -199,8 +200,9 @@ run_peer() {
         kwp) run_one kube-watcher-parallel-2 "$@" "$kwb" ${kw_extra[@]+"${kw_extra[@]}"} --parallel-sync 2 ;;
         kr) run_one kube-rs "$@" "$peerb" ;;
         krct) run_one kube-rs-current-thread "$@" "$peerb" --current-thread ;;
+        krm) run_one kube-rs-strip-managed-fields "$@" "$peerb" --strip-managed-fields ;;
         kwb) run_one kube-watcher-baseline "$@" "$baseline" ;;
-        *) echo "unknown peer $peer (kw, kwj, kws, kwc, kwz, kwp, kwm, kwjm, kwzm, kr, krct, kwb)" >&2; exit 2 ;;
+        *) echo "unknown peer $peer (kw, kwj, kws, kwc, kwz, kwp, kwm, kwjm, kwzm, kr, krct, krm, kwb)" >&2; exit 2 ;;
     esac
 }
 
