@@ -395,8 +395,9 @@ pub fn protobuf_watch_event<K: DeserializeOwned + Debug>(frame: &[u8]) -> Result
 ///
 /// # Panics
 ///
-/// When an item breaks the bound, or the identity a relist reads off an item without decoding
-/// it (`peek`) differs from the decoded item's.
+/// When an item breaks the bound, the identity a relist reads off an item without decoding
+/// it (`peek`) differs from the decoded item's, or an item decoded with fields skipped differs
+/// from its JSON form with them removed.
 pub fn protobuf_list<K: DeserializeOwned + Debug, R: Read>(
     reader: R,
     max_item: usize,
@@ -406,16 +407,22 @@ pub fn protobuf_list<K: DeserializeOwned + Debug, R: Read>(
     let meta = decode::protobuf_list(reader, max_item, &[resource], |item| {
         assert!(item.bytes.len() <= max_item, "list item of {} bytes, limit {max_item}", item.bytes.len());
         items += 1;
-        if let (Some(id), Ok(v)) =
-            (decode::peek_item(item), decode::item::<serde_json::Value>(item, &mut decode::Scratch::default(), None))
-        {
+        let value = decode::item::<serde_json::Value>(item, &mut decode::Scratch::default(), None);
+        if let (Some(id), Ok(v)) = (decode::peek_item(item), &value) {
             let meta = |field: &str| v.pointer(&format!("/metadata/{field}")).and_then(serde_json::Value::as_str);
             assert_eq!(id.name, meta("name"), "name");
             assert_eq!(id.namespace, meta("namespace"), "namespace");
             assert_eq!(id.uid, meta("uid"), "uid");
             assert_eq!(id.resource_version, meta("resourceVersion"), "resourceVersion");
         }
-        decode::item::<K>(item, &mut decode::Scratch::default(), None).map(|_| ())
+        let full = decode::item::<K>(item, &mut decode::Scratch::default(), None).map(|_| ());
+        skipping_agrees::<K>(
+            full.is_ok(),
+            value,
+            |node| decode::item::<K>(item, &mut decode::Scratch::default(), node),
+            || format!("{:?}", item.bytes),
+        );
+        full
     });
     match meta {
         Ok(meta) => Ok((items, meta.resource_version)),
