@@ -137,8 +137,9 @@ impl<K: Watchable> WatcherBuilder<K> {
     /// [`compressed_store`](Self::compressed_store) modes the object is kept re-encoded as
     /// JSON without the skipped fields (as after a transform), so those bytes are not kept
     /// either. [`Watcher::store`](crate::Watcher::store) and every consumer see the same
-    /// object; a change to a skipped field alone still arrives as a `Modified` event, whose
-    /// object equals the last one unless a [`predicate`](Self::predicate) drops it.
+    /// object. A change to a skipped field alone still arrives as an
+    /// [`Event::Apply`](crate::Event::Apply) whose object differs from the one before only in
+    /// its resourceVersion; a [`predicate`](Self::predicate) can drop it.
     ///
     /// # Errors
     ///
