@@ -151,9 +151,9 @@ impl Node {
 }
 
 impl Paths {
-    /// Parses and checks `paths` against `K`'s shape (`schemaless`: `K` has none to check
-    /// against beyond what its type declares, as `DynamicObject`; its paths are taken as given
-    /// wherever its type does not say). The error names the path and what is wrong with it.
+    /// Parses and checks `paths` against `K`'s shape, as `K`'s own `Deserialize` impl tells it
+    /// ([`probe`]): where the type does not say (`DynamicObject` beyond its metadata, untyped
+    /// JSON), paths are taken as given. The error names the path and what is wrong with it.
     pub(crate) fn new<K: DeserializeOwned>(paths: &[String]) -> Result<Paths, String> {
         let mut parsed: Vec<Path> = Vec::with_capacity(paths.len());
         for text in paths {
