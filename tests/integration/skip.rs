@@ -229,3 +229,33 @@ fn bad_paths_are_refused_when_the_watcher_is_built_naming_the_path() {
     let w = Watcher::builder(pods(&server)).without_managed_fields().without_managed_fields().start();
     assert!(w.is_ok());
 }
+
+#[test]
+fn a_drift_check_repairs_a_store_that_skips_fields_and_keeps_skipping() {
+    use kube_watcher::testing::{Fault, Match};
+    use kube_watcher::{Notice, RelistReason};
+    let server = server();
+    server.create(&full_pod("a")).unwrap();
+    server.push_fault(Match::Watch, Fault::DropEvents { events: 1 }); // the first watch loses one
+    let w = Watcher::builder(pods(&server))
+        .config(Config::default().drift_check(std::time::Duration::from_secs(1)))
+        .skip_fields(PATHS)
+        .start()
+        .unwrap();
+    let notices = w.notices();
+    w.store().wait_until_ready(WAIT).unwrap();
+    eventually("the first watch is open", || server.requests().iter().any(|r| r.watch));
+    server.create(&full_pod("lost")).unwrap();
+    server.create(&full_pod("next")).unwrap(); // delivered: the watch moves past "lost"
+    loop {
+        match notices.recv_timeout(WAIT).expect("no drift relist") {
+            Notice::Synced { reason: RelistReason::Drift, .. } => break,
+            _ => continue,
+        }
+    }
+    store_matches_server(&w, &server);
+    for name in ["a", "lost", "next"] {
+        let got = w.store().get(&ObjectRef::new(name).within("apps")).unwrap();
+        assert_eq!(*got, cleared(server.get::<Pod>(Some("apps"), name).unwrap()), "{name}");
+    }
+}
