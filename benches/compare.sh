@@ -18,7 +18,9 @@
 # (`--mode compact`, reported as kube-watcher-compact), --baseline an older build of `examples/bench`
 # (e.g. from main, reported as kube-watcher-baseline) for before/after numbers. Prints medians per
 # peer and the ratios kube-watcher / kube-rs as markdown. The raw JSON lines
-# (plus the server's CPU time and the load average around each client run) go to --out.
+# (plus the server's CPU time, the client's CPU time as `client_cpu_s` (user + system, from its
+# rusage: the watch workload's is its 10k-pod sync and 100k events, the sync workload's its
+# 100k-pod sync), and the load average around each client run) go to --out.
 #
 # --alloc: the global allocator of both peers (cargo features `mimalloc`/`jemalloc` of the two
 # bench projects, benches/alloc and benches/peers/kube-rs; glibc is neither: the library never
@@ -33,7 +35,9 @@
 # --peers: which of kw (kube-watcher, consumer; the default wire format, protobuf for pods),
 # kwj (the same reading JSON: `--wire json`), kws (store-only), kwz (`--mode compressed`,
 # the compressed store, consumer), kwp (`--parallel-sync 2`, consumer), kwc (compact store), kr
-# (kube-rs, which reads JSON: it cannot ask for protobuf) run (default kw, kwj, kws, kwz, kr). --workloads: watch, sync or both (default both; --quick is watch only).
+# (kube-rs, which reads JSON: it cannot ask for protobuf), kwm, kwjm and kwzm (kw, kwj and kwz
+# with `--skip-managed-fields`: `without_managed_fields()`), krm (kube-rs clearing managedFields
+# with `.modify()` before its reflector, as its users write it) run (default kw, kwj, kws, kwz, kr). --workloads: watch, sync or both (default both; --quick is watch only).
 # --peer-gzip: the kube-rs peer with kube's `gzip` feature (it asks for gzip as kube-watcher's
 # client always does; target directory suffix -gzip). Without it kube-rs asks for no compression,
 # so `--server-opts --gzip` compresses only kube-watcher's pages.
@@ -148,7 +152,14 @@ run_one() {
     cpu0=$(cpu_s "$server_pid")
     load0=$(cut -d' ' -f1 /proc/loadavg)
     t0=$(date +%s.%N)
-    line=$("$@" --url "$url" --pods "$pods" --events "$events")
+    # The client's own CPU time (user + system, all its threads), whatever the peer: its
+    # rusage as a child of this wrapper.
+    line=$(python3 -c 'import resource, subprocess, sys
+p = subprocess.run(sys.argv[1:], stdout=subprocess.PIPE)
+if p.returncode: sys.exit(p.returncode)
+u = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(p.stdout.decode().strip().rstrip("}") + ",\"client_cpu_s\":%.3f}" % (u.ru_utime + u.ru_stime))' \
+        "$@" --url "$url" --pods "$pods" --events "$events")
     t1=$(date +%s.%N)
     cpu1=$(cpu_s "$server_pid")
     load1=$(cut -d' ' -f1 /proc/loadavg)
@@ -183,11 +194,15 @@ run_peer() {
         kws) run_one kube-watcher-store-only "$@" "$kwb" ${kw_extra[@]+"${kw_extra[@]}"} --store-only ;;
         kwc) run_one kube-watcher-compact "$@" "$kwb" ${kw_extra[@]+"${kw_extra[@]}"} --mode compact ;;
         kwz) run_one kube-watcher-compressed "$@" "$kwb" ${kw_extra[@]+"${kw_extra[@]}"} --mode compressed ;;
+        kwm) run_one kube-watcher-no-managed-fields "$@" "$kwb" ${kw_extra[@]+"${kw_extra[@]}"} --skip-managed-fields ;;
+        kwjm) run_one kube-watcher-json-no-managed-fields "$@" "$kwb" ${kw_extra[@]+"${kw_extra[@]}"} --wire json --skip-managed-fields ;;
+        kwzm) run_one kube-watcher-compressed-no-managed-fields "$@" "$kwb" ${kw_extra[@]+"${kw_extra[@]}"} --mode compressed --skip-managed-fields ;;
         kwp) run_one kube-watcher-parallel-2 "$@" "$kwb" ${kw_extra[@]+"${kw_extra[@]}"} --parallel-sync 2 ;;
         kr) run_one kube-rs "$@" "$peerb" ;;
         krct) run_one kube-rs-current-thread "$@" "$peerb" --current-thread ;;
+        krm) run_one kube-rs-strip-managed-fields "$@" "$peerb" --strip-managed-fields ;;
         kwb) run_one kube-watcher-baseline "$@" "$baseline" ;;
-        *) echo "unknown peer $peer (kw, kwj, kws, kwc, kwz, kwp, kr, krct, kwb)" >&2; exit 2 ;;
+        *) echo "unknown peer $peer (kw, kwj, kws, kwc, kwz, kwp, kwm, kwjm, kwzm, kr, krct, krm, kwb)" >&2; exit 2 ;;
     esac
 }
 
@@ -220,7 +235,8 @@ workloads = list(dict.fromkeys(r["workload"] for r in rows))
 cols = [("watch", "events_per_s", "events/s"), ("watch", "watch_ms", "watch ms"),
         ("watch", "max_rss_kb", "RSS MiB (10k)"), ("sync", "initial_sync_ms", "sync 100k ms"),
         ("sync", "max_rss_kb", "RSS MiB (100k)"), ("sync", "get_us_median", "get() µs (100k)"), ("watch", "server_cpu_pct", "server CPU % (watch)"),
-        ("sync", "server_cpu_pct", "server CPU % (sync)")]
+        ("sync", "server_cpu_pct", "server CPU % (sync)"), ("watch", "client_cpu_s", "client CPU s (watch)"),
+        ("sync", "client_cpu_s", "client CPU s (sync 100k)")]
 cols = [c for c in cols if c[0] in workloads]
 n = {w: len([r for r in rows if r["workload"] == w]) // max(1, len(keys)) for w in workloads}
 opts = sorted({r.get("server_opts", "") for r in rows})
@@ -228,7 +244,7 @@ print(f"\nmedians of {', '.join(f'{k} runs ({w})' for w, k in n.items())}; "
       f"server options: {', '.join(o or 'none' for o in opts)}\n")
 def fmt(k, v):
     if v is None: return "–"
-    if k == "get_us_median": return f"{v:.1f}"
+    if k in ("get_us_median", "client_cpu_s"): return f"{v:.1f}"
     return f"{v/1024:.0f}" if k == "max_rss_kb" else f"{v:.0f}"
 print("| peer | allocator | " + " | ".join(c[2] for c in cols) + " |")
 print("|---" * (len(cols) + 2) + "|")
@@ -242,7 +258,8 @@ for base in [k for k in keys if k[0].startswith("kube-watcher")]:
         return f"{a/b:.2f}" if a is not None and b else "–"
     print(f"\nratios {base[0]} / {other[0]} ({base[1]}): events/s {ratio('watch','events_per_s')}, "
           f"sync time {ratio('sync','initial_sync_ms')}, peak RSS 100k {ratio('sync','max_rss_kb')}, "
-          f"peak RSS 10k {ratio('watch','max_rss_kb')}")
+          f"peak RSS 10k {ratio('watch','max_rss_kb')}, client CPU watch {ratio('watch','client_cpu_s')}, "
+          f"client CPU sync {ratio('sync','client_cpu_s')}")
 if stops:
     print(f"\nkube-watcher stop() while idle in a watch: median {statistics.median(stops):.0f} µs "
           f"(min {min(stops)}, max {max(stops)}, {len(stops)} runs)")

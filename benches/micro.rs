@@ -121,6 +121,28 @@ fn main() {
             black_box(kube_watcher::fuzzing::protobuf_decode::<Pod>(black_box(&proto)).unwrap());
         });
     }
+    // A watch event's object the way a watcher decodes it (src/wire/decode/mod.rs `event`), with
+    // nothing skipped (the decoder is not wrapped at all) and with managedFields skipped
+    // (`without_managed_fields`: stepped over, never built), over JSON and protobuf; each line
+    // includes dropping the object, as the event it replaces is dropped in a watch.
+    #[cfg(feature = "fuzzing")]
+    {
+        use kube_watcher::fuzzing::{Skipping, event_object, protobuf_encode, protobuf_event};
+        let nothing = Skipping::new::<Pod>(&[]).unwrap();
+        let managed = Skipping::new::<Pod>(&["metadata.managedFields"]).unwrap();
+        let mut value: serde_json::Value = serde_json::from_slice(bytes).unwrap();
+        value["apiVersion"] = "v1".into();
+        value["kind"] = "Pod".into();
+        let frame = protobuf_event("MODIFIED", &protobuf_encode(&value).unwrap());
+        for (name, protobuf, event) in [("JSON", false, line.as_bytes()), ("protobuf", true, &frame[..])] {
+            per_op(&format!("event Pod ({name})"), 500, || {
+                black_box(event_object::<Pod>(black_box(event), protobuf, &nothing).unwrap());
+            });
+            per_op(&format!("event Pod ({name}), managedFields skipped"), 500, || {
+                black_box(event_object::<Pod>(black_box(event), protobuf, &managed).unwrap());
+            });
+        }
+    }
     // What any decoder of this pod pays at least: the typed values built by k8s-openapi's
     // visitors from an already parsed tree (strings copied, maps and lists built), no parsing.
     let tree: serde_json::Value = serde_json::from_slice(bytes).unwrap();

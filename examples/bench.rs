@@ -20,9 +20,17 @@
 //! events in `stats()` instead (what a cache-only program pays). The consumer path also writes
 //! `{"consumer_switches_per_event":…,"worker_switches_per_event":…}` to stderr: how often the
 //! hand-off put the consumer to sleep (Linux `/proc` context-switch counts). It prints
-//! `{"peer":"kube-watcher","wire":"protobuf"|"json","allocator":"glibc"|"mimalloc"|"jemalloc","path":"consumer"|"store","parallel_sync":…,"n":…,"m":…,"initial_sync_ms":…,"watch_ms":…,"events_per_s":…,"cache_len":…,"max_rss_kb":…,"get_us_median":…,"get_us_p99":…}`
+//! `{"peer":"kube-watcher","wire":"protobuf"|"json","allocator":"glibc"|"mimalloc"|"jemalloc","path":"consumer"|"store","parallel_sync":…,"n":…,"m":…,"initial_sync_ms":…,"watch_ms":…,"events_per_s":…,"skip":…,"sync_cpu_s":…,"watch_cpu_s":…,"cpu_s_per_100k_synced":…,"cpu_s_per_100k_events":…,"cache_len":…,"max_rss_kb":…,"get_us_median":…,"get_us_p99":…}`
 //! with the peak RSS from `/proc/self/status` (VmHWM), then `"stop_us":…` at the end: how long
 //! `stop()` took, called while idle in the watch (after the last event, and a 50 ms pause).
+//! The CPU figures are the client process's user + system time (`/proc/self/stat`, every thread,
+//! 10 ms resolution): until the initial sync ends, and over the watch phase, each also per 100k
+//! objects synced or events received. On a machine shared with the server (and with other
+//! work) wall time hides what the program costs its host; CPU time does not.
+//!
+//! `--skip-managed-fields` (client): `WatcherBuilder::without_managed_fields`, so that
+//! `metadata.managedFields` (a quarter of a realistic pod's decoded memory) is never decoded;
+//! the JSON line's `"skip"` says `"managedFields"` or `"none"`.
 //!
 //! `--parallel-sync N` decodes list items on N helper threads (`WatcherBuilder::parallel_sync`;
 //! default 0, none); the JSON line says which. `--page-size N` sets `Config::page_size` (0: the
@@ -128,6 +136,8 @@ struct Args {
     /// Client: a consumer that reads at most this many events a second during the sync; the
     /// bench times the list (until the store is ready) instead of the events.
     consumer_rate: Option<u32>,
+    /// Client: `WatcherBuilder::without_managed_fields`.
+    skip_managed_fields: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -154,6 +164,7 @@ fn parse_args() -> Result<Args, String> {
         want: (0, 0),
         page_size: None,
         consumer_rate: None,
+        skip_managed_fields: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -218,8 +229,9 @@ fn parse_args() -> Result<Args, String> {
                 }
                 a.consumer_rate = Some(rate);
             }
+            "--skip-managed-fields" => a.skip_managed_fields = true,
             "-h" | "--help" => {
-                return Err("usage: bench --serve [--pods N] [--events M] [--port P] [--gzip] [--page-cap N] [--chunk-kib K] [--varied]\n       bench --url URL [--pods N] [--events M] [--mode typed|compact|compressed|metadata] [--metadata] [--store-only] [--parallel-sync N] [--varied] [--idle-check SECONDS] [--wire json|protobuf] [--page-size N] [--consumer-rate EVENTS_PER_S] [--shard I/N]\n       --serve also takes --filter-shards".into());
+                return Err("usage: bench --serve [--pods N] [--events M] [--port P] [--gzip] [--page-cap N] [--chunk-kib K] [--varied]\n       bench --url URL [--pods N] [--events M] [--mode typed|compact|compressed|metadata] [--metadata] [--store-only] [--parallel-sync N] [--varied] [--idle-check SECONDS] [--wire json|protobuf] [--page-size N] [--consumer-rate EVENTS_PER_S] [--shard I/N] [--skip-managed-fields]\n       --serve also takes --filter-shards".into());
             }
             other => return Err(format!("unknown argument {other:?}")),
         }
@@ -276,7 +288,9 @@ fn client(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(n) = args.page_size {
         config = config.page_size(n);
     }
-    let builder = Watcher::builder(api.clone()).config(config.clone()).parallel_sync(parallel);
+    let skip =
+        |b: kube_watcher::WatcherBuilder<_>| if args.skip_managed_fields { b.without_managed_fields() } else { b };
+    let builder = skip(Watcher::builder(api.clone()).config(config.clone()).parallel_sync(parallel));
     match args.mode.as_str() {
         "typed" => measure(builder.start()?, args, start),
         "compact" => measure(builder.compact_store().start()?, args, start),
@@ -285,29 +299,59 @@ fn client(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         // ignores the Accept header and sends full pods, so the saving measured is memory, not
         // bandwidth.
         "metadata" => {
-            measure(Watcher::builder(api.into_metadata()).config(config).parallel_sync(parallel).start()?, args, start)
+            let builder = Watcher::builder(api.into_metadata()).config(config).parallel_sync(parallel);
+            let builder = if args.skip_managed_fields { builder.without_managed_fields() } else { builder };
+            measure(builder.start()?, args, start)
         }
         other => Err(format!("--mode {other}: expected typed, compact, compressed or metadata").into()),
     }
 }
 
+/// The two phases a run times: wall time, and the CPU time of the whole process (user + system,
+/// every thread) spent in each.
+struct Phases {
+    /// From start until the store holds `--pods` objects.
+    initial_sync: Duration,
+    /// From the first watch event to the `--events`th.
+    watch: Duration,
+    /// CPU seconds from the process's start to the end of the initial sync.
+    sync_cpu_s: f64,
+    /// CPU seconds over the watch phase.
+    watch_cpu_s: f64,
+}
+
+/// The CPU time this process has used so far, user + system, all its threads (those that
+/// exited too), in seconds: fields 14 and 15 of `/proc/self/stat`, in clock ticks of `USER_HZ`,
+/// which Linux fixes at 100 for user space on every common architecture (so 10 ms resolution).
+fn cpu_s() -> f64 {
+    const USER_HZ: f64 = 100.0;
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // The command name (field 2) may hold spaces: count from the `)` that ends it.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let field = |n: usize| rest.split_whitespace().nth(n - 3).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    (field(14) + field(15)) as f64 / USER_HZ
+}
+
 /// The store-only path: no consumer attached (nothing is queued); waits for the store, then
-/// counts applied watch events in `stats()`. Returns (initial sync, watch).
-fn store_only<K: Watchable>(watcher: &Watcher<K>, args: &Args, start: Instant) -> Result<(Duration, Duration), String> {
+/// counts applied watch events in `stats()`.
+fn store_only<K: Watchable>(watcher: &Watcher<K>, args: &Args, start: Instant) -> Result<Phases, String> {
     let store = watcher.store();
     store.wait_until_ready(Duration::from_secs(600)).map_err(|e| e.to_string())?;
     while store.len() < args.want.0 {
         std::thread::sleep(Duration::from_millis(1));
     }
     let initial_sync = start.elapsed();
+    let sync_cpu_s = cpu_s();
     // Count watch events applied (store-only: no consumer attached, nothing queued).
     let mut first = None;
+    let mut cpu_at_first = sync_cpu_s;
     let deadline = Instant::now() + Duration::from_secs(600);
     loop {
         let e = watcher.stats().events;
         let n = (e.added + e.modified + e.deleted) as usize;
         if n >= 1 && first.is_none() {
             first = Some(Instant::now());
+            cpu_at_first = cpu_s();
         }
         if n >= args.want.1 {
             break;
@@ -317,15 +361,17 @@ fn store_only<K: Watchable>(watcher: &Watcher<K>, args: &Args, start: Instant) -
         }
         std::thread::sleep(Duration::from_micros(500));
     }
-    Ok((initial_sync, first.map(|t| t.elapsed()).unwrap_or_default()))
+    let watch = first.map(|t| t.elapsed()).unwrap_or_default();
+    Ok(Phases { initial_sync, watch, sync_cpu_s, watch_cpu_s: cpu_s() - cpu_at_first })
 }
 
 /// Receives every event, as `for event in &watcher` does: the initial sync ends at the
 /// `InitDone` after which the store holds `--pods` objects, the watch phase at the `--events`th
-/// `Apply`/`Delete` received (timed from the first). Returns (initial sync, watch).
-fn consume<K: Watchable>(watcher: &Watcher<K>, args: &Args, start: Instant) -> Result<(Duration, Duration), String> {
+/// `Apply`/`Delete` received (timed from the first).
+fn consume<K: Watchable>(watcher: &Watcher<K>, args: &Args, start: Instant) -> Result<Phases, String> {
     let deadline = Instant::now() + Duration::from_secs(600);
     let mut initial_sync = None;
+    let (mut sync_cpu_s, mut cpu_at_first) = (0.0, 0.0);
     let (mut first, mut n) = (None, 0usize);
     // Context switches of this (consumer) thread and of the worker over the watch phase: how
     // often the hand-off put the consumer to sleep and woke it again.
@@ -340,10 +386,12 @@ fn consume<K: Watchable>(watcher: &Watcher<K>, args: &Args, start: Instant) -> R
         match event {
             Event::InitDone if initial_sync.is_none() && watcher.store().len() >= args.want.0 => {
                 initial_sync = Some(start.elapsed());
+                sync_cpu_s = cpu_s();
             }
             Event::Apply(_) | Event::Delete(_) if initial_sync.is_some() => {
                 if first.is_none() {
                     first = Some(Instant::now());
+                    cpu_at_first = cpu_s();
                     switches_at_first = Some((own_switches(), thread_switches("kw-pods").unwrap_or_default()));
                 }
                 n += 1;
@@ -352,6 +400,7 @@ fn consume<K: Watchable>(watcher: &Watcher<K>, args: &Args, start: Instant) -> R
         }
     }
     let watch = first.map(|t| t.elapsed()).unwrap_or_default();
+    let watch_cpu_s = cpu_s() - cpu_at_first;
     if let Some((consumer, worker)) = switches_at_first {
         let (consumer_now, worker_now) = (own_switches(), thread_switches("kw-pods").unwrap_or_default());
         let per_event = |a: (u64, u64), b: (u64, u64)| ((b.0 + b.1) - (a.0 + a.1)) as f64 / n.max(1) as f64;
@@ -361,7 +410,7 @@ fn consume<K: Watchable>(watcher: &Watcher<K>, args: &Args, start: Instant) -> R
             per_event(worker, worker_now)
         );
     }
-    Ok((initial_sync.unwrap_or_default(), watch))
+    Ok(Phases { initial_sync: initial_sync.unwrap_or_default(), watch, sync_cpu_s, watch_cpu_s })
 }
 
 /// `--consumer-rate`: a consumer attached from the start reads `rate` events a second, far
@@ -455,13 +504,13 @@ fn measure<K: Watchable>(watcher: Watcher<K>, args: &Args, start: Instant) -> Re
         return Ok(behind_a_list(&watcher, args, rate, start)?);
     }
     let store = watcher.store();
-    let (initial_sync, watch) =
-        if args.store_only { store_only(&watcher, args, start)? } else { consume(&watcher, args, start)? };
+    let phases = if args.store_only { store_only(&watcher, args, start)? } else { consume(&watcher, args, start)? };
+    let (initial_sync, watch) = (phases.initial_sync, phases.watch);
     if args.relists > 0 {
         return Ok(relists(&watcher, args, initial_sync)?);
     }
     let events_per_s = if watch.is_zero() { 0.0 } else { args.want.1 as f64 / watch.as_secs_f64() };
-    let (cache_len, max_rss, cpu) = (store.len(), max_rss_kb(), cpu_ms());
+    let (cache_len, max_rss, cpu_total_ms) = (store.len(), max_rss_kb(), cpu_ms());
     // A shard holds some of the pods `get_latency` looks up: it is not timed then.
     let (get_median, get_p99) = if args.shard.is_some() { (0.0, 0.0) } else { get_latency(&store, args) };
     // Idle in the watch: the server sends nothing after the last event.
@@ -499,8 +548,19 @@ fn measure<K: Watchable>(watcher: Watcher<K>, args: &Args, start: Instant) -> Re
         }
     };
     let stop_us = timed_stop(&watcher);
+    // CPU seconds per 100k: what the program costs its host, which wall time on a machine
+    // shared with the server hides.
+    let per_100k = |cpu: f64, n: usize| cpu * 100_000.0 / n.max(1) as f64;
+    let cpu = format!(
+        r#""skip":"{}","sync_cpu_s":{:.2},"watch_cpu_s":{:.2},"cpu_s_per_100k_synced":{:.2},"cpu_s_per_100k_events":{:.2}"#,
+        if args.skip_managed_fields { "managedFields" } else { "none" },
+        phases.sync_cpu_s,
+        phases.watch_cpu_s,
+        per_100k(phases.sync_cpu_s, args.pods),
+        per_100k(phases.watch_cpu_s, args.events),
+    );
     println!(
-        r#"{{"peer":"kube-watcher",{shard}"wire":"{wire}","allocator":"{}","path":"{}","parallel_sync":{},"n":{},"m":{},"initial_sync_ms":{},"watch_ms":{},"events_per_s":{:.0},"cache_len":{},"max_rss_kb":{},"cpu_ms":{cpu},"get_us_median":{get_median:.1},"get_us_p99":{get_p99:.1},"stop_us":{}}}"#,
+        r#"{{"peer":"kube-watcher",{shard}"wire":"{wire}","allocator":"{}","path":"{}","parallel_sync":{},"n":{},"m":{},"initial_sync_ms":{},"watch_ms":{},"events_per_s":{:.0},{cpu},"cache_len":{},"max_rss_kb":{},"cpu_ms":{cpu_total_ms},"get_us_median":{get_median:.1},"get_us_p99":{get_p99:.1},"stop_us":{}}}"#,
         args.allocator,
         if args.store_only { "store" } else { "consumer" },
         args.parallel_sync,
@@ -578,15 +638,9 @@ fn process_switches() -> (u64, u64) {
     task_statuses().iter().map(|s| switches(s)).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
 }
 
-/// The process's CPU time so far (user and system) in milliseconds, from `/proc/self/stat`
-/// (clock ticks of 10 ms: `CLK_TCK` is 100 on Linux).
+/// The process's CPU time so far (user and system) in milliseconds (see [`cpu_s`]).
 fn cpu_ms() -> u64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // The fields after the command (in parentheses, which may hold spaces): utime is the 14th
-    // field of the line, stime the 15th.
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let fields: Vec<u64> = rest.split_whitespace().map(|f| f.parse().unwrap_or(0)).collect();
-    (fields.get(11).copied().unwrap_or(0) + fields.get(12).copied().unwrap_or(0)) * 10
+    (cpu_s() * 1000.0).round() as u64
 }
 
 fn max_rss_kb() -> u64 {

@@ -11,6 +11,46 @@ use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 
 use crate::wire::decode::{self, Encoding, FRAME_HEADER, Frame, Line, WatchEvent};
+use crate::wire::skip;
+
+/// The fields the entry points also decode without (`WatcherBuilder::skip_fields`): through a
+/// list, into a map by key, and whole objects and lists.
+const SKIPPED: [&str; 4] = [
+    "metadata.managedFields",
+    "metadata.annotations[kubectl.kubernetes.io/last-applied-configuration]",
+    "spec.containers.env",
+    "status.conditions",
+];
+
+/// Panics unless decoding with [`SKIPPED`] stepped over (`decode`) gives what the object's JSON
+/// form (`value`) with those fields removed decodes to: the verdict and the value. Only for types
+/// those paths fit (`Pod`, `serde_json::Value`) and objects that decode whole (`full`): one that
+/// does not may decode once a bad field is skipped, and JSON's form keeps only the last of
+/// duplicate keys, so what an earlier one holds is not compared.
+fn skipping_agrees<K: DeserializeOwned + Debug>(
+    full: bool,
+    value: Result<serde_json::Value, String>,
+    decode: impl FnOnce(Option<&skip::Node>) -> Result<K, String>,
+    show: impl Fn() -> String,
+) {
+    if !full {
+        return;
+    }
+    let Ok(paths) = skip::Paths::new::<K>(&SKIPPED.map(String::from)) else { return };
+    let (Some(node), Ok(mut value)) = (paths.root(), value) else { return };
+    skip::clear(&mut value, node);
+    let want = serde_json::from_value::<K>(value).map(|o| format!("{o:?}")).map_err(|e| e.to_string());
+    let got = decode(Some(node)).map(|o| format!("{o:?}"));
+    assert_eq!(got.as_ref().ok(), want.as_ref().ok(), "skipping fields: {got:?} vs cleared {want:?} on {}", show());
+}
+
+/// The object of an object event.
+fn object_of<K>(ev: WatchEvent<K>) -> Result<K, String> {
+    match ev {
+        WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) => Ok(o),
+        other => Err(format!("not an object event: {}", std::any::type_name_of_val(&other))),
+    }
+}
 
 /// Decodes one watch line (without its `\n`) as a `K` watch event, the way the watcher does
 /// by default (straight into `K`); `Ok` holds the event as text, `Err` the message.
@@ -19,7 +59,7 @@ use crate::wire::decode::{self, Encoding, FRAME_HEADER, Frame, Line, WatchEvent}
 ///
 /// When the line is not a valid watch event.
 pub fn watch_event<K: DeserializeOwned + Debug>(line: &[u8]) -> Result<String, String> {
-    decode::watch_event::<K>(line, false, &mut decode::Scratch::default()).map(|(ev, _)| format!("{ev:?}"))
+    decode::watch_event::<K>(line, false, &mut decode::Scratch::default(), None).map(|(ev, _)| format!("{ev:?}"))
 }
 
 /// Decodes one watch line both ways the watcher can: straight into `K`, and through the raw
@@ -27,8 +67,8 @@ pub fn watch_event<K: DeserializeOwned + Debug>(line: &[u8]) -> Result<String, S
 /// equal. [`watch_line`] checks more.
 pub fn watch_event_both<K: DeserializeOwned + Debug>(line: &[u8]) -> (Result<String, String>, Result<String, String>) {
     (
-        decode::watch_event::<K>(line, false, &mut decode::Scratch::default()).map(|(ev, _)| format!("{ev:?}")),
-        decode::watch_event::<K>(line, true, &mut decode::Scratch::default()).map(|(ev, _)| format!("{ev:?}")),
+        decode::watch_event::<K>(line, false, &mut decode::Scratch::default(), None).map(|(ev, _)| format!("{ev:?}")),
+        decode::watch_event::<K>(line, true, &mut decode::Scratch::default(), None).map(|(ev, _)| format!("{ev:?}")),
     )
 }
 
@@ -57,7 +97,9 @@ struct PlainEnvelope<'a> {
 /// * those raw bytes decoded again with the build's decoder, as a compact store reads an
 ///   entry back (`decode::compact`);
 /// * for object events, plain serde_json: the envelope as a struct, then
-///   `serde_json::from_str::<K>` of the object.
+///   `serde_json::from_str::<K>` of the object;
+/// * for object events, with fields skipped: equal to the object's JSON with them removed,
+///   decoded as a `K`.
 ///
 /// Returns the direct decoder's answer, the event as text.
 ///
@@ -72,7 +114,7 @@ struct PlainEnvelope<'a> {
 pub fn watch_line<K: DeserializeOwned + Debug>(line: &[u8]) -> Result<String, String> {
     let show = || String::from_utf8_lossy(line).into_owned();
     let mut scratch = decode::Scratch::default();
-    let direct = decode::watch_event::<K>(line, false, &mut scratch);
+    let direct = decode::watch_event::<K>(line, false, &mut scratch, None);
     let direct_object = direct.as_ref().ok().and_then(|(ev, _)| object_text(ev));
     // An object that is valid JSON but not a `K` is skipped by the watcher: no `K` came of it.
     let skipped = match &direct {
@@ -80,7 +122,7 @@ pub fn watch_line<K: DeserializeOwned + Debug>(line: &[u8]) -> Result<String, St
         _ => None,
     };
     let direct = direct.map(|(ev, _)| format!("{ev:?}"));
-    match decode::watch_event::<K>(line, true, &mut decode::Scratch::default()) {
+    match decode::watch_event::<K>(line, true, &mut decode::Scratch::default(), None) {
         Ok((ev, raw)) => {
             let text = format!("{ev:?}");
             assert_eq!(direct.as_ref().ok(), Some(&text), "direct vs raw decoding of {:?}", show());
@@ -105,6 +147,16 @@ pub fn watch_line<K: DeserializeOwned + Debug>(line: &[u8]) -> Result<String, St
         (Some(Err(e)), Some(_)) => panic!("the watcher accepts what serde_json refuses ({e}): {:?}", show()),
         (None, Some(_)) => panic!("the watcher decodes an object event serde_json cannot read: {:?}", show()),
         (Some(Err(_)) | None, None) => {}
+    }
+    if let Some(plain) = &plain {
+        let value = decode::watch_event::<serde_json::Value>(line, false, &mut decode::Scratch::default(), None)
+            .and_then(|(ev, _)| object_of(ev));
+        skipping_agrees::<K>(
+            plain.is_ok(),
+            value,
+            |node| decode::watch_event::<K>(line, false, &mut scratch, node).and_then(|(ev, _)| object_of(ev)),
+            show,
+        );
     }
     match skipped {
         Some(message) => Err(message),
@@ -177,7 +229,8 @@ pub fn lines(mut reader: impl BufRead, max: usize) -> Vec<Vec<u8>> {
 ///
 /// Every item is decoded three ways, and they must agree on the verdict and the value: the
 /// watcher's decoder trusting the scanner's syntax check, the same decoder from scratch
-/// (`decode::object`), and plain `serde_json::from_slice`.
+/// (`decode::object`), and plain `serde_json::from_slice`. Decoded with fields skipped, it must
+/// equal its JSON with them removed.
 ///
 /// # Errors
 ///
@@ -199,7 +252,7 @@ pub fn list<K: DeserializeOwned + Debug, R: Read>(
         peek_agrees(bytes);
         let show = || String::from_utf8_lossy(bytes).into_owned();
         // The watcher's decoder trusting `checked` judges the item as it does from scratch.
-        let trusted = decode::item::<K>(item, &mut decode::Scratch::default()).map(|o| format!("{o:?}"));
+        let trusted = decode::item::<K>(item, &mut decode::Scratch::default(), None).map(|o| format!("{o:?}"));
         let fresh = decode::object::<K>(bytes, &mut decode::Scratch::default()).map(|o| format!("{o:?}"));
         assert_eq!(trusted.as_ref().ok(), fresh.as_ref().ok(), "{trusted:?} vs {fresh:?} on {:?}", show());
         let plain = std::str::from_utf8(bytes)
@@ -207,6 +260,12 @@ pub fn list<K: DeserializeOwned + Debug, R: Read>(
             .and_then(|text| serde_json::from_str::<K>(text).map_err(|e| e.to_string()))
             .map(|o| format!("{o:?}"));
         assert_eq!(fresh.as_ref().ok(), plain.as_ref().ok(), "{fresh:?} vs serde_json {plain:?} on {:?}", show());
+        skipping_agrees::<K>(
+            plain.is_ok(),
+            serde_json::from_slice(bytes).map_err(|e| e.to_string()),
+            |node| decode::item::<K>(item, &mut decode::Scratch::default(), node),
+            show,
+        );
         plain.map(|_| ())
     });
     match meta {
@@ -308,9 +367,24 @@ pub fn protobuf_frames(mut reader: impl BufRead, max: usize) -> Vec<Vec<u8>> {
 ///
 /// # Panics
 ///
-/// When the bytes a compact store would keep of the object do not read back as that object.
+/// When the bytes a compact store would keep of the object do not read back as that object, or
+/// the object decoded with fields skipped differs from its JSON form with them removed.
 pub fn protobuf_watch_event<K: DeserializeOwned + Debug>(frame: &[u8]) -> Result<String, String> {
-    let (event, kept) = decode::event::<K>(Encoding::Protobuf, frame, true, &mut decode::Scratch::default())?;
+    let decode = |skip: Option<&skip::Node>| {
+        decode::event::<K>(Encoding::Protobuf, frame, true, &mut decode::Scratch::default(), skip)
+    };
+    let (event, kept) = decode(None)?;
+    if object_text(&event).is_some() {
+        let value =
+            decode::event::<serde_json::Value>(Encoding::Protobuf, frame, false, &mut decode::Scratch::default(), None)
+                .and_then(|(ev, _)| object_of(ev));
+        skipping_agrees::<K>(
+            true,
+            value,
+            |node| decode(node).and_then(|(ev, _)| object_of(ev)),
+            || format!("{frame:?}"),
+        );
+    }
     if let (Some(object), Some(kept)) = (object_text(&event), kept) {
         let stored = decode::compact::<K>(kept).map(|o| format!("{o:?}"));
         assert_eq!(stored.as_ref(), Ok(&object), "a stored object read back differs, in frame {frame:?}");
@@ -328,8 +402,9 @@ pub fn protobuf_watch_event<K: DeserializeOwned + Debug>(frame: &[u8]) -> Result
 ///
 /// # Panics
 ///
-/// When an item breaks the bound, or the identity a relist reads off an item without decoding
-/// it (`peek`) differs from the decoded item's.
+/// When an item breaks the bound, the identity a relist reads off an item without decoding
+/// it (`peek`) differs from the decoded item's, or an item decoded with fields skipped differs
+/// from its JSON form with them removed.
 pub fn protobuf_list<K: DeserializeOwned + Debug, R: Read>(
     reader: R,
     max_item: usize,
@@ -339,16 +414,22 @@ pub fn protobuf_list<K: DeserializeOwned + Debug, R: Read>(
     let meta = decode::protobuf_list(reader, max_item, &[resource], |item| {
         assert!(item.bytes.len() <= max_item, "list item of {} bytes, limit {max_item}", item.bytes.len());
         items += 1;
-        if let (Some(id), Ok(v)) =
-            (decode::peek_item(item), decode::item::<serde_json::Value>(item, &mut decode::Scratch::default()))
-        {
+        let value = decode::item::<serde_json::Value>(item, &mut decode::Scratch::default(), None);
+        if let (Some(id), Ok(v)) = (decode::peek_item(item), &value) {
             let meta = |field: &str| v.pointer(&format!("/metadata/{field}")).and_then(serde_json::Value::as_str);
             assert_eq!(id.name, meta("name"), "name");
             assert_eq!(id.namespace, meta("namespace"), "namespace");
             assert_eq!(id.uid, meta("uid"), "uid");
             assert_eq!(id.resource_version, meta("resourceVersion"), "resourceVersion");
         }
-        decode::item::<K>(item, &mut decode::Scratch::default()).map(|_| ())
+        let full = decode::item::<K>(item, &mut decode::Scratch::default(), None).map(|_| ());
+        skipping_agrees::<K>(
+            full.is_ok(),
+            value,
+            |node| decode::item::<K>(item, &mut decode::Scratch::default(), node),
+            || format!("{:?}", item.bytes),
+        );
+        full
     });
     match meta {
         Ok(meta) => Ok((items, meta.resource_version)),
@@ -356,4 +437,45 @@ pub fn protobuf_list<K: DeserializeOwned + Debug, R: Read>(
         Err(decode::ListError::Malformed { message, .. }) => Err(message),
         Err(decode::ListError::Item(e)) => Err(e),
     }
+}
+
+/// Fields a watcher skips (`WatcherBuilder::skip_fields`), checked against `K`: for
+/// measurements of [`event_object`].
+#[derive(Debug)]
+pub struct Skipping(skip::Paths);
+
+impl Skipping {
+    /// Checks `paths` against `K`, as `WatcherBuilder::start` does.
+    ///
+    /// # Errors
+    ///
+    /// A bad path, named.
+    pub fn new<K: DeserializeOwned>(paths: &[&str]) -> Result<Skipping, String> {
+        skip::Paths::new::<K>(&paths.iter().map(|p| (*p).to_owned()).collect::<Vec<_>>()).map(Skipping)
+    }
+}
+
+/// A protobuf watch event message of type `ty` around an enveloped object `body` (what
+/// [`protobuf_encode`] writes): for measurements of [`event_object`].
+#[must_use]
+pub fn protobuf_event(ty: &str, body: &[u8]) -> Vec<u8> {
+    use crate::wire::protobuf::en;
+    let mut raw = Vec::new();
+    en::bytes(&mut raw, 1, body);
+    let mut frame = Vec::new();
+    en::bytes(&mut frame, 1, ty.as_bytes());
+    en::bytes(&mut frame, 2, &raw);
+    frame
+}
+
+/// The object of one watch event (a JSON line, or with `protobuf` a frame's message), decoded as
+/// a watcher that skips `skipping` does: the hot path of a watch, for measurements.
+///
+/// # Errors
+///
+/// The decoder's error, or a watch event that is not an object event.
+pub fn event_object<K: DeserializeOwned>(bytes: &[u8], protobuf: bool, skipping: &Skipping) -> Result<K, String> {
+    let encoding = if protobuf { Encoding::Protobuf } else { Encoding::Json };
+    decode::event::<K>(encoding, bytes, false, &mut decode::Scratch::default(), skipping.0.root())
+        .and_then(|(ev, _)| object_of(ev))
 }

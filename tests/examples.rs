@@ -728,6 +728,11 @@ fn bench_server_caps_pages_gzips_when_asked_and_the_client_syncs_through_it() {
         // Built here, the bench keeps glibc's malloc (benches/alloc builds it with another).
         assert!(out.stdout.contains(r#""allocator":"glibc""#), "{out:?}");
         assert!(out.stdout.contains(r#""cache_len":300"#), "{out:?}");
+        assert!(out.stdout.contains(r#""skip":"none","sync_cpu_s":"#), "{out:?}");
+        // The server sent its events to the first watch: this client only syncs.
+        let skipping = run("bench", &["--url", &url, "--pods", "300", "--events", "0", "--skip-managed-fields"]);
+        assert!(skipping.stdout.contains(r#""skip":"managedFields""#), "{skipping:?}");
+        assert!(skipping.stdout.contains(r#""cpu_s_per_100k_synced":"#), "{skipping:?}");
     });
     let _ = server.kill();
     let _ = server.wait();

@@ -61,6 +61,8 @@ pub(crate) struct Spec<K> {
     pub(crate) indexes: Vec<(String, IndexFn<K>)>,
     pub(crate) predicates: Vec<PredicateFn<K>>,
     pub(crate) transform: Option<Transform<K>>,
+    /// The fields never decoded (`WatcherBuilder::skip_fields`), checked.
+    pub(crate) skip: crate::wire::skip::Paths,
     pub(crate) compact: Option<Compaction<K>>,
     pub(crate) max_lists: Option<usize>,
     pub(crate) start_spread: Duration,
@@ -120,7 +122,7 @@ impl<K: Watchable> Engine<K> {
             running: AtomicUsize::new(parts.len()),
             agents: https.iter().map(|h| h.agent().clone()).collect(),
         });
-        let prepare = Prepare::new(name.clone(), spec.transform, spec.compact);
+        let prepare = Prepare::new(name.clone(), spec.transform, spec.compact).skipping(spec.skip);
         let plural = &spec.api.resource.plural;
         // One pool of helpers for all the namespaces' workers (`engine/parallel.rs`).
         let mut helpers = Vec::new();

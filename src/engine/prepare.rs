@@ -10,6 +10,7 @@ use crate::guard;
 use crate::key::ObjectKey;
 use crate::resource::Watchable;
 use crate::wire::decode;
+use crate::wire::skip::Paths;
 
 /// What the worker reserves, and frees at once, before it decodes an object a relist adds to a
 /// typed store (see [`headroom`]). Below glibc's smallest threshold for serving a request with
@@ -100,6 +101,8 @@ pub(crate) struct Prepare<K> {
     /// Compressed store mode: compresses the bytes against the objects seen before.
     packer: Option<Packer>,
     pub(crate) scratch: decode::Scratch,
+    /// The fields never decoded (`WatcherBuilder::skip_fields`); shared by the copies.
+    skip: Arc<Paths>,
     /// Whether the "server ignored the metadata-only request" warning was logged (once, also
     /// across the [`another`](Self::another) copies).
     warned_kind: Arc<AtomicBool>,
@@ -108,7 +111,23 @@ pub(crate) struct Prepare<K> {
 impl<K: Watchable> Prepare<K> {
     pub(crate) fn new(name: String, transform: Option<Transform<K>>, compact: Option<Compaction<K>>) -> Self {
         let packer = compact.filter(|c| c.compress).map(|_| Packer::default());
-        Prepare { name, transform, compact, packer, scratch: decode::Scratch::default(), warned_kind: Arc::default() }
+        Prepare {
+            name,
+            transform,
+            compact,
+            packer,
+            scratch: decode::Scratch::default(),
+            skip: Arc::default(),
+            warned_kind: Arc::default(),
+        }
+    }
+
+    /// Steps over the fields of `skip` in every object decoded, instead of decoding them. In the
+    /// compact store modes the object is then kept re-encoded, as after a transform, so that the
+    /// store holds neither those fields' bytes nor their entries.
+    pub(crate) fn skipping(mut self, skip: Paths) -> Self {
+        self.skip = Arc::new(skip);
+        self
     }
 
     /// A copy with the same settings and buffers of its own (a compressed store's dictionary
@@ -122,6 +141,7 @@ impl<K: Watchable> Prepare<K> {
             compact: self.compact,
             packer: self.packer.as_ref().map(|_| Packer::default()),
             scratch: decode::Scratch::default(),
+            skip: Arc::clone(&self.skip),
             warned_kind: Arc::clone(&self.warned_kind),
         }
     }
@@ -139,7 +159,7 @@ impl<K: Watchable> Prepare<K> {
         if relisting && self.compact.is_none() {
             headroom();
         }
-        decode::event::<K>(encoding, bytes, self.compact.is_some(), &mut self.scratch)
+        decode::event::<K>(encoding, bytes, self.compact.is_some(), &mut self.scratch, self.skip.root())
     }
 
     /// Decodes and prepares one list item; one that does not decode as `K` is skipped (see
@@ -156,7 +176,7 @@ impl<K: Watchable> Prepare<K> {
         if self.compact.is_none() {
             headroom();
         }
-        let message = match decode::item::<K>(item, &mut self.scratch) {
+        let message = match decode::item::<K>(item, &mut self.scratch, self.skip.root()) {
             Ok(obj) => {
                 let kept = self.compact.and_then(|_| decode::kept(item));
                 return self.object(obj, kept.as_deref(), (context, None), indexer);
@@ -190,7 +210,8 @@ impl<K: Watchable> Prepare<K> {
 
     /// Runs the transform, and in the compact modes keeps the object's bytes: the wire's as they
     /// are (`wire`: JSON, or an enveloped protobuf object), or re-encoded as JSON when a
-    /// transform may have changed the object; compressed in the compressed mode.
+    /// transform may have changed the object or fields were skipped (the wire's bytes still hold
+    /// them); compressed in the compressed mode.
     /// `at`: the context and line for errors; `indexer`: the index functions to run.
     pub(crate) fn object(
         &mut self,
@@ -214,7 +235,7 @@ impl<K: Watchable> Prepare<K> {
         }
         let encoded = match (self.compact, wire) {
             (None, _) => None,
-            (Some(_), Some(bytes)) if self.transform.is_none() => Some(self.keep(bytes)),
+            (Some(_), Some(bytes)) if self.transform.is_none() && self.skip.root().is_none() => Some(self.keep(bytes)),
             (Some(compact), _) => {
                 let bytes = (compact.encode)(&obj).map_err(|e| {
                     Error::Decode(Box::new(decode::decode_error(
@@ -248,6 +269,34 @@ impl<K: Watchable> Prepare<K> {
         match &mut self.packer {
             Some(packer) => packer.pack(encoded),
             None => Encoded::Plain(encoded.into()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::Writer;
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    #[test]
+    fn a_compact_store_keeps_neither_the_bytes_nor_the_entries_of_skipped_fields() {
+        let (writer, _store) = Writer::<ConfigMap>::new();
+        let line = br#"{"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"1","managedFields":[{"manager":"m"}]},"data":{"k":"v"}}}"#;
+        for compress in [false, true] {
+            let paths = Paths::new::<ConfigMap>(&["metadata.managedFields".into()]).unwrap();
+            let mut prepare =
+                Prepare::<ConfigMap>::new("test".into(), None, Some(Compaction::json(compress))).skipping(paths);
+            let (event, raw) = prepare.event(decode::Encoding::Json, line, false).unwrap();
+            let decode::WatchEvent::Added(obj) = event else { panic!("{event:?}") };
+            assert!(obj.metadata.managed_fields.is_none());
+            let Ok(Subject::Object(incoming)) = prepare.object(obj, raw, ("test", None), writer.indexer()) else {
+                panic!("not stored")
+            };
+            let bytes = incoming.encoded.as_ref().unwrap().bytes().unwrap().into_owned();
+            assert!(!String::from_utf8_lossy(&bytes).contains("managedFields"), "compress: {compress}");
+            assert_eq!(decode::compact::<ConfigMap>(&bytes).unwrap(), *incoming.obj, "compress: {compress}");
+            assert_eq!(incoming.obj.data.as_ref().unwrap()["k"], "v");
         }
     }
 }

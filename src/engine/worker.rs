@@ -262,7 +262,7 @@ impl<K: Watchable> Worker<K> {
             if shard.is_some_and(|s| !decode::item_in_shard(item, s)) {
                 return Ok(());
             }
-            let meta: PartialObjectMetadata<K> = decode::item(item, scratch)
+            let meta: PartialObjectMetadata<K> = decode::item(item, scratch, None)
                 .map_err(|e| Error::Decode(Box::new(decode::decode_error(&context, None, item.bytes, e))))?;
             if let (Some(key), Some(rv)) = (ObjectKey::of(&meta), meta.metadata.resource_version) {
                 listed.insert(key, rv.into_boxed_str());

@@ -178,7 +178,7 @@ impl<K: Watchable> Api<K> {
         let context = self.describe("list");
         let mut scratch = decode::Scratch::default();
         let meta = http.list::<Error>(self.target(), params, |item| {
-            let obj = decode::item::<K>(item, &mut scratch)
+            let obj = decode::item::<K>(item, &mut scratch, None)
                 .map_err(|e| Error::Decode(Box::new(decode::decode_error(&context, None, item.bytes, e))))?;
             items.push(obj);
             Ok(())

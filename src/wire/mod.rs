@@ -14,5 +14,6 @@ pub(crate) mod discovery;
 pub(crate) mod http;
 pub(crate) mod protobuf;
 pub(crate) mod request;
+pub(crate) mod skip;
 pub(crate) mod stream;
 pub(crate) mod syntax;

@@ -29,6 +29,7 @@ mod relist;
 mod scenarios;
 mod sharding;
 mod shutdown;
+mod skip;
 mod undecodable;
 mod watch;
 mod watch_object;

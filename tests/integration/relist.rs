@@ -106,8 +106,16 @@ fn fresh_server() -> FakeApiServer {
 
 #[test]
 fn an_unchanged_object_is_shared_by_the_relist_in_every_mode() {
-    let modes: [(&str, Mode, bool); 9] = [
+    let modes: [(&str, Mode, bool); 12] = [
         ("typed", |b| b, true),
+        // Skipped fields change neither the uid nor the resourceVersion a relist compares.
+        ("without managedFields", |b| b.without_managed_fields(), true),
+        (
+            "without managedFields, JSON",
+            |b| b.without_managed_fields().config(Config::default().wire_format(WireFormat::Json)),
+            true,
+        ),
+        ("compressed, without managedFields", |b| b.compressed_store().without_managed_fields(), false),
         ("typed, JSON", |b| b.config(Config::default().wire_format(WireFormat::Json)), true),
         ("transform", |b| b.transform(|p: &mut Pod| p.metadata.managed_fields = None), true),
         ("parallel_sync", |b| b.parallel_sync(2), true),

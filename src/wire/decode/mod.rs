@@ -28,6 +28,7 @@ pub(crate) use watch::{Change, Identity, WatchEvent, identity, watch_event};
 
 use std::borrow::Cow;
 
+use crate::wire::skip::Node;
 use status::StatusBody;
 
 use crate::shard::Shard;
@@ -127,30 +128,36 @@ pub(crate) fn item_identity(item: Item<'_>) -> Option<Identity> {
 
 /// Decodes one watch event of a stream in `encoding`: a JSON line, or a protobuf frame's message.
 /// With `keep_raw` (compact store modes), an object event also returns its object's bytes: the
-/// JSON object, or the enveloped protobuf one (see [`compact`]).
+/// JSON object, or the enveloped protobuf one (see [`compact`]). The object's fields named by
+/// `skip` are stepped over, not decoded (`wire/skip`); the kept bytes still hold them.
 pub(crate) fn event<'a, K: serde::de::DeserializeOwned>(
     encoding: Encoding,
     bytes: &'a [u8],
     keep_raw: bool,
     scratch: &mut Scratch,
+    skip: Option<&Node>,
 ) -> Result<(WatchEvent<K>, Option<&'a [u8]>), String> {
     match encoding {
-        Encoding::Json => watch_event(bytes, keep_raw, scratch),
-        Encoding::Protobuf => proto::watch_event(bytes).map(|(e, raw)| (e, raw.filter(|_| keep_raw))),
+        Encoding::Json => watch_event(bytes, keep_raw, scratch, skip),
+        Encoding::Protobuf => proto::watch_event(bytes, skip).map(|(e, raw)| (e, raw.filter(|_| keep_raw))),
     }
 }
 
-/// Decodes one list item, in its form.
-pub(crate) fn item<K: serde::de::DeserializeOwned>(item: Item<'_>, scratch: &mut Scratch) -> Result<K, String> {
+/// Decodes one list item, in its form, stepping over the fields of `skip`.
+pub(crate) fn item<K: serde::de::DeserializeOwned>(
+    item: Item<'_>,
+    scratch: &mut Scratch,
+    skip: Option<&Node>,
+) -> Result<K, String> {
     match item.form {
-        Form::Json => object::json(item.bytes, item.checked, scratch),
-        Form::Protobuf { message, types } => proto::item(message, types, item.bytes),
+        Form::Json => object::json(item.bytes, item.checked, scratch, skip),
+        Form::Protobuf { message, types } => proto::item(message, types, item.bytes, skip),
     }
 }
 
 /// Decodes one JSON object (a GET answer).
 pub(crate) fn object<K: serde::de::DeserializeOwned>(bytes: &[u8], scratch: &mut Scratch) -> Result<K, String> {
-    object::json(bytes, false, scratch)
+    object::json(bytes, false, scratch, None)
 }
 
 /// The bytes a compact store keeps of a list item: the JSON as it is, a protobuf message in the
@@ -168,7 +175,7 @@ pub(crate) fn compact<K: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<K,
     if bytes.starts_with(crate::wire::protobuf::MAGIC) {
         proto::object(bytes)
     } else {
-        object::json(bytes, false, &mut Scratch::default())
+        object::json(bytes, false, &mut Scratch::default(), None)
     }
 }
 
@@ -195,8 +202,8 @@ mod tests {
 
     /// Decodes with the build's decoder, and checks the serde_json-only path agrees.
     fn ev(line: &[u8]) -> Result<WatchEvent<ConfigMap>, String> {
-        let plain = watch_event_plain::<ConfigMap>(line, false).map(|_| ());
-        let got = watch_event(line, false, &mut Scratch::default()).map(|(e, _)| e);
+        let plain = watch_event_plain::<ConfigMap>(line, false, None).map(|_| ());
+        let got = watch_event(line, false, &mut Scratch::default(), None).map(|(e, _)| e);
         assert_eq!(plain.is_ok(), got.is_ok(), "serde_json and the build's decoder disagree");
         got
     }
@@ -204,7 +211,7 @@ mod tests {
     #[test]
     fn raw_object_bytes_are_kept_on_request() {
         let line = br#"{"type":"ADDED","object":{"metadata":{"name":"a"}}}"#;
-        let (e, raw) = watch_event::<ConfigMap>(line, true, &mut Scratch::default()).unwrap();
+        let (e, raw) = watch_event::<ConfigMap>(line, true, &mut Scratch::default(), None).unwrap();
         assert!(matches!(e, WatchEvent::Added(_)));
         assert_eq!(raw, Some(&br#"{"metadata":{"name":"a"}}"#[..]));
     }
@@ -352,7 +359,7 @@ mod tests {
     fn an_object_that_is_not_a_k_is_undecodable_with_its_identity() {
         let line = br#"{"type":"MODIFIED","object":{"metadata":{"name":"a","namespace":"n","uid":"u1","resourceVersion":"5"},"data":{"k":5}}}"#;
         for keep_raw in [false, true] {
-            let (event, _) = watch_event::<ConfigMap>(line, keep_raw, &mut Scratch::default()).unwrap();
+            let (event, _) = watch_event::<ConfigMap>(line, keep_raw, &mut Scratch::default(), None).unwrap();
             let WatchEvent::Undecodable { kind, id, message } = event else { panic!("{event:?}") };
             assert_eq!(kind, Change::Modified);
             assert_eq!(id.name.as_deref(), Some("a"));
@@ -375,6 +382,7 @@ mod tests {
             br#"{"type":"MODIFIED","object":{"metadata":{"name":7}}}"#,
             false,
             &mut Scratch::default(),
+            None,
         )
         .map(|e| e.0)
         .unwrap_err();
@@ -384,48 +392,51 @@ mod tests {
     #[test]
     fn trailing_garbage_and_missing_fields_are_errors() {
         assert!(
-            watch_event::<ConfigMap>(br#"{"type":"ADDED","object":{}} x"#, false, &mut Scratch::default())
+            watch_event::<ConfigMap>(br#"{"type":"ADDED","object":{}} x"#, false, &mut Scratch::default(), None)
                 .map(|e| e.0)
                 .is_err()
         );
         assert!(
-            watch_event::<ConfigMap>(br#"{"type":"ADDED"}"#, false, &mut Scratch::default())
+            watch_event::<ConfigMap>(br#"{"type":"ADDED"}"#, false, &mut Scratch::default(), None)
                 .map(|e| e.0)
                 .unwrap_err()
                 .contains("without \"object\"")
         );
         assert!(
-            watch_event::<ConfigMap>(br#"{"object":{}}"#, false, &mut Scratch::default())
+            watch_event::<ConfigMap>(br#"{"object":{}}"#, false, &mut Scratch::default(), None)
                 .map(|e| e.0)
                 .unwrap_err()
                 .contains("without \"type\"")
         );
-        assert!(watch_event::<ConfigMap>(b"<html>", false, &mut Scratch::default()).map(|e| e.0).is_err());
+        assert!(watch_event::<ConfigMap>(b"<html>", false, &mut Scratch::default(), None).map(|e| e.0).is_err());
     }
 
     #[test]
     fn a_syntax_error_inside_the_object_fails_the_line_in_both_paths() {
         let line = br#"{"type":"DELETED","object":{"metadata":{"name":"a","reso","object":{"metadata":{"name":"a"}}}"#;
         for keep_raw in [false, true] {
-            assert!(watch_event::<ConfigMap>(line, keep_raw, &mut Scratch::default()).is_err(), "keep_raw={keep_raw}");
-            assert!(watch_event_json::<ConfigMap>(line, keep_raw).is_err(), "keep_raw={keep_raw}");
+            assert!(
+                watch_event::<ConfigMap>(line, keep_raw, &mut Scratch::default(), None).is_err(),
+                "keep_raw={keep_raw}"
+            );
+            assert!(watch_event_json::<ConfigMap>(line, keep_raw, None).is_err(), "keep_raw={keep_raw}");
         }
         let twice = br#"{"type":"ADDED","object":{},"object":{}}"#;
-        assert!(watch_event::<ConfigMap>(twice, false, &mut Scratch::default()).is_err());
+        assert!(watch_event::<ConfigMap>(twice, false, &mut Scratch::default(), None).is_err());
     }
 
     #[test]
     fn a_raw_control_byte_between_tokens_is_rejected_by_every_decoder() {
         let line = b"{\"type\":\"ERROR\",\"object\":{\"code\":4\x0810,\"reason\":\"Expired\"}}";
-        assert!(watch_event::<ConfigMap>(line, false, &mut Scratch::default()).is_err());
-        assert!(watch_event_json::<ConfigMap>(line, false).is_err());
+        assert!(watch_event::<ConfigMap>(line, false, &mut Scratch::default(), None).is_err());
+        assert!(watch_event_json::<ConfigMap>(line, false, None).is_err());
         assert!(object::<StatusBody>(br#"{"code":4"#, &mut Scratch::default()).is_err());
         assert!(object::<StatusBody>(b"{\"code\":4\x0810}", &mut Scratch::default()).is_err());
     }
 
     #[test]
     fn unknown_event_types_are_errors() {
-        let err = watch_event::<ConfigMap>(br#"{"type":"WEIRD","object":{}}"#, false, &mut Scratch::default())
+        let err = watch_event::<ConfigMap>(br#"{"type":"WEIRD","object":{}}"#, false, &mut Scratch::default(), None)
             .map(|e| e.0)
             .unwrap_err();
         assert!(err.contains("unknown watch event type"), "{err}");

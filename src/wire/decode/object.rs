@@ -4,6 +4,7 @@
 use serde::de::DeserializeOwned;
 
 use crate::error::{DecodeError, snippet};
+use crate::wire::skip::{self, Node};
 #[cfg(feature = "simd")]
 use crate::wire::syntax;
 
@@ -44,17 +45,26 @@ impl Scratch {
 }
 
 /// Decodes one JSON object (a list item, a GET answer, a compact store entry); `checked`: it
-/// already passed the strict syntax check (the list scanner's).
-pub(super) fn json<K: DeserializeOwned>(bytes: &[u8], checked: bool, scratch: &mut Scratch) -> Result<K, String> {
+/// already passed the strict syntax check (the list scanner's); the fields of `skip` are stepped
+/// over, not decoded.
+pub(super) fn json<K: DeserializeOwned>(
+    bytes: &[u8],
+    checked: bool,
+    scratch: &mut Scratch,
+    skip: Option<&Node>,
+) -> Result<K, String> {
     #[cfg(feature = "simd")]
-    if let Some(obj) = scratch.simd(bytes, checked, |de| K::deserialize(de).ok()) {
+    if let Some(obj) = scratch.simd(bytes, checked, |de| skip::decode::<K, _>(de, skip).ok()) {
         return Ok(obj);
     }
     let _ = (scratch, checked); // serde_json checks as it decodes
     // JSON is UTF-8 (RFC 8259). Checking it whole keeps every path in agreement: serde_json
     // would otherwise accept invalid bytes inside fields it skips.
     let text = std::str::from_utf8(bytes).map_err(|e| format!("invalid UTF-8: {e}"))?;
-    serde_json::from_str(text).map_err(|e| e.to_string())
+    let mut de = serde_json::Deserializer::from_str(text);
+    let obj = skip::decode(&mut de, skip).map_err(|e| e.to_string())?;
+    de.end().map_err(|e| e.to_string())?;
+    Ok(obj)
 }
 
 /// Builds the error for a failed decode at `line` of a stream.

@@ -8,6 +8,7 @@
 //! (`1` name, `3` namespace, `5` uid, `6` resourceVersion, `12` annotations).
 
 use std::io::{self, BufRead, BufReader, Read};
+use std::marker::PhantomData;
 
 use serde::de::DeserializeOwned;
 
@@ -19,6 +20,7 @@ use crate::error::snippet;
 use crate::wire::protobuf::de::{self, Ctx, Reader, Wire};
 use crate::wire::protobuf::schema::{self, Type};
 use crate::wire::protobuf::{self as pb, MAGIC};
+use crate::wire::skip::{self, Node};
 
 fn ctx() -> Ctx {
     Ctx { schema: schema::schema() }
@@ -68,9 +70,11 @@ pub(crate) fn item<K: DeserializeOwned>(
     index: usize,
     types: Option<(&'static str, &'static str)>,
     bytes: &[u8],
+    skip: Option<&Node>,
 ) -> Result<K, String> {
     let head = types.map(|(api_version, kind)| [("apiVersion", api_version), ("kind", kind)]);
-    de::message(ctx(), index, bytes, head.as_ref().map_or(&[][..], |h| &h[..])).map_err(|e| e.to_string())
+    let head = head.as_ref().map_or(&[][..], |h| &h[..]);
+    de::message_seed(ctx(), index, bytes, head, Skipping::<K>(skip, PhantomData)).map_err(|e| e.to_string())
 }
 
 fn text(bytes: &[u8]) -> Option<&str> {
@@ -156,7 +160,10 @@ pub(crate) fn status(body: &[u8]) -> Option<StatusBody> {
 /// `watch::watch_event`, with the same undecodable-object policy. With an object event comes its
 /// enveloped object (`k8s\0` and `runtime.Unknown`, as a GET answers it): what a compact store
 /// keeps, readable by [`object`].
-pub(crate) fn watch_event<K: DeserializeOwned>(frame: &[u8]) -> Result<(WatchEvent<K>, Option<&[u8]>), String> {
+pub(crate) fn watch_event<'a, K: DeserializeOwned>(
+    frame: &'a [u8],
+    skip: Option<&Node>,
+) -> Result<(WatchEvent<K>, Option<&'a [u8]>), String> {
     let mut reader = Reader::new(frame);
     let (mut ty, mut object) = (None, None);
     while let Some((n, value)) = reader.next().map_err(|e| format!("watch event: {e}"))? {
@@ -186,7 +193,8 @@ pub(crate) fn watch_event<K: DeserializeOwned>(frame: &[u8]) -> Result<(WatchEve
             let decoded = match schema.kind(envelope.api_version, envelope.kind) {
                 Some(index) => {
                     let head = [("apiVersion", envelope.api_version), ("kind", envelope.kind)];
-                    de::message::<K>(ctx(), index, envelope.raw, &head).map_err(|e| e.to_string())
+                    de::message_seed(ctx(), index, envelope.raw, &head, Skipping::<K>(skip, PhantomData))
+                        .map_err(|e| e.to_string())
                 }
                 None => Err(format!(
                     "kind {:?} of apiVersion {:?} has no protobuf form known to this client",
@@ -219,6 +227,17 @@ pub(crate) fn watch_event<K: DeserializeOwned>(frame: &[u8]) -> Result<(WatchEve
             .map(|status| (WatchEvent::Error(status), None))
             .map_err(|e| format!("ERROR object: {e}")),
         None => bookmark(envelope.raw).map(|b| (b, None)),
+    }
+}
+
+/// Decodes a `K` with the fields of `.0` stepped over (`wire/skip`).
+struct Skipping<'s, K>(Option<&'s Node>, PhantomData<K>);
+
+impl<'de, K: DeserializeOwned> serde::de::DeserializeSeed<'de> for Skipping<'_, K> {
+    type Value = K;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, de: D) -> Result<K, D::Error> {
+        skip::decode(de, self.0)
     }
 }
 
@@ -531,7 +550,7 @@ mod tests {
 
     /// The event of a frame, without its kept bytes.
     fn event_of<K: DeserializeOwned>(frame: &[u8]) -> Result<WatchEvent<K>, String> {
-        watch_event(frame).map(|(event, _)| event)
+        watch_event(frame, None).map(|(event, _)| event)
     }
 
     fn cm(name: &str) -> serde_json::Value {
@@ -550,7 +569,7 @@ mod tests {
         assert!(item.starts_with(MAGIC), "{item:?}");
         assert_eq!(compact::<ConfigMap>(&item).unwrap(), truth);
         let frame = event("MODIFIED", &cm("a"));
-        let (_, raw) = watch_event::<ConfigMap>(&frame).unwrap();
+        let (_, raw) = watch_event::<ConfigMap>(&frame, None).unwrap();
         assert_eq!(compact::<ConfigMap>(raw.unwrap()).unwrap(), truth);
         // JSON is kept as it came, and read back as JSON.
         let json = serde_json::to_vec(&cm("a")).unwrap();
@@ -559,7 +578,7 @@ mod tests {
         assert_eq!(compact::<ConfigMap>(&item).unwrap(), truth);
         // Only object events keep bytes.
         let bookmark = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"resourceVersion": "7"}});
-        assert!(watch_event::<ConfigMap>(&event("BOOKMARK", &bookmark)).unwrap().1.is_none());
+        assert!(watch_event::<ConfigMap>(&event("BOOKMARK", &bookmark), None).unwrap().1.is_none());
     }
 
     #[test]
@@ -651,7 +670,7 @@ mod tests {
         let meta = list(&body[..], 1 << 20, &kinds, |item| -> Result<(), String> {
             let id = peek_item(item).unwrap();
             assert_eq!((id.uid, id.resource_version), (Some("u1"), Some("5")));
-            got.push(decode_item::<Meta>(item, &mut Scratch::default())?);
+            got.push(decode_item::<Meta>(item, &mut Scratch::default(), None)?);
             Ok(())
         })
         .unwrap();
@@ -676,7 +695,7 @@ mod tests {
         // The full list, from a server that ignored `as=`: its items read as metadata.
         let mut names = Vec::new();
         list(&cms[..], 1 << 20, &[PARTIAL_OBJECT_METADATA, ("v1", "ConfigMap")], |item| -> Result<(), String> {
-            let m = decode_item::<Meta>(item, &mut Scratch::default())?;
+            let m = decode_item::<Meta>(item, &mut Scratch::default(), None)?;
             names.push((m.metadata.name, m.types));
             Ok(())
         })

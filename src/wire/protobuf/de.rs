@@ -197,9 +197,20 @@ pub(crate) fn message<'de, T: de::Deserialize<'de>>(
     bytes: &'de [u8],
     head: &'de [(&'static str, &'de str)],
 ) -> Result<T, Error> {
+    message_seed(ctx, index, bytes, head, std::marker::PhantomData)
+}
+
+/// [`message`], read by `seed` (which may wrap this deserializer in another, as `wire/skip` does).
+pub(crate) fn message_seed<'de, S: DeserializeSeed<'de>>(
+    ctx: Ctx,
+    index: usize,
+    bytes: &'de [u8],
+    head: &'de [(&'static str, &'de str)],
+    seed: S,
+) -> Result<S::Value, Error> {
     let mut fields = Fields::new(ctx, index, bytes, 0)?;
     fields.head = head;
-    T::deserialize(MessageDe(Some(fields)))
+    seed.deserialize(MessageDe(Some(fields)))
 }
 
 /// The fields of one message, as serde map entries.

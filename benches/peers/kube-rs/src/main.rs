@@ -5,6 +5,10 @@
 //! kube-rs-peer --url http://127.0.0.1:18080 --pods 10000 --events 100000 [--current-thread]
 //! ```
 //!
+//! `--strip-managed-fields`: clears each pod's `managedFields` before the reflector stores it,
+//! as kube-rs users write it (`WatchStreamExt::modify`); the JSON line's `"skip"` says so, as
+//! kube-watcher's bench does for `--skip-managed-fields`.
+//!
 //! `--relists K` (with a server started with `--relists K`): after the events, times K relists
 //! (each from its `Init` to its `InitDone`) and prints them with the resident memory before
 //! and the peak during them, as kube-watcher's bench does.
@@ -21,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
-use kube::runtime::{reflector, watcher};
+use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Api, Client};
 
 // The global allocator (features `jemalloc`, `mimalloc`; neither: glibc's malloc; both: jemalloc),
@@ -48,14 +52,23 @@ struct Args {
     current_thread: bool,
     /// Relists to time after the events (the server answers watches with a 410).
     relists: usize,
+    /// Clear `managedFields` with `modify` before the reflector.
+    strip_managed_fields: bool,
 }
 
 const USAGE: &str =
-    "usage: kube-rs-peer --url URL [--pods N] [--events M] [--mode typed] [--current-thread] [--relists K]";
+    "usage: kube-rs-peer --url URL [--pods N] [--events M] [--mode typed] [--current-thread] [--relists K] [--strip-managed-fields]";
 
 fn parse_args() -> Result<Args, String> {
     let mut url = None;
-    let mut a = Args { url: String::new(), pods: 10_000, events: 100_000, current_thread: false, relists: 0 };
+    let mut a = Args {
+        url: String::new(),
+        pods: 10_000,
+        events: 100_000,
+        current_thread: false,
+        relists: 0,
+        strip_managed_fields: false,
+    };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         let mut value = || it.next().ok_or_else(|| format!("{arg} needs a value"));
@@ -70,6 +83,7 @@ fn parse_args() -> Result<Args, String> {
                 }
             }
             "--current-thread" => a.current_thread = true,
+            "--strip-managed-fields" => a.strip_managed_fields = true,
             "--relists" => a.relists = value()?.parse().map_err(|e| format!("--relists: {e}"))?,
             "--serve" => return Err("--serve: run the server with kube-watcher's `examples/bench.rs --serve`".into()),
             "-h" | "--help" => return Err(USAGE.into()),
@@ -117,7 +131,13 @@ async fn client(args: &Args) -> Result<String, Box<dyn std::error::Error>> {
     let client = Client::try_from(config)?;
     let api: Api<Pod> = Api::all(client);
     let (reader, writer) = reflector::store::<Pod>();
-    let stream = reflector::reflector(writer, watcher::watcher(api, watcher::Config::default()));
+    let events = watcher::watcher(api, watcher::Config::default());
+    let events = if args.strip_managed_fields {
+        events.modify(|pod| pod.metadata.managed_fields = None).left_stream()
+    } else {
+        events.right_stream()
+    };
+    let stream = reflector::reflector(writer, events);
     let mut stream = std::pin::pin!(stream);
 
     let mut initial_sync: Option<Duration> = None;
@@ -177,8 +197,9 @@ async fn client(args: &Args) -> Result<String, Box<dyn std::error::Error>> {
     let events_per_s = if watch.is_zero() { 0.0 } else { args.events as f64 / watch.as_secs_f64() };
     let peer = if args.current_thread { "kube-rs-current-thread" } else { "kube-rs" };
     Ok(format!(
-        r#"{{"peer":"{peer}","allocator":"{ALLOCATOR}","gzip":{},"n":{},"m":{},"initial_sync_ms":{},"watch_ms":{},"events_per_s":{:.0},"cache_len":{},"max_rss_kb":{}}}"#,
+        r#"{{"peer":"{peer}","allocator":"{ALLOCATOR}","gzip":{},"skip":"{}","n":{},"m":{},"initial_sync_ms":{},"watch_ms":{},"events_per_s":{:.0},"cache_len":{},"max_rss_kb":{}}}"#,
         cfg!(feature = "gzip"),
+        if args.strip_managed_fields { "managedFields" } else { "none" },
         args.pods,
         args.events,
         initial_sync.as_millis(),
