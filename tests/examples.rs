@@ -875,11 +875,13 @@ const REAL_CLUSTER: &str = "# on a real cluster";
 
 /// A ```` ```sh ```` block of a document: where it starts (1-based line of its first command)
 /// and its lines.
+#[cfg_attr(not(all(target_os = "linux", feature = "simd")), allow(dead_code))]
 struct ShellBlock {
     at: String,
     lines: Vec<String>,
 }
 
+#[cfg_attr(not(all(target_os = "linux", feature = "simd")), allow(dead_code))]
 fn shell_blocks(doc: &str) -> Vec<ShellBlock> {
     let text = read_doc(doc);
     let mut blocks = Vec::new();
@@ -900,6 +902,7 @@ fn shell_blocks(doc: &str) -> Vec<ShellBlock> {
 }
 
 /// What a command that runs until Ctrl-C must have shown before it gets one, and after.
+#[cfg_attr(not(all(target_os = "linux", feature = "simd")), allow(dead_code))]
 struct Interactive {
     /// The command's output so far (stdout and stderr lines) shows it running as described.
     ready: fn(&[String]) -> bool,
@@ -908,6 +911,7 @@ struct Interactive {
 }
 
 /// The commands of the documents that run until Ctrl-C, by what they run.
+#[cfg_attr(not(all(target_os = "linux", feature = "simd")), allow(dead_code))]
 fn interactive(command: &str) -> Interactive {
     let any = |_: &[String]| true;
     if command.contains("--example watch_pods") {
@@ -934,6 +938,7 @@ fn interactive(command: &str) -> Interactive {
 }
 
 /// One line of output from the shell or its commands.
+#[cfg_attr(not(all(target_os = "linux", feature = "simd")), allow(dead_code))]
 enum Said {
     Out(String),
     Err(String),
@@ -941,6 +946,7 @@ enum Said {
 
 /// The direct children of process `parent` (from /proc).
 #[cfg(target_os = "linux")]
+#[cfg_attr(not(all(target_os = "linux", feature = "simd")), allow(dead_code))]
 fn children(parent: u32) -> Vec<u32> {
     let mut pids = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
@@ -957,6 +963,7 @@ fn children(parent: u32) -> Vec<u32> {
 
 /// A shell running a block; on drop (a failed assertion included) its jobs and itself are ended.
 #[cfg(target_os = "linux")]
+#[cfg_attr(not(all(target_os = "linux", feature = "simd")), allow(dead_code))]
 struct Shell {
     bash: Child,
     jobs: Vec<u32>,
@@ -980,6 +987,7 @@ impl Drop for Shell {
 /// as an interactive shell does. The one change to the text: `/tmp/` is a directory of this run,
 /// so that runs on one machine do not share files.
 #[cfg(target_os = "linux")]
+#[cfg_attr(not(all(target_os = "linux", feature = "simd")), allow(dead_code))]
 fn run_shell_block(block: &ShellBlock, scratch: &std::path::Path) {
     use std::io::Write;
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
