@@ -227,8 +227,9 @@ fn is_close(candidate: &str, typed: &str) -> bool {
     edit_distance(a.as_bytes(), b.as_bytes()) <= 2
 }
 
-/// Levenshtein distance, one row at a time.
-fn edit_distance(a: &[u8], b: &[u8]) -> usize {
+/// Levenshtein distance, one row at a time (also the skipped-field paths' "closest names":
+/// `wire/skip/probe.rs`).
+pub(crate) fn edit_distance<T: PartialEq>(a: &[T], b: &[T]) -> usize {
     let mut row: Vec<usize> = (0..=b.len()).collect();
     for (i, ca) in a.iter().enumerate() {
         let mut diagonal = row[0];

@@ -64,17 +64,7 @@ fn closest(name: &str, fields: &[&'static str]) -> String {
 fn distance(a: &str, b: &str) -> usize {
     let a: Vec<char> = a.chars().flat_map(char::to_lowercase).collect();
     let b: Vec<char> = b.chars().flat_map(char::to_lowercase).collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.iter().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let above = row[j + 1];
-            row[j + 1] = (diagonal + usize::from(ca != cb)).min(above + 1).min(row[j] + 1);
-            diagonal = above;
-        }
-    }
-    row[b.len()]
+    crate::wire::discovery::edit_distance(&a, &b)
 }
 
 /// How a probe ended; every probe ends in one of these as its error.
