@@ -10,8 +10,13 @@
 //! The protocol (client-go's `tools/leaderelection`, what we took and what we changed) is in
 //! docs/protocol.md §13; ARCHITECTURE.md walks through one takeover.
 
+// Until `ShardGroup` (group.rs) uses them.
+#[allow(dead_code)]
+pub(crate) mod assign;
 pub(crate) mod decide;
 pub(crate) mod elector;
+#[allow(dead_code)]
+pub(crate) mod handover;
 
 #[cfg(test)]
 mod model;
