@@ -77,11 +77,13 @@ fn push(ranges: &mut Vec<(u128, u128)>, start: u128, end: u128) {
 }
 
 /// The length of the hash space in `shard` (out of 2^64).
+#[cfg(test)]
 pub(crate) fn size(shard: &Shard) -> u128 {
     shard.ranges().map(|(s, e)| e - u128::from(s)).sum()
 }
 
 /// The length of the hash space in both shards.
+#[cfg(test)]
 pub(crate) fn overlap(a: &Shard, b: &Shard) -> u128 {
     let mut total = 0;
     for (s1, e1) in a.ranges() {

@@ -39,10 +39,6 @@ impl Ranges {
         Shard::from_ranges(self.0.iter().copied()).ok()
     }
 
-    pub(crate) fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
     fn normalized(mut v: Vec<(u128, u128)>) -> Ranges {
         v.retain(|(a, b)| a < b);
         v.sort_unstable();
@@ -87,6 +83,7 @@ impl Ranges {
         Ranges::normalized(out)
     }
 
+    #[cfg(test)]
     pub(crate) fn contains(&self, point: u64) -> bool {
         let p = u128::from(point);
         self.0.iter().any(|&(a, b)| a <= p && p < b)
