@@ -330,6 +330,100 @@ pub enum ShardFilter {
     Client,
 }
 
+/// The shard a shard group gives its member, shared with the watchers that follow it
+/// (`Config::shard_group`). The group sets it; each watcher thread (a *follower*) notices a
+/// new generation, relists with it, and reports what its store may hold, so that the group
+/// claims no less (docs/protocol.md §13, "Shard groups").
+#[derive(Debug, Default)]
+pub(crate) struct Follow {
+    inner: parking_lot::Mutex<FollowInner>,
+}
+
+#[derive(Debug, Default)]
+struct FollowInner {
+    /// Bumped at every change of `shard`.
+    generation: u64,
+    /// `None`: hold nothing.
+    shard: Option<Shard>,
+    next_id: u64,
+    /// Per follower: what its store may hold, and how to wake it.
+    followers: std::collections::BTreeMap<u64, (Vec<Shard>, crossbeam_channel::Sender<()>)>,
+}
+
+/// A follower's registration: its id and the channel that wakes it on a change.
+pub(crate) struct Follower {
+    pub(crate) id: u64,
+    pub(crate) wake: crossbeam_channel::Receiver<()>,
+}
+
+impl Follow {
+    /// The group's side: the member's share now. Wakes every follower.
+    pub(crate) fn set(&self, shard: Option<Shard>) {
+        let mut inner = self.inner.lock();
+        if inner.shard == shard {
+            return;
+        }
+        inner.shard = shard;
+        inner.generation += 1;
+        for (_, wake) in inner.followers.values() {
+            let _ = wake.try_send(());
+        }
+    }
+
+    /// The group's side: every range the followers' stores may hold; `None` when no watcher
+    /// follows.
+    pub(crate) fn holdings(&self) -> Option<Vec<Shard>> {
+        let inner = self.inner.lock();
+        if inner.followers.is_empty() {
+            return None;
+        }
+        Some(inner.followers.values().flat_map(|(held, _)| held.iter().cloned()).collect())
+    }
+
+    /// A watcher thread starts following: it holds nothing yet.
+    pub(crate) fn register(&self) -> Follower {
+        let mut inner = self.inner.lock();
+        let id = inner.next_id;
+        inner.next_id += 1;
+        let (tx, wake) = crossbeam_channel::bounded(1);
+        inner.followers.insert(id, (Vec::new(), tx));
+        Follower { id, wake }
+    }
+
+    /// A watcher thread ends: its store no longer changes (and is not counted).
+    pub(crate) fn unregister(&self, id: u64) {
+        self.inner.lock().followers.remove(&id);
+    }
+
+    /// The shard now and its generation.
+    pub(crate) fn current(&self) -> (u64, Option<Shard>) {
+        let inner = self.inner.lock();
+        (inner.generation, inner.shard.clone())
+    }
+
+    /// Whether the shard changed since `generation`.
+    pub(crate) fn moved(&self, generation: u64) -> bool {
+        self.inner.lock().generation != generation
+    }
+
+    /// A follower's store may hold `held` (the shards' union).
+    pub(crate) fn holding(&self, id: u64, held: Vec<Shard>) {
+        if let Some(entry) = self.inner.lock().followers.get_mut(&id) {
+            entry.0 = held;
+        }
+    }
+}
+
+/// `Config`'s handle on a [`Follow`]: equal when it is the same group.
+#[derive(Debug, Clone)]
+pub(crate) struct FollowHandle(pub(crate) std::sync::Arc<Follow>);
+
+impl PartialEq for FollowHandle {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

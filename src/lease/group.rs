@@ -14,8 +14,9 @@ use parking_lot::Mutex;
 use super::LeaseTimings;
 use super::elector::{Hook, Runner};
 use super::handover::{Peers, Ranges, Record, decide};
+use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::shard::Shard;
+use crate::shard::{Follow, FollowHandle, Shard};
 use crate::wire::api::Api;
 use crate::wire::http::Http;
 use crate::wire::request::ListParams;
@@ -83,6 +84,7 @@ pub enum GroupChange {
 pub struct ShardGroup {
     runner: Runner,
     view: Arc<Mutex<View>>,
+    follow: Arc<Follow>,
     changes: Receiver<GroupChange>,
     group: String,
     identity: String,
@@ -145,8 +147,11 @@ impl ShardGroup {
             return Err(Error::config("api", "leases are namespaced: use Api::namespaced"));
         }
         let view = Arc::new(Mutex::new(View::default()));
+        let follow = Arc::new(Follow::default());
         let (changes_tx, changes) = crossbeam_channel::unbounded();
         let hook = GroupHook {
+            follow: Arc::clone(&follow),
+            release_bound: timings.retry_period.min(Duration::from_secs(5)),
             me: identity.to_owned(),
             selector: format!("{GROUP_LABEL}={group}"),
             group: group.to_owned(),
@@ -160,7 +165,7 @@ impl ShardGroup {
         };
         let name = format!("{group}-{identity}");
         let runner = Runner::start(api, &name, identity, timings, Some(Box::new(hook)), "kw-shard-group")?;
-        Ok(ShardGroup { runner, view, changes, group: group.to_owned(), identity: identity.to_owned() })
+        Ok(ShardGroup { runner, view, follow, changes, group: group.to_owned(), identity: identity.to_owned() })
     }
 
     /// The live members, in this member's eyes: sorted identities, itself included while its
@@ -215,8 +220,43 @@ impl Drop for ShardGroup {
     }
 }
 
+impl Config {
+    /// Follow a shard group's share: the watcher lists and watches only the objects of
+    /// [`ShardGroup::shard`], and follows it as members come and go (it overrides
+    /// [`Config::shard`]).
+    ///
+    /// When the share changes, the watcher relists with the new shard
+    /// ([`RelistReason::ShardChanged`](crate::RelistReason::ShardChanged)): objects of a grown
+    /// range arrive as `InitApply`, objects that left the shard as `Delete` at its end. While
+    /// the member holds no share (joining, waiting for another member to let go, or unable to
+    /// renew its lease), the store is empty. So the store always holds exactly the current
+    /// share, and the group claims in its Lease every range the store may still hold, so that
+    /// no other member takes it before the store dropped it (docs/protocol.md §13, "Shard
+    /// groups").
+    ///
+    /// ```
+    /// # let server = kube_watcher::testing::FakeApiServer::start();
+    /// use k8s_openapi::api::coordination::v1::Lease;
+    /// use k8s_openapi::api::core::v1::Pod;
+    /// use kube_watcher::{Api, Client, Config, LeaseTimings, ShardGroup, Watcher};
+    ///
+    /// let client = Client::from_url(&server.url())?;
+    /// let group = ShardGroup::join(Api::<Lease>::namespaced(client.clone(), "default"), "pods", "replica-1", LeaseTimings::default())?;
+    /// let watcher = Watcher::new(Api::<Pod>::all(client), Config::default().shard_group(&group))?;
+    /// # Ok::<(), kube_watcher::Error>(())
+    /// ```
+    pub fn shard_group(mut self, group: &ShardGroup) -> Self {
+        self.follow = Some(FollowHandle(Arc::clone(&group.follow)));
+        self
+    }
+}
+
 /// The group's part of the thread.
 struct GroupHook {
+    /// The share as the group's watchers follow it, and what their stores may hold.
+    follow: Arc<Follow>,
+    /// How long a stopping member waits for its watchers to drop their objects.
+    release_bound: Duration,
     me: String,
     group: String,
     selector: String,
@@ -247,7 +287,17 @@ impl GroupHook {
         }
     }
 
+    /// What the stores may hold: the followers' holdings, or with none, the published share
+    /// (a program that reads `shard()` itself applies it at once).
+    fn applied(&self) -> Ranges {
+        match self.follow.holdings() {
+            Some(held) => held.iter().fold(Ranges::default(), |acc, s| acc.union(&Ranges::of(Some(s)))),
+            None => self.view.lock().allowed.clone(),
+        }
+    }
+
     fn publish(&self, members: Vec<String>, allowed: Ranges) {
+        self.follow.set(allowed.shard());
         let mut view = self.view.lock();
         if view.members != members {
             view.members.clone_from(&members);
@@ -307,7 +357,7 @@ impl Hook for GroupHook {
             self.publish(Vec::new(), Ranges::default());
             return until;
         }
-        let held = self.view.lock().allowed.clone();
+        let held = self.applied();
         let Some(records) = self.read(api, http) else {
             // The group is unknown: grow nothing (a lease that seems to expire meanwhile may
             // have been renewed with a claim we did not see).
@@ -317,7 +367,8 @@ impl Hook for GroupHook {
         self.peers.observe(records, now);
         let live = self.peers.live(&self.me, now);
         // What the stores may still hold: with no watcher following, what was published.
-        let decision = decide(&self.me, &live, &self.written, &held, true);
+        let blocked = self.peers.released_claims(now);
+        let decision = decide(&self.me, &live, &blocked, &self.written, &held, true);
         let mut members: Vec<String> = live.keys().cloned().collect();
         members.push(self.me.clone());
         members.sort_unstable();
@@ -334,6 +385,12 @@ impl Hook for GroupHook {
 
     fn stopping(&mut self) {
         self.publish(Vec::new(), Ranges::default());
-        self.claim = Ranges::default();
+        // The watchers drop their objects (a local relist of nothing), then the release says
+        // so; if they do not in time, the claim keeps what they may hold.
+        let deadline = Instant::now() + self.release_bound;
+        while !self.applied().is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        self.claim = self.applied();
     }
 }

@@ -39,6 +39,10 @@ impl Ranges {
         Shard::from_ranges(self.0.iter().copied()).ok()
     }
 
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     fn normalized(mut v: Vec<(u128, u128)>) -> Ranges {
         v.retain(|(a, b)| a < b);
         v.sort_unstable();
@@ -149,11 +153,21 @@ impl Peers {
             .collect()
     }
 
+    /// The claims of released Leases (no holder) not yet expired in our eyes: a member that
+    /// left before its watchers dropped everything keeps those ranges until then.
+    pub(crate) fn released_claims(&self, now: Instant) -> Ranges {
+        self.by_name
+            .values()
+            .filter(|s| s.holder.is_empty())
+            .filter(|s| s.since.checked_add(s.duration).is_some_and(|end| now < end))
+            .fold(Ranges::default(), |acc, s| acc.union(&s.claim))
+    }
+
     /// When the next live peer expires in our eyes (to wake up then).
     pub(crate) fn next_expiry(&self, me: &str, now: Instant) -> Option<Instant> {
         self.by_name
             .values()
-            .filter(|s| !s.holder.is_empty() && s.holder != me)
+            .filter(|s| s.holder != me)
             .filter_map(|s| s.since.checked_add(s.duration))
             .filter(|end| *end > now)
             .min()
@@ -174,13 +188,15 @@ pub(crate) struct Decision {
 
 /// The decision after a read of the group.
 ///
-/// - `peers`: the live others and their claims (from [`Peers::live`]), read after
+/// - `peers`: the live others and their claims (from [`Peers::live`]), and `blocked`: the
+///   claims of released Leases not yet expired ([`Peers::released_claims`]), read after
 /// - `written`: the claim of this member's last successful write;
 /// - `applied`: what its stores may still hold (the allowed part they have not yet dropped);
 /// - `renewed`: whether its own lease is renewed (within the renew deadline).
 pub(crate) fn decide(
     me: &str,
     peers: &BTreeMap<String, Ranges>,
+    blocked: &Ranges,
     written: &Ranges,
     applied: &Ranges,
     renewed: bool,
@@ -191,7 +207,7 @@ pub(crate) fn decide(
     if !renewed {
         return Decision { target, allowed: Ranges::default(), claim: applied.clone() };
     }
-    let taken = peers.values().fold(Ranges::default(), |acc, c| acc.union(c));
+    let taken = peers.values().fold(blocked.clone(), |acc, c| acc.union(c));
     let intent = target.minus(&taken);
     let allowed = intent.intersect(written);
     let claim = intent.union(applied);
@@ -241,12 +257,12 @@ mod tests {
     #[test]
     fn a_lone_member_holds_everything_once_its_claim_is_written() {
         let none = BTreeMap::new();
-        let first = decide("a", &none, &Ranges::default(), &Ranges::default(), true);
+        let first = decide("a", &none, &Ranges::default(), &Ranges::default(), &Ranges::default(), true);
         assert_eq!(
             (first.target.clone(), first.allowed.clone(), first.claim.clone()),
             (all(), Ranges::default(), all())
         );
-        let then = decide("a", &none, &first.claim, &Ranges::default(), true);
+        let then = decide("a", &none, &Ranges::default(), &first.claim, &Ranges::default(), true);
         assert_eq!(then.allowed, all());
     }
 
@@ -254,23 +270,52 @@ mod tests {
     /// it holds, keeps claiming it until its stores dropped it, then lets go.
     #[test]
     fn a_join_hands_over_only_after_the_holder_released() {
-        let b_target =
-            decide("b", &[("a".to_owned(), all())].into(), &Ranges::default(), &Ranges::default(), true).target;
+        let b_target = decide(
+            "b",
+            &[("a".to_owned(), all())].into(),
+            &Ranges::default(),
+            &Ranges::default(),
+            &Ranges::default(),
+            true,
+        )
+        .target;
         // b wants its share, but a claims everything: b holds nothing, and claims its share.
-        let b1 = decide("b", &[("a".to_owned(), all())].into(), &Ranges::default(), &Ranges::default(), true);
+        let b1 = decide(
+            "b",
+            &[("a".to_owned(), all())].into(),
+            &Ranges::default(),
+            &Ranges::default(),
+            &Ranges::default(),
+            true,
+        );
         assert_eq!(b1.allowed, Ranges::default());
         assert_eq!(b1.claim, Ranges::default(), "all of its share is claimed by a");
         // a sees b (claiming nothing yet): a's target shrinks, it holds only that at once,
         // and claims what its stores still hold.
-        let a1 = decide("a", &[("b".to_owned(), Ranges::default())].into(), &all(), &all(), true);
+        let a1 = decide("a", &[("b".to_owned(), Ranges::default())].into(), &Ranges::default(), &all(), &all(), true);
         assert_eq!(a1.allowed, all().minus(&b_target));
         assert_eq!(a1.claim, all(), "the stores have not dropped b's share yet");
         // Once they did, a's claim is its share alone; b then claims, and holds after its write.
-        let a2 = decide("a", &[("b".to_owned(), Ranges::default())].into(), &all(), &a1.allowed, true);
+        let a2 =
+            decide("a", &[("b".to_owned(), Ranges::default())].into(), &Ranges::default(), &all(), &a1.allowed, true);
         assert_eq!(a2.claim, a1.allowed);
-        let b2 = decide("b", &[("a".to_owned(), a2.claim.clone())].into(), &b1.claim, &Ranges::default(), true);
+        let b2 = decide(
+            "b",
+            &[("a".to_owned(), a2.claim.clone())].into(),
+            &Ranges::default(),
+            &b1.claim,
+            &Ranges::default(),
+            true,
+        );
         assert_eq!((b2.allowed.clone(), b2.claim.clone()), (Ranges::default(), b_target.clone()));
-        let b3 = decide("b", &[("a".to_owned(), a2.claim.clone())].into(), &b2.claim, &Ranges::default(), true);
+        let b3 = decide(
+            "b",
+            &[("a".to_owned(), a2.claim.clone())].into(),
+            &Ranges::default(),
+            &b2.claim,
+            &Ranges::default(),
+            true,
+        );
         assert_eq!(b3.allowed, b_target);
         assert_eq!(b3.allowed.intersect(&a2.allowed), Ranges::default());
     }
@@ -280,7 +325,7 @@ mod tests {
     #[test]
     fn two_claims_on_one_range_both_yield() {
         let x = r(&[(0, 100)]);
-        let a = decide("a", &[("b".to_owned(), x.clone())].into(), &x, &Ranges::default(), true);
+        let a = decide("a", &[("b".to_owned(), x.clone())].into(), &Ranges::default(), &x, &Ranges::default(), true);
         assert_eq!(a.allowed.intersect(&x), Ranges::default());
     }
 
@@ -288,8 +333,23 @@ mod tests {
     /// may still hold.
     #[test]
     fn an_unrenewed_member_holds_nothing() {
-        let d = decide("a", &BTreeMap::new(), &all(), &all(), false);
+        let d = decide("a", &BTreeMap::new(), &Ranges::default(), &all(), &all(), false);
         assert_eq!((d.allowed, d.claim), (Ranges::default(), all()));
+    }
+
+    /// A member that left before its stores dropped everything released its Lease with a
+    /// claim: nobody takes those ranges until that Lease expires in their eyes.
+    #[test]
+    fn a_released_claim_blocks_until_it_expires() {
+        let left = r(&[(0, 100)]);
+        let d = decide("a", &BTreeMap::new(), &left, &all(), &all(), true);
+        assert_eq!(d.allowed, all().minus(&left));
+        let t0 = Instant::now();
+        let mut peers = Peers::default();
+        peers.observe(vec![Record { duration: Duration::from_secs(1), ..record("g-b", "5", "", left.clone()) }], t0);
+        assert_eq!(peers.released_claims(t0), left);
+        assert!(peers.live("a", t0).is_empty());
+        assert_eq!(peers.released_claims(t0 + Duration::from_secs(1)), Ranges::default());
     }
 
     /// A peer is live for its lease duration after we saw its record change, whatever it says

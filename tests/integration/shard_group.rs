@@ -5,13 +5,14 @@
 
 use crate::common;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use common::*;
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
 use kube_watcher::testing::{FakeApiServer, Fault, Match};
-use kube_watcher::{Api, Client, GroupChange, LeaseTimings, Shard, ShardGroup};
+use kube_watcher::{Api, Client, Config, GroupChange, LeaseTimings, Shard, ShardGroup, Watcher};
 
 fn timings() -> LeaseTimings {
     LeaseTimings {
@@ -131,4 +132,87 @@ fn members_join_leave_and_crash_without_overlap_or_loss() {
     drop(c);
     a.stop();
     b.stop();
+}
+
+/// A member with a watcher over pods that follows its share.
+struct Replica {
+    group: ShardGroup,
+    watcher: Watcher<Pod>,
+}
+
+fn replica(server: &FakeApiServer, identity: &str) -> Replica {
+    let group = join(server, identity);
+    let watcher = Watcher::new(pods(server), Config::default().shard_group(&group)).unwrap();
+    Replica { group, watcher }
+}
+
+fn store_uids(w: &Watcher<Pod>) -> BTreeSet<String> {
+    w.store().state().iter().map(|p| p.metadata.uid.clone().unwrap_or_default()).collect()
+}
+
+/// Waits until the union of the stores is the server's pods, each in one store; at every
+/// sample (each store read twice, a pod counted in a store only when both readings have it),
+/// no pod is in two stores.
+fn stores_settle(what: &str, server: &FakeApiServer, replicas: &[&Replica]) {
+    eventually(what, || {
+        for r in replicas {
+            while r.watcher.try_recv().is_ok() {}
+        }
+        let first: Vec<BTreeSet<String>> = replicas.iter().map(|r| store_uids(&r.watcher)).collect();
+        let second: Vec<BTreeSet<String>> = replicas.iter().map(|r| store_uids(&r.watcher)).collect();
+        let mut seen = BTreeMap::new();
+        for (a, b) in first.iter().zip(&second) {
+            for uid in a.intersection(b) {
+                *seen.entry(uid.clone()).or_insert(0) += 1;
+            }
+        }
+        assert!(seen.values().all(|n| *n <= 1), "{what}: a pod in two stores at once");
+        let all: BTreeSet<String> =
+            server.list::<Pod>().iter().map(|p| p.metadata.uid.clone().unwrap_or_default()).collect();
+        let union: BTreeSet<String> = second.iter().flatten().cloned().collect();
+        union == all && second.iter().map(BTreeSet::len).sum::<usize>() == all.len()
+    });
+}
+
+/// Watchers that follow their group's share: the stores split the pods without overlap
+/// through a late join, a clean stop, and a member that cannot renew.
+#[test]
+fn watchers_following_the_group_split_the_pods_without_overlap_or_loss() {
+    let server = FakeApiServer::builder().bookmark_interval(ms(100)).sharded_list_and_watch(true).start();
+    create_pods(&server, 0..60);
+    let (a, b, c) = (replica(&server, "a"), replica(&server, "b"), replica(&server, "c"));
+    stores_settle("three replicas", &server, &[&a, &b, &c]);
+    eventually("three members", || [&a, &b, &c].iter().all(|r| r.group.members().len() == 3));
+    stores_settle("three replicas, settled", &server, &[&a, &b, &c]);
+
+    let d = replica(&server, "d");
+    eventually("d holds pods", || {
+        while d.watcher.try_recv().is_ok() {}
+        !store_uids(&d.watcher).is_empty()
+    });
+    stores_settle("four replicas", &server, &[&a, &b, &c, &d]);
+    let moved = a.watcher.stats().relists.shard_changed;
+    assert!(moved >= 1, "a's share changed when d joined");
+
+    // A clean stop: d gives up its share; its store is emptied; the others take it.
+    d.group.stop();
+    eventually("d's store is empty", || {
+        while d.watcher.try_recv().is_ok() {}
+        store_uids(&d.watcher).is_empty()
+    });
+    stores_settle("d left", &server, &[&a, &b, &c, &d]);
+
+    // c cannot renew: its store empties before its lease expires; a and b take its pods.
+    for _ in 0..100_000 {
+        server.push_fault(
+            Match::Path("/apis/coordination.k8s.io/v1/namespaces/apps/leases/pods-c".into()),
+            Fault::Status { code: 500, reason: "InternalError".into(), message: "etcd".into(), retry_after: None },
+        );
+    }
+    stores_settle("c is gone", &server, &[&a, &b, &c]);
+    eventually("a sees c gone", || a.group.members() == ["a", "b"]);
+    // New pods land in exactly one store.
+    create_pods(&server, 60..70);
+    stores_settle("new pods", &server, &[&a, &b, &c]);
+    server.clear_faults();
 }
