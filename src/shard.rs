@@ -345,6 +345,8 @@ struct FollowInner {
     generation: u64,
     /// `None`: hold nothing.
     shard: Option<Shard>,
+    /// The share is valid until then (the end of the member's lead); after it, none.
+    until: Option<std::time::Instant>,
     next_id: u64,
     /// Per follower: what its store may hold, and how to wake it.
     followers: std::collections::BTreeMap<u64, (Vec<Shard>, crossbeam_channel::Sender<()>)>,
@@ -357,14 +359,17 @@ pub(crate) struct Follower {
 }
 
 impl Follow {
-    /// The group's side: the member's share now. Wakes every follower.
-    pub(crate) fn set(&self, shard: Option<Shard>) {
+    /// The group's side: the member's share now, valid until `until` (its lead's end). Wakes
+    /// every follower when the share changes.
+    pub(crate) fn set(&self, shard: Option<Shard>, until: Option<std::time::Instant>) {
         let mut inner = self.inner.lock();
+        inner.until = until;
         if inner.shard == shard {
             return;
         }
         inner.shard = shard;
-        inner.generation += 1;
+        // Even: a share; odd (below): the same generation, expired.
+        inner.generation += 2;
         for (_, wake) in inner.followers.values() {
             let _ = wake.try_send(());
         }
@@ -395,15 +400,19 @@ impl Follow {
         self.inner.lock().followers.remove(&id);
     }
 
-    /// The shard now and its generation.
+    /// The shard now and its generation: none once its lead ended, even if the group's
+    /// thread has not said so (it may be stuck), with a generation of its own.
     pub(crate) fn current(&self) -> (u64, Option<Shard>) {
         let inner = self.inner.lock();
+        if inner.shard.is_some() && inner.until.is_some_and(|u| std::time::Instant::now() >= u) {
+            return (inner.generation + 1, None);
+        }
         (inner.generation, inner.shard.clone())
     }
 
     /// Whether the shard changed since `generation`.
     pub(crate) fn moved(&self, generation: u64) -> bool {
-        self.inner.lock().generation != generation
+        self.current().0 != generation
     }
 
     /// A follower's store may hold `held` (the shards' union).
@@ -551,5 +560,31 @@ mod tests {
             r("'0x0000000000000000'", "'0x8000000000000000'")
         );
         assert!(msg(&mixed).contains("same field"), "{}", msg(&mixed));
+    }
+
+    /// A followed share ends with the member's lead, even if the group's thread never says
+    /// so: the follower sees a change, and no share.
+    #[test]
+    fn a_followed_share_ends_with_the_lead() {
+        use std::time::{Duration, Instant};
+        let follow = Follow::default();
+        let me = follow.register();
+        assert_eq!(follow.current(), (0, None));
+        let now = Instant::now();
+        follow.set(Some(Shard::of(0, 2).unwrap()), Some(now + Duration::from_secs(3600)));
+        let (generation, shard) = follow.current();
+        assert_eq!(shard, Some(Shard::of(0, 2).unwrap()));
+        assert!(me.wake.try_recv().is_ok(), "the follower is woken");
+        follow.holding(me.id, vec![Shard::of(0, 2).unwrap()]);
+        assert_eq!(follow.holdings(), Some(vec![Shard::of(0, 2).unwrap()]));
+        // The group renews: same share, longer lead, no change.
+        follow.set(Some(Shard::of(0, 2).unwrap()), Some(now + Duration::from_secs(7200)));
+        assert!(!follow.moved(generation));
+        // The lead ended.
+        follow.set(Some(Shard::of(0, 2).unwrap()), Some(now));
+        assert!(follow.moved(generation));
+        assert_eq!(follow.current().1, None);
+        follow.unregister(me.id);
+        assert_eq!(follow.holdings(), None);
     }
 }

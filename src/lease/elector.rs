@@ -266,8 +266,9 @@ pub(crate) trait Hook: Send {
     /// A create or update was accepted; `lease` is as the server stored it.
     fn wrote(&mut self, lease: &Lease);
     /// Before waiting until `until`: its own requests on `http`, knowing whether this replica
-    /// holds its lease (`renewed`). Returns when to wake up instead (at most `until`).
-    fn before_wait(&mut self, api: &Api<Lease>, http: &Http, renewed: bool, until: Instant) -> Instant;
+    /// holds its lease, and until when (`renewed`: the end of its lead, if it leads). Returns
+    /// when to wake up instead (at most `until`).
+    fn before_wait(&mut self, api: &Api<Lease>, http: &Http, renewed: Option<Instant>, until: Instant) -> Instant;
     /// Stopping, before the release is sent.
     fn stopping(&mut self);
 }
@@ -357,7 +358,7 @@ impl Worker {
     fn before_wait(&mut self, until: Instant) -> Instant {
         let Some(hook) = &mut self.hook else { return until };
         let now = Instant::now();
-        let renewed = self.candidate.leading(now);
+        let renewed = self.candidate.leading_until().filter(|u| *u > now);
         // Bounded like a renewal: a read answered after the lead ended is worth nothing.
         let end = self.candidate.leading_until().filter(|u| *u > now);
         let timeout = end.map_or(self.timings.renew_deadline, |end| end.saturating_duration_since(now));

@@ -296,8 +296,10 @@ impl GroupHook {
         }
     }
 
-    fn publish(&self, members: Vec<String>, allowed: Ranges) {
-        self.follow.set(allowed.shard());
+    /// `until`: the end of the lead the share is valid for (the watchers drop it then, even
+    /// if this thread is stuck).
+    fn publish(&self, members: Vec<String>, allowed: Ranges, until: Option<Instant>) {
+        self.follow.set(allowed.shard(), until);
         let mut view = self.view.lock();
         if view.members != members {
             view.members.clone_from(&members);
@@ -350,13 +352,13 @@ impl Hook for GroupHook {
         self.wrote = true;
     }
 
-    fn before_wait(&mut self, api: &Api<Lease>, http: &Http, renewed: bool, until: Instant) -> Instant {
-        if !renewed {
+    fn before_wait(&mut self, api: &Api<Lease>, http: &Http, renewed: Option<Instant>, until: Instant) -> Instant {
+        let Some(renewed) = renewed else {
             // Not renewed within the renew deadline: hold nothing, before anyone can see the
             // lease expire.
-            self.publish(Vec::new(), Ranges::default());
+            self.publish(Vec::new(), Ranges::default(), None);
             return until;
-        }
+        };
         let held = self.applied();
         let Some(records) = self.read(api, http) else {
             // The group is unknown: grow nothing (a lease that seems to expire meanwhile may
@@ -373,7 +375,7 @@ impl Hook for GroupHook {
         members.push(self.me.clone());
         members.sort_unstable();
         self.claim = decision.claim.clone();
-        self.publish(members, decision.allowed);
+        self.publish(members, decision.allowed, Some(renewed));
         let mut wake = until;
         if self.claim != self.written && self.wrote {
             // A new claim goes out at once, not a retry period later.
@@ -384,7 +386,7 @@ impl Hook for GroupHook {
     }
 
     fn stopping(&mut self) {
-        self.publish(Vec::new(), Ranges::default());
+        self.publish(Vec::new(), Ranges::default(), None);
         // The watchers drop their objects (a local relist of nothing), then the release says
         // so; if they do not in time, the claim keeps what they may hold.
         let deadline = Instant::now() + self.release_bound;
