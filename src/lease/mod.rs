@@ -21,6 +21,8 @@ pub(crate) mod group;
 pub(crate) mod handover;
 
 #[cfg(test)]
+mod group_model;
+#[cfg(test)]
 mod model;
 
 use std::time::Duration;
