@@ -334,9 +334,18 @@ pub enum ShardFilter {
 /// (`Config::shard_group`). The group sets it; each watcher thread (a *follower*) notices a
 /// new generation, relists with it, and reports what its store may hold, so that the group
 /// claims no less (docs/protocol.md §13, "Shard groups").
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Follow {
     inner: parking_lot::Mutex<FollowInner>,
+    /// Wakes the group's thread when a follower's holding changes (so that it writes a
+    /// smaller claim at once).
+    changed: (crossbeam_channel::Sender<()>, crossbeam_channel::Receiver<()>),
+}
+
+impl Default for Follow {
+    fn default() -> Self {
+        Follow { inner: Default::default(), changed: crossbeam_channel::bounded(1) }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -417,9 +426,17 @@ impl Follow {
 
     /// A follower's store may hold `held` (the shards' union).
     pub(crate) fn holding(&self, id: u64, held: Vec<Shard>) {
-        if let Some(entry) = self.inner.lock().followers.get_mut(&id) {
+        if let Some(entry) = self.inner.lock().followers.get_mut(&id)
+            && entry.0 != held
+        {
             entry.0 = held;
+            let _ = self.changed.0.try_send(());
         }
+    }
+
+    /// The group's side: a message whenever a follower's holding changed.
+    pub(crate) fn holdings_changed(&self) -> &crossbeam_channel::Receiver<()> {
+        &self.changed.1
     }
 }
 

@@ -271,6 +271,8 @@ pub(crate) trait Hook: Send {
     fn before_wait(&mut self, api: &Api<Lease>, http: &Http, renewed: Option<Instant>, until: Instant) -> Instant;
     /// Stopping, before the release is sent.
     fn stopping(&mut self);
+    /// What else ends a wait early.
+    fn wake(&self) -> Option<Receiver<()>>;
 }
 
 /// The elector's thread (and a shard group's: `group.rs`).
@@ -372,9 +374,11 @@ impl Worker {
             Some(d) if !d.is_zero() => after(d),
             _ => return Input::Tick,
         };
+        let wake = self.hook.as_ref().and_then(|h| h.wake()).unwrap_or_else(crossbeam_channel::never);
         select! {
             recv(self.stop) -> _ => Input::Tick,
             recv(timer) -> _ => Input::Tick,
+            recv(wake) -> _ => Input::Tick,
         }
     }
 

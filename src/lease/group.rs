@@ -385,6 +385,10 @@ impl Hook for GroupHook {
         self.peers.next_expiry(&self.me, now).map_or(wake, |e| wake.min(e))
     }
 
+    fn wake(&self) -> Option<Receiver<()>> {
+        Some(self.follow.holdings_changed().clone())
+    }
+
     fn stopping(&mut self) {
         self.publish(Vec::new(), Ranges::default(), None);
         // The watchers drop their objects (a local relist of nothing), then the release says
