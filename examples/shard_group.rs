@@ -9,8 +9,9 @@
 //! cargo run --release --example shard_group --features testing -- --pods 100000 --default-timings
 //! ```
 //!
-//! "Settled" means: every pod on the server is in exactly one replica's store. The check reads
-//! the stores every 20 ms, and also checks at every read that no pod is in two stores.
+//! "Settled" means: every replica sees the new members, and every pod on the server is in
+//! exactly one replica's store, the one whose share holds it. The check reads the stores every
+//! 20 ms (no consumer is attached: the watchers only keep their stores).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -58,10 +59,18 @@ fn settle(server: &FakeApiServer, replicas: &[&Replica], members: usize) -> (Dur
         let mut owner = BTreeMap::new();
         let mut twice = 0;
         let mut exact = true;
+        // Cheap first: the members and the number of objects (no consumer is attached to the
+        // watchers, so nothing waits for this loop).
+        let counted: usize = replicas.iter().map(|r| r.watcher.store().len()).sum();
+        let seen = replicas.iter().all(|r| r.group.shard().is_none() || r.group.members().len() == members);
+        if counted != all.len() || !seen {
+            assert!(start.elapsed() < Duration::from_secs(300), "the group did not settle within 300 s");
+            std::thread::sleep(Duration::from_millis(20));
+            continue;
+        }
         for r in replicas {
-            // The default consumer blocks the watcher until read: keep reading.
-            while r.watcher.try_recv().is_ok() {}
-            let held = uids(r.watcher.store().state().iter().map(|p| (**p).clone()));
+            let held: BTreeSet<String> =
+                r.watcher.store().state().iter().filter_map(|p| p.metadata.uid.clone()).collect();
             let shard = r.group.shard();
             let want: BTreeSet<String> =
                 all.iter().filter(|u| shard.as_ref().is_some_and(|s| s.contains(u))).cloned().collect();
@@ -70,12 +79,15 @@ fn settle(server: &FakeApiServer, replicas: &[&Replica], members: usize) -> (Dur
                 twice += usize::from(owner.insert(uid, r.name.clone()).is_some());
             }
         }
-        // A pod that moved between two reads of different stores may show twice; one that
-        // stays twice over reads 20 ms apart would be a bug.
+        // The stores are read one after the other, and a handover takes several requests
+        // between the giver's drop and the taker's list: a pod seen twice is a bug.
+        if twice > 0 {
+            println!("BUG: {twice} pods in two stores at once");
+        }
         if exact && twice == 0 && owner.keys().eq(all.iter()) {
             return (start.elapsed(), owner);
         }
-        assert!(start.elapsed() < Duration::from_secs(120), "the group did not settle within 120 s");
+        assert!(start.elapsed() < Duration::from_secs(300), "the group did not settle within 300 s");
         std::thread::sleep(Duration::from_millis(20));
     }
 }

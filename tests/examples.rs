@@ -182,6 +182,7 @@ fn shard_group_rebalances_on_join_leave_and_kill() {
             "members in replica-a's eyes: [\"replica-a\", \"replica-b\"]",
         ],
     );
+    assert!(!out.stdout.contains("BUG"), "{}", out.stdout);
 }
 
 /// kwatch --demo, with no other flag: kubectl's pod columns in fixed positions, and three rounds

@@ -394,8 +394,11 @@ impl Hook for GroupHook {
         // The watchers drop their objects (a local relist of nothing), then the release says
         // so; if they do not in time, the claim keeps what they may hold.
         let deadline = Instant::now() + self.release_bound;
-        while !self.applied().is_empty() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(5));
+        while !self.applied().is_empty() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || self.follow.holdings_changed().recv_timeout(left).is_err() {
+                break;
+            }
         }
         self.claim = self.applied();
     }
