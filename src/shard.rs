@@ -369,19 +369,28 @@ pub(crate) struct Follower {
 
 impl Follow {
     /// The group's side: the member's share now, valid until `until` (its lead's end). Wakes
-    /// every follower when the share changes.
+    /// every follower when the share, as they see it, changes (also when a renewal revives a
+    /// share whose lead had ended).
     pub(crate) fn set(&self, shard: Option<Shard>, until: Option<std::time::Instant>) {
         let mut inner = self.inner.lock();
+        let before = effective(&inner).0;
         inner.until = until;
-        if inner.shard == shard {
-            return;
+        if inner.shard != shard {
+            inner.shard = shard;
+            // Even: a share; odd (`effective`): the same generation, its lead ended.
+            inner.generation += 2;
         }
-        inner.shard = shard;
-        // Even: a share; odd (below): the same generation, expired.
-        inner.generation += 2;
-        for (_, wake) in inner.followers.values() {
-            let _ = wake.try_send(());
+        if effective(&inner).0 != before {
+            for (_, wake) in inner.followers.values() {
+                let _ = wake.try_send(());
+            }
         }
+    }
+
+    /// When the share ends unless renewed (none when there is no share).
+    pub(crate) fn valid_until(&self) -> Option<std::time::Instant> {
+        let inner = self.inner.lock();
+        inner.shard.as_ref().and(inner.until)
     }
 
     /// The group's side: every range the followers' stores may hold; `None` when no watcher
@@ -412,11 +421,7 @@ impl Follow {
     /// The shard now and its generation: none once its lead ended, even if the group's
     /// thread has not said so (it may be stuck), with a generation of its own.
     pub(crate) fn current(&self) -> (u64, Option<Shard>) {
-        let inner = self.inner.lock();
-        if inner.shard.is_some() && inner.until.is_some_and(|u| std::time::Instant::now() >= u) {
-            return (inner.generation + 1, None);
-        }
-        (inner.generation, inner.shard.clone())
+        effective(&self.inner.lock())
     }
 
     /// Whether the shard changed since `generation`.
@@ -438,6 +443,14 @@ impl Follow {
     pub(crate) fn holdings_changed(&self) -> &crossbeam_channel::Receiver<()> {
         &self.changed.1
     }
+}
+
+/// The share as followers see it: none, with a generation of its own, once its lead ended.
+fn effective(inner: &FollowInner) -> (u64, Option<Shard>) {
+    if inner.shard.is_some() && inner.until.is_some_and(|u| std::time::Instant::now() >= u) {
+        return (inner.generation + 1, None);
+    }
+    (inner.generation, inner.shard.clone())
 }
 
 /// `Config`'s handle on a [`Follow`]: equal when it is the same group.
@@ -598,9 +611,15 @@ mod tests {
         follow.set(Some(Shard::of(0, 2).unwrap()), Some(now + Duration::from_secs(7200)));
         assert!(!follow.moved(generation));
         // The lead ended.
+        while me.wake.try_recv().is_ok() {}
         follow.set(Some(Shard::of(0, 2).unwrap()), Some(now));
         assert!(follow.moved(generation));
         assert_eq!(follow.current().1, None);
+        assert!(me.wake.try_recv().is_ok(), "woken: the share it follows is none now");
+        // A renewal revives it: the follower is woken to take it again.
+        follow.set(Some(Shard::of(0, 2).unwrap()), Some(now + Duration::from_secs(60)));
+        assert!(me.wake.try_recv().is_ok());
+        assert_eq!(follow.current(), (generation, Some(Shard::of(0, 2).unwrap())));
         follow.unregister(me.id);
         assert_eq!(follow.holdings(), None);
     }

@@ -245,9 +245,20 @@ impl<K: Watchable> Worker<K> {
         if delay.is_zero() {
             return Ok(());
         }
+        // A follower's wait also ends when its share changes or its member's lead ends, so
+        // that it drops what it may no longer hold within the lead's margin (`drive` checks).
+        let (wake, lead_end) = match &self.follow {
+            Some(f) => {
+                let end = f.follow.valid_until().map(|u| after(u.saturating_duration_since(Instant::now())));
+                (f.me.wake.clone(), end.unwrap_or_else(crossbeam_channel::never))
+            }
+            None => (crossbeam_channel::never(), crossbeam_channel::never()),
+        };
         select! {
             recv(self.control.stop_rx) -> _ => Err(Stopped),
             recv(after(delay)) -> _ => Ok(()),
+            recv(wake) -> _ => Ok(()),
+            recv(lead_end) -> _ => Ok(()),
         }
     }
 
