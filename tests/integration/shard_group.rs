@@ -105,6 +105,8 @@ fn members_join_leave_and_crash_without_overlap_or_loss() {
 
     let d = join(&server, "d");
     eventually("d holds its share", || share(&d, &uids) > 0);
+    // Once every member sees four, full coverage means each holds its whole target.
+    eventually("four members seen", || [&a, &b, &c, &d].iter().all(|g| g.members().len() == 4));
     settle("four members", &[&a, &b, &c, &d], &uids);
     let taken = share(&d, &uids);
     assert!((200..=900).contains(&taken), "the newcomer took {taken} of 2000");
@@ -190,7 +192,23 @@ fn watchers_following_the_group_split_the_pods_without_overlap_or_loss() {
         while d.watcher.try_recv().is_ok() {}
         !store_uids(&d.watcher).is_empty()
     });
+    // Settled as four: every member sees the newcomer (before that, the stores may already
+    // cover the server with d holding only what b and c gave up).
+    eventually("four members", || [&a, &b, &c, &d].iter().all(|r| r.group.members().len() == 4));
     stores_settle("four replicas", &server, &[&a, &b, &c, &d]);
+    eventually("four members, settled", || {
+        stores_settle("four replicas, again", &server, &[&a, &b, &c, &d]);
+        [&a, &b, &c, &d].iter().all(|r| {
+            let shard = r.group.shard();
+            let want = server
+                .list::<Pod>()
+                .iter()
+                .filter_map(|p| p.metadata.uid.clone())
+                .filter(|u| shard.as_ref().is_some_and(|s| s.contains(u)))
+                .count();
+            store_uids(&r.watcher).len() == want
+        })
+    });
     let moved = a.watcher.stats().relists.shard_changed;
     assert!(moved >= 1, "a's share changed when d joined");
 
