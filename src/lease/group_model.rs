@@ -63,8 +63,11 @@ struct Member {
     alive: bool,
     stopping: Option<u64>,
     done: bool,
-    /// Bumped on crash: events of an earlier epoch are dropped.
+    /// Bumped on crash and on stop: the group thread's events of an earlier epoch are dropped.
     epoch: u64,
+    /// Bumped on crash only: the watcher's events (polls, relists) of an earlier one are
+    /// dropped. A stop ends the group thread's work, not the watcher's relist in progress.
+    watch_epoch: u64,
     paused_until: u64,
     refused_until: u64,
     /// When it sent its last successful write (simulated time).
@@ -144,6 +147,7 @@ impl Sim {
             stopping: None,
             done: false,
             epoch: 0,
+            watch_epoch: 0,
             paused_until: 0,
             refused_until: 0,
             renewed: None,
@@ -187,13 +191,13 @@ impl Sim {
                     mb.epoch += 1;
                     let epoch = mb.epoch;
                     self.at(now, Event::Tick { m, epoch });
-                    self.at(now, Event::Poll { m, epoch });
                 }
             }
             Event::Crash { m } => {
                 let mb = &mut self.members[m];
                 mb.alive = false;
                 mb.epoch += 1;
+                mb.watch_epoch += 1;
                 mb.store = Ranges::default();
                 mb.relisting = None;
             }
@@ -215,7 +219,9 @@ impl Sim {
             | Event::RelistDone { m, epoch } => (*m, *epoch),
             _ => return,
         };
-        if !self.members[m].alive || epoch != self.members[m].epoch || self.members[m].done {
+        let watcher = matches!(e, Event::Poll { .. } | Event::RelistDone { .. });
+        let current = if watcher { self.members[m].watch_epoch } else { self.members[m].epoch };
+        if !self.members[m].alive || epoch != current || (self.members[m].done && !watcher) {
             return;
         }
         // A frozen group thread takes its inputs when it wakes; the server and the watcher
