@@ -22,11 +22,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crossbeam_channel::{Receiver, never, select, tick};
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube_watcher::{
-    Api, ApiError, ApiResource, Client, Config, DynamicObject, Error, Event, KubeconfigOptions, Notice, RelistReason,
-    Watchable, Watcher,
+    Api, ApiError, ApiResource, Client, Config, DynamicObject, Error, Event, GroupChange, KubeconfigOptions,
+    LeaseTimings, Notice, RelistReason, ShardGroup, Watchable, Watcher,
 };
 use serde::{Deserialize, Serialize};
 
@@ -56,6 +57,10 @@ options:
                             1.36+, gate ShardedListAndWatch), else kwatch drops the others
       --shard-by FIELD      with --shard: uid (default) or namespace (keeps each namespace
                             in one shard)
+      --shard-group NAME    join the shard group NAME (a Lease per replica in the namespace,
+                            identity $HOSTNAME or kwatch-PID) and watch only this replica's
+                            share, which follows the replicas alive; shows the share and the
+                            members as they change (to stderr)
       --stats               print reconnects, relists and lag as they happen, and who
                             filtered a shard (to stderr)
       --demo                watch an in-process fake cluster with a simulated workload
@@ -105,6 +110,8 @@ struct Options {
     shard: Option<(u32, u32)>,
     /// `--shard-by namespace`.
     shard_by_namespace: bool,
+    /// `--shard-group NAME`.
+    shard_group: Option<String>,
 }
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -167,6 +174,7 @@ impl Options {
                     let _valid = kube_watcher::Shard::of(i, n).map_err(|e| format!("--shard {v}: {e}"))?;
                     opts.shard = Some((i, n));
                 }
+                "--shard-group" => opts.shard_group = Some(value("--shard-group")?),
                 "--shard-by" => {
                     opts.shard_by_namespace = match value("--shard-by")?.as_str() {
                         "uid" => false,
@@ -194,6 +202,9 @@ impl Options {
             {
                 return Err(format!("{flag} takes no value"));
             }
+        }
+        if opts.shard_group.is_some() && opts.shard.is_some() {
+            return Err("--shard and --shard-group exclude each other".into());
         }
         if opts.shard_by_namespace && opts.shard.is_none() {
             return Err("--shard-by needs --shard".into());
@@ -270,6 +281,20 @@ fn run(opts: &Options) -> Result<(), String> {
         let shard = kube_watcher::Shard::of(i, n).map_err(|e| e.to_string())?;
         config = config.shard(if opts.shard_by_namespace { shard.by_namespace() } else { shard });
     }
+    // --shard-group: this replica's Lease lives in the watched namespace (or the context's).
+    let group = match &opts.shard_group {
+        Some(name) => {
+            let ns = target.namespace.clone().unwrap_or_else(|| client.default_namespace().to_owned());
+            let identity = identity();
+            let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
+            let group = ShardGroup::join(leases, name, &identity, LeaseTimings::default())
+                .map_err(|e| format!("--shard-group {name}: {e}"))?;
+            eprintln!("# shard group {name}: joined as {identity} (Lease {name}-{identity} in {ns})");
+            config = config.shard_group(&group);
+            Some(group)
+        }
+        None => None,
+    };
     if demo.is_some() {
         // The demo injects two failures every 9 s round; with the default backoff (up to 30 s,
         // reset only after 120 s of health) the waits would grow until the demo went quiet.
@@ -287,7 +312,7 @@ fn run(opts: &Options) -> Result<(), String> {
         (None, true) => tick(Duration::from_millis(500)),
         (None, false) => never(),
     };
-    let session = Session { opts, target: &target, stop, ticks, demo: demo.as_mut() };
+    let session = Session { opts, target: &target, stop, ticks, demo: demo.as_mut(), group: group.as_ref() };
     // Pods are typed, for kubectl's columns; everything else is a DynamicObject.
     if target.resource.group.is_empty() && target.resource.plural == "pods" {
         let api: Api<Pod> = match &target.namespace {
@@ -302,6 +327,22 @@ fn run(opts: &Options) -> Result<(), String> {
         };
         session.watch(api, config)
     }
+}
+
+/// This replica's identity in a shard group: `$HOSTNAME` (a pod's name) if it can name a
+/// Lease, else `kwatch-PID`.
+fn identity() -> String {
+    let host = std::env::var("HOSTNAME").unwrap_or_default().to_ascii_lowercase();
+    let ok = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    if !host.is_empty()
+        && host.len() <= 63
+        && host.chars().all(|c| ok(c) || c == '-' || c == '.')
+        && host.starts_with(ok)
+        && host.ends_with(ok)
+    {
+        return host;
+    }
+    format!("kwatch-{}", std::process::id())
 }
 
 /// A client for `--demo`, `--kubeconfig`/`--context`, or wherever kubectl would connect.
@@ -405,6 +446,7 @@ struct Session<'a> {
     stop: Receiver<()>,
     ticks: Receiver<Instant>,
     demo: Option<&'a mut demo::Demo>,
+    group: Option<&'a ShardGroup>,
 }
 
 impl Session<'_> {
@@ -419,8 +461,16 @@ impl Session<'_> {
         let mut out = io::stdout().lock();
         let mut synced = false;
         let started = Instant::now();
+        let group_changes = self.group.map_or_else(never, |g| g.changes().clone());
         let result = loop {
             select! {
+                recv(group_changes) -> change => match change {
+                    Ok(GroupChange::Members(members)) => eprintln!("# shard group: members {}", members.join(", ")),
+                    Ok(GroupChange::Shard(Some(shard))) => eprintln!("# shard group: this replica's share: {shard}"),
+                    Ok(GroupChange::Shard(None)) => eprintln!("# shard group: this replica holds no share"),
+                    Ok(other) => eprintln!("# shard group: {other:?}"),
+                    Err(_) => {}
+                },
                 recv(watcher.receiver()) -> msg => match msg {
                     Ok(Ok(event)) => {
                         synced |= matches!(event, Event::InitDone);
@@ -519,6 +569,7 @@ fn why(reason: RelistReason) -> &'static str {
         RelistReason::Periodic => "relist interval",
         RelistReason::Drift => "the drift check found differences",
         RelistReason::Error => "retrying after an error (see the error above)",
+        RelistReason::ShardChanged => "the shard group moved this replica's share",
         _ => "another reason",
     }
 }
@@ -1082,6 +1133,9 @@ mod tests {
         assert!(parse(&["pods", "--shard", "1"]).unwrap_err().contains("I/N"));
         assert!(parse(&["pods", "--shard-by", "namespace"]).unwrap_err().contains("needs --shard"));
         assert!(parse(&["pods", "--shard", "0/2", "--shard-by", "name"]).unwrap_err().contains("uid or namespace"));
+        let o = parse(&["pods", "--shard-group", "indexers"]).unwrap().unwrap();
+        assert_eq!(o.shard_group.as_deref(), Some("indexers"));
+        assert!(parse(&["pods", "--shard-group", "x", "--shard", "0/2"]).unwrap_err().contains("exclude each other"));
         assert_eq!(parse(&["pods", "-n"]).unwrap_err(), "--namespace needs a value");
         assert!(parse(&["pods", "-o", "xml"]).unwrap_err().contains("unknown output format \"xml\""));
         assert!(parse(&["pods", "-A", "-n", "x"]).unwrap_err().contains("exclude each other"));

@@ -126,6 +126,9 @@ pub struct Config {
     pub(crate) wire_format: WireFormat,
     /// Only this shard's objects (`None`: all).
     pub(crate) shard: Option<Shard>,
+    /// The shard group whose share the watcher follows (`Config::shard_group`, in
+    /// `lease/group.rs`); it overrides `shard`.
+    pub(crate) follow: Option<crate::shard::FollowHandle>,
 }
 
 /// The encoding a watcher asks the API server for ([`Config::wire_format`]).
@@ -173,6 +176,7 @@ impl Default for Config {
             streaming_marker_timeout: Duration::from_secs(10),
             wire_format: WireFormat::default(),
             shard: None,
+            follow: None,
         }
     }
 }

@@ -204,6 +204,7 @@ pub use crate::error::{ApiError, DecodeError, Error, Result};
 pub use crate::event::Event;
 pub use crate::key::ObjectRef;
 pub use crate::lease::elector::LeaderElector;
+pub use crate::lease::group::{GroupChange, ShardGroup};
 pub use crate::lease::{Leadership, LeaseTimings};
 pub use crate::notice::{Notice, RelistReason, SlowConsumer};
 pub use crate::resource::{ApiResource, DynamicObject, PartialObjectMetadata, TypeMeta, Watchable};

@@ -24,6 +24,10 @@ pub enum RelistReason {
     Drift,
     /// An error that the watch cannot resume from (4xx, in-stream error, a broken watch line).
     Error,
+    /// The watcher's shard changed (`Config::shard_group`): the relist lists the new shard;
+    /// objects that left it arrive as `Delete` at its end, objects of a grown range as
+    /// `InitApply`.
+    ShardChanged,
 }
 
 /// What the watcher does when a consumer's channel is full.

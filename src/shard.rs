@@ -330,6 +330,139 @@ pub enum ShardFilter {
     Client,
 }
 
+/// The shard a shard group gives its member, shared with the watchers that follow it
+/// (`Config::shard_group`). The group sets it; each watcher thread (a *follower*) notices a
+/// new generation, relists with it, and reports what its store may hold, so that the group
+/// claims no less (docs/protocol.md §13, "Shard groups").
+#[derive(Debug)]
+pub(crate) struct Follow {
+    inner: parking_lot::Mutex<FollowInner>,
+    /// Wakes the group's thread when a follower's holding changes (so that it writes a
+    /// smaller claim at once).
+    changed: (crossbeam_channel::Sender<()>, crossbeam_channel::Receiver<()>),
+}
+
+impl Default for Follow {
+    fn default() -> Self {
+        Follow { inner: Default::default(), changed: crossbeam_channel::bounded(1) }
+    }
+}
+
+#[derive(Debug, Default)]
+struct FollowInner {
+    /// Bumped at every change of `shard`.
+    generation: u64,
+    /// `None`: hold nothing.
+    shard: Option<Shard>,
+    /// The share is valid until then (the end of the member's lead); after it, none.
+    until: Option<std::time::Instant>,
+    next_id: u64,
+    /// Per follower: what its store may hold, and how to wake it.
+    followers: std::collections::BTreeMap<u64, (Vec<Shard>, crossbeam_channel::Sender<()>)>,
+}
+
+/// A follower's registration: its id and the channel that wakes it on a change.
+pub(crate) struct Follower {
+    pub(crate) id: u64,
+    pub(crate) wake: crossbeam_channel::Receiver<()>,
+}
+
+impl Follow {
+    /// The group's side: the member's share now, valid until `until` (its lead's end). Wakes
+    /// every follower when the share, as they see it, changes (also when a renewal revives a
+    /// share whose lead had ended).
+    pub(crate) fn set(&self, shard: Option<Shard>, until: Option<std::time::Instant>) {
+        let mut inner = self.inner.lock();
+        let before = effective(&inner).0;
+        inner.until = until;
+        if inner.shard != shard {
+            inner.shard = shard;
+            // Even: a share; odd (`effective`): the same generation, its lead ended.
+            inner.generation += 2;
+        }
+        if effective(&inner).0 != before {
+            for (_, wake) in inner.followers.values() {
+                let _ = wake.try_send(());
+            }
+        }
+    }
+
+    /// When the share ends unless renewed (none when there is no share).
+    pub(crate) fn valid_until(&self) -> Option<std::time::Instant> {
+        let inner = self.inner.lock();
+        inner.shard.as_ref().and(inner.until)
+    }
+
+    /// The group's side: every range the followers' stores may hold; `None` when no watcher
+    /// follows.
+    pub(crate) fn holdings(&self) -> Option<Vec<Shard>> {
+        let inner = self.inner.lock();
+        if inner.followers.is_empty() {
+            return None;
+        }
+        Some(inner.followers.values().flat_map(|(held, _)| held.iter().cloned()).collect())
+    }
+
+    /// A watcher thread starts following: it holds nothing yet.
+    pub(crate) fn register(&self) -> Follower {
+        let mut inner = self.inner.lock();
+        let id = inner.next_id;
+        inner.next_id += 1;
+        let (tx, wake) = crossbeam_channel::bounded(1);
+        inner.followers.insert(id, (Vec::new(), tx));
+        Follower { id, wake }
+    }
+
+    /// A watcher thread ends: its store no longer changes (and is not counted).
+    pub(crate) fn unregister(&self, id: u64) {
+        self.inner.lock().followers.remove(&id);
+    }
+
+    /// The shard now and its generation: none once its lead ended, even if the group's
+    /// thread has not said so (it may be stuck), with a generation of its own.
+    pub(crate) fn current(&self) -> (u64, Option<Shard>) {
+        effective(&self.inner.lock())
+    }
+
+    /// Whether the shard changed since `generation`.
+    pub(crate) fn moved(&self, generation: u64) -> bool {
+        self.current().0 != generation
+    }
+
+    /// A follower's store may hold `held` (the shards' union).
+    pub(crate) fn holding(&self, id: u64, held: Vec<Shard>) {
+        if let Some(entry) = self.inner.lock().followers.get_mut(&id)
+            && entry.0 != held
+        {
+            entry.0 = held;
+            let _ = self.changed.0.try_send(());
+        }
+    }
+
+    /// The group's side: a message whenever a follower's holding changed.
+    pub(crate) fn holdings_changed(&self) -> &crossbeam_channel::Receiver<()> {
+        &self.changed.1
+    }
+}
+
+/// The share as followers see it: none, with a generation of its own, once its lead ended.
+fn effective(inner: &FollowInner) -> (u64, Option<Shard>) {
+    if inner.shard.is_some() && inner.until.is_some_and(|u| std::time::Instant::now() >= u) {
+        return (inner.generation + 1, None);
+    }
+    (inner.generation, inner.shard.clone())
+}
+
+/// `Config`'s handle on a [`Follow`]: equal when it is the same group.
+#[derive(Debug, Clone)]
+pub(crate) struct FollowHandle(pub(crate) std::sync::Arc<Follow>);
+
+impl PartialEq for FollowHandle {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -457,5 +590,37 @@ mod tests {
             r("'0x0000000000000000'", "'0x8000000000000000'")
         );
         assert!(msg(&mixed).contains("same field"), "{}", msg(&mixed));
+    }
+
+    /// A followed share ends with the member's lead, even if the group's thread never says
+    /// so: the follower sees a change, and no share.
+    #[test]
+    fn a_followed_share_ends_with_the_lead() {
+        use std::time::{Duration, Instant};
+        let follow = Follow::default();
+        let me = follow.register();
+        assert_eq!(follow.current(), (0, None));
+        let now = Instant::now();
+        follow.set(Some(Shard::of(0, 2).unwrap()), Some(now + Duration::from_secs(3600)));
+        let (generation, shard) = follow.current();
+        assert_eq!(shard, Some(Shard::of(0, 2).unwrap()));
+        assert!(me.wake.try_recv().is_ok(), "the follower is woken");
+        follow.holding(me.id, vec![Shard::of(0, 2).unwrap()]);
+        assert_eq!(follow.holdings(), Some(vec![Shard::of(0, 2).unwrap()]));
+        // The group renews: same share, longer lead, no change.
+        follow.set(Some(Shard::of(0, 2).unwrap()), Some(now + Duration::from_secs(7200)));
+        assert!(!follow.moved(generation));
+        // The lead ended.
+        while me.wake.try_recv().is_ok() {}
+        follow.set(Some(Shard::of(0, 2).unwrap()), Some(now));
+        assert!(follow.moved(generation));
+        assert_eq!(follow.current().1, None);
+        assert!(me.wake.try_recv().is_ok(), "woken: the share it follows is none now");
+        // A renewal revives it: the follower is woken to take it again.
+        follow.set(Some(Shard::of(0, 2).unwrap()), Some(now + Duration::from_secs(60)));
+        assert!(me.wake.try_recv().is_ok());
+        assert_eq!(follow.current(), (generation, Some(Shard::of(0, 2).unwrap())));
+        follow.unregister(me.id);
+        assert_eq!(follow.holdings(), None);
     }
 }

@@ -99,13 +99,22 @@ pub struct RelistCounts {
     pub drift: u64,
     /// An error the watch could not resume from.
     pub error: u64,
+    /// The shard of a watcher following a shard group changed.
+    pub shard_changed: u64,
 }
 
 impl RelistCounts {
     /// All relists, whatever the reason.
     #[must_use]
     pub fn total(&self) -> u64 {
-        self.initial + self.expired + self.too_large + self.streaming_fallback + self.periodic + self.drift + self.error
+        self.initial
+            + self.expired
+            + self.too_large
+            + self.streaming_fallback
+            + self.periodic
+            + self.drift
+            + self.error
+            + self.shard_changed
     }
 }
 

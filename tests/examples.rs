@@ -163,6 +163,28 @@ fn leader_hands_over_when_the_leader_stops() {
     assert!(at.windows(2).all(|w| w[0] < w[1]), "{}", out.stdout);
 }
 
+/// Three replicas of a shard group split the pods; a fourth joins late and leaves; one is
+/// killed: after each change every pod is in exactly one store (the example waits for that,
+/// checking that none is in two), and each replica prints its share.
+#[test]
+fn shard_group_rebalances_on_join_leave_and_kill() {
+    let out = run("shard_group", &["--pods", "600"]);
+    assert_shows(
+        &out,
+        "shard_group",
+        &[
+            "3 replicas: settled in",
+            "replica-d joined (3 -> 4): settled in",
+            "  replica-d: ",
+            "replica-d stopped (4 -> 3): settled in",
+            "replica-d: share None, 0 pods in its store",
+            "replica-c killed (3 -> 2): settled in",
+            "members in replica-a's eyes: [\"replica-a\", \"replica-b\"]",
+        ],
+    );
+    assert!(!out.stdout.contains("BUG"), "{}", out.stdout);
+}
+
 /// kwatch --demo, with no other flag: kubectl's pod columns in fixed positions, and three rounds
 /// of the script (each an outage and a 410) recovered from in view, then Ctrl-C.
 #[test]

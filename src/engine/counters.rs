@@ -15,7 +15,7 @@ pub(crate) struct Counters {
     start: Instant,
     pub(crate) lists: AtomicU64,
     pub(crate) watches: AtomicU64,
-    relists: [AtomicU64; 7],
+    relists: [AtomicU64; 8],
     pub(crate) added: AtomicU64,
     pub(crate) modified: AtomicU64,
     pub(crate) deleted: AtomicU64,
@@ -78,6 +78,7 @@ impl Counters {
             RelistReason::Periodic => 4,
             RelistReason::Drift => 5,
             RelistReason::Error => 6,
+            RelistReason::ShardChanged => 7,
         };
         add(&self.relists[i], 1);
     }
@@ -142,6 +143,7 @@ impl Counters {
                 periodic: r(4),
                 drift: r(5),
                 error: r(6),
+                shard_changed: r(7),
             },
             events: EventCounts {
                 added: get(&self.added),

@@ -161,6 +161,12 @@ impl<K: Watchable> Engine<K> {
                 connected: false,
                 shard_warned: false,
                 shard_probed: false,
+                follow: spec.config.follow.as_ref().map(|f| crate::engine::worker::Following {
+                    follow: Arc::clone(&f.0),
+                    me: f.0.register(),
+                    seen: 0,
+                    held: Vec::new(),
+                }),
             };
             match spawn(worker, &name, &control) {
                 Ok(w) => workers.push(w),

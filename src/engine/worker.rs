@@ -26,10 +26,10 @@ use crate::error::{DecodeError, Error, snippet};
 use crate::guard;
 use crate::key::ObjectKey;
 use crate::machine::drift;
-use crate::machine::{Input, Machine, Next, Step, WatchInput};
+use crate::machine::{Effect, Input, Machine, Next, Step, WatchInput};
 use crate::notice::{Notice, RelistReason};
 use crate::resource::{PartialObjectMetadata, Watchable};
-use crate::shard::{Shard, ShardFilter};
+use crate::shard::{Follow, Follower, Shard, ShardFilter};
 use crate::wire::api::Api;
 use crate::wire::decode::{self, Change, WatchEvent};
 use crate::wire::http::Http;
@@ -64,7 +64,23 @@ pub(crate) struct Worker<K> {
     pub(crate) shard_warned: bool,
     /// The server was asked whether it filters the shard (before the first streaming list).
     pub(crate) shard_probed: bool,
+    /// The shard group this watcher follows (`Config::shard_group`), with this thread's
+    /// registration, the generation of the shard it last took, and the shards its part of the
+    /// store may hold (the one of its last complete sync, and those of relists since).
+    pub(crate) follow: Option<Following>,
 }
+
+/// A worker following a shard group's share.
+pub(crate) struct Following {
+    pub(crate) follow: Arc<Follow>,
+    pub(crate) me: Follower,
+    pub(crate) seen: u64,
+    pub(crate) held: Vec<Shard>,
+}
+
+/// While following a shard group, a watch wakes at least this often to see whether the shard
+/// changed (a change is otherwise taken between two requests).
+const FOLLOW_POLL: Duration = Duration::from_millis(500);
 
 impl<K: Watchable> Worker<K> {
     /// Runs until stopped or a terminal error; then marks the store ended and closes the channel.
@@ -74,6 +90,9 @@ impl<K: Watchable> Worker<K> {
             let delay = SmallRng::seed_from_u64(super::seed()).random_range(Duration::ZERO..=spread);
             self.pause(delay).and_then(|()| self.drive())
         }));
+        if let Some(f) = &self.follow {
+            f.follow.unregister(f.me.id);
+        }
         let end = match driven {
             Ok(Ok(e)) => e,
             Ok(Err(Stopped)) => Error::Stopped,
@@ -104,12 +123,23 @@ impl<K: Watchable> Worker<K> {
     }
 
     fn drive(&mut self) -> Result<Error, Stopped> {
+        if self.follow.is_some() {
+            // The first sync lists the shard the group gives now (once it gives one).
+            self.take_shard()?;
+        }
         let mut step = self.machine.step(Input::Start, Instant::now());
         loop {
             if self.stopping() {
                 return Err(Stopped);
             }
             let next = self.perform(step, None)?;
+            if self.follow.as_ref().is_some_and(|f| f.follow.moved(f.seen)) {
+                // The group moved this member's share: what was under way is dropped, and a
+                // relist with the new shard follows (docs/protocol.md §13, "Shard groups").
+                let relisting = self.take_shard()?;
+                step = self.machine.resync(RelistReason::ShardChanged, relisting, Instant::now());
+                continue;
+            }
             let control = Arc::clone(&self.control);
             // Lists take a permit (a limit across the threads of a multi-namespace watcher),
             // held until the list returns; then every request waits out a `Retry-After` that
@@ -130,7 +160,10 @@ impl<K: Watchable> Worker<K> {
             step = match next {
                 Next::List(params) => self.list(&params)?,
                 Next::DriftCheck { params, rv } => self.drift_check(&params, &rv)?,
-                Next::Watch { params, idle } => self.watch(&params, idle)?,
+                Next::Watch { params, idle } => {
+                    let idle = if self.follow.is_some() { idle.min(FOLLOW_POLL) } else { idle };
+                    self.watch(&params, idle)?
+                }
                 Next::Wait(delay) => {
                     self.wait(delay)?;
                     self.machine.step(Input::Start, Instant::now())
@@ -139,6 +172,52 @@ impl<K: Watchable> Worker<K> {
                 Next::ReadOn => self.machine.step(Input::Start, Instant::now()),
                 Next::End(e) => return Ok(e),
             };
+        }
+    }
+
+    /// Takes the group's shard for the next relist. While the group gives none, empties this
+    /// thread's part of the store (every object arrives as `Delete`) and waits for one.
+    /// Returns whether a relist was still in progress (to abort).
+    fn take_shard(&mut self) -> Result<bool, Stopped> {
+        let mut relisting = self.delivery.relisting();
+        loop {
+            let Some(f) = &mut self.follow else { return Ok(relisting) };
+            let (generation, shard) = f.follow.current();
+            f.seen = generation;
+            if let Some(shard) = shard {
+                // Until the relist ends, the store may hold the old shards and the new one.
+                if !f.held.contains(&shard) {
+                    f.held.push(shard.clone());
+                }
+                f.follow.holding(f.me.id, f.held.clone());
+                log::debug!("{}: following the shard group: {shard}", self.control.name);
+                self.api.shard = Some(shard);
+                return Ok(relisting);
+            }
+            let wake = f.me.wake.clone();
+            if !f.held.is_empty() {
+                log::debug!("{}: the shard group gives no share: emptying the store", self.control.name);
+                self.api.shard = None;
+                let mut effects = Vec::new();
+                if relisting {
+                    effects.push(Effect::AbortInit);
+                }
+                effects.extend([Effect::BeginInit, Effect::InitDone(None)]);
+                self.perform(Step { effects, next: Next::ReadOn }, None)?;
+                relisting = false;
+            }
+            select! {
+                recv(self.control.stop_rx) -> _ => return Err(Stopped),
+                recv(wake) -> _ => {}
+            }
+        }
+    }
+
+    /// A sync ended: this thread's part of the store holds exactly the shard it listed.
+    fn synced(&mut self) {
+        if let Some(f) = &mut self.follow {
+            f.held = self.api.shard.iter().cloned().collect();
+            f.follow.holding(f.me.id, f.held.clone());
         }
     }
 
@@ -169,9 +248,20 @@ impl<K: Watchable> Worker<K> {
         if delay.is_zero() {
             return Ok(());
         }
+        // A follower's wait also ends when its share changes or its member's lead ends, so
+        // that it drops what it may no longer hold within the lead's margin (`drive` checks).
+        let (wake, lead_end) = match &self.follow {
+            Some(f) => {
+                let end = f.follow.valid_until().map(|u| after(u.saturating_duration_since(Instant::now())));
+                (f.me.wake.clone(), end.unwrap_or_else(crossbeam_channel::never))
+            }
+            None => (crossbeam_channel::never(), crossbeam_channel::never()),
+        };
         select! {
             recv(self.control.stop_rx) -> _ => Err(Stopped),
             recv(after(delay)) -> _ => Ok(()),
+            recv(wake) -> _ => Ok(()),
+            recv(lead_end) -> _ => Ok(()),
         }
     }
 
@@ -340,6 +430,12 @@ impl<K: Watchable> Worker<K> {
                     self.delivery.quiet()?;
                     return Ok(Step { effects: Vec::new(), next });
                 }
+            }
+            if self.follow.as_ref().is_some_and(|f| f.follow.moved(f.seen)) {
+                // The shard changed: `drive` relists with the new one.
+                self.delivery.batching(false);
+                self.delivery.quiet()?;
+                return Ok(Step { effects: Vec::new(), next: Next::ReadOn });
             }
             if !stream.line_ready() {
                 self.delivery.before_read()?;

@@ -58,13 +58,7 @@ const RELEASE_BOUND: Duration = Duration::from_secs(5);
 /// ```
 #[must_use = "dropping a LeaderElector stops it and releases the lease"]
 pub struct LeaderElector {
-    shared: Arc<Shared>,
-    changes: Receiver<Leadership>,
-    /// Dropped by `stop`: wakes the thread's wait.
-    stop_tx: Mutex<Option<Sender<()>>>,
-    /// Cuts the request in flight, if any, when stopping.
-    interrupt: Interrupt,
-    thread: Mutex<Option<JoinHandle<()>>>,
+    runner: Runner,
     name: String,
     identity: String,
 }
@@ -79,8 +73,77 @@ impl std::fmt::Debug for LeaderElector {
     }
 }
 
+/// The thread of an elector or a shard group, as its handle holds it.
+pub(crate) struct Runner {
+    pub(crate) shared: Arc<Shared>,
+    changes: Receiver<Leadership>,
+    /// Dropped by `stop`: wakes the thread's wait.
+    stop_tx: Mutex<Option<Sender<()>>>,
+    /// Cuts the request in flight, if any, when stopping.
+    interrupt: Interrupt,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Runner {
+    /// Starts the thread `thread` holding the Lease `name` as `identity`; checked by the
+    /// caller. `hook`: what a shard group adds.
+    pub(crate) fn start(
+        api: Api<Lease>,
+        name: &str,
+        identity: &str,
+        timings: LeaseTimings,
+        hook: Option<Box<dyn Hook>>,
+        thread: &str,
+    ) -> Result<Runner> {
+        let http = api.http();
+        let interrupt = http.interrupt();
+        let shared = Arc::new(Shared {
+            leading_until: Mutex::new(None),
+            changed: Condvar::new(),
+            stopping: AtomicBool::new(false),
+        });
+        let (changes_tx, changes) = crossbeam_channel::unbounded();
+        let (stop_tx, stop_rx) = crossbeam_channel::bounded(0);
+        let worker = Worker {
+            api,
+            http,
+            hook,
+            name: name.to_owned(),
+            lease: None,
+            candidate: Candidate::new(identity, timings),
+            shared: Arc::clone(&shared),
+            changes: changes_tx,
+            stop: stop_rx,
+            timings,
+            told: false,
+        };
+        let handle = std::thread::Builder::new()
+            .name(thread.to_owned())
+            .spawn(move || worker.run())
+            .map_err(|e| Error::Spawn(format!("lease {name:?}: {e}").into()))?;
+        Ok(Runner { shared, changes, stop_tx: Mutex::new(Some(stop_tx)), interrupt, thread: Mutex::new(Some(handle)) })
+    }
+
+    /// Stops the thread, which releases the lease; blocks until it ended. Idempotent.
+    pub(crate) fn stop(&self) {
+        {
+            // Under the lock the thread publishes under, so that it cannot publish a lead after
+            // this point.
+            let mut until = self.shared.leading_until.lock();
+            self.shared.stopping.store(true, Ordering::SeqCst);
+            *until = None;
+        }
+        self.shared.changed.notify_all();
+        self.stop_tx.lock().take();
+        self.interrupt.interrupt();
+        if let Some(thread) = self.thread.lock().take() {
+            let _ = thread.join();
+        }
+    }
+}
+
 /// What the thread and the handle share.
-struct Shared {
+pub(crate) struct Shared {
     /// Until when this replica leads, in its own view (`None`: it does not); the thread sets
     /// it after every decision, `stop` clears it.
     leading_until: Mutex<Option<Instant>>,
@@ -90,7 +153,7 @@ struct Shared {
 }
 
 impl Shared {
-    fn leader_at(&self, now: Instant) -> bool {
+    pub(crate) fn leader_at(&self, now: Instant) -> bool {
         self.leading_until.lock().is_some_and(|until| now < until)
     }
 }
@@ -118,40 +181,8 @@ impl LeaderElector {
         if api.namespace().is_none() {
             return Err(Error::config("api", "leases are namespaced: use Api::namespaced"));
         }
-        let http = api.http();
-        let interrupt = http.interrupt();
-        let shared = Arc::new(Shared {
-            leading_until: Mutex::new(None),
-            changed: Condvar::new(),
-            stopping: AtomicBool::new(false),
-        });
-        let (changes_tx, changes) = crossbeam_channel::unbounded();
-        let (stop_tx, stop_rx) = crossbeam_channel::bounded(0);
-        let worker = Worker {
-            api,
-            http,
-            name: name.to_owned(),
-            lease: None,
-            candidate: Candidate::new(identity, timings),
-            shared: Arc::clone(&shared),
-            changes: changes_tx,
-            stop: stop_rx,
-            timings,
-            told: false,
-        };
-        let thread = std::thread::Builder::new()
-            .name("kw-lease".to_owned())
-            .spawn(move || worker.run())
-            .map_err(|e| Error::Spawn(format!("lease {name:?}: {e}").into()))?;
-        Ok(LeaderElector {
-            shared,
-            changes,
-            stop_tx: Mutex::new(Some(stop_tx)),
-            interrupt,
-            thread: Mutex::new(Some(thread)),
-            name: name.to_owned(),
-            identity: identity.to_owned(),
-        })
+        let runner = Runner::start(api, name, identity, timings, None, "kw-lease")?;
+        Ok(LeaderElector { runner, name: name.to_owned(), identity: identity.to_owned() })
     }
 
     /// Whether this replica leads now, in its own view. Never blocks (beyond a short lock).
@@ -160,27 +191,28 @@ impl LeaderElector {
     /// at the renew deadline even when the elector's thread is stuck or paused.
     #[must_use]
     pub fn is_leader(&self) -> bool {
-        self.shared.leader_at(Instant::now())
+        self.runner.shared.leader_at(Instant::now())
     }
 
     /// Blocks until this replica leads or `timeout` passes; true when it leads.
     #[must_use]
     pub fn wait_until_leader(&self, timeout: Duration) -> bool {
         let deadline = Instant::now().checked_add(timeout);
-        let mut until = self.shared.leading_until.lock();
+        let shared = &self.runner.shared;
+        let mut until = shared.leading_until.lock();
         loop {
             let now = Instant::now();
             if until.is_some_and(|u| now < u) {
                 return true;
             }
-            if self.shared.stopping.load(Ordering::Relaxed) || deadline.is_some_and(|d| now >= d) {
+            if shared.stopping.load(Ordering::Relaxed) || deadline.is_some_and(|d| now >= d) {
                 return false;
             }
             match deadline {
                 Some(d) => {
-                    self.shared.changed.wait_until(&mut until, d);
+                    shared.changed.wait_until(&mut until, d);
                 }
-                None => self.shared.changed.wait(&mut until),
+                None => shared.changed.wait(&mut until),
             }
         }
     }
@@ -195,7 +227,7 @@ impl LeaderElector {
     /// [`stop`](Self::stop) while leading, `Lost` is sent before the lease is released.
     #[must_use]
     pub fn changes(&self) -> &Receiver<Leadership> {
-        &self.changes
+        &self.runner.changes
     }
 
     /// The name of the lease.
@@ -216,19 +248,7 @@ impl LeaderElector {
     /// request in flight is cut; the release is one or two requests, bounded by the retry
     /// period (at most 5 s). Idempotent; dropping the elector does the same.
     pub fn stop(&self) {
-        {
-            // Under the lock the thread publishes under, so that it cannot publish a lead after
-            // this point.
-            let mut until = self.shared.leading_until.lock();
-            self.shared.stopping.store(true, Ordering::SeqCst);
-            *until = None;
-        }
-        self.shared.changed.notify_all();
-        self.stop_tx.lock().take();
-        self.interrupt.interrupt();
-        if let Some(thread) = self.thread.lock().take() {
-            let _ = thread.join();
-        }
+        self.runner.stop();
     }
 }
 
@@ -238,10 +258,28 @@ impl Drop for LeaderElector {
     }
 }
 
-/// The elector's thread.
-struct Worker {
+/// What a shard group adds to the elector's thread (`group.rs`): its own label and claim on
+/// every write, and a read of the group between renewals.
+pub(crate) trait Hook: Send {
+    /// Sets the labels and annotations of a lease about to be created or updated.
+    fn decorate(&mut self, lease: &mut Lease);
+    /// A create or update was accepted; `lease` is as the server stored it.
+    fn wrote(&mut self, lease: &Lease);
+    /// Before waiting until `until`: its own requests on `http`, knowing whether this replica
+    /// holds its lease, and until when (`renewed`: the end of its lead, if it leads). Returns
+    /// when to wake up instead (at most `until`).
+    fn before_wait(&mut self, api: &Api<Lease>, http: &Http, renewed: Option<Instant>, until: Instant) -> Instant;
+    /// Stopping, before the release is sent.
+    fn stopping(&mut self);
+    /// What else ends a wait early.
+    fn wake(&self) -> Option<Receiver<()>>;
+}
+
+/// The elector's thread (and a shard group's: `group.rs`).
+pub(crate) struct Worker {
     api: Api<Lease>,
     http: Http,
+    hook: Option<Box<dyn Hook>>,
     name: String,
     /// The lease last read or written: what an update replaces (its metadata and
     /// resourceVersion stay; its spec is the decision's).
@@ -266,6 +304,9 @@ impl Worker {
                 let bound = self.timings.retry_period.min(RELEASE_BOUND);
                 release_by = Some(Instant::now() + bound);
                 self.http = self.api.http();
+                if let Some(hook) = &mut self.hook {
+                    hook.stopping();
+                }
                 action = self.step(Input::Stop);
             }
             if release_by.is_some_and(|by| Instant::now() >= by) {
@@ -274,7 +315,10 @@ impl Worker {
             }
             input = match action {
                 Action::Done => break,
-                Action::Wait(until) => self.wait(until),
+                Action::Wait(until) => {
+                    let until = self.before_wait(until);
+                    self.wait(until)
+                }
                 Action::Read => self.read(release_by),
                 Action::Create(spec) => self.write(spec, true, release_by),
                 Action::Update(spec) => self.write(spec, false, release_by),
@@ -312,15 +356,29 @@ impl Worker {
         let _ = self.changes.send(change);
     }
 
+    /// The hook's turn before a wait (nothing for an elector).
+    fn before_wait(&mut self, until: Instant) -> Instant {
+        let Some(hook) = &mut self.hook else { return until };
+        let now = Instant::now();
+        let renewed = self.candidate.leading_until().filter(|u| *u > now);
+        // Bounded like a renewal: a read answered after the lead ended is worth nothing.
+        let end = self.candidate.leading_until().filter(|u| *u > now);
+        let timeout = end.map_or(self.timings.renew_deadline, |end| end.saturating_duration_since(now));
+        self.http.set_timeout(Some(timeout.max(Duration::from_millis(1))));
+        hook.before_wait(&self.api, &self.http, renewed, until).min(until)
+    }
+
     /// Waits until `until`, or until stopped.
     fn wait(&self, until: Instant) -> Input {
         let timer = match until.checked_duration_since(Instant::now()) {
             Some(d) if !d.is_zero() => after(d),
             _ => return Input::Tick,
         };
+        let wake = self.hook.as_ref().and_then(|h| h.wake()).unwrap_or_else(crossbeam_channel::never);
         select! {
             recv(self.stop) -> _ => Input::Tick,
             recv(timer) -> _ => Input::Tick,
+            recv(wake) -> _ => Input::Tick,
         }
     }
 
@@ -366,12 +424,19 @@ impl Worker {
                 lease
             }
         };
+        let mut lease = lease;
+        if let Some(hook) = &mut self.hook {
+            hook.decorate(&mut lease);
+        }
         let sent = Instant::now();
         let written =
             if create { self.api.create_on(&self.http, &lease) } else { self.api.replace_on(&self.http, &lease) };
         match written {
             Ok(lease) => {
                 let spec = lease.spec.clone().unwrap_or_default();
+                if let Some(hook) = &mut self.hook {
+                    hook.wrote(&lease);
+                }
                 self.lease = Some(lease);
                 Input::Wrote { spec, sent }
             }

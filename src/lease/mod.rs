@@ -6,13 +6,22 @@
 //!   clock, no locks: tested with plain values and an injected clock, like `machine/`.
 //! - [`elector`]: [`LeaderElector`], the thread that performs those decisions over HTTP and the
 //!   handle users hold (`is_leader`, `changes`, `wait_until_leader`, `stop`).
+//! - [`group`]: [`ShardGroup`](crate::ShardGroup), a member of a shard group: its own Lease on the
+//!   elector's thread, plus a read of the group between renewals; [`assign`] (each live
+//!   member's share: consistent hashing) and [`handover`] (what a member may hold and claim
+//!   now, pure) decide.
 //!
 //! The protocol (client-go's `tools/leaderelection`, what we took and what we changed) is in
 //! docs/protocol.md §13; ARCHITECTURE.md walks through one takeover.
 
+pub(crate) mod assign;
 pub(crate) mod decide;
 pub(crate) mod elector;
+pub(crate) mod group;
+pub(crate) mod handover;
 
+#[cfg(test)]
+mod group_model;
 #[cfg(test)]
 mod model;
 

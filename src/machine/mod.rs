@@ -216,6 +216,19 @@ impl Machine {
         }
     }
 
+    /// The watcher's shard changed (`Config::shard_group`): whatever is in progress is
+    /// abandoned (`relisting`: a relist had begun, and is aborted) and a relist from scratch
+    /// follows, with the new shard's selector.
+    pub(crate) fn resync(&mut self, reason: RelistReason, relisting: bool, now: Instant) -> Step {
+        let mut fx = Vec::new();
+        if relisting {
+            fx.push(Effect::AbortInit);
+        }
+        let (state, next) = self.request(State::Sync { resume: None, reason }, now, &mut fx);
+        self.state = state;
+        Step { effects: fx, next }
+    }
+
     /// One transition: consume `input` observed at `now`; say what to apply and what to do next.
     /// One handler per state.
     pub(crate) fn step(&mut self, input: Input<'_>, now: Instant) -> Step {

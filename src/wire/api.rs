@@ -173,7 +173,12 @@ impl<K: Watchable> Api<K> {
     /// [`Error::Api`] when the server refuses (with its status and message), [`Error::Transport`]
     /// when it cannot be reached, [`Error::Decode`] when an item does not decode as `K`.
     pub fn list(&self, params: &ListParams) -> Result<ObjectList<K>> {
-        let http = Http::new(Arc::clone(&self.client.conn)).negotiating(Negotiation::new::<K>(self.target(), true));
+        self.list_on(&self.http(), params)
+    }
+
+    /// [`list`](Self::list) on `http` (a shard group's thread, whose requests are bounded and
+    /// interruptible).
+    pub(crate) fn list_on(&self, http: &Http, params: &ListParams) -> Result<ObjectList<K>> {
         let mut items = Vec::new();
         let context = self.describe("list");
         let mut scratch = decode::Scratch::default();

@@ -27,6 +27,7 @@ mod protobuf;
 mod reliability;
 mod relist;
 mod scenarios;
+mod shard_group;
 mod sharding;
 mod shutdown;
 mod skip;

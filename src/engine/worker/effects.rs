@@ -50,7 +50,9 @@ impl<K: Watchable> Worker<K> {
                     counters::add(&counters.inferred_deletes, inferred as u64);
                     let objects = writer.store().len();
                     notices.send(Notice::Synced { reason, objects, inferred_deletes: inferred });
-                })
+                })?;
+                self.synced();
+                Ok(())
             }
             Effect::AbortInit => {
                 self.delivery.relist_ends();

@@ -1,0 +1,376 @@
+//! The shard group's handover: which part of the hash space a member may hold now, and what it
+//! claims in its own Lease, from what it last read of the others. Pure: plain values and an
+//! injected clock (docs/protocol.md §13, "Shard groups").
+//!
+//! Each member's Lease carries its *claim*: every range its stores may hold, or are about to.
+//! A member may hold (is *allowed*) a range only when
+//! 1. it is in its *target* (its share of [`assign`] over the live members it sees),
+//! 2. its own last successful write claimed it, and a read of the group *after* that write
+//!    showed no live member claiming any of it (write, then read: of two members that claim
+//!    the same range, the later reader sees the other's claim), and
+//! 3. its own lease is renewed (within the renew deadline of the last write it sent).
+//!
+//! A claim only shrinks once the stores have dropped what it no longer covers, so it always
+//! covers what they hold. A member whose lease expired in anyone's eyes passed its renew
+//! deadline before (the deadline is shorter than the lease), so it already dropped everything.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use super::assign::assign;
+use crate::shard::Shard;
+
+/// Sorted, disjoint, non-empty half-open ranges of the hash space: a part of it that may be
+/// empty (a [`Shard`] never is).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Ranges(Vec<(u128, u128)>);
+
+impl Ranges {
+    pub(crate) fn of(shard: Option<&Shard>) -> Ranges {
+        Ranges(shard.map(|s| s.ranges().map(|(a, b)| (u128::from(a), b)).collect()).unwrap_or_default())
+    }
+
+    /// The shard these ranges make; `None` when empty.
+    pub(crate) fn shard(&self) -> Option<Shard> {
+        if self.0.is_empty() {
+            return None;
+        }
+        // OK: the ranges are disjoint, non-empty and within the space by construction.
+        Shard::from_ranges(self.0.iter().copied()).ok()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn normalized(mut v: Vec<(u128, u128)>) -> Ranges {
+        v.retain(|(a, b)| a < b);
+        v.sort_unstable();
+        let mut out: Vec<(u128, u128)> = Vec::with_capacity(v.len());
+        for (a, b) in v {
+            match out.last_mut() {
+                Some(last) if a <= last.1 => last.1 = last.1.max(b),
+                _ => out.push((a, b)),
+            }
+        }
+        Ranges(out)
+    }
+
+    pub(crate) fn union(&self, other: &Ranges) -> Ranges {
+        Ranges::normalized(self.0.iter().chain(&other.0).copied().collect())
+    }
+
+    pub(crate) fn intersect(&self, other: &Ranges) -> Ranges {
+        let mut out = Vec::new();
+        for &(a1, b1) in &self.0 {
+            for &(a2, b2) in &other.0 {
+                out.push((a1.max(a2), b1.min(b2)));
+            }
+        }
+        Ranges::normalized(out)
+    }
+
+    pub(crate) fn minus(&self, other: &Ranges) -> Ranges {
+        let mut out = Vec::new();
+        for &(mut a, b) in &self.0 {
+            for &(c, d) in &other.0 {
+                if d <= a || c >= b {
+                    continue;
+                }
+                if c > a {
+                    out.push((a, c));
+                }
+                a = a.max(d);
+            }
+            out.push((a, b));
+        }
+        Ranges::normalized(out)
+    }
+
+    #[cfg(test)]
+    pub(crate) fn contains(&self, point: u64) -> bool {
+        let p = u128::from(point);
+        self.0.iter().any(|&(a, b)| a <= p && p < b)
+    }
+}
+
+/// Another member's Lease as this member last saw it change.
+#[derive(Debug, Clone)]
+struct Seen {
+    /// Its resourceVersion: a new one is a change.
+    version: String,
+    holder: String,
+    duration: Duration,
+    claim: Ranges,
+    /// When this member first saw it as it is, on its monotonic clock.
+    since: Instant,
+}
+
+/// What one member knows of the group's Leases, each judged on its own clock.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Peers {
+    by_name: BTreeMap<String, Seen>,
+}
+
+/// One Lease of the group as read.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Record {
+    pub(crate) name: String,
+    pub(crate) version: String,
+    /// `holderIdentity`: empty once released.
+    pub(crate) holder: String,
+    /// `leaseDurationSeconds`, bounded (absent or negative: 0).
+    pub(crate) duration: Duration,
+    /// The claim annotation, parsed; a claim that does not parse counts as the whole space.
+    pub(crate) claim: Ranges,
+}
+
+impl Peers {
+    /// A list of the group's Leases read at `now` (all of them: a Lease not listed is gone).
+    pub(crate) fn observe(&mut self, records: Vec<Record>, now: Instant) {
+        let mut next = BTreeMap::new();
+        for r in records {
+            let since = match self.by_name.get(&r.name) {
+                Some(seen) if seen.version == r.version => seen.since,
+                _ => now,
+            };
+            next.insert(
+                r.name,
+                Seen { version: r.version, holder: r.holder, duration: r.duration, claim: r.claim, since },
+            );
+        }
+        self.by_name = next;
+    }
+
+    /// The live members other than `me` and their claims: a Lease with a holder, changed
+    /// within its duration (in our eyes).
+    pub(crate) fn live(&self, me: &str, now: Instant) -> BTreeMap<String, Ranges> {
+        self.by_name
+            .values()
+            .filter(|s| !s.holder.is_empty() && s.holder != me)
+            .filter(|s| s.since.checked_add(s.duration).is_some_and(|end| now < end))
+            .map(|s| (s.holder.clone(), s.claim.clone()))
+            .collect()
+    }
+
+    /// The claims of released Leases (no holder) not yet expired in our eyes: a member that
+    /// left before its watchers dropped everything keeps those ranges until then.
+    pub(crate) fn released_claims(&self, now: Instant) -> Ranges {
+        self.by_name
+            .values()
+            .filter(|s| s.holder.is_empty())
+            .filter(|s| s.since.checked_add(s.duration).is_some_and(|end| now < end))
+            .fold(Ranges::default(), |acc, s| acc.union(&s.claim))
+    }
+
+    /// When the next live peer expires in our eyes (to wake up then).
+    pub(crate) fn next_expiry(&self, me: &str, now: Instant) -> Option<Instant> {
+        self.by_name
+            .values()
+            .filter(|s| s.holder != me)
+            .filter_map(|s| s.since.checked_add(s.duration))
+            .filter(|end| *end > now)
+            .min()
+    }
+}
+
+/// What a member may hold now and what it claims next.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Decision {
+    /// The member's share of the live members (itself included).
+    pub(crate) target: Ranges,
+    /// What its stores may hold now.
+    pub(crate) allowed: Ranges,
+    /// What its next write claims: what it may hold, what it wants, and what its stores have
+    /// not yet dropped.
+    pub(crate) claim: Ranges,
+}
+
+/// The decision after a read of the group.
+///
+/// - `peers`: the live others and their claims (from [`Peers::live`]), and `blocked`: the
+///   claims of released Leases not yet expired ([`Peers::released_claims`]), read after
+/// - `written`: the claim of this member's last successful write;
+/// - `applied`: what its stores may still hold (the allowed part they have not yet dropped);
+/// - `renewed`: whether its own lease is renewed (within the renew deadline).
+pub(crate) fn decide(
+    me: &str,
+    peers: &BTreeMap<String, Ranges>,
+    blocked: &Ranges,
+    written: &Ranges,
+    applied: &Ranges,
+    renewed: bool,
+) -> Decision {
+    let mut members: Vec<&str> = peers.keys().map(String::as_str).collect();
+    members.push(me);
+    let target = Ranges::of(assign(&members).get(me));
+    if !renewed {
+        return Decision { target, allowed: Ranges::default(), claim: applied.clone() };
+    }
+    let taken = peers.values().fold(blocked.clone(), |acc, c| acc.union(c));
+    let intent = target.minus(&taken);
+    let allowed = intent.intersect(written);
+    let claim = intent.union(applied);
+    Decision { target, allowed, claim }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SPACE: u128 = 1 << 64;
+
+    fn r(v: &[(u128, u128)]) -> Ranges {
+        Ranges::normalized(v.to_vec())
+    }
+
+    fn all() -> Ranges {
+        r(&[(0, SPACE)])
+    }
+
+    fn record(name: &str, version: &str, holder: &str, claim: Ranges) -> Record {
+        Record {
+            name: name.into(),
+            version: version.into(),
+            holder: holder.into(),
+            duration: Duration::from_secs(15),
+            claim,
+        }
+    }
+
+    #[test]
+    fn range_arithmetic() {
+        let a = r(&[(0, 10), (20, 30)]);
+        let b = r(&[(5, 25)]);
+        assert_eq!(a.union(&b), r(&[(0, 30)]));
+        assert_eq!(a.intersect(&b), r(&[(5, 10), (20, 25)]));
+        assert_eq!(a.minus(&b), r(&[(0, 5), (25, 30)]));
+        assert_eq!(b.minus(&a), r(&[(10, 20)]));
+        assert_eq!(a.minus(&all()), Ranges::default());
+        assert_eq!(Ranges::default().shard(), None);
+        assert_eq!(Ranges::of(all().shard().as_ref()), all());
+        assert!(a.contains(29) && !a.contains(30) && !a.contains(15));
+    }
+
+    /// Alone, a member first claims everything, and holds it only after that claim was
+    /// written and read back with nobody else claiming.
+    #[test]
+    fn a_lone_member_holds_everything_once_its_claim_is_written() {
+        let none = BTreeMap::new();
+        let first = decide("a", &none, &Ranges::default(), &Ranges::default(), &Ranges::default(), true);
+        assert_eq!(
+            (first.target.clone(), first.allowed.clone(), first.claim.clone()),
+            (all(), Ranges::default(), all())
+        );
+        let then = decide("a", &none, &Ranges::default(), &first.claim, &Ranges::default(), true);
+        assert_eq!(then.allowed, all());
+    }
+
+    /// A newcomer takes only what the holder no longer claims: the holder first shrinks what
+    /// it holds, keeps claiming it until its stores dropped it, then lets go.
+    #[test]
+    fn a_join_hands_over_only_after_the_holder_released() {
+        let b_target = decide(
+            "b",
+            &[("a".to_owned(), all())].into(),
+            &Ranges::default(),
+            &Ranges::default(),
+            &Ranges::default(),
+            true,
+        )
+        .target;
+        // b wants its share, but a claims everything: b holds nothing, and claims its share.
+        let b1 = decide(
+            "b",
+            &[("a".to_owned(), all())].into(),
+            &Ranges::default(),
+            &Ranges::default(),
+            &Ranges::default(),
+            true,
+        );
+        assert_eq!(b1.allowed, Ranges::default());
+        assert_eq!(b1.claim, Ranges::default(), "all of its share is claimed by a");
+        // a sees b (claiming nothing yet): a's target shrinks, it holds only that at once,
+        // and claims what its stores still hold.
+        let a1 = decide("a", &[("b".to_owned(), Ranges::default())].into(), &Ranges::default(), &all(), &all(), true);
+        assert_eq!(a1.allowed, all().minus(&b_target));
+        assert_eq!(a1.claim, all(), "the stores have not dropped b's share yet");
+        // Once they did, a's claim is its share alone; b then claims, and holds after its write.
+        let a2 =
+            decide("a", &[("b".to_owned(), Ranges::default())].into(), &Ranges::default(), &all(), &a1.allowed, true);
+        assert_eq!(a2.claim, a1.allowed);
+        let b2 = decide(
+            "b",
+            &[("a".to_owned(), a2.claim.clone())].into(),
+            &Ranges::default(),
+            &b1.claim,
+            &Ranges::default(),
+            true,
+        );
+        assert_eq!((b2.allowed.clone(), b2.claim.clone()), (Ranges::default(), b_target.clone()));
+        let b3 = decide(
+            "b",
+            &[("a".to_owned(), a2.claim.clone())].into(),
+            &Ranges::default(),
+            &b2.claim,
+            &Ranges::default(),
+            true,
+        );
+        assert_eq!(b3.allowed, b_target);
+        assert_eq!(b3.allowed.intersect(&a2.allowed), Ranges::default());
+    }
+
+    /// Two members that both want a range and both see the other's claim both yield: neither
+    /// holds it until their views of the group agree.
+    #[test]
+    fn two_claims_on_one_range_both_yield() {
+        let x = r(&[(0, 100)]);
+        let a = decide("a", &[("b".to_owned(), x.clone())].into(), &Ranges::default(), &x, &Ranges::default(), true);
+        assert_eq!(a.allowed.intersect(&x), Ranges::default());
+    }
+
+    /// A member whose lease is not renewed holds nothing, and keeps claiming what its stores
+    /// may still hold.
+    #[test]
+    fn an_unrenewed_member_holds_nothing() {
+        let d = decide("a", &BTreeMap::new(), &Ranges::default(), &all(), &all(), false);
+        assert_eq!((d.allowed, d.claim), (Ranges::default(), all()));
+    }
+
+    /// A member that left before its stores dropped everything released its Lease with a
+    /// claim: nobody takes those ranges until that Lease expires in their eyes.
+    #[test]
+    fn a_released_claim_blocks_until_it_expires() {
+        let left = r(&[(0, 100)]);
+        let d = decide("a", &BTreeMap::new(), &left, &all(), &all(), true);
+        assert_eq!(d.allowed, all().minus(&left));
+        let t0 = Instant::now();
+        let mut peers = Peers::default();
+        peers.observe(vec![Record { duration: Duration::from_secs(1), ..record("g-b", "5", "", left.clone()) }], t0);
+        assert_eq!(peers.released_claims(t0), left);
+        assert!(peers.live("a", t0).is_empty());
+        assert_eq!(peers.released_claims(t0 + Duration::from_secs(1)), Ranges::default());
+    }
+
+    /// A peer is live for its lease duration after we saw its record change, whatever it says
+    /// of the time; a released lease (no holder) is not a member; our own lease is not a peer.
+    #[test]
+    fn peers_expire_on_our_clock_from_when_we_saw_them_change() {
+        let t0 = Instant::now();
+        let mut peers = Peers::default();
+        peers.observe(
+            vec![record("g-b", "1", "b", all()), record("g-c", "7", "", all()), record("g-a", "3", "a", all())],
+            t0,
+        );
+        assert_eq!(peers.live("a", t0).keys().collect::<Vec<_>>(), ["b"]);
+        let later = t0 + Duration::from_secs(14);
+        peers.observe(vec![record("g-b", "1", "b", all())], later);
+        assert!(peers.live("a", later).contains_key("b"));
+        assert_eq!(peers.next_expiry("a", later), Some(t0 + Duration::from_secs(15)));
+        let expired = t0 + Duration::from_secs(15);
+        assert!(peers.live("a", expired).is_empty(), "unchanged for its duration");
+        // A change restarts the count.
+        peers.observe(vec![record("g-b", "2", "b", Ranges::default())], expired);
+        assert_eq!(peers.live("a", expired + Duration::from_secs(14))["b"], Ranges::default());
+    }
+}

@@ -1,0 +1,236 @@
+//! `ShardGroup` against the fake server: members split the hash space without overlap, a late
+//! joiner takes about its share, a clean stop hands over at once, a member that cannot renew
+//! gives up its share before its lease expires and the others take it after.
+#![cfg(feature = "testing")]
+
+use crate::common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use common::*;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use kube_watcher::testing::{FakeApiServer, Fault, Match};
+use kube_watcher::{Api, Client, Config, GroupChange, LeaseTimings, Shard, ShardGroup, Watcher};
+
+fn timings() -> LeaseTimings {
+    LeaseTimings {
+        lease_duration: Duration::from_secs(6),
+        renew_deadline: Duration::from_secs(4),
+        retry_period: ms(100),
+    }
+}
+
+fn join(server: &FakeApiServer, identity: &str) -> ShardGroup {
+    let leases: Api<Lease> = Api::namespaced(Client::from_url(&server.url()).unwrap(), "apps");
+    ShardGroup::join(leases, "pods", identity, timings()).unwrap()
+}
+
+/// Sample uids, as objects of the resource would have.
+fn uids() -> Vec<String> {
+    (0..2000).map(|i| format!("5b7d3c1e-{i:04}-uid")).collect()
+}
+
+/// How many members hold each uid now: twice read, a uid counts for a member only when both
+/// readings have it (so a share handed over between two readings is not seen in two places).
+fn owners(groups: &[&ShardGroup], uids: &[String]) -> Vec<usize> {
+    let first: Vec<Option<Shard>> = groups.iter().map(|g| g.shard()).collect();
+    let second: Vec<Option<Shard>> = groups.iter().map(|g| g.shard()).collect();
+    uids.iter()
+        .map(|uid| {
+            first
+                .iter()
+                .zip(&second)
+                .filter(|(a, b)| [a, b].iter().all(|s| s.as_ref().is_some_and(|s| s.contains(uid))))
+                .count()
+        })
+        .collect()
+}
+
+/// Waits until every uid has exactly one owner among `groups`, checking at every sample that
+/// none has two.
+fn settle(what: &str, groups: &[&ShardGroup], uids: &[String]) {
+    eventually(what, || {
+        let owners = owners(groups, uids);
+        assert!(owners.iter().all(|n| *n <= 1), "{what}: a uid held by two members at once");
+        owners.iter().all(|n| *n == 1)
+    });
+}
+
+fn share(group: &ShardGroup, uids: &[String]) -> usize {
+    let shard = group.shard();
+    uids.iter().filter(|u| shard.as_ref().is_some_and(|s| s.contains(u))).count()
+}
+
+#[test]
+fn a_lone_member_holds_everything_and_says_so() {
+    let server = FakeApiServer::start();
+    let a = join(&server, "a");
+    let mut seen = Vec::new();
+    while !seen.contains(&GroupChange::Shard(Some(Shard::of(0, 1).unwrap()))) {
+        seen.push(a.changes().recv_timeout(WAIT).expect("a share"));
+    }
+    assert!(seen.contains(&GroupChange::Members(vec!["a".into()])), "{seen:?}");
+    assert_eq!(a.members(), ["a"]);
+    let lease = server.get::<Lease>(Some("apps"), "pods-a").unwrap();
+    let labels = lease.metadata.labels.unwrap_or_default();
+    assert_eq!(labels.get("kube-watcher.io/shard-group").map(String::as_str), Some("pods"));
+    a.stop();
+    assert_eq!(a.shard(), None);
+    let spec = server.get::<Lease>(Some("apps"), "pods-a").unwrap().spec.unwrap();
+    assert_eq!(spec.holder_identity.as_deref(), Some(""), "released");
+    let annotations = server.get::<Lease>(Some("apps"), "pods-a").unwrap().metadata.annotations.unwrap();
+    assert_eq!(annotations.get("kube-watcher.io/shard-claim").map(String::as_str), Some(""), "nothing claimed");
+    // The channel ends with the thread; the last share said is none.
+    let rest: Vec<GroupChange> = a.changes().iter().collect();
+    let last = rest.iter().rev().find(|c| matches!(c, GroupChange::Shard(_)));
+    assert_eq!(last, Some(&GroupChange::Shard(None)), "{rest:?}");
+}
+
+/// Three members split the space; a fourth joins late and takes about a quarter, only from
+/// the others; one stops and the rest take its share at once; one cannot renew (a crash, as
+/// the others see it): it holds nothing from its renew deadline on, and the others take its
+/// share once its lease expired. No uid is in two shares at any sampled instant.
+#[test]
+fn members_join_leave_and_crash_without_overlap_or_loss() {
+    let server = FakeApiServer::start();
+    let uids = uids();
+    let (a, b, c) = (join(&server, "a"), join(&server, "b"), join(&server, "c"));
+    settle("three members", &[&a, &b, &c], &uids);
+    eventually("three members seen", || [&a, &b, &c].iter().all(|g| g.members() == ["a", "b", "c"]));
+    settle("three members, settled", &[&a, &b, &c], &uids);
+    let before: BTreeMap<&str, usize> =
+        [("a", share(&a, &uids)), ("b", share(&b, &uids)), ("c", share(&c, &uids))].into();
+
+    let d = join(&server, "d");
+    eventually("d holds its share", || share(&d, &uids) > 0);
+    // Once every member sees four, full coverage means each holds its whole target.
+    eventually("four members seen", || [&a, &b, &c, &d].iter().all(|g| g.members().len() == 4));
+    settle("four members", &[&a, &b, &c, &d], &uids);
+    let taken = share(&d, &uids);
+    assert!((200..=900).contains(&taken), "the newcomer took {taken} of 2000");
+    for (name, g) in [("a", &a), ("b", &b), ("c", &c)] {
+        assert!(share(g, &uids) <= before[name], "{name} did not grow when d joined");
+    }
+
+    // A clean stop: the others take d's share.
+    d.stop();
+    assert_eq!(d.shard(), None);
+    settle("d left", &[&a, &b, &c], &uids);
+
+    // c cannot renew: every write to its lease fails.
+    for _ in 0..100_000 {
+        server.push_fault(
+            Match::Path("/apis/coordination.k8s.io/v1/namespaces/apps/leases/pods-c".into()),
+            Fault::Status { code: 500, reason: "InternalError".into(), message: "etcd".into(), retry_after: None },
+        );
+    }
+    eventually("c gives up its share", || c.shard().is_none());
+    settle("c is gone in a's and b's eyes", &[&a, &b, &c], &uids);
+    assert_eq!(share(&c, &uids), 0);
+    eventually("a sees c gone", || a.members() == ["a", "b"]);
+    server.clear_faults();
+    drop(c);
+    a.stop();
+    b.stop();
+}
+
+/// A member with a watcher over pods that follows its share.
+struct Replica {
+    group: ShardGroup,
+    watcher: Watcher<Pod>,
+}
+
+fn replica(server: &FakeApiServer, identity: &str) -> Replica {
+    let group = join(server, identity);
+    let watcher = Watcher::new(pods(server), Config::default().shard_group(&group)).unwrap();
+    Replica { group, watcher }
+}
+
+fn store_uids(w: &Watcher<Pod>) -> BTreeSet<String> {
+    w.store().state().iter().map(|p| p.metadata.uid.clone().unwrap_or_default()).collect()
+}
+
+/// Waits until the union of the stores is the server's pods, each in one store; at every
+/// sample (each store read twice, a pod counted in a store only when both readings have it),
+/// no pod is in two stores.
+fn stores_settle(what: &str, server: &FakeApiServer, replicas: &[&Replica]) {
+    eventually(what, || {
+        for r in replicas {
+            while r.watcher.try_recv().is_ok() {}
+        }
+        let first: Vec<BTreeSet<String>> = replicas.iter().map(|r| store_uids(&r.watcher)).collect();
+        let second: Vec<BTreeSet<String>> = replicas.iter().map(|r| store_uids(&r.watcher)).collect();
+        let mut seen = BTreeMap::new();
+        for (a, b) in first.iter().zip(&second) {
+            for uid in a.intersection(b) {
+                *seen.entry(uid.clone()).or_insert(0) += 1;
+            }
+        }
+        assert!(seen.values().all(|n| *n <= 1), "{what}: a pod in two stores at once");
+        let all: BTreeSet<String> =
+            server.list::<Pod>().iter().map(|p| p.metadata.uid.clone().unwrap_or_default()).collect();
+        let union: BTreeSet<String> = second.iter().flatten().cloned().collect();
+        union == all && second.iter().map(BTreeSet::len).sum::<usize>() == all.len()
+    });
+}
+
+/// Watchers that follow their group's share: the stores split the pods without overlap
+/// through a late join, a clean stop, and a member that cannot renew.
+#[test]
+fn watchers_following_the_group_split_the_pods_without_overlap_or_loss() {
+    let server = FakeApiServer::builder().bookmark_interval(ms(100)).sharded_list_and_watch(true).start();
+    create_pods(&server, 0..60);
+    let (a, b, c) = (replica(&server, "a"), replica(&server, "b"), replica(&server, "c"));
+    stores_settle("three replicas", &server, &[&a, &b, &c]);
+    eventually("three members", || [&a, &b, &c].iter().all(|r| r.group.members().len() == 3));
+    stores_settle("three replicas, settled", &server, &[&a, &b, &c]);
+
+    let d = replica(&server, "d");
+    eventually("d holds pods", || {
+        while d.watcher.try_recv().is_ok() {}
+        !store_uids(&d.watcher).is_empty()
+    });
+    // Settled as four: every member sees the newcomer (before that, the stores may already
+    // cover the server with d holding only what b and c gave up).
+    eventually("four members", || [&a, &b, &c, &d].iter().all(|r| r.group.members().len() == 4));
+    stores_settle("four replicas", &server, &[&a, &b, &c, &d]);
+    eventually("four members, settled", || {
+        stores_settle("four replicas, again", &server, &[&a, &b, &c, &d]);
+        [&a, &b, &c, &d].iter().all(|r| {
+            let shard = r.group.shard();
+            let want = server
+                .list::<Pod>()
+                .iter()
+                .filter_map(|p| p.metadata.uid.clone())
+                .filter(|u| shard.as_ref().is_some_and(|s| s.contains(u)))
+                .count();
+            store_uids(&r.watcher).len() == want
+        })
+    });
+    let moved = a.watcher.stats().relists.shard_changed;
+    assert!(moved >= 1, "a's share changed when d joined");
+
+    // A clean stop: d gives up its share; its store is emptied; the others take it.
+    d.group.stop();
+    eventually("d's store is empty", || {
+        while d.watcher.try_recv().is_ok() {}
+        store_uids(&d.watcher).is_empty()
+    });
+    stores_settle("d left", &server, &[&a, &b, &c, &d]);
+
+    // c cannot renew: its store empties before its lease expires; a and b take its pods.
+    for _ in 0..100_000 {
+        server.push_fault(
+            Match::Path("/apis/coordination.k8s.io/v1/namespaces/apps/leases/pods-c".into()),
+            Fault::Status { code: 500, reason: "InternalError".into(), message: "etcd".into(), retry_after: None },
+        );
+    }
+    stores_settle("c is gone", &server, &[&a, &b, &c]);
+    eventually("a sees c gone", || a.group.members() == ["a", "b"]);
+    // New pods land in exactly one store.
+    create_pods(&server, 60..70);
+    stores_settle("new pods", &server, &[&a, &b, &c]);
+    server.clear_faults();
+}
