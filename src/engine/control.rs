@@ -84,11 +84,13 @@ impl<K> Control<K> {
     /// (already, through [`ending`](Self::ending), unless the watcher was stopped). The one end
     /// path: a normal end, a terminal error and a panic all come here.
     pub(crate) fn finish(&self, end: Error) {
-        self.ending(&end);
-        if !matches!(end, Error::Stopped) {
-            self.request_stop();
+        match end {
+            Error::Stopped => self.store.set_ended(end),
+            end => {
+                self.ending(&end);
+                self.request_stop();
+            }
         }
-        self.store.set_ended(end);
     }
 
     /// A worker thread exits; the last one closes the consumers' channels, after delivering the

@@ -561,8 +561,7 @@ impl<K: Watchable> Worker<K> {
             snippet: snippet(selector.as_bytes()),
         }));
         log::warn!("{}: {e}", self.control.name);
-        self.writer.set_last_error(&e);
-        self.control.counters.error(&e);
+        let e = effects::noted(&self.writer, &self.control.counters, e);
         self.delivery.send(Form::Decoded, |c| c.report(e))
     }
 

@@ -80,16 +80,15 @@ pub(super) struct Sub<K> {
     tx: Sender<Item<K>>,
     /// A blocking consumer's channel capacity.
     capacity: usize,
+    /// [`SlowConsumer::Lag`]: the policy, fixed at subscription (the decision's state holds it
+    /// too; this copy is read without taking that lock).
+    lagging: bool,
     /// Shared by every copy of this `Sub` (each worker of a watcher over several namespaces
     /// delivers to it); locked for one decision and the sends it makes, which never wait.
     consumer: Arc<Mutex<Consumer>>,
 }
 
 impl<K> Sub<K> {
-    fn lagging(&self) -> bool {
-        matches!(self.consumer.lock().policy, Policy::Lag { .. })
-    }
-
     /// Whether the consumer has dropped its receiver, as far as a look can tell, for counting
     /// only. A lagging consumer's channel is emptied at the drop (see [`Sub`]) and a look
     /// cannot tell it from an empty live one; a blocking consumer's full channel that is ready
@@ -97,7 +96,7 @@ impl<K> Sub<K> {
     /// gone by a send is removed from the roster, which a look never does (another thread may
     /// send in between).
     fn looks_gone(&self) -> bool {
-        if self.lagging() || !self.tx.is_full() {
+        if self.lagging || !self.tx.is_full() {
             return false;
         }
         let mut probe = Select::new();
@@ -108,7 +107,13 @@ impl<K> Sub<K> {
 
 impl<K> Clone for Sub<K> {
     fn clone(&self) -> Self {
-        Sub { id: self.id, tx: self.tx.clone(), capacity: self.capacity, consumer: Arc::clone(&self.consumer) }
+        Sub {
+            id: self.id,
+            tx: self.tx.clone(),
+            capacity: self.capacity,
+            lagging: self.lagging,
+            consumer: Arc::clone(&self.consumer),
+        }
     }
 }
 
@@ -240,7 +245,8 @@ impl<K> Roster<K> {
             let _ = tx.try_send(Ok(ev));
         }
         let consumer = Arc::new(Mutex::new(Consumer::new(policy, self.parts, &replay.relisting)));
-        let sub = Sub { id: self.next_id, tx, capacity: room, consumer };
+        let lagging = matches!(policy, Policy::Lag { .. });
+        let sub = Sub { id: self.next_id, tx, capacity: room, lagging, consumer };
         self.next_id += 1;
         self.subs = self.subs.iter().cloned().chain([sub]).collect();
         rx
@@ -329,7 +335,7 @@ impl<K> Subscribers<K> {
             // objects waiting in a channel are memory the compact store modes do not have
             // otherwise, and the channel may hold a thousand of them. It waits here, as the
             // entry, for the next call.
-            if encoded.is_some() && subs.iter().all(|s| !s.lagging() && s.tx.len() >= DECODED_WAITING) {
+            if encoded.is_some() && subs.iter().all(|s| !s.lagging && s.tx.len() >= DECODED_WAITING) {
                 backlog.push_front((subs, held));
                 self.worked(1);
                 break;

@@ -173,7 +173,7 @@ fn taken<K>(effect: &Effect, subject: &mut Option<Subject<K>>) -> Option<Subject
 }
 
 /// A non-terminal error to deliver: counted, and kept for `wait_until_ready` to explain itself.
-fn noted<K: Watchable>(writer: &Writer<K>, counters: &Counters, e: Error) -> Error {
+pub(super) fn noted<K: Watchable>(writer: &Writer<K>, counters: &Counters, e: Error) -> Error {
     writer.set_last_error(&e);
     counters.error(&e);
     e
