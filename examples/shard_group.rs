@@ -7,6 +7,7 @@
 //! ```text
 //! cargo run --example shard_group --features testing                      # 3000 pods, quick timings
 //! cargo run --release --example shard_group --features testing -- --pods 100000 --default-timings
+//! cargo run --example shard_group --features testing -- --default-timings --rest-periods 60  # requests at rest, 2 minutes
 //! ```
 //!
 //! "Settled" means: every replica sees the new members, and every pod on the server is in
@@ -118,6 +119,13 @@ fn main() {
         .and_then(|i| args.get(i + 1))
         .map(|n| n.parse().expect("--pods N"))
         .unwrap_or(3000);
+    // How many retry periods the requests at rest are counted over.
+    let rest_periods: u32 = args
+        .iter()
+        .position(|a| a == "--rest-periods")
+        .and_then(|i| args.get(i + 1))
+        .map(|n| n.parse().expect("--rest-periods N"))
+        .unwrap_or(5);
     let timings = timings(default_timings);
     let server =
         FakeApiServer::builder().bookmark_interval(Duration::from_secs(1)).sharded_list_and_watch(true).start();
@@ -141,15 +149,25 @@ fn main() {
     let (took, four) = settle(&server, &[&a, &b, &c, &d], 4);
     report("replica-d joined (3 -> 4)", took, &three, &four);
 
-    // At rest: the group's requests per member and second.
+    // At rest: the group's requests per member and second, by kind (a watch is counted when
+    // it is opened).
     server.clear_requests();
-    let window = timings.retry_period * 5;
+    let window = timings.retry_period * rest_periods;
     std::thread::sleep(window);
-    let leases = server.requests().iter().filter(|r| r.path.contains("/leases")).count();
+    let requests = server.requests();
+    let leases: Vec<_> = requests.iter().filter(|r| r.path.contains("/leases")).collect();
+    let rate = |n: usize| n as f64 / 4.0 / window.as_secs_f64();
+    let count = |f: &dyn Fn(&kube_watcher::testing::RecordedRequest) -> bool| leases.iter().filter(|r| f(r)).count();
     println!(
-        "at rest: {:.2} lease requests per member per second (retry period {:?})",
-        leases as f64 / 4.0 / window.as_secs_f64(),
-        timings.retry_period
+        "at rest: {:.3} lease requests per member per second over {:?} (retry period {:?}): \
+         {:.3} PUT, {:.3} LIST, {:.3} WATCH, {:.3} other",
+        rate(leases.len()),
+        window,
+        timings.retry_period,
+        rate(count(&|r| r.method == "PUT")),
+        rate(count(&|r| r.method == "GET" && !r.watch && r.path.ends_with("/leases"))),
+        rate(count(&|r| r.watch)),
+        rate(count(&|r| r.method != "PUT" && !(r.method == "GET" && r.path.ends_with("/leases")))),
     );
 
     d.group.stop();

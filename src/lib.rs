@@ -157,11 +157,12 @@
 // Layers, top to bottom; a module imports only from layers below it (see ARCHITECTURE.md).
 // Blank lines keep rustfmt from sorting them.
 
+// Leases: one leader among replicas (the pure decision, the elector's thread and handle), and
+// shard groups, whose members learn of each other through a `Watcher` of their Leases.
+mod lease;
+
 // The public face: `Watcher`, its builder, `watch_object`.
 mod watcher;
-
-// Leases: one leader among replicas (the pure decision, the elector's thread and handle).
-mod lease;
 
 // The thread that runs a watcher, the control block, delivery to subscribers.
 mod engine;

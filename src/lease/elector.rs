@@ -259,20 +259,25 @@ impl Drop for LeaderElector {
 }
 
 /// What a shard group adds to the elector's thread (`group.rs`): its own label and claim on
-/// every write, and a read of the group between renewals.
+/// every write, and what it learns of the group (and does about it) while the thread waits.
 pub(crate) trait Hook: Send {
     /// Sets the labels and annotations of a lease about to be created or updated.
     fn decorate(&mut self, lease: &mut Lease);
     /// A create or update was accepted; `lease` is as the server stored it.
     fn wrote(&mut self, lease: &Lease);
-    /// Before waiting until `until`: its own requests on `http`, knowing whether this replica
-    /// holds its lease, and until when (`renewed`: the end of its lead, if it leads). Returns
-    /// when to wake up instead (at most `until`).
-    fn before_wait(&mut self, api: &Api<Lease>, http: &Http, renewed: Option<Instant>, until: Instant) -> Instant;
+    /// Waits in the thread's place, after each step, until `until` (or earlier, for a step
+    /// at once), or until `stop` disconnects; its own requests go on `http`. `renewed`: the
+    /// end of this replica's lead, if it holds its lease.
+    fn wait(
+        &mut self,
+        api: &Api<Lease>,
+        http: &mut Http,
+        stop: &Receiver<()>,
+        renewed: Option<Instant>,
+        until: Instant,
+    );
     /// Stopping, before the release is sent.
     fn stopping(&mut self);
-    /// What else ends a wait early.
-    fn wake(&self) -> Option<Receiver<()>>;
 }
 
 /// The elector's thread (and a shard group's: `group.rs`).
@@ -315,10 +320,7 @@ impl Worker {
             }
             input = match action {
                 Action::Done => break,
-                Action::Wait(until) => {
-                    let until = self.before_wait(until);
-                    self.wait(until)
-                }
+                Action::Wait(until) => self.wait(until),
                 Action::Read => self.read(release_by),
                 Action::Create(spec) => self.write(spec, true, release_by),
                 Action::Update(spec) => self.write(spec, false, release_by),
@@ -356,29 +358,21 @@ impl Worker {
         let _ = self.changes.send(change);
     }
 
-    /// The hook's turn before a wait (nothing for an elector).
-    fn before_wait(&mut self, until: Instant) -> Instant {
-        let Some(hook) = &mut self.hook else { return until };
-        let now = Instant::now();
-        let renewed = self.candidate.leading_until().filter(|u| *u > now);
-        // Bounded like a renewal: a read answered after the lead ended is worth nothing.
-        let end = self.candidate.leading_until().filter(|u| *u > now);
-        let timeout = end.map_or(self.timings.renew_deadline, |end| end.saturating_duration_since(now));
-        self.http.set_timeout(Some(timeout.max(Duration::from_millis(1))));
-        hook.before_wait(&self.api, &self.http, renewed, until).min(until)
-    }
-
-    /// Waits until `until`, or until stopped.
-    fn wait(&self, until: Instant) -> Input {
-        let timer = match until.checked_duration_since(Instant::now()) {
-            Some(d) if !d.is_zero() => after(d),
-            _ => return Input::Tick,
+    /// Waits until `until`, or until stopped; a shard group's hook waits instead (it may end
+    /// the wait earlier, and takes what it learns on the way).
+    fn wait(&mut self, until: Instant) -> Input {
+        if let Some(hook) = &mut self.hook {
+            let now = Instant::now();
+            let renewed = self.candidate.leading_until().filter(|u| *u > now);
+            hook.wait(&self.api, &mut self.http, &self.stop, renewed, until);
+            return Input::Tick;
+        }
+        let Some(left) = until.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()) else {
+            return Input::Tick;
         };
-        let wake = self.hook.as_ref().and_then(|h| h.wake()).unwrap_or_else(crossbeam_channel::never);
         select! {
             recv(self.stop) -> _ => Input::Tick,
-            recv(timer) -> _ => Input::Tick,
-            recv(wake) -> _ => Input::Tick,
+            recv(after(left)) -> _ => Input::Tick,
         }
     }
 

@@ -7,22 +7,28 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::{Receiver, Sender, after, never, select};
 use k8s_openapi::api::coordination::v1::Lease;
 use parking_lot::Mutex;
 
 use super::LeaseTimings;
 use super::elector::{Hook, Runner};
-use super::handover::{Peers, Ranges, Record, decide};
+use super::handover::{Freshness, Peers, Ranges, Record, Source, confirmed, decide};
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::event::Event;
+use crate::notice::SlowConsumer;
 use crate::shard::{Follow, FollowHandle, Shard};
+use crate::watcher::Watcher;
 use crate::wire::api::Api;
 use crate::wire::http::Http;
 use crate::wire::request::ListParams;
 
 /// The label that names a member's group on its Lease.
 pub(crate) const GROUP_LABEL: &str = "kube-watcher.io/shard-group";
+/// Room for the watch's events on their way to the group's thread (beyond it they are dropped:
+/// the store still has them, and the thread looks at the store).
+const WATCH_CHANNEL: usize = 64;
 /// The annotation that holds a member's claim: the shard selector of every range its stores
 /// may hold (or are about to), empty for none.
 pub(crate) const CLAIM_ANNOTATION: &str = "kube-watcher.io/shard-claim";
@@ -149,18 +155,31 @@ impl ShardGroup {
         let view = Arc::new(Mutex::new(View::default()));
         let follow = Arc::new(Follow::default());
         let (changes_tx, changes) = crossbeam_channel::unbounded();
+        let selector = format!("{GROUP_LABEL}={group}");
+        // The members learn of each other from this watch (its store is the view; its events
+        // only wake the group's thread, which must never hold it up: `Lag`).
+        let watch = Watcher::builder(api.clone())
+            .config(Config::default().labels(&selector))
+            .channel_capacity(WATCH_CHANNEL)
+            .start()?;
+        let news = watch.subscribe_with(SlowConsumer::Lag);
         let hook = GroupHook {
             follow: Arc::clone(&follow),
             release_bound: timings.retry_period.min(Duration::from_secs(5)),
+            fresh_bound: (timings.lease_duration - timings.renew_deadline).max(timings.retry_period * 2),
             me: identity.to_owned(),
-            selector: format!("{GROUP_LABEL}={group}"),
+            selector,
             group: group.to_owned(),
             view: Arc::clone(&view),
             changes: changes_tx,
             peers: Peers::default(),
+            watch,
+            news,
+            freshness: Freshness::default(),
             written: Ranges::default(),
-            pending: Ranges::default(),
+            pending: (Ranges::default(), Instant::now()),
             claim: Ranges::default(),
+            published_until: None,
             wrote: false,
         };
         let name = format!("{group}-{identity}");
@@ -261,34 +280,71 @@ struct GroupHook {
     follow: Arc<Follow>,
     /// How long a stopping member waits for its watchers to drop their objects.
     release_bound: Duration,
+    /// How long ago the newest write of this member's its watch shows may have been sent, for
+    /// the watch to be acted on without a list (`Freshness`).
+    fresh_bound: Duration,
     me: String,
     group: String,
     selector: String,
     view: Arc<Mutex<View>>,
     changes: Sender<GroupChange>,
     peers: Peers,
+    /// The watch of the group's Leases (its thread ends when the hook is dropped, with the
+    /// group's thread), and its events: each one is a reason to look again.
+    watch: Watcher<Lease>,
+    news: Receiver<Result<Event<Lease>>>,
+    freshness: Freshness,
     /// The claim of the last accepted write.
     written: Ranges,
-    /// The claim of the write in flight.
-    pending: Ranges,
+    /// The claim of the write in flight, and when it was sent.
+    pending: (Ranges, Instant),
     /// The claim the next write carries.
     claim: Ranges,
+    /// The end of the lead the published share is valid for.
+    published_until: Option<Instant>,
     /// A write was accepted since the last early wake-up (so a failing server is not asked
     /// again at once).
     wrote: bool,
 }
 
+/// When the hook wants the next step (a write) and the next look at the group.
+struct Next {
+    /// `None`: when the elector's step is due.
+    step: Option<Instant>,
+    /// When a peer's lease expires in our eyes.
+    look: Option<Instant>,
+}
+
 impl GroupHook {
-    /// Reads the group's Leases; `None` when the list failed.
-    fn read(&self, api: &Api<Lease>, http: &Http) -> Option<Vec<Record>> {
+    /// Lists the group's Leases, and the list's resourceVersion; `None` when the list failed.
+    fn list(&self, api: &Api<Lease>, http: &Http) -> Option<(Vec<Record>, Option<String>)> {
         let params = ListParams::default().labels(&self.selector);
         match api.list_on(http, &params) {
-            Ok(list) => Some(list.items.iter().filter_map(record).collect()),
+            Ok(list) => Some((list.items.iter().filter_map(record).collect(), list.resource_version)),
             Err(e) => {
                 log::debug!("shard group {:?}: {e}", self.group);
                 None
             }
         }
+    }
+
+    /// The group's Leases as the watch shows them, if it is fresh enough to act on
+    /// (`Freshness::fresh`): synced, at or past the last list, and showing a recent write of
+    /// ours.
+    fn watched(&mut self, now: Instant) -> Option<Vec<Record>> {
+        let store = self.watch.store();
+        if !store.is_ready() {
+            return None;
+        }
+        let reached = |version: &str| match store.wait_for_version(version, Duration::ZERO) {
+            Ok(()) => Some(true),
+            Err(Error::VersionNotReached { .. }) => Some(false),
+            Err(_) => None,
+        };
+        if !self.freshness.fresh(now, self.fresh_bound, reached) {
+            return None;
+        }
+        Some(store.state().iter().filter_map(|lease| record(lease)).collect())
     }
 
     /// What the stores may hold: the followers' holdings, or with none, the published share
@@ -300,10 +356,19 @@ impl GroupHook {
         }
     }
 
+    /// The share published, while the lead it was published for lasts.
+    fn holding(&self, now: Instant) -> Ranges {
+        match self.published_until {
+            Some(until) if now < until => self.view.lock().allowed.clone(),
+            _ => Ranges::default(),
+        }
+    }
+
     /// `until`: the end of the lead the share is valid for (the watchers drop it then, even
     /// if this thread is stuck).
-    fn publish(&self, members: Vec<String>, allowed: Ranges, until: Option<Instant>) {
+    fn publish(&mut self, members: Vec<String>, allowed: Ranges, until: Option<Instant>) {
         self.follow.set(allowed.shard(), until);
+        self.published_until = until;
         let mut view = self.view.lock();
         if view.members != members {
             view.members.clone_from(&members);
@@ -314,6 +379,69 @@ impl GroupHook {
             view.allowed = allowed;
             let _ = self.changes.send(GroupChange::Shard(view.allowed.shard()));
         }
+    }
+
+    /// Decides from what `peers` knows at `now` and publishes what `source` confirms (the
+    /// lead ends at `end`); true when a list must confirm more.
+    fn decide(&mut self, now: Instant, end: Instant, held: &Ranges, source: Source) -> bool {
+        let live = self.peers.live(&self.me, now);
+        let blocked = self.peers.released_claims(now);
+        let decision = decide(&self.me, &live, &blocked, &self.written, held, true);
+        let (allowed, more) = confirmed(&decision, &self.holding(now), source);
+        let mut members: Vec<String> = live.into_keys().collect();
+        members.push(self.me.clone());
+        members.sort_unstable();
+        self.claim = decision.claim;
+        self.publish(members, allowed, Some(end));
+        more
+    }
+
+    /// One look at the group: from the watch when it is fresh, shrinking at most; a list when
+    /// growing needs one, or, after a step (`stepped`), when the watch is not fresh. `renewed`:
+    /// the end of our lead, if we lead.
+    fn look(&mut self, api: &Api<Lease>, http: &mut Http, renewed: Option<Instant>, stepped: bool) -> Next {
+        // Each event is only a reason to look: the watch's store is the view.
+        while let Ok(news) = self.news.try_recv() {
+            if let Err(e) = news {
+                log::debug!("shard group {:?}: watch: {e}", self.group);
+            }
+        }
+        let now = Instant::now();
+        let Some(end) = renewed.filter(|end| *end > now) else {
+            // Not renewed within the renew deadline: hold nothing, before anyone can see the
+            // lease expire.
+            self.publish(Vec::new(), Ranges::default(), None);
+            return Next { step: None, look: None };
+        };
+        let held = self.applied();
+        let list = match self.watched(now) {
+            Some(records) => {
+                self.peers.observe(records, now);
+                self.decide(now, end, &held, Source::Watch)
+            }
+            // Not fresh: list after each renewal, as without a watch; between them, wait.
+            None => stepped,
+        };
+        if list {
+            // Bounded like a renewal: a list answered after the lead ended is worth nothing.
+            http.set_timeout(Some(end.saturating_duration_since(now).max(Duration::from_millis(1))));
+            // On failure the group is unknown: grow nothing (a lease that seems to expire
+            // meanwhile may have been renewed with a claim we did not see).
+            if let Some((records, version)) = self.list(api, http) {
+                let now = Instant::now();
+                self.freshness.listed(version);
+                self.peers.observe(records, now);
+                self.decide(now, end, &held, Source::List);
+            }
+        }
+        let now = Instant::now();
+        let mut step = None;
+        if self.claim != self.written && self.wrote {
+            // A new claim goes out at once, not a retry period later.
+            self.wrote = false;
+            step = Some(now);
+        }
+        Next { step, look: self.peers.next_expiry(&self.me, now) }
     }
 }
 
@@ -348,49 +476,44 @@ impl Hook for GroupHook {
         lease.metadata.labels.get_or_insert_with(BTreeMap::new).insert(GROUP_LABEL.to_owned(), self.group.clone());
         let claim = self.claim.shard().map(|s| s.selector()).unwrap_or_default();
         lease.metadata.annotations.get_or_insert_with(BTreeMap::new).insert(CLAIM_ANNOTATION.to_owned(), claim);
-        self.pending = self.claim.clone();
+        self.pending = (self.claim.clone(), Instant::now());
     }
 
-    fn wrote(&mut self, _lease: &Lease) {
-        self.written = self.pending.clone();
+    fn wrote(&mut self, lease: &Lease) {
+        self.written = self.pending.0.clone();
         self.wrote = true;
-    }
-
-    fn before_wait(&mut self, api: &Api<Lease>, http: &Http, renewed: Option<Instant>, until: Instant) -> Instant {
-        let Some(renewed) = renewed else {
-            // Not renewed within the renew deadline: hold nothing, before anyone can see the
-            // lease expire.
-            self.publish(Vec::new(), Ranges::default(), None);
-            return until;
-        };
-        let held = self.applied();
-        let Some(records) = self.read(api, http) else {
-            // The group is unknown: grow nothing (a lease that seems to expire meanwhile may
-            // have been renewed with a claim we did not see).
-            return until;
-        };
-        let now = Instant::now();
-        self.peers.observe(records, now);
-        let live = self.peers.live(&self.me, now);
-        // What the stores may still hold: with no watcher following, what was published.
-        let blocked = self.peers.released_claims(now);
-        let decision = decide(&self.me, &live, &blocked, &self.written, &held, true);
-        let mut members: Vec<String> = live.keys().cloned().collect();
-        members.push(self.me.clone());
-        members.sort_unstable();
-        self.claim = decision.claim.clone();
-        self.publish(members, decision.allowed, Some(renewed));
-        let mut wake = until;
-        if self.claim != self.written && self.wrote {
-            // A new claim goes out at once, not a retry period later.
-            self.wrote = false;
-            wake = now;
+        if let Some(version) = &lease.metadata.resource_version {
+            self.freshness.wrote(version.clone(), self.pending.1);
         }
-        self.peers.next_expiry(&self.me, now).map_or(wake, |e| wake.min(e))
     }
 
-    fn wake(&self) -> Option<Receiver<()>> {
-        Some(self.follow.holdings_changed().clone())
+    fn wait(
+        &mut self,
+        api: &Api<Lease>,
+        http: &mut Http,
+        stop: &Receiver<()>,
+        renewed: Option<Instant>,
+        until: Instant,
+    ) {
+        let mut next = self.look(api, http, renewed, true);
+        // Owned handles: the arms below look again, which borrows the hook mutably.
+        let news = self.news.clone();
+        let holdings = self.follow.holdings_changed().clone();
+        loop {
+            let now = Instant::now();
+            let step = next.step.map_or(until, |s| s.min(until));
+            let Some(left) = step.checked_duration_since(now).filter(|d| !d.is_zero()) else { return };
+            let look = next.look.map_or_else(never, |t| after(t.saturating_duration_since(now)));
+            select! {
+                recv(stop) -> _ => return,
+                recv(after(left)) -> _ => return,
+                // A watcher dropped (or took) a range: the next write claims what they hold.
+                recv(holdings) -> _ => return,
+                recv(news) -> _ => {}
+                recv(look) -> _ => {}
+            }
+            next = self.look(api, http, renewed, false);
+        }
     }
 
     fn stopping(&mut self) {

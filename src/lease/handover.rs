@@ -13,8 +13,14 @@
 //! A claim only shrinks once the stores have dropped what it no longer covers, so it always
 //! covers what they hold. A member whose lease expired in anyone's eyes passed its renew
 //! deadline before (the deadline is shorter than the lease), so it already dropped everything.
+//!
+//! A member learns of the others from a watch of the group's Leases, and lists them only to
+//! act ([`confirmed`]): a decision its watch alone supports may shrink what it holds, never
+//! grow it; growing waits for a list read after its last accepted write (rule 2 above). While
+//! its watch is not [`Freshness::fresh`] (not synced, failing, lagging or stalled, as its own
+//! writes show), it lists after every renewal instead, as it would without a watch.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use super::assign::assign;
@@ -214,6 +220,91 @@ pub(crate) fn decide(
     Decision { target, allowed, claim }
 }
 
+/// Where the view a decision was taken from came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Source {
+    /// The member's watch of the group's Leases: it may lag, or have stalled without a word.
+    Watch,
+    /// A list of the group's Leases sent after the member's last accepted write: a consistent
+    /// read (docs/protocol.md §13.4).
+    List,
+}
+
+/// What a member may hold after `decision`, and whether a list must confirm more: from a
+/// list, what the decision allows; from its watch, only what it allows of what the member
+/// holds now (`holding`: the share it last published, while its lead lasts), and a list must
+/// confirm the rest. A watch's view never grows a share.
+#[must_use]
+pub(crate) fn confirmed(decision: &Decision, holding: &Ranges, source: Source) -> (Ranges, bool) {
+    match source {
+        Source::List => (decision.allowed.clone(), false),
+        Source::Watch => {
+            let kept = decision.allowed.intersect(holding);
+            let more = kept != decision.allowed;
+            (kept, more)
+        }
+    }
+}
+
+/// The most writes of its own a member remembers the watch has not shown yet (one per
+/// renewal: a watch this far behind is not fresh anyway).
+const UNSEEN_WRITES: usize = 32;
+
+/// Whether a member's watch of the group's Leases is fresh enough to act on without a list,
+/// told by its own writes. A watch shows every change in order, so once it shows a write of
+/// this member's, it shows everything written before that write was sent. It is fresh while
+/// it shows a write sent within `bound`, and once it has reached the version of the member's
+/// last list (until then the list shows a later state than the watch).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Freshness {
+    /// Accepted writes of this member's the watch has not shown yet: their resourceVersions
+    /// and when each was sent, oldest first.
+    unseen: VecDeque<(String, Instant)>,
+    /// When the newest write the watch has shown was sent.
+    seen: Option<Instant>,
+    /// The resourceVersion of the last list, until the watch has reached it (empty when the
+    /// list had none: nothing reaches it, and the next list replaces it).
+    listed: Option<String>,
+}
+
+impl Freshness {
+    /// A write of this member's was accepted: the Lease is now at `version`; it was sent at
+    /// `sent`.
+    pub(crate) fn wrote(&mut self, version: String, sent: Instant) {
+        if self.unseen.len() == UNSEEN_WRITES {
+            self.unseen.pop_front();
+        }
+        self.unseen.push_back((version, sent));
+    }
+
+    /// A list of the group answered, at `version` (its `metadata.resourceVersion`).
+    pub(crate) fn listed(&mut self, version: Option<String>) {
+        self.listed = Some(version.unwrap_or_default());
+    }
+
+    /// Whether the watch may be acted on at `now`. `reached(v)` tells whether the watch has
+    /// shown resourceVersion `v` or a later one (`None`: it cannot tell, so not fresh).
+    pub(crate) fn fresh(&mut self, now: Instant, bound: Duration, reached: impl Fn(&str) -> Option<bool>) -> bool {
+        while let Some((version, sent)) = self.unseen.front() {
+            match reached(version) {
+                Some(true) => {
+                    self.seen = Some(*sent);
+                    self.unseen.pop_front();
+                }
+                Some(false) => break,
+                None => return false,
+            }
+        }
+        if let Some(version) = &self.listed {
+            if reached(version) != Some(true) {
+                return false;
+            }
+            self.listed = None;
+        }
+        self.seen.and_then(|sent| sent.checked_add(bound)).is_some_and(|until| now < until)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -372,5 +463,55 @@ mod tests {
         // A change restarts the count.
         peers.observe(vec![record("g-b", "2", "b", Ranges::default())], expired);
         assert_eq!(peers.live("a", expired + Duration::from_secs(14))["b"], Ranges::default());
+    }
+
+    /// A decision from the watch keeps what is held and drops what it no longer allows, but
+    /// never adds: a list must confirm what it would add. A list's decision is taken whole.
+    #[test]
+    fn a_watch_never_grows_a_share_and_a_list_may() {
+        let held = r(&[(0, 100)]);
+        let decision = |allowed: Ranges| Decision { target: all(), allowed, claim: all() };
+        let grows = decision(r(&[(50, 200)]));
+        assert_eq!(confirmed(&grows, &held, Source::Watch), (r(&[(50, 100)]), true));
+        assert_eq!(confirmed(&grows, &held, Source::List), (r(&[(50, 200)]), false));
+        let shrinks = decision(r(&[(0, 40)]));
+        assert_eq!(confirmed(&shrinks, &held, Source::Watch), (r(&[(0, 40)]), false));
+        // Nothing held (joining, or after the lead ended): whatever the watch allows waits.
+        assert_eq!(confirmed(&shrinks, &Ranges::default(), Source::Watch), (Ranges::default(), true));
+        assert_eq!(confirmed(&decision(Ranges::default()), &held, Source::Watch), (Ranges::default(), false));
+    }
+
+    /// The watch is fresh while it shows a write of this member's sent within the bound, and
+    /// not before it reached the last list's version; a version it cannot compare makes it
+    /// stale.
+    #[test]
+    fn a_watch_is_fresh_while_it_shows_this_members_recent_writes() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let bound = s(5);
+        let at = |v: u64| move |x: &str| x.parse::<u64>().ok().map(|x| x <= v);
+        let mut f = Freshness::default();
+        assert!(!f.fresh(t0, bound, at(100)), "no write shown yet");
+        f.wrote("10".into(), t0);
+        assert!(!f.fresh(t0, bound, at(9)), "the write not shown yet");
+        assert!(f.fresh(t0 + s(1), bound, at(10)));
+        // The next renewals are not shown: fresh until the last one shown is `bound` old.
+        f.wrote("12".into(), t0 + s(2));
+        f.wrote("14".into(), t0 + s(4));
+        assert!(f.fresh(t0 + s(4), bound, at(10)));
+        assert!(!f.fresh(t0 + s(5), bound, at(11)), "stalled since the write sent at t0");
+        assert!(f.fresh(t0 + s(5), bound, at(12)), "caught up to the write sent at t0 + 2 s");
+        // A list at version 20: not fresh until the watch reached it.
+        f.listed(Some("20".into()));
+        assert!(!f.fresh(t0 + s(5), bound, at(19)));
+        assert!(f.fresh(t0 + s(5), bound, at(20)));
+        assert!(f.fresh(t0 + s(5), bound, at(19)), "reached once is enough");
+        // A list without a version: nothing reaches it until the next list.
+        f.listed(None);
+        assert!(!f.fresh(t0 + s(5), bound, at(1000)));
+        f.listed(Some("21".into()));
+        assert!(f.fresh(t0 + s(5), bound, at(21)));
+        f.wrote("x".into(), t0 + s(6));
+        assert!(!f.fresh(t0 + s(6), bound, at(100)), "a version that cannot be compared");
     }
 }
