@@ -707,10 +707,29 @@ fn run(seed: u64) -> (u64, u64) {
             0 if m > 0 => Event::Stop { m },
             1 if m > 0 => Event::Crash { m },
             2 => Event::Pause { m, length: sim.rng.random_range(RETRY..3 * LEASE) },
+            // Short stalls leave the watch fresh in its member's eyes, and stale.
+            3 if sim.rng.random() => Event::Stall { m, length: sim.rng.random_range(200..FRESH) },
             3 => Event::Stall { m, length: sim.rng.random_range(RETRY..2 * LEASE) },
             _ => Event::Refuse { m, length: sim.rng.random_range(RETRY..2 * LEASE) },
         };
         sim.at(t, e);
+    }
+    // Churn: a member leaves and another joins soon after, while a third one's watch stalls
+    // briefly and a fourth one's thread pauses: views of the group that differ for a moment.
+    for _ in 0..sim.rng.random_range(0..3) {
+        let t = sim.rng.random_range(0..QUIET - RENEW);
+        let (leaver, stalled, paused) = (
+            sim.rng.random_range(1..first + 2),
+            sim.rng.random_range(0..first + 2),
+            sim.rng.random_range(0..first + 2),
+        );
+        sim.at(t, Event::Stop { m: leaver });
+        let join = t + sim.rng.random_range(0..1000);
+        sim.at(join, Event::Join);
+        let (stall, length) = (t + sim.rng.random_range(0..300), sim.rng.random_range(500..4000));
+        sim.at(stall, Event::Stall { m: stalled, length });
+        let (pause, length) = (t + sim.rng.random_range(0..500), sim.rng.random_range(200..3000));
+        sim.at(pause, Event::Pause { m: paused, length });
     }
     sim.run_until(END, seed);
     // Settled: every point in exactly one store of a live, running member.

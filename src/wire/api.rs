@@ -268,7 +268,9 @@ impl<K: Watchable + serde::Serialize> Api<K> {
     /// replace is unconditional (last writer wins).
     ///
     /// # Errors
-    /// [`Error::Api`]: 409 Conflict as above; 404 when no such object exists. Otherwise as for
+    /// [`Error::Api`]: 409 Conflict as above; 404 when no such object exists, for most types
+    /// (a Lease is created instead, as the server allows it for Leases, unless the object
+    /// carries a uid: then it was deleted since it was read, a 409). Otherwise as for
     /// [`create`](Self::create).
     ///
     /// # Examples

@@ -88,9 +88,16 @@ fn writes_name_what_failed_as_reads_do() {
     assert!(e.is_already_exists() && !e.is_conflict(), "{e}");
     assert!(e.to_string().starts_with("create leases \"lock\" in namespace \"apps\": HTTP 409 AlreadyExists: "), "{e}");
 
-    let e = api.replace(&lease("missing", "a")).unwrap_err();
+    // (A replace of a missing Lease creates it: a_replace_of_a_missing_lease_creates_it_…)
+    let config_maps: Api<ConfigMap> = Api::namespaced(Client::from_url(&server.url()).unwrap(), "apps");
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some("missing".into());
+    let e = config_maps.replace(&cm).unwrap_err();
     assert!(e.is_not_found(), "{e}");
-    assert!(e.to_string().starts_with("replace leases \"missing\" in namespace \"apps\": HTTP 404 NotFound"), "{e}");
+    assert!(
+        e.to_string().starts_with("replace configmaps \"missing\" in namespace \"apps\": HTTP 404 NotFound"),
+        "{e}"
+    );
     let e = api.delete("missing").unwrap_err();
     assert!(e.is_not_found(), "{e}");
     assert!(e.to_string().starts_with("delete leases \"missing\" in namespace \"apps\": HTTP 404"), "{e}");
@@ -149,4 +156,34 @@ fn a_replace_without_a_resource_version_is_refused_for_leases_only() {
     config_maps.create(&cm).unwrap();
     cm.data = Some([("mode".to_owned(), "fast".to_owned())].into());
     assert_eq!(config_maps.replace(&cm).unwrap().data, cm.data);
+}
+
+/// A PUT to a Lease that does not exist creates it, as the real server's Lease strategy allows
+/// (whatever resourceVersion the body carries), unless the body names a uid: then it is the
+/// update of an object that is gone, a 409. Other types answer 404.
+#[test]
+fn a_replace_of_a_missing_lease_creates_it_and_of_anything_else_is_not_found() {
+    let server = FakeApiServer::start();
+    let api = leases(&server, "apps");
+    let mut fresh = lease("fresh", "a");
+    fresh.metadata.resource_version = Some("9999".into());
+    let created = api.replace(&fresh).unwrap();
+    assert_eq!(holder(&created), Some("a"));
+    assert!(created.metadata.uid.is_some(), "{created:?}");
+    let rv = created.metadata.resource_version.clone().unwrap();
+    assert_ne!(rv, "9999", "the body's resourceVersion is not kept");
+    assert_eq!(api.get("fresh").unwrap().metadata.resource_version, Some(rv));
+
+    // The last copy of a Lease deleted since: its uid is a precondition nothing meets.
+    api.delete("fresh").unwrap();
+    let e = api.replace(&created).unwrap_err();
+    assert!(e.is_conflict(), "{e}");
+    assert!(e.to_string().contains("Precondition failed: UID in precondition"), "{e}");
+    assert!(api.get("fresh").unwrap_err().is_not_found());
+
+    let config_maps: Api<ConfigMap> = Api::namespaced(Client::from_url(&server.url()).unwrap(), "apps");
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some("settings".into());
+    let e = config_maps.replace(&cm).unwrap_err();
+    assert!(e.is_not_found(), "{e}");
 }

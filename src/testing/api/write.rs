@@ -107,6 +107,34 @@ pub(super) fn update(
                         "causes": [{"reason": "FieldValueInvalid", "message": "Invalid value: 0: must be specified for an update", "field": "metadata.resourceVersion"}]})),
         );
     }
+    if !status_only && creates_on_update(&rt) && !state.store.types[idx].objects.contains_key(&key) {
+        // The real server's Lease strategy allows a PUT to create (AllowCreateOnUpdate, same
+        // file). The update's uid is a precondition, which nothing missing meets (apiserver
+        // pkg/storage/etcd3/store.go checks it before the update is tried); otherwise the
+        // object is created, whatever resourceVersion the body carries.
+        if let Some(uid) = obj.pointer("/metadata/uid").and_then(Value::as_str).filter(|u| !u.is_empty()) {
+            let message = format!(
+                "Operation cannot be fulfilled on {} {name:?}: StorageError: invalid object, Code: 4, Key: /registry/{}/{}/{name}, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in precondition: {uid}, UID in object meta: ",
+                rt.resource_name(),
+                rt.plural,
+                ns.unwrap_or_default()
+            );
+            return status_response(
+                409,
+                "Conflict",
+                &message,
+                Some(json!({"name": name, "group": rt.group, "kind": rt.plural})),
+            );
+        }
+        meta_mut(&mut obj).remove("resourceVersion");
+        let result = state.store.create(idx, obj, ns);
+        drop(state);
+        shared.notify();
+        return match result {
+            Ok(obj) => Response::json(201, &obj),
+            Err(e) => error_response(&e, &rt),
+        };
+    }
     let result = state.store.replace(idx, obj, ns);
     drop(state);
     shared.notify();
@@ -116,10 +144,21 @@ pub(super) fn update(
     }
 }
 
-/// Whether a PUT must carry the resourceVersion it read: Leases, whose whole use is optimistic
-/// concurrency.
-fn requires_version(rt: &ResourceType) -> bool {
+/// The real server's Lease strategy (kubernetes pkg/registry/coordination/lease/strategy.go).
+fn is_lease(rt: &ResourceType) -> bool {
     rt.built_in && rt.group == "coordination.k8s.io" && rt.plural == "leases"
+}
+
+/// Whether a PUT must carry the resourceVersion it read: Leases, whose whole use is optimistic
+/// concurrency (`AllowUnconditionalUpdate` is false).
+fn requires_version(rt: &ResourceType) -> bool {
+    is_lease(rt)
+}
+
+/// Whether a PUT to a missing object creates it: Leases (`AllowCreateOnUpdate` is true); the
+/// fake's other types answer 404, as most real ones do.
+fn creates_on_update(rt: &ResourceType) -> bool {
+    is_lease(rt)
 }
 
 /// RFC 7386 merge patch, plus the parts of strategic merge patch kubectl relies on: `$`
