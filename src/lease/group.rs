@@ -1,7 +1,9 @@
 //! [`ShardGroup`]: replicas that split a resource's hash space among the members alive now.
 //! Each member holds a Lease of its own on the elector's thread (`elector.rs`, with a
-//! [`Hook`]); between renewals it lists the group's Leases and takes the decision of
-//! `handover.rs`. docs/protocol.md §13 ("Shard groups") states the protocol and why it is safe.
+//! [`Hook`], which waits in the thread's place); it learns of the others from a [`Watcher`] of
+//! the group's Leases and takes the decision of `handover.rs` at each change it shows, listing
+//! the group only before it grows (or while that watch is not fresh). docs/protocol.md §13
+//! ("Shard groups") states the protocol and why it is safe.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -50,12 +52,22 @@ pub enum GroupChange {
 ///
 /// Each member holds a Lease of its own (named `<group>-<identity>`, labelled
 /// `kube-watcher.io/shard-group=<group>`), renewed every retry period like a
-/// [`LeaderElector`](crate::LeaderElector)'s, on one thread (`kw-shard-group`). Between
-/// renewals it lists the group's Leases: the members are those with a holder that changed
-/// within their lease duration, judged on this process's monotonic clock (clock skew between
-/// machines does not matter). Each member's share comes from consistent hashing over the sorted
-/// members, so a join or a leave moves about 1/n of the space, and nothing between members
-/// that stay.
+/// [`LeaderElector`](crate::LeaderElector)'s, on one thread (`kw-shard-group`). It learns of
+/// the others from a watch of the group's Leases (a [`Watcher`] of its own, thread
+/// `kw-leases`): the members are those with a holder that changed within their lease duration,
+/// judged on this process's monotonic clock from when the change arrived (clock skew between
+/// machines does not matter). Each member's share comes from consistent hashing over the
+/// sorted members, so a join or a leave moves about 1/n of the space, and nothing between
+/// members that stay.
+///
+/// What the watch shows may shrink a member's share at once, never grow it: before it grows
+/// (its first share, a range another member let go of, or the share of a member whose Lease
+/// expired) it lists the group's Leases, after its own last write. While the watch is not
+/// fresh (not synced yet, failing, or behind: it has not shown the member's own renewals of
+/// the last lease duration − renew deadline, at least two retry periods), the member lists
+/// after every renewal instead. At rest, a member sends one request per retry period, its
+/// renewal, and the watch's own reconnections. It needs `get`, `list`, `watch`, `create` and
+/// `update` on `leases` (without `watch` it lists after every renewal).
 ///
 /// No hash is in two members' shares at once: a member takes a range only after the member
 /// that had it wrote, into its own Lease, that it no longer holds it, or after that member's
@@ -226,8 +238,8 @@ impl ShardGroup {
 
     /// Leaves the group: the share is given up at once (`Shard(None)` is sent, and the
     /// watchers that follow the group empty their stores), the Lease is released with an empty
-    /// claim, so the others take over at their next read, and the thread ends. Blocks until
-    /// then: a request in flight is cut; the wait for the watchers (a watch notices within
+    /// claim, so the others take over as soon as their watches show it, and the threads end
+    /// (the group's, and its watch of the group's Leases). Blocks until then: a request in flight is cut; the wait for the watchers (a watch notices within
     /// 500 ms) and the release are each bounded by the retry period (at most 5 s); if the
     /// watchers have not emptied their stores by then, the release claims what they may still
     /// hold, and the others wait for it to expire (1 s). Idempotent; dropping the group does the

@@ -1,5 +1,7 @@
-//! Leases (coordination.k8s.io/v1): one leader among replicas. Above the client (it reads and
-//! writes a `Lease` through `wire/`), below the public face; the watcher knows nothing of it.
+//! Leases (coordination.k8s.io/v1): one leader among replicas, and shard groups. Above the
+//! client (it reads and writes a `Lease` through `wire/`) and above the watcher (a shard
+//! group's members watch each other's Leases with a `Watcher<Lease>`); the watcher knows
+//! nothing of it.
 //!
 //! - [`decide`]: the one pure decision every renewal goes through (what this replica remembers +
 //!   what it just learned + the time → what to send next, and whether it leads). No I/O, no
@@ -7,9 +9,10 @@
 //! - [`elector`]: [`LeaderElector`], the thread that performs those decisions over HTTP and the
 //!   handle users hold (`is_leader`, `changes`, `wait_until_leader`, `stop`).
 //! - [`group`]: [`ShardGroup`](crate::ShardGroup), a member of a shard group: its own Lease on the
-//!   elector's thread, plus a read of the group between renewals; [`assign`] (each live
-//!   member's share: consistent hashing) and [`handover`] (what a member may hold and claim
-//!   now, pure) decide.
+//!   elector's thread, a watch of the group's Leases to learn of the others, and a list of them
+//!   before it grows; [`assign`] (each live member's share: consistent hashing) and
+//!   [`handover`] (what a member may hold and claim now, and when its watch is enough, pure)
+//!   decide.
 //!
 //! The protocol (client-go's `tools/leaderelection`, what we took and what we changed) is in
 //! docs/protocol.md §13; ARCHITECTURE.md walks through one takeover.

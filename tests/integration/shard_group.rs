@@ -136,6 +136,29 @@ fn members_join_leave_and_crash_without_overlap_or_loss() {
     b.stop();
 }
 
+/// `stop` ends every thread of a member, also with a renewal held in flight: its group thread
+/// (the changes channel disconnects) and the watch of its peers (the server sees it go).
+#[test]
+fn every_thread_of_a_member_ends_after_stop() {
+    let server = FakeApiServer::start();
+    let uids = uids();
+    let (a, b) = (join(&server, "a"), join(&server, "b"));
+    settle("two members", &[&a, &b], &uids);
+    eventually("each member watches the group", || server.open_watches() == 2);
+    let hold = server.hold(Match::Path("/apis/coordination.k8s.io/v1/namespaces/apps/leases/pods-a".into()));
+    assert!(hold.wait_until_held(WAIT));
+    for group in [a, b] {
+        let changes = group.changes().clone();
+        let started = std::time::Instant::now();
+        drop(group);
+        println!("stopped in {:?}", started.elapsed());
+        while changes.recv_timeout(WAIT).is_ok() {}
+        assert!(changes.recv_timeout(ms(0)).unwrap_err().is_disconnected());
+    }
+    eventually("no watch left", || server.open_watches() == 0);
+    drop(hold);
+}
+
 /// A member with a watcher over pods that follows its share.
 struct Replica {
     group: ShardGroup,
