@@ -176,6 +176,7 @@ fn shard_group_rebalances_on_join_leave_and_kill() {
             "3 replicas: settled in",
             "replica-d joined (3 -> 4): settled in",
             "  replica-d: ",
+            "at rest: ",
             "replica-d stopped (4 -> 3): settled in",
             "replica-d: share None, 0 pods in its store",
             "replica-c killed (3 -> 2): settled in",

@@ -149,14 +149,15 @@ fn check_name(field: &str, value: &str, max: usize) -> Result<()> {
 impl ShardGroup {
     /// Joins the shard group `group` in `api`'s namespace as `identity` (unique per replica:
     /// a pod name). Returns at once; the share follows on [`changes`](Self::changes) (a lone
-    /// member holds everything after two or three requests).
+    /// member holds everything after a few requests: its Lease is read, created, listed with
+    /// the group, written with its claim, and the group listed again).
     ///
     /// # Errors
     /// [`Error::Config`] when `timings` break client-go's rules (see [`LeaseTimings`]),
     /// `group` or `identity` cannot name a Lease (`group` at most 63 characters, as a label
     /// value; the two with a '-' between at most 253), or `api` has no namespace;
-    /// [`Error::Spawn`] when the thread cannot start. Errors from the server do not end the
-    /// membership: it retries every retry period.
+    /// [`Error::Spawn`] when its threads (the group's and its watch's) cannot start. Errors
+    /// from the server do not end the membership: it retries every retry period.
     pub fn join(api: Api<Lease>, group: &str, identity: &str, timings: LeaseTimings) -> Result<ShardGroup> {
         timings.validate()?;
         check_name("group", group, 63)?;
