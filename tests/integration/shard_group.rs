@@ -136,6 +136,35 @@ fn members_join_leave_and_crash_without_overlap_or_loss() {
     b.stop();
 }
 
+/// At rest, members renew their Leases and learn of each other from their watches: they list
+/// the group only to grow, or while a watch is behind, far less often than they renew (before
+/// the watch, every renewal was followed by a list).
+#[test]
+fn members_at_rest_renew_without_listing_the_group() {
+    let server = FakeApiServer::start();
+    let uids = uids();
+    let (a, b, c) = (join(&server, "a"), join(&server, "b"), join(&server, "c"));
+    eventually("three members seen", || [&a, &b, &c].iter().all(|g| g.members() == ["a", "b", "c"]));
+    settle("three members", &[&a, &b, &c], &uids);
+    server.clear_requests();
+    let count = |list: bool| {
+        server
+            .requests()
+            .iter()
+            .filter(|r| {
+                let collection = r.path == "/apis/coordination.k8s.io/v1/namespaces/apps/leases";
+                if list { r.method == "GET" && collection && !r.watch } else { r.method == "PUT" }
+            })
+            .count()
+    };
+    eventually("60 renewals", || count(false) >= 60);
+    let (renewals, lists) = (count(false), count(true));
+    assert!(lists * 4 <= renewals, "{lists} lists of the group for {renewals} renewals");
+    for g in [a, b, c] {
+        g.stop();
+    }
+}
+
 /// `stop` ends every thread of a member, also with a renewal held in flight: its group thread
 /// (the changes channel disconnects) and the watch of its peers (the server sees it go).
 #[test]
