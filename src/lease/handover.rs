@@ -132,7 +132,10 @@ pub(crate) struct Record {
 }
 
 impl Peers {
-    /// A list of the group's Leases read at `now` (all of them: a Lease not listed is gone).
+    /// The group's Leases as a list or the watch's store shows them at `now` (all of them: a
+    /// Lease not shown is gone). A version seen before keeps the time it was first seen (a
+    /// later one is the safe direction: it makes the Lease live longer); a new one is seen
+    /// `now`.
     pub(crate) fn observe(&mut self, records: Vec<Record>, now: Instant) {
         let mut next = BTreeMap::new();
         for r in records {
