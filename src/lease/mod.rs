@@ -144,6 +144,8 @@ mod tests {
     fn the_public_types_are_send_and_sync() {
         fn assert_send_sync<T: Send + Sync>() {}
         assert_send_sync::<crate::LeaderElector>();
+        assert_send_sync::<crate::ShardGroup>();
+        assert_send_sync::<crate::GroupChange>();
         assert_send_sync::<LeaseTimings>();
         assert_send_sync::<Leadership>();
     }
