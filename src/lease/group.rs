@@ -194,6 +194,7 @@ impl ShardGroup {
             claim: Ranges::default(),
             published_until: None,
             wrote: false,
+            list_failed: false,
         };
         let name = format!("{group}-{identity}");
         let runner = Runner::start(api, &name, identity, timings, Some(Box::new(hook)), "kw-shard-group")?;
@@ -318,6 +319,9 @@ struct GroupHook {
     /// A write was accepted since the last early wake-up (so a failing server is not asked
     /// again at once).
     wrote: bool,
+    /// The last list failed: the next one waits for the next step (so that a failing server
+    /// is not asked again at every change the watch shows).
+    list_failed: bool,
 }
 
 /// When the hook wants the next step (a write) and the next look at the group.
@@ -435,12 +439,14 @@ impl GroupHook {
             // Not fresh: list after each renewal, as without a watch; between them, wait.
             None => stepped,
         };
-        if list {
+        if list && (stepped || !self.list_failed) {
             // Bounded like a renewal: a list answered after the lead ended is worth nothing.
             http.set_timeout(Some(end.saturating_duration_since(now).max(Duration::from_millis(1))));
             // On failure the group is unknown: grow nothing (a lease that seems to expire
             // meanwhile may have been renewed with a claim we did not see).
-            if let Some((records, version)) = self.list(api, http) {
+            let listed = self.list(api, http);
+            self.list_failed = listed.is_none();
+            if let Some((records, version)) = listed {
                 let now = Instant::now();
                 self.freshness.listed(version);
                 self.peers.observe(records, now);

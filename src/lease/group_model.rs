@@ -176,6 +176,8 @@ struct Member {
     waiting: bool,
     seq: u64,
     news: bool,
+    /// The last list failed: the next one waits for the next step.
+    list_failed: bool,
     /// The share published to its watcher, and until when it is valid.
     allowed: Ranges,
     valid_until: Option<u64>,
@@ -339,6 +341,7 @@ impl Sim {
             waiting: false,
             seq: 0,
             news: false,
+            list_failed: false,
             allowed: Ranges::default(),
             valid_until: None,
             store: Ranges::default(),
@@ -448,7 +451,7 @@ impl Sim {
         } else {
             stepped
         };
-        if list {
+        if list && (stepped || !self.members[m].list_failed) {
             self.lists += 1;
             let d = self.delay();
             let epoch = self.members[m].epoch;
@@ -599,6 +602,7 @@ impl Sim {
                     return;
                 }
                 // On failure the group is unknown: grow nothing.
+                self.members[m].list_failed = answer.is_none();
                 if let Some((records, version)) = answer {
                     let held = self.applied(m);
                     let local = self.local(m, now);
