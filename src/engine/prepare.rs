@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::cache::{Encoded, Indexer, Packer, Skipped, Unchanged};
+use crate::cache::{Encoded, Indexer, Packer, Skipped, Unchanged, Values};
 use crate::error::{DecodeError, Error};
 use crate::guard;
 use crate::key::ObjectKey;
@@ -69,9 +69,11 @@ impl<K: serde::Serialize> Compaction<K> {
 /// The object of the input being processed: decoded and transformed, its index values, and
 /// its encoded bytes in compact mode. Everything user code computes is here before any lock.
 pub(crate) struct Incoming<K> {
+    /// `ObjectKey::of(obj)`, made once for the store's writer.
+    pub(crate) key: ObjectKey,
     pub(crate) obj: Arc<K>,
     pub(crate) encoded: Option<Encoded>,
-    pub(crate) values: Vec<Vec<String>>,
+    pub(crate) values: Values,
 }
 
 /// What an object input carries: the object, or, when it does not decode as `K`, who it is
@@ -260,8 +262,8 @@ impl<K: Watchable> Prepare<K> {
             let e = decode::decode_error(at.0, at.1, wire.unwrap_or_default(), "no metadata.name".into());
             return Ok(self.skipped(id, e));
         };
-        let values = indexer.values(&key, &obj);
-        Ok(Subject::Object(Incoming { obj: Arc::new(obj), encoded, values }))
+        let values = indexer.values(&obj);
+        Ok(Subject::Object(Incoming { key, obj: Arc::new(obj), encoded, values }))
     }
 
     /// An object's bytes as the store keeps them: compressed in the compressed mode.
