@@ -90,6 +90,18 @@ pub(crate) enum Subject<K> {
     },
 }
 
+impl<K: Watchable> Subject<K> {
+    /// The resourceVersion of the object as prepared (after the transform); `None` for a shared
+    /// list item, which no watch event makes.
+    pub(crate) fn resource_version(&self) -> Option<&str> {
+        match self {
+            Subject::Object(incoming) => incoming.obj.meta().resource_version.as_deref(),
+            Subject::Skipped(skipped, _) => skipped.rv.as_deref(),
+            Subject::Shared { .. } => None,
+        }
+    }
+}
+
 /// Turns what the server sent into what the store and the consumers take: decodes, runs the
 /// user's transform and index functions (guarded: a panic names its callback), keeps compact
 /// bytes in compact store mode. An object that does not decode as `K` is carried on as who it is
@@ -146,6 +158,11 @@ impl<K: Watchable> Prepare<K> {
             skip: Arc::clone(&self.skip),
             warned_kind: Arc::clone(&self.warned_kind),
         }
+    }
+
+    /// Whether a transform runs on every object (which may change what it was sent with).
+    pub(crate) fn transforms(&self) -> bool {
+        self.transform.is_some()
     }
 
     /// Decodes one watch event (see `decode::event`); with a compact store mode, an object
