@@ -20,7 +20,9 @@
 # peer and the ratios kube-watcher / kube-rs as markdown. The raw JSON lines
 # (plus the server's CPU time, the client's CPU time as `client_cpu_s` (user + system, from its
 # rusage: the watch workload's is its 10k-pod sync and 100k events, the sync workload's its
-# 100k-pod sync), and the load average around each client run) go to --out.
+# 100k-pod sync), the CPU time of the watch phase alone as `watch_cpu_s` (both peers read it off
+# /proc/self/stat from the first watch event to the last: CPU per event without the sync), and the
+# load average around each client run) go to --out.
 #
 # --alloc: the global allocator of both peers (cargo features `mimalloc`/`jemalloc` of the two
 # bench projects, benches/alloc and benches/peers/kube-rs; glibc is neither: the library never
@@ -71,7 +73,7 @@ while [ $# -gt 0 ]; do
         --peers) peer_list=$2; shift 2 ;;
         --workloads) workloads=$2; shift 2 ;;
         --peer-gzip) peer_gzip=1; shift ;;
-        -h|--help) sed -n '2,41p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,48p' "$0"; exit 0 ;;
         *) echo "unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -236,7 +238,7 @@ cols = [("watch", "events_per_s", "events/s"), ("watch", "watch_ms", "watch ms")
         ("watch", "max_rss_kb", "RSS MiB (10k)"), ("sync", "initial_sync_ms", "sync 100k ms"),
         ("sync", "max_rss_kb", "RSS MiB (100k)"), ("sync", "get_us_median", "get() µs (100k)"), ("watch", "server_cpu_pct", "server CPU % (watch)"),
         ("sync", "server_cpu_pct", "server CPU % (sync)"), ("watch", "client_cpu_s", "client CPU s (watch)"),
-        ("sync", "client_cpu_s", "client CPU s (sync 100k)")]
+        ("watch", "watch_cpu_s", "watch-phase CPU s"), ("sync", "client_cpu_s", "client CPU s (sync 100k)")]
 cols = [c for c in cols if c[0] in workloads]
 n = {w: len([r for r in rows if r["workload"] == w]) // max(1, len(keys)) for w in workloads}
 opts = sorted({r.get("server_opts", "") for r in rows})
@@ -245,6 +247,7 @@ print(f"\nmedians of {', '.join(f'{k} runs ({w})' for w, k in n.items())}; "
 def fmt(k, v):
     if v is None: return "–"
     if k in ("get_us_median", "client_cpu_s"): return f"{v:.1f}"
+    if k == "watch_cpu_s": return f"{v:.2f}"
     return f"{v/1024:.0f}" if k == "max_rss_kb" else f"{v:.0f}"
 print("| peer | allocator | " + " | ".join(c[2] for c in cols) + " |")
 print("|---" * (len(cols) + 2) + "|")
@@ -259,6 +262,7 @@ for base in [k for k in keys if k[0].startswith("kube-watcher")]:
     print(f"\nratios {base[0]} / {other[0]} ({base[1]}): events/s {ratio('watch','events_per_s')}, "
           f"sync time {ratio('sync','initial_sync_ms')}, peak RSS 100k {ratio('sync','max_rss_kb')}, "
           f"peak RSS 10k {ratio('watch','max_rss_kb')}, client CPU watch {ratio('watch','client_cpu_s')}, "
+          f"watch-phase CPU {ratio('watch','watch_cpu_s')}, "
           f"client CPU sync {ratio('sync','client_cpu_s')}")
 if stops:
     print(f"\nkube-watcher stop() while idle in a watch: median {statistics.median(stops):.0f} µs "

@@ -51,14 +51,27 @@ impl Index {
 /// Every index of one map, positionally matching `Inner::index_names`.
 pub(super) type Indexes = Vec<Index>;
 
+/// An object's values for every index, positionally matching `Inner::index_names`, computed
+/// before the store's lock is taken (`Indexer::values`). `None`, and every position past the
+/// end, is the built-in namespace index, whose one value is the key's namespace: it is read off
+/// the key under the lock, and only for a key the map did not hold (a key's namespace never
+/// changes), so that the event of a known object allocates and looks up nothing for it.
+pub(crate) type Values = Vec<Option<Vec<String>>>;
+
 pub(super) fn new_indexes(n: usize) -> Indexes {
     (0..n).map(|_| Index::default()).collect()
 }
 
-/// Adds (or replaces) `key`'s computed values in every index.
-pub(super) fn index_insert(indexes: &mut Indexes, key: &ObjectKey, values: Vec<Vec<String>>) {
-    for (index, values) in indexes.iter_mut().zip(values) {
-        index.insert(key, values);
+/// Adds (or replaces) `key`'s values in every index. `known`: the map these indexes describe
+/// held `key` already, so the namespace index holds it.
+pub(super) fn index_insert(indexes: &mut Indexes, key: &ObjectKey, values: Values, known: bool) {
+    let mut values = values.into_iter();
+    for index in indexes.iter_mut() {
+        match values.next().flatten() {
+            Some(values) => index.insert(key, values),
+            None if known => {}
+            None => index.insert(key, key.namespace.iter().map(|ns| ns.to_string()).collect()),
+        }
     }
 }
 

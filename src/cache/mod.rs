@@ -23,8 +23,8 @@ mod writer;
 pub(crate) use compact::{Encoded, Packer};
 pub(crate) use entry::Decode;
 use entry::Entry;
-pub(crate) use index::IndexFn;
 use index::Indexes;
+pub(crate) use index::{IndexFn, Values};
 pub(crate) use writer::{Indexer, PredicateFn, Seen, Skipped, Unchanged, Writer};
 
 type Map<K> = HashMap<ObjectKey, Entry<K>>;

@@ -3,6 +3,7 @@
 //! Objects that do not decode as `K` have a file of their own (`writer/undecodable.rs`).
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry as Slot;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
@@ -10,7 +11,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 
 use super::compact::Encoded;
 use super::entry::{Decode, Entry};
-use super::index::{IndexFn, NAMESPACE_INDEX, index_insert, index_remove, new_indexes};
+use super::index::{IndexFn, NAMESPACE_INDEX, Values, index_insert, index_remove, new_indexes};
 use super::{Inner, Map, Objects, Readiness, Relist, Store};
 use crate::error::Error;
 use crate::event::Event;
@@ -116,15 +117,18 @@ impl<K: Watchable> Indexer<K> {
 }
 
 impl<K> Indexer<K> {
-    /// `obj`'s values for every index. Runs the user's index functions (guarded: a panic names
-    /// its index): call it before taking any lock.
-    pub(crate) fn values(&self, key: &ObjectKey, obj: &K) -> Vec<Vec<String>> {
+    /// `obj`'s values for every user index (the namespace index's come from the key: see
+    /// [`Values`]; with no user index, nothing is allocated). Runs the user's index functions
+    /// (guarded: a panic names its index): call it before taking any lock.
+    pub(crate) fn values(&self, obj: &K) -> Values {
+        if self.fns.iter().all(Option::is_none) {
+            return Vec::new();
+        }
         self.fns
             .iter()
             .enumerate()
-            .map(|(i, f)| match f {
-                Some(f) => guard::call(|| format!("index {:?}", self.shared.index_names[i]), || f(obj)),
-                None => key.namespace.iter().map(|ns| ns.to_string()).collect(),
+            .map(|(i, f)| {
+                f.as_ref().map(|f| guard::call(|| format!("index {:?}", self.shared.index_names[i]), || f(obj)))
             })
             .collect()
     }
@@ -225,8 +229,8 @@ impl<K: Watchable> Writer<K> {
 
     /// `obj`'s values for every index, to pass to [`init_apply`](Self::init_apply) or
     /// [`apply`](Self::apply). Runs the user's index functions: call it before taking any lock.
-    pub(crate) fn index_values(&self, key: &ObjectKey, obj: &K) -> Vec<Vec<String>> {
-        self.indexer.values(key, obj)
+    pub(crate) fn index_values(&self, obj: &K) -> Values {
+        self.indexer.values(obj)
     }
 
     /// The index functions, for preparing objects (on this thread or a helper).
@@ -247,17 +251,18 @@ impl<K: Watchable> Writer<K> {
         out.push(Event::Init);
     }
 
-    /// One object of the relist in progress, with its [`index_values`](Self::index_values).
+    /// One object of the relist in progress, under its key (`ObjectKey::of(obj)`), with its
+    /// [`index_values`](Self::index_values).
     /// `encoded`: the object's encoded form, to store instead of the object (compact store mode).
     /// Returns how many objects the relist in progress holds.
     pub(crate) fn init_apply(
         &mut self,
+        key: ObjectKey,
         obj: Arc<K>,
         encoded: Option<Encoded>,
-        values: Vec<Vec<String>>,
+        values: Values,
         out: &mut Vec<Event<K>>,
     ) -> usize {
-        let Some(key) = ObjectKey::of(&*obj) else { return 0 };
         let entry = Entry::new(&obj, encoded);
         let held = self.init_insert(key, entry, values, out);
         out.push(Event::InitApply(obj));
@@ -307,13 +312,7 @@ impl<K: Watchable> Writer<K> {
 
     /// Puts `entry` into the relist in progress, after the `Delete` of another incarnation
     /// consumers believe in under its key; returns how many objects the relist holds.
-    fn init_insert(
-        &mut self,
-        key: ObjectKey,
-        entry: Entry<K>,
-        values: Vec<Vec<String>>,
-        out: &mut Vec<Event<K>>,
-    ) -> usize {
+    fn init_insert(&mut self, key: ObjectKey, entry: Entry<K>, values: Values, out: &mut Vec<Event<K>>) -> usize {
         self.forget_pending_skipped(&key);
         let mut objects = self.shared.objects.write();
         let replaced = objects.replaced(self.part, &key, entry.uid());
@@ -322,7 +321,8 @@ impl<K: Watchable> Writer<K> {
             return 0;
         };
         relist.carried.remove(&key);
-        index_insert(&mut relist.indexes, &key, values);
+        let known = relist.map.contains_key(&key);
+        index_insert(&mut relist.indexes, &key, values, known);
         relist.map.insert(key, entry);
         let held = relist.len();
         drop(objects);
@@ -391,21 +391,32 @@ impl<K: Watchable> Writer<K> {
         }
     }
 
-    /// An object was added or modified, with its [`index_values`](Self::index_values). Returns
-    /// the entry it replaced, for [`applied`](Self::applied) to turn into events after the
-    /// caller has let go of its locks.
+    /// An object was added or modified, under its key (`ObjectKey::of(obj)`), with its
+    /// [`index_values`](Self::index_values). Returns the entry it replaced, for
+    /// [`applied`](Self::applied) to turn into events after the caller has let go of its locks.
     pub(crate) fn apply(
         &mut self,
+        key: ObjectKey,
         obj: &Arc<K>,
         encoded: Option<Encoded>,
-        values: Vec<Vec<String>>,
+        values: Values,
     ) -> Option<Entry<K>> {
-        let key = ObjectKey::of(&**obj)?;
         self.forget_skipped(&key);
         let entry = Entry::new(obj, encoded);
-        let mut objects = self.shared.objects.write();
-        index_insert(&mut objects.live_index, &key, values);
-        let old = objects.live.insert(key, entry);
+        let mut guard = self.shared.objects.write();
+        let objects = &mut *guard;
+        // One lookup: the slot says whether the key is known (then the namespace index holds it).
+        let old = match objects.live.entry(key) {
+            Slot::Occupied(mut slot) => {
+                index_insert(&mut objects.live_index, slot.key(), values, true);
+                Some(slot.insert(entry))
+            }
+            Slot::Vacant(slot) => {
+                index_insert(&mut objects.live_index, slot.key(), values, false);
+                slot.insert(entry);
+                None
+            }
+        };
         self.shared.generation.fetch_add(1, Ordering::AcqRel);
         old
     }
@@ -430,17 +441,17 @@ impl<K: Watchable> Writer<K> {
         passes
     }
 
-    /// An object was deleted; `obj` is its last state as the server sent it. Consumers are told
+    /// An object was deleted; `obj` is its last state as the server sent it, `key` its key
+    /// (`ObjectKey::of(obj)`). Consumers are told
     /// only of what they were given: the store's incarnation, with `obj` as its last state when
     /// it is the same one; when the store held another incarnation (another uid: events were
     /// lost in between), that one is reported deleted; when it held nothing under the key (its
     /// `ADDED` was lost, or it never decoded), nobody was given it and nothing is reported.
-    pub(crate) fn delete(&mut self, obj: Arc<K>, out: &mut Vec<Event<K>>) {
-        let Some(key) = ObjectKey::of(&*obj) else { return };
-        self.forget_skipped(&key);
+    pub(crate) fn delete(&mut self, key: &ObjectKey, obj: Arc<K>, out: &mut Vec<Event<K>>) {
+        self.forget_skipped(key);
         let mut objects = self.shared.objects.write();
-        index_remove(&mut objects.live_index, &key);
-        let old = objects.live.remove(&key);
+        index_remove(&mut objects.live_index, key);
+        let old = objects.live.remove(key);
         self.shared.generation.fetch_add(1, Ordering::AcqRel);
         drop(objects);
         if old.is_none() {
@@ -564,12 +575,12 @@ mod tests {
     }
 
     impl Writer<ConfigMap> {
-        fn values(&self, obj: &ConfigMap) -> Vec<Vec<String>> {
-            self.index_values(&ObjectKey::of(obj).unwrap(), obj)
+        fn values(&self, obj: &ConfigMap) -> Values {
+            self.index_values(obj)
         }
         fn init_apply_t(&mut self, obj: Arc<ConfigMap>, out: &mut Vec<Event<ConfigMap>>) {
             let values = self.values(&obj);
-            self.init_apply(obj, None, values, out);
+            self.init_apply(key(&obj), obj, None, values, out);
         }
         /// A whole relist of `objs`: `Init`, an `InitApply` each, `InitDone`; returns the
         /// number of objects it reported deleted.
@@ -582,9 +593,16 @@ mod tests {
         }
         fn apply_t(&mut self, obj: Arc<ConfigMap>, out: &mut Vec<Event<ConfigMap>>) {
             let values = self.values(&obj);
-            let old = self.apply(&obj, None, values);
+            let old = self.apply(key(&obj), &obj, None, values);
             self.applied(old, obj, out);
         }
+        fn delete_t(&mut self, obj: Arc<ConfigMap>, out: &mut Vec<Event<ConfigMap>>) {
+            self.delete(&key(&obj), obj, out);
+        }
+    }
+
+    fn key(obj: &ConfigMap) -> ObjectKey {
+        ObjectKey::of(obj).unwrap()
     }
 
     #[test]
@@ -595,7 +613,7 @@ mod tests {
         let encoded = Encoded::Plain(serde_json::to_vec(&*a).unwrap().into());
         w.begin_init(&mut out);
         let values = w.values(&a);
-        w.init_apply(Arc::clone(&a), Some(encoded), values, &mut out);
+        w.init_apply(key(&a), Arc::clone(&a), Some(encoded), values, &mut out);
         w.init_done(None, &mut out);
         let got = store.get(&ObjectRef::new("a").within("ns")).unwrap();
         assert_eq!(*got, *a);
@@ -963,7 +981,7 @@ mod tests {
         let mut out = Vec::new();
         w.apply_t(cm("x", "1"), &mut out);
         w.apply_t(cm("x", "2"), &mut out);
-        w.delete(cm("x", "3"), &mut out);
+        w.delete_t(cm("x", "3"), &mut out);
         let uids: Vec<String> = out
             .iter()
             .map(|e| match e {
@@ -984,7 +1002,7 @@ mod tests {
         let mut out = Vec::new();
         w.apply_t(cm("x", "1"), &mut out);
         out.clear();
-        w.delete(cm("lost", "2"), &mut out);
+        w.delete_t(cm("lost", "2"), &mut out);
         assert!(out.is_empty(), "{:?}", kinds(&out));
         assert_eq!(store.len(), 1);
     }
@@ -1019,10 +1037,37 @@ mod tests {
         w.apply_t(labelled("a", "1", "db"), &mut out);
         assert_eq!(names(store.index("tier", "web")), ["b"]);
         assert_eq!(names(store.index("tier", "db")), ["a"]);
-        w.delete(labelled("b", "2", "web"), &mut out);
+        w.delete_t(labelled("b", "2", "web"), &mut out);
         assert!(store.index("tier", "web").is_empty());
         assert_eq!(names(store.index("namespace", "ns")), ["a"]);
         assert!(store.index("unknown", "db").is_empty(), "an unknown index is empty");
+    }
+
+    /// The namespace index's value is read off the key when the key is new, not computed per
+    /// event (`Values`): it must still follow every key in and out, through watch events and
+    /// relists, beside a user index whose values do change.
+    #[test]
+    fn the_namespace_index_follows_keys_that_no_event_computes_it_for() {
+        let (mut w, store) = Writer::<ConfigMap>::new();
+        assert!(w.values(&cm("a", "1")).is_empty(), "no user index: nothing is computed");
+        let (mut w2, store2) = tier_writer();
+        assert_eq!(w2.values(&labelled("a", "1", "web")), [None, Some(vec!["web".to_owned()])]);
+        let mut out = Vec::new();
+        for (w, store) in [(&mut w, &store), (&mut w2, &store2)] {
+            w.relist_t(&[labelled("a", "1", "web")], &mut out);
+            w.apply_t(labelled("a", "1", "db"), &mut out);
+            w.apply_t(labelled("b", "2", "web"), &mut out);
+            assert_eq!(names(store.index("namespace", "ns")), ["a", "b"]);
+            w.delete_t(labelled("a", "1", "db"), &mut out);
+            assert_eq!(names(store.index("namespace", "ns")), ["b"]);
+            w.apply_t(labelled("a", "3", "db"), &mut out);
+            assert_eq!(names(store.index("namespace", "ns")), ["a", "b"], "a key back after its delete");
+            w.relist_t(&[labelled("b", "2", "web"), labelled("c", "4", "web"), labelled("c", "4", "db")], &mut out);
+            assert_eq!(names(store.index("namespace", "ns")), ["b", "c"], "a key listed twice, and one gone");
+            assert_eq!(store.index_values("namespace"), [("ns".to_owned(), 2)]);
+        }
+        assert_eq!(names(store2.index("tier", "db")), ["c"]);
+        assert_eq!(names(store2.index("tier", "web")), ["b"]);
     }
 
     #[test]
@@ -1126,7 +1171,7 @@ mod tests {
         w.apply_t(cm("a", "1"), &mut out);
         let g1 = store.generation();
         assert_ne!(g0, g1);
-        w.delete(cm("a", "1"), &mut out);
+        w.delete_t(cm("a", "1"), &mut out);
         assert_ne!(g1, store.generation());
     }
 }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::cache::{Encoded, Indexer, Packer, Skipped, Unchanged};
+use crate::cache::{Encoded, Indexer, Packer, Skipped, Unchanged, Values};
 use crate::error::{DecodeError, Error};
 use crate::guard;
 use crate::key::ObjectKey;
@@ -69,9 +69,11 @@ impl<K: serde::Serialize> Compaction<K> {
 /// The object of the input being processed: decoded and transformed, its index values, and
 /// its encoded bytes in compact mode. Everything user code computes is here before any lock.
 pub(crate) struct Incoming<K> {
+    /// `ObjectKey::of(obj)`, made once for the store's writer.
+    pub(crate) key: ObjectKey,
     pub(crate) obj: Arc<K>,
     pub(crate) encoded: Option<Encoded>,
-    pub(crate) values: Vec<Vec<String>>,
+    pub(crate) values: Values,
 }
 
 /// What an object input carries: the object, or, when it does not decode as `K`, who it is
@@ -86,6 +88,18 @@ pub(crate) enum Subject<K> {
         key: ObjectKey,
         unchanged: Unchanged<K>,
     },
+}
+
+impl<K: Watchable> Subject<K> {
+    /// The resourceVersion of the object as prepared (after the transform); `None` for a shared
+    /// list item, which no watch event makes.
+    pub(crate) fn resource_version(&self) -> Option<&str> {
+        match self {
+            Subject::Object(incoming) => incoming.obj.meta().resource_version.as_deref(),
+            Subject::Skipped(skipped, _) => skipped.rv.as_deref(),
+            Subject::Shared { .. } => None,
+        }
+    }
 }
 
 /// Turns what the server sent into what the store and the consumers take: decodes, runs the
@@ -144,6 +158,11 @@ impl<K: Watchable> Prepare<K> {
             skip: Arc::clone(&self.skip),
             warned_kind: Arc::clone(&self.warned_kind),
         }
+    }
+
+    /// Whether a transform runs on every object (which may change what it was sent with).
+    pub(crate) fn transforms(&self) -> bool {
+        self.transform.is_some()
     }
 
     /// Decodes one watch event (see `decode::event`); with a compact store mode, an object
@@ -260,8 +279,8 @@ impl<K: Watchable> Prepare<K> {
             let e = decode::decode_error(at.0, at.1, wire.unwrap_or_default(), "no metadata.name".into());
             return Ok(self.skipped(id, e));
         };
-        let values = indexer.values(&key, &obj);
-        Ok(Subject::Object(Incoming { obj: Arc::new(obj), encoded, values }))
+        let values = indexer.values(&obj);
+        Ok(Subject::Object(Incoming { key, obj: Arc::new(obj), encoded, values }))
     }
 
     /// An object's bytes as the store keeps them: compressed in the compressed mode.

@@ -579,9 +579,15 @@ impl<K: Watchable> Worker<K> {
         let counters = &self.control.counters;
         counters.event_seen(now);
         let object_event = |obj: K, make: fn(&str) -> WatchInput<'_>, this: &mut Self| {
-            let rv = obj.meta().resource_version.clone().unwrap_or_default();
+            // The machine follows the version the server sent, which a transform may change: it
+            // is copied only then, and otherwise read off the prepared object.
+            let sent = this.prepare.transforms().then(|| obj.meta().resource_version.clone());
             let input = this.prepare.object(obj, raw, (context, Some(n)), this.writer.indexer())?;
-            let actions = this.machine.step(Input::Event(make(&rv)), now);
+            let rv = match &sent {
+                Some(rv) => rv.as_deref(),
+                None => input.resource_version(),
+            };
+            let actions = this.machine.step(Input::Event(make(rv.unwrap_or_default())), now);
             Ok((Some(input), actions))
         };
         match ev {

@@ -348,13 +348,13 @@ impl Machine {
                     self.progress();
                 }
                 // Resume from the newest RV seen (docs/protocol.md §2.3); an empty one keeps the old.
-                let rv = match known(new_rv) {
-                    None => rv,
-                    Some(new_rv) => {
-                        fx.push(Effect::Reached(new_rv.clone()));
-                        new_rv
-                    }
-                };
+                // The state's buffer is reused: this runs once per event.
+                let mut rv = rv;
+                if !new_rv.is_empty() {
+                    rv.clear();
+                    rv.push_str(new_rv);
+                    fx.push(Effect::Reached(new_rv.to_owned()));
+                }
                 (State::Watching { rv, events: events + 1, opened, last_seen: now, stall }, Next::ReadOn)
             }
             Input::Idle if now.saturating_duration_since(last_seen) >= stall => {

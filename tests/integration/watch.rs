@@ -149,6 +149,25 @@ fn a_clean_end_rewatches_from_the_last_resource_version_without_relisting() {
     assert_eq!(second.query_param("resourceVersion"), Some(b_rv.as_str()));
 }
 
+/// The watch follows the versions the server sent, whatever a transform makes of the objects'.
+#[test]
+fn a_transform_that_rewrites_versions_leaves_the_watch_on_the_servers() {
+    let server = server();
+    server.create(&pod("apps", "a")).unwrap();
+    server.push_fault(Match::Watch, Fault::CloseAfter { events: 1 });
+    let w = Watcher::builder(pods(&server))
+        .transform(|p: &mut Pod| p.metadata.resource_version = Some("mine".into()))
+        .start()
+        .unwrap();
+    w.store().wait_until_ready(WAIT).unwrap();
+    server.create(&pod("apps", "b")).unwrap(); // delivered, then the stream ends
+    eventually("a second watch", || server.requests().iter().filter(|r| r.watch).count() >= 2);
+    let b_rv = server.get::<Pod>(Some("apps"), "b").unwrap().metadata.resource_version.unwrap();
+    let second = server.requests().into_iter().filter(|r| r.watch).nth(1).unwrap();
+    assert_eq!(second.query_param("resourceVersion"), Some(b_rv.as_str()));
+    assert_eq!(w.store().resource_version(), Some(b_rv));
+}
+
 #[test]
 fn a_reset_mid_stream_is_reported_and_resumed_without_relisting() {
     let server = server();

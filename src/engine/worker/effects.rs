@@ -61,10 +61,10 @@ impl<K: Watchable> Worker<K> {
                 self.delivery.send(Form::Decoded, |_| writer.abort_init())
             }
             Effect::Apply => match taken(effect, subject) {
-                Some(Subject::Object(Incoming { obj, encoded, values })) => {
+                Some(Subject::Object(Incoming { key, obj, encoded, values })) => {
                     let form = encoded.clone().map_or(Form::Decoded, Form::Encoded);
                     self.delivery.send(form, |c| {
-                        let old = writer.apply(&obj, encoded, values);
+                        let old = writer.apply(key, &obj, encoded, values);
                         // The predicates compare outside the consumers' lock, after the
                         // subscribers are taken: one subscribing meanwhile gets the new state
                         // in its replay instead.
@@ -84,9 +84,9 @@ impl<K: Watchable> Worker<K> {
                 None => Ok(()),
             },
             Effect::Delete => match taken(effect, subject) {
-                Some(Subject::Object(Incoming { obj, encoded, .. })) => {
+                Some(Subject::Object(Incoming { key, obj, encoded, .. })) => {
                     let form = encoded.map_or(Form::Decoded, Form::Encoded);
-                    self.delivery.send(form, |c| writer.delete(obj, c.events()))
+                    self.delivery.send(form, |c| writer.delete(&key, obj, c.events()))
                 }
                 Some(Subject::Skipped(s, e)) => {
                     Self::undecodable(writer, &mut self.delivery, counters, Seen::Deleted, &s, e)
@@ -123,10 +123,10 @@ impl<K: Watchable> Worker<K> {
         subject: Subject<K>,
     ) -> Result<(), Stopped> {
         match subject {
-            Subject::Object(Incoming { obj, encoded, values }) => {
+            Subject::Object(Incoming { key, obj, encoded, values }) => {
                 let form = encoded.clone().map_or(Form::Decoded, Form::Encoded);
                 delivery.send(form, |c| {
-                    let held = writer.init_apply(obj, encoded, values, c.events());
+                    let held = writer.init_apply(key, obj, encoded, values, c.events());
                     c.relist_holds(held);
                 })
             }

@@ -23,7 +23,7 @@ use crate::wire::protobuf::{self as pb, MAGIC};
 use crate::wire::skip::{self, Node};
 
 fn ctx() -> Ctx {
-    Ctx { schema: schema::schema() }
+    Ctx::new(schema::schema())
 }
 
 /// The message of an item of the list kind `list_kind` in `api_version`: the element type of
@@ -232,6 +232,15 @@ pub(crate) fn watch_event<'a, K: DeserializeOwned>(
 
 /// Decodes a `K` with the fields of `.0` stepped over (`wire/skip`).
 struct Skipping<'s, K>(Option<&'s Node>, PhantomData<K>);
+
+// By hand: a derive would want `K: Clone`.
+impl<K> Clone for Skipping<'_, K> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<K> Copy for Skipping<'_, K> {}
 
 impl<'de, K: DeserializeOwned> serde::de::DeserializeSeed<'de> for Skipping<'_, K> {
     type Value = K;

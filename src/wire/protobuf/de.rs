@@ -10,9 +10,11 @@
 //! what is left before it is used; nothing is allocated from a length alone.
 //!
 //! A repeated or map field is handed out whole when its first record is met: its records are
-//! counted first (one pass over the rest of the message, stepping over every record), so a list
-//! is allocated at its exact size, as simd-json's known array lengths give on the JSON path, and
-//! when they are one run (as Go writes them) the message's reader steps over all of them.
+//! counted first, so a list is allocated at its exact size, as simd-json's known array lengths
+//! give on the JSON path, and the message's reader steps over all of them. Go writes a repeated
+//! field's records in one run, so first only that run is counted; should the message hold
+//! another run of the field further on (another writer's right), the whole object is read again,
+//! counting each such field over the rest of its message (`Ctx::split_runs`).
 //!
 //! Here: the wire reader and a message's fields (`Fields`, a serde map); one field's value
 //! (scalars, times, quantities, embedded JSON) in `value.rs`; repeated and map fields in
@@ -183,10 +185,21 @@ fn bad_wire_type(wire: u64, key: u64) -> Error {
     Error(format!("wire type {wire} of field {} is not supported", key >> 3))
 }
 
-/// What every part of the deserializer needs: the schema.
+/// What every part of the deserializer needs: the schema, and how repeated fields are counted.
 #[derive(Clone, Copy)]
 pub(crate) struct Ctx {
     pub(crate) schema: &'static Schema,
+    /// Whether a repeated field's records may come in several runs: then each is counted over
+    /// the rest of its message (a pass per repeated field, to the message's end). Otherwise only
+    /// its first run is, and a second run of it is an error of the first read ([`Error::split`]),
+    /// after which [`message_seed`] reads the object again with this set.
+    split_runs: bool,
+}
+
+impl Ctx {
+    pub(crate) fn new(schema: &'static Schema) -> Self {
+        Ctx { schema, split_runs: false }
+    }
 }
 
 /// Reads `bytes` as the message `index` of `schema`, as a map of its JSON fields; `head` entries
@@ -201,16 +214,23 @@ pub(crate) fn message<'de, T: de::Deserialize<'de>>(
 }
 
 /// [`message`], read by `seed` (which may wrap this deserializer in another, as `wire/skip` does).
-pub(crate) fn message_seed<'de, S: DeserializeSeed<'de>>(
+/// A repeated field met in a second run makes it read the object again (see [`Ctx::split_runs`]).
+pub(crate) fn message_seed<'de, S: DeserializeSeed<'de> + Clone>(
     ctx: Ctx,
     index: usize,
     bytes: &'de [u8],
     head: &'de [(&'static str, &'de str)],
     seed: S,
 ) -> Result<S::Value, Error> {
-    let mut fields = Fields::new(ctx, index, bytes, 0)?;
-    fields.head = head;
-    seed.deserialize(MessageDe(Some(fields)))
+    let read = |ctx: Ctx| {
+        let mut fields = Fields::new(ctx, index, bytes, 0)?;
+        fields.head = head;
+        seed.clone().deserialize(MessageDe(Some(fields)))
+    };
+    match read(ctx) {
+        Err(e) if e.is_split() => read(Ctx { split_runs: true, ..ctx }),
+        read => read,
+    }
 }
 
 /// The fields of one message, as serde map entries.
@@ -236,9 +256,10 @@ enum Pending<'de> {
     All(&'static Field, Records<'de>),
 }
 
-/// Every record of one field number in the rest of a message: read from the first of them with
-/// a reader of their own, and counted beforehand, so that lists get their exact capacity (serde's
-/// `size_hint`) and the message's own reader can step over them.
+/// Every record of one field number in the rest of a message (or in its first run: see
+/// [`Ctx::split_runs`]): read from the first of them with a reader of their own, and counted
+/// beforehand, so that lists get their exact capacity (serde's `size_hint`) and the message's own
+/// reader can step over them.
 #[derive(Clone)]
 struct Records<'de> {
     /// At the first record of the number.
@@ -268,19 +289,57 @@ impl<'de> Records<'de> {
                 continue;
             }
             left += 1;
-            values += if packable {
-                // A packed record holds several varints, each ending in a byte below 0x80.
-                let mut record = Reader { data: reader.data, pos: at };
-                match record.next()? {
-                    Some((_, Wire::Bytes(b))) => b.iter().filter(|&&c| c < 0x80).count(),
-                    _ => 1,
-                }
-            } else {
-                1
-            };
+            values += Self::values_at(&reader, at, packable)?;
             run_end = if gap { None } else { run_end.map(|_| reader.pos) };
         }
         Ok((Records { reader: from.clone(), number, left, values }, run_end))
+    }
+
+    /// Counts the records numbered `number` in the run that starts at `from` (which is at the
+    /// first of them), where Go writes all of them; returns where the run ends.
+    fn run(from: &Reader<'de>, number: u64, packable: bool) -> Result<(Self, usize), Error> {
+        let mut reader = from.clone();
+        let (mut left, mut values) = (0usize, 0usize);
+        loop {
+            let at = reader.pos;
+            if reader.skip()? != number {
+                reader.pos = at;
+                break;
+            }
+            left += 1;
+            if packable {
+                values += Self::values_at(&reader, at, true)?;
+            }
+        }
+        if !packable {
+            values = left;
+        }
+        Ok((Records { reader: from.clone(), number, left, values }, reader.pos))
+    }
+
+    /// The values the record at `at` of `reader`'s data holds: one, or for a packable type,
+    /// as many as the varints of a packed record.
+    #[inline]
+    fn values_at(reader: &Reader<'de>, at: usize, packable: bool) -> Result<usize, Error> {
+        if !packable {
+            return Ok(1);
+        }
+        // A packed record holds several varints, each ending in a byte below 0x80.
+        let mut record = Reader { data: reader.data, pos: at };
+        Ok(match record.next()? {
+            Some((_, Wire::Bytes(b))) => b.iter().filter(|&&c| c < 0x80).count(),
+            _ => 1,
+        })
+    }
+
+    /// The records of `number` from `from` (at the first of them) as `ctx` says to count them
+    /// ([`Ctx::split_runs`]), and where their run ends when they are one.
+    fn of(ctx: Ctx, from: &Reader<'de>, number: u64, packable: bool) -> Result<(Self, Option<usize>), Error> {
+        if ctx.split_runs {
+            Self::survey(from, number, packable)
+        } else {
+            Self::run(from, number, packable).map(|(records, end)| (records, Some(end)))
+        }
     }
 
     /// The next record of the number.
@@ -309,7 +368,9 @@ impl<'de> Fields<'de> {
     }
 
     /// The records of a repeated or map field met at `start` for the first time (`None` if it was
-    /// handed out already); when they are one run, the message's reader steps over all of them.
+    /// handed out already, with this record counted); when they are one run, the message's reader
+    /// steps over all of them. A field met again where only its first run was counted is
+    /// [`Error::split`].
     #[inline]
     fn records(
         &mut self,
@@ -320,23 +381,30 @@ impl<'de> Fields<'de> {
     ) -> Result<Option<Records<'de>>, Error> {
         let bit = 1u64 << (number & 63);
         if self.done & bit != 0 {
-            return Ok(None);
+            return if self.ctx.split_runs { Ok(None) } else { Err(Error::split()) };
         }
         self.done |= bit;
-        let (records, run_end) = Records::survey(start, number, packable).map_err(|e| self.at(field, e))?;
+        let (records, run_end) = Records::of(self.ctx, start, number, packable).map_err(|e| self.at(field, e))?;
         if let Some(end) = run_end {
             self.reader.pos = end;
         }
         Ok(Some(records))
     }
 
+    /// `e`, said to be about `field` (a split run passes as it is, for `message_seed`).
     #[cold]
     fn at(&self, field: &Field, e: Error) -> Error {
+        if e.is_split() {
+            return e;
+        }
         Error(format!("{}.{}: {e}", self.message.name, field.name.unwrap_or("(inline)")))
     }
 
     #[cold]
     fn in_message(&self, e: Error) -> Error {
+        if e.is_split() {
+            return e;
+        }
         Error(format!("{}: {e}", self.message.name))
     }
 }

@@ -8,6 +8,22 @@ use serde::de;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Error(pub(crate) String);
 
+/// The message of [`Error::split`].
+const SPLIT: &str = "a repeated field in more than one run (read again, counting every run)";
+
+impl Error {
+    /// A repeated field met again after its first run, where only that run was counted: the
+    /// object is read again, counting all of them (`de::Ctx`). Passed up unchanged by the
+    /// decoder's own wrappers, so that `de::message_seed` recognises it.
+    pub(crate) fn split() -> Self {
+        Error(SPLIT.to_owned())
+    }
+
+    pub(crate) fn is_split(&self) -> bool {
+        self.0 == SPLIT
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)

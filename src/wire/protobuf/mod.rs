@@ -78,7 +78,7 @@ pub(crate) fn envelope(body: &[u8]) -> Result<Envelope<'_>, Error> {
 /// kind included); field numbers the table does not know are skipped.
 pub(crate) fn object<T: DeserializeOwned>(body: &[u8]) -> Result<T, Error> {
     let envelope = envelope(body)?;
-    let ctx = Ctx { schema: schema::schema() };
+    let ctx = Ctx::new(schema::schema());
     let Some(index) = ctx.schema.kind(envelope.api_version, envelope.kind) else {
         return Err(Error(format!(
             "kind {:?} of apiVersion {:?} has no protobuf form known to this client",

@@ -136,7 +136,7 @@ fn repeated_numbers_read_packed_and_unpacked() {
 }
 
 fn read_message(name: &str, bytes: &[u8]) -> Result<Value, Error> {
-    let ctx = Ctx { schema: schema::schema() };
+    let ctx = Ctx::new(schema::schema());
     de::message(ctx, ctx.schema.message(name).unwrap(), bytes, &[])
 }
 
@@ -236,6 +236,39 @@ fn runs_of_repeated_fields_read_in_place_whether_or_not_the_type_wants_them() {
     assert_eq!(cm.metadata.name.as_deref(), Some("x"));
 }
 
+/// Only a repeated field's first run is counted at first; a second run makes the decoder read the
+/// object again counting every run (`Ctx::split_runs`), which never shows: the object reads as
+/// if its runs were one, and an object that is also malformed gets the error of what is wrong
+/// with it, not the retry's.
+#[test]
+fn a_field_in_two_runs_deep_in_an_object_reads_as_one_and_the_retry_never_shows() {
+    let env = |name: &str| Writer::default().str(1, name).str(2, "v").done();
+    // workingDir (5) after the second run: what it holds decides whether the object is valid.
+    let container = |late: bool, dir: &[u8]| {
+        let mut c = Writer::default();
+        c.str(1, "c").bytes(7, &env("A"));
+        if !late {
+            c.bytes(7, &env("B"));
+        }
+        c.str(2, "nginx");
+        if late {
+            c.bytes(7, &env("B"));
+        }
+        c.bytes(5, dir).done()
+    };
+    let pod = |late: bool, dir: &[u8]| {
+        let spec = Writer::default().bytes(2, &container(false, b"/")).bytes(2, &container(late, dir)).done();
+        envelope("v1", "Pod", &Writer::default().bytes(2, &spec).done())
+    };
+    let (one, two): (Pod, Pod) = (object(&pod(false, b"/")).unwrap(), object(&pod(true, b"/")).unwrap());
+    assert_eq!(one, two);
+    let env = two.spec.unwrap().containers[1].env.clone().unwrap();
+    assert_eq!((env.len(), env.capacity()), (2, 2));
+    let err = object::<Pod>(&pod(true, b"\xff")).unwrap_err();
+    assert!(!err.is_split(), "{err}");
+    assert!(err.0.contains("workingDir: a string that is not UTF-8"), "{err}");
+}
+
 #[test]
 fn lists_get_their_exact_capacity() {
     // Records counted before the list is built (serde's size_hint): no growth, no slack, also
@@ -257,7 +290,7 @@ fn lists_get_their_exact_capacity() {
     assert_eq!(env[5].name, "LATE");
     let packed = Writer::default().varint(1).varint(300).varint(2).done();
     let rule = Writer::default().int(2, 7).str(1, "In").bytes(2, &packed).done();
-    let ctx = Ctx { schema: schema::schema() };
+    let ctx = Ctx::new(schema::schema());
     let index = ctx.schema.message("core.v1.ContainerRestartRuleOnExitCodes").unwrap();
     let rule: k8s_openapi::api::core::v1::ContainerRestartRuleOnExitCodes =
         de::message(ctx, index, &rule, &[]).unwrap();

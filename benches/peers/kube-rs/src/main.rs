@@ -144,6 +144,7 @@ async fn client(args: &Args) -> Result<String, Box<dyn std::error::Error>> {
     let mut seen = 0usize;
     let mut first: Option<Instant> = None;
     let mut last: Option<Instant> = None;
+    let (mut sync_cpu_s, mut cpu_at_first, mut cpu_at_last) = (0.0, 0.0, 0.0);
     while let Some(event) = stream.next().await {
         let event = match event {
             Ok(e) => e,
@@ -160,6 +161,7 @@ async fn client(args: &Args) -> Result<String, Box<dyn std::error::Error>> {
                     return Err(format!("initial sync holds {} of {} pods", reader.len(), args.pods).into());
                 }
                 initial_sync = Some(start.elapsed());
+                sync_cpu_s = cpu_s();
                 if args.events == 0 && args.relists == 0 {
                     break;
                 }
@@ -172,9 +174,11 @@ async fn client(args: &Args) -> Result<String, Box<dyn std::error::Error>> {
                 let now = Instant::now();
                 if first.is_none() {
                     first = Some(now);
+                    cpu_at_first = cpu_s();
                 }
                 if seen >= args.events {
                     last = Some(now);
+                    cpu_at_last = cpu_s();
                     if args.relists > 0 {
                         return relists(&mut stream, &reader, args, initial_sync.unwrap_or_default()).await;
                     }
@@ -197,7 +201,7 @@ async fn client(args: &Args) -> Result<String, Box<dyn std::error::Error>> {
     let events_per_s = if watch.is_zero() { 0.0 } else { args.events as f64 / watch.as_secs_f64() };
     let peer = if args.current_thread { "kube-rs-current-thread" } else { "kube-rs" };
     Ok(format!(
-        r#"{{"peer":"{peer}","allocator":"{ALLOCATOR}","gzip":{},"skip":"{}","n":{},"m":{},"initial_sync_ms":{},"watch_ms":{},"events_per_s":{:.0},"cache_len":{},"max_rss_kb":{}}}"#,
+        r#"{{"peer":"{peer}","allocator":"{ALLOCATOR}","gzip":{},"skip":"{}","n":{},"m":{},"initial_sync_ms":{},"watch_ms":{},"events_per_s":{:.0},"sync_cpu_s":{:.2},"watch_cpu_s":{:.2},"cache_len":{},"max_rss_kb":{}}}"#,
         cfg!(feature = "gzip"),
         if args.strip_managed_fields { "managedFields" } else { "none" },
         args.pods,
@@ -205,9 +209,23 @@ async fn client(args: &Args) -> Result<String, Box<dyn std::error::Error>> {
         initial_sync.as_millis(),
         watch.as_millis(),
         events_per_s,
+        sync_cpu_s,
+        cpu_at_last - cpu_at_first,
         reader.len(),
         max_rss_kb()
     ))
+}
+
+/// The CPU time this process has used so far, user + system, all its threads, in seconds: fields
+/// 14 and 15 of `/proc/self/stat`, in clock ticks of `USER_HZ` (100 on every common
+/// architecture), as kube-watcher's bench reads it.
+fn cpu_s() -> f64 {
+    const USER_HZ: f64 = 100.0;
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // The command name (field 2) may hold spaces: count from the `)` that ends it.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let field = |n: usize| rest.split_whitespace().nth(n - 3).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    (field(14) + field(15)) as f64 / USER_HZ
 }
 
 fn max_rss_kb() -> u64 {

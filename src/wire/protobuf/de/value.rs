@@ -140,7 +140,13 @@ impl<'de> de::Deserializer<'de> for ValueDe<'de> {
             }
             (Type::Message(index), Wire::Bytes(b)) => visitor.visit_map(Fields::new(self.ctx, *index, b, self.depth)?),
             (Type::Wrapped(inner), Wire::Bytes(b)) => {
-                let (records, _) = Records::survey(&Reader::new(b), 1, packable(inner))?;
+                // The wrapper holds the list (field 1) alone, in one run as Go writes it; should
+                // anything follow the run, the rest is counted too.
+                let reader = Reader::new(b);
+                let records = match Records::run(&reader, 1, packable(inner))? {
+                    (records, end) if end == b.len() => records,
+                    _ => Records::survey(&reader, 1, packable(inner))?.0,
+                };
                 visitor.visit_seq(Elements { ctx: self.ctx, ty: inner, records, packed: None, depth: self.depth })
             }
             _ => self.mismatch(),
