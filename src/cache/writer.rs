@@ -2,7 +2,7 @@
 //! bookkeeping that makes every incarnation a consumer was given end in exactly one `Delete`.
 //! Objects that do not decode as `K` have a file of their own (`writer/undecodable.rs`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
@@ -59,9 +59,7 @@ fn switch<K>(objects: &mut Objects<K>, ns: Option<&str>, relist: Relist<K>) -> M
     }
     objects.live.extend(map);
     for (live, pending) in objects.live_index.iter_mut().zip(indexes) {
-        for (key, values) in pending.of {
-            live.insert(&key, values);
-        }
+        live.extend(pending);
     }
     old
 }
@@ -118,13 +116,14 @@ impl<K: Watchable> Indexer<K> {
 impl<K> Indexer<K> {
     /// `obj`'s values for every index. Runs the user's index functions (guarded: a panic names
     /// its index): call it before taking any lock.
-    pub(crate) fn values(&self, key: &ObjectKey, obj: &K) -> Vec<Vec<String>> {
+    /// The built-in namespace index reads its value off the key (`index.rs`): none here.
+    pub(crate) fn values(&self, obj: &K) -> Vec<Vec<String>> {
         self.fns
             .iter()
             .enumerate()
             .map(|(i, f)| match f {
                 Some(f) => guard::call(|| format!("index {:?}", self.shared.index_names[i]), || f(obj)),
-                None => key.namespace.iter().map(|ns| ns.to_string()).collect(),
+                None => Vec::new(),
             })
             .collect()
     }
@@ -152,6 +151,10 @@ pub(crate) struct Writer<K> {
     reported: HashMap<ObjectKey, Box<str>>,
     /// `skipped.len()` as last added to `Inner::undecodable`.
     counted: usize,
+    /// The namespaces of the keys this writer stored, one allocation each, which every key in
+    /// the namespace shares (100k pods in 50 namespaces hold 50); those no key holds any more
+    /// are let go at each `InitDone`.
+    namespaces: HashSet<Arc<str>>,
 }
 
 impl<K: Watchable> Writer<K> {
@@ -190,7 +193,7 @@ impl<K: Watchable> Writer<K> {
             decode,
             objects: RwLock::new(Objects {
                 live: HashMap::new(),
-                live_index: new_indexes(index_names.len()),
+                live_index: new_indexes(&index_fns),
                 pending: (0..n).map(|_| None).collect(),
                 told: (0..n).map(|_| HashMap::new()).collect(),
             }),
@@ -218,6 +221,7 @@ impl<K: Watchable> Writer<K> {
                 pending_skipped: HashMap::new(),
                 reported: HashMap::new(),
                 counted: 0,
+                namespaces: HashSet::new(),
             })
             .collect();
         (writers, Store { shared })
@@ -225,8 +229,8 @@ impl<K: Watchable> Writer<K> {
 
     /// `obj`'s values for every index, to pass to [`init_apply`](Self::init_apply) or
     /// [`apply`](Self::apply). Runs the user's index functions: call it before taking any lock.
-    pub(crate) fn index_values(&self, key: &ObjectKey, obj: &K) -> Vec<Vec<String>> {
-        self.indexer.values(key, obj)
+    pub(crate) fn index_values(&self, obj: &K) -> Vec<Vec<String>> {
+        self.indexer.values(obj)
     }
 
     /// The index functions, for preparing objects (on this thread or a helper).
@@ -243,7 +247,7 @@ impl<K: Watchable> Writer<K> {
     pub(crate) fn begin_init(&mut self, out: &mut Vec<Event<K>>) {
         self.abort_init();
         self.pending_skipped.clear();
-        self.shared.objects.write().pending[self.part] = Some(Relist::new(self.indexer.fns.len()));
+        self.shared.objects.write().pending[self.part] = Some(Relist::new(new_indexes(&self.indexer.fns)));
         out.push(Event::Init);
     }
 
@@ -257,7 +261,7 @@ impl<K: Watchable> Writer<K> {
         values: Vec<Vec<String>>,
         out: &mut Vec<Event<K>>,
     ) -> usize {
-        let Some(key) = ObjectKey::of(&*obj) else { return 0 };
+        let Some(key) = self.key_of(&*obj) else { return 0 };
         let entry = Entry::new(&obj, encoded);
         let held = self.init_insert(key, entry, values, out);
         out.push(Event::InitApply(obj));
@@ -295,6 +299,21 @@ impl<K: Watchable> Writer<K> {
             out.push(Event::InitApply(obj));
         }
         held
+    }
+
+    /// `obj`'s key to store, its namespace shared with the other keys in it (see `namespaces`).
+    fn key_of(&mut self, obj: &K) -> Option<ObjectKey> {
+        let meta = obj.meta();
+        let name = meta.name.as_deref()?;
+        let namespace = meta.namespace.as_deref().map(|ns| match self.namespaces.get(ns) {
+            Some(shared) => Arc::clone(shared),
+            None => {
+                let shared: Arc<str> = ns.into();
+                self.namespaces.insert(Arc::clone(&shared));
+                shared
+            }
+        });
+        Some(ObjectKey { namespace, name: name.into() })
     }
 
     /// A key listed again is no longer undecodable, nor reported as such.
@@ -356,6 +375,8 @@ impl<K: Watchable> Writer<K> {
         let skipped = &self.skipped;
         self.reported.retain(|k, _| skipped.contains_key(k));
         self.count_skipped();
+        // The namespaces no key holds any more.
+        self.namespaces.retain(|ns| Arc::strong_count(ns) > 1);
         out.push(Event::InitDone);
         let before = out.len();
         out.extend(vanished.iter().filter_map(|e| e.object(self.shared.decode)).map(Event::Delete));
@@ -400,7 +421,7 @@ impl<K: Watchable> Writer<K> {
         encoded: Option<Encoded>,
         values: Vec<Vec<String>>,
     ) -> Option<Entry<K>> {
-        let key = ObjectKey::of(&**obj)?;
+        let key = self.key_of(&**obj)?;
         self.forget_skipped(&key);
         let entry = Entry::new(obj, encoded);
         let mut objects = self.shared.objects.write();
@@ -532,6 +553,36 @@ mod tests {
         Arc::new(c)
     }
 
+    /// The keys of one namespace share its name, and the writer lets go of a namespace once no
+    /// key is in it; the namespace index holds no copy of a key's values.
+    #[test]
+    fn keys_share_their_namespace_and_the_index_reads_it_off_the_key() {
+        let (mut w, store) = Writer::<ConfigMap>::new();
+        let mut out = Vec::new();
+        w.begin_init(&mut out);
+        for (ns, name) in [("a", "x"), ("a", "y"), ("b", "z")] {
+            w.init_apply_t(in_ns(ns, name), &mut out);
+        }
+        w.init_done(None, &mut out);
+        {
+            let objects = store.shared.objects.read();
+            let in_a: Vec<&Arc<str>> =
+                objects.live.keys().filter_map(|k| k.namespace.as_ref()).filter(|ns| &***ns == "a").collect();
+            assert_eq!(in_a.len(), 2);
+            assert!(Arc::ptr_eq(in_a[0], in_a[1]), "one allocation for the namespace");
+            assert!(objects.live_index[0].of.is_empty(), "the namespace index keeps no values beside the keys");
+        }
+        assert_eq!(store.index("namespace", "a").len(), 2);
+        w.delete(in_ns("a", "x"), &mut out);
+        assert_eq!(store.index("namespace", "a").len(), 1);
+        w.begin_init(&mut out);
+        w.init_apply_t(in_ns("b", "z"), &mut out);
+        w.init_done(None, &mut out);
+        assert!(store.index("namespace", "a").is_empty());
+        let kept: Vec<&str> = w.namespaces.iter().map(|ns| &**ns).collect();
+        assert_eq!(kept, ["b"], "a namespace no key is in is let go");
+    }
+
     #[test]
     fn a_relist_of_one_namespace_replaces_only_that_namespace() {
         let (mut writers, store) =
@@ -565,7 +616,7 @@ mod tests {
 
     impl Writer<ConfigMap> {
         fn values(&self, obj: &ConfigMap) -> Vec<Vec<String>> {
-            self.index_values(&ObjectKey::of(obj).unwrap(), obj)
+            self.index_values(obj)
         }
         fn init_apply_t(&mut self, obj: Arc<ConfigMap>, out: &mut Vec<Event<ConfigMap>>) {
             let values = self.values(&obj);

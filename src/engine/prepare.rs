@@ -268,7 +268,7 @@ impl<K: Watchable> Prepare<K> {
                 Some(self.keep(&bytes))
             }
         };
-        let Some(key) = ObjectKey::of(&obj) else {
+        if obj.meta().name.is_none() {
             // Nothing without a name can be stored or deleted by key: report and skip it.
             let meta = obj.meta();
             let id = decode::Identity {
@@ -279,8 +279,8 @@ impl<K: Watchable> Prepare<K> {
             };
             let e = decode::decode_error(at.0, at.1, wire.unwrap_or_default(), "no metadata.name".into());
             return Ok(self.skipped(id, e));
-        };
-        let values = indexer.values(&key, &obj);
+        }
+        let values = indexer.values(&obj);
         Ok(Subject::Object(Incoming { obj: Arc::new(obj), encoded, values }))
     }
 

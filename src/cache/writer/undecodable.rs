@@ -99,7 +99,7 @@ impl<K: Watchable> Writer<K> {
             .map(Entry::share);
         // Decoding a compact entry and the index functions run outside the lock.
         if let Some((entry, obj)) = kept.and_then(|e| e.object(self.shared.decode).map(|o| (e, o))) {
-            let values = self.index_values(key, &obj);
+            let values = self.index_values(&obj);
             let mut objects = self.shared.objects.write();
             if let Some(relist) = objects.pending[self.part].as_mut() {
                 relist.carried.remove(key);
