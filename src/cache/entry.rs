@@ -16,69 +16,33 @@ pub(crate) enum Entry<K> {
     Typed(Arc<K>),
     /// The object encoded (its JSON, or protobuf in the envelope a GET answer carries), possibly
     /// compressed, decoded on access (compact and compressed store modes): a fraction of the
-    /// memory. Invariant: `encoded` decoded as `K` when it was stored.
-    /// Shared, so that handing an entry out of the lock (to decode it there) copies no bytes.
-    Compact { encoded: Encoded, ids: Ids },
-}
-
-/// A compact entry's uid and resourceVersion, which the cache reads without decoding the
-/// entry (to tell versions and incarnations apart), in one allocation.
-#[derive(Clone)]
-pub(crate) struct Ids {
-    /// The uid, then the resourceVersion.
-    text: Box<str>,
-    /// The uid's length in `text`; [`Ids::NONE`]: the object has no uid.
-    uid: u32,
-    /// Whether the object has a resourceVersion (the rest of `text`).
-    rv: bool,
-}
-
-impl Ids {
-    const NONE: u32 = u32::MAX;
-
-    fn new(uid: Option<&str>, rv: Option<&str>) -> Ids {
-        let mut text = String::with_capacity(uid.map_or(0, str::len) + rv.map_or(0, str::len));
-        text.push_str(uid.unwrap_or_default());
-        text.push_str(rv.unwrap_or_default());
-        // A uid is far shorter than 4 GiB (an object is at most `Config::max_line` bytes): one
-        // that is not would read as none, which only makes its entry look changed.
-        let uid = uid.map_or(Ids::NONE, |u| u32::try_from(u.len()).unwrap_or(Ids::NONE));
-        Ids { text: text.into(), uid, rv: rv.is_some() }
-    }
-
-    fn uid(&self) -> Option<&str> {
-        (self.uid != Ids::NONE).then(|| self.text.get(..self.uid as usize)).flatten()
-    }
-
-    fn resource_version(&self) -> Option<&str> {
-        let start = if self.uid == Ids::NONE { 0 } else { self.uid as usize };
-        self.rv.then(|| self.text.get(start..)).flatten()
-    }
+    /// memory, with its uid and resourceVersion. Invariant: `encoded` decoded as `K` when it
+    /// was stored. Shared, so that handing an entry out of the lock (to decode it there) copies
+    /// no bytes.
+    Compact(Encoded),
 }
 
 impl<K: Watchable> Entry<K> {
-    /// What the store keeps for `obj`: the object itself, or its encoded form when given.
+    /// What the store keeps for `obj`: the object itself, or its encoded form when given (which
+    /// holds the object's uid and resourceVersion: `Packer::pack`, `Encoded::plain`).
     pub(crate) fn new(obj: &Arc<K>, encoded: Option<Encoded>) -> Entry<K> {
         match encoded {
             None => Entry::Typed(Arc::clone(obj)),
-            Some(encoded) => {
-                let meta = obj.meta();
-                Entry::Compact { encoded, ids: Ids::new(meta.uid.as_deref(), meta.resource_version.as_deref()) }
-            }
+            Some(encoded) => Entry::Compact(encoded),
         }
     }
 
     pub(super) fn uid(&self) -> Option<&str> {
         match self {
             Entry::Typed(o) => o.meta().uid.as_deref(),
-            Entry::Compact { ids, .. } => ids.uid(),
+            Entry::Compact(encoded) => encoded.uid(),
         }
     }
 
     pub(super) fn resource_version(&self) -> Option<&str> {
         match self {
             Entry::Typed(o) => o.meta().resource_version.as_deref(),
-            Entry::Compact { ids, .. } => ids.resource_version(),
+            Entry::Compact(encoded) => encoded.resource_version(),
         }
     }
 
@@ -87,7 +51,7 @@ impl<K: Watchable> Entry<K> {
     pub(crate) fn share(&self) -> Entry<K> {
         match self {
             Entry::Typed(o) => Entry::Typed(Arc::clone(o)),
-            Entry::Compact { encoded, ids } => Entry::Compact { encoded: encoded.clone(), ids: ids.clone() },
+            Entry::Compact(encoded) => Entry::Compact(encoded.clone()),
         }
     }
 
@@ -96,7 +60,7 @@ impl<K: Watchable> Entry<K> {
     pub(crate) fn object(&self, decode: Decode<K>) -> Option<Arc<K>> {
         match self {
             Entry::Typed(o) => Some(Arc::clone(o)),
-            Entry::Compact { encoded, .. } => {
+            Entry::Compact(encoded) => {
                 match encoded.bytes().and_then(|bytes| decode(&bytes)) {
                     Ok(o) => Some(Arc::new(o)),
                     Err(e) => {
@@ -106,27 +70,6 @@ impl<K: Watchable> Entry<K> {
                     }
                 }
             }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::Ids;
-
-    #[test]
-    fn ids_read_back_as_given_absent_and_empty_told_apart() {
-        for (uid, rv) in [
-            (Some("6f1c2a8e-0d1b-4c55-9b8e-000000000001"), Some("12345")),
-            (None, Some("7")),
-            (Some("u"), None),
-            (None, None),
-            (Some(""), Some("")),
-            (Some(""), None),
-            (None, Some("")),
-        ] {
-            let ids = Ids::new(uid, rv);
-            assert_eq!((ids.uid(), ids.resource_version()), (uid, rv));
         }
     }
 }

@@ -108,7 +108,7 @@ impl<K: Watchable> Indexer<K> {
         }
         Some(match entry {
             Entry::Typed(obj) => Unchanged::Object(Arc::clone(obj)),
-            Entry::Compact { encoded, .. } => Unchanged::Compact(encoded.clone()),
+            Entry::Compact(encoded) => Unchanged::Compact(encoded.clone()),
         })
     }
 }
@@ -643,7 +643,11 @@ mod tests {
         let (mut w, store) = Writer::new();
         let mut out = Vec::new();
         let a = cm("a", "1");
-        let encoded = Encoded::Plain(serde_json::to_vec(&*a).unwrap().into());
+        let encoded = Encoded::plain(
+            a.metadata.uid.as_deref(),
+            a.metadata.resource_version.as_deref(),
+            &serde_json::to_vec(&*a).unwrap(),
+        );
         w.begin_init(&mut out);
         let values = w.values(&a);
         w.init_apply(Arc::clone(&a), Some(encoded), values, &mut out);

@@ -252,7 +252,7 @@ impl<K: Watchable> Prepare<K> {
         };
         let encoded = match (self.compact, kept) {
             (None, _) => None,
-            (Some(_), Some(decode::Kept::Bytes(bytes))) => Some(self.keep(&bytes)),
+            (Some(_), Some(decode::Kept::Bytes(bytes))) => Some(self.keep(&obj, &bytes)),
             (Some(compact), kept) => {
                 if let Some(decode::Kept::Reencode(why)) = kept {
                     log::trace!("{}: an object kept re-encoded as JSON: {why}", self.name);
@@ -265,7 +265,7 @@ impl<K: Watchable> Prepare<K> {
                         format!("re-encode for the compact store: {e}"),
                     )))
                 })?;
-                Some(self.keep(&bytes))
+                Some(self.keep(&obj, &bytes))
             }
         };
         if obj.meta().name.is_none() {
@@ -284,11 +284,14 @@ impl<K: Watchable> Prepare<K> {
         Ok(Subject::Object(Incoming { obj: Arc::new(obj), encoded, values }))
     }
 
-    /// An object's bytes as the store keeps them: compressed in the compressed mode.
-    fn keep(&mut self, encoded: &[u8]) -> Encoded {
+    /// An object's bytes as the store keeps them, with `obj`'s uid and resourceVersion:
+    /// compressed in the compressed mode.
+    fn keep(&mut self, obj: &K, encoded: &[u8]) -> Encoded {
+        let meta = obj.meta();
+        let (uid, rv) = (meta.uid.as_deref(), meta.resource_version.as_deref());
         match &mut self.packer {
-            Some(packer) => packer.pack(encoded),
-            None => Encoded::Plain(encoded.into()),
+            Some(packer) => packer.pack(uid, rv, encoded),
+            None => Encoded::plain(uid, rv, encoded),
         }
     }
 }
