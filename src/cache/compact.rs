@@ -19,8 +19,8 @@ use std::sync::Arc;
 /// How far back LZ4 refers, counted from the byte being compressed. The dictionary grows while
 /// it stays within reach of objects of the size of its samples: a sample is taken only while
 /// the dictionary, the sample and another object of its size fit in this window together
-/// (about 59 KiB for 2.6 KB protobuf pods, which the 32 KiB that suited 6 KB JSON pods left
-/// far from full; docs/performance.md, "Fields never decoded", has what it saves and costs).
+/// (up to about 59 KiB for 2.6 KB protobuf pods, where it stopped at 32 KiB, sized for 6 KB
+/// JSON ones; docs/performance.md, "Fields never decoded", has what it saves and costs).
 const WINDOW: usize = 64 * 1024;
 
 /// Samples are added to the dictionary in steps of at least this many bytes, so that small
@@ -68,11 +68,21 @@ impl Encoded {
             return Encoded { data: bytes.into(), uid: NONE, rv: NONE, form };
         };
         let (uid, rv) = (uid.unwrap_or_default(), rv.unwrap_or_default());
-        let mut data = Vec::with_capacity(uid.len() + rv.len() + bytes.len());
-        data.extend_from_slice(uid.as_bytes());
-        data.extend_from_slice(rv.as_bytes());
-        data.extend_from_slice(bytes);
-        Encoded { data: data.into(), uid: uid_len, rv: rv_len, form }
+        let len = uid.len() + rv.len() + bytes.len();
+        // Allocated once, at its size, and filled in place: a `Vec` first would be a second
+        // allocation and copy of every object.
+        let mut data: Arc<[u8]> = std::iter::repeat_n(0, len).collect();
+        match Arc::get_mut(&mut data) {
+            Some(space) => {
+                let (ids, rest) = space.split_at_mut(uid.len() + rv.len());
+                ids[..uid.len()].copy_from_slice(uid.as_bytes());
+                ids[uid.len()..].copy_from_slice(rv.as_bytes());
+                rest.copy_from_slice(bytes);
+            }
+            // Cannot happen: `data` was made here and is not shared.
+            None => data = [uid.as_bytes(), rv.as_bytes(), bytes].concat().into(),
+        }
+        Encoded { data, uid: uid_len, rv: rv_len, form }
     }
 
     /// Where the uid ends and where the bytes start in `data`.

@@ -44,8 +44,8 @@ pub(crate) type Transform<K> = Arc<dyn Fn(&mut K) + Send + Sync>;
 pub(crate) type Encode<K> = fn(&K) -> serde_json::Result<Vec<u8>>;
 
 /// How the compact store modes keep objects: their bytes off the wire (JSON, or protobuf in its
-/// envelope), re-encoded as JSON with `encode` after a transform, compressed when `compress` is
-/// set.
+/// envelope, without the skipped fields), re-encoded as JSON with `encode` after a transform
+/// or where those bytes cannot show the object as decoded, compressed when `compress` is set.
 pub(crate) struct Compaction<K> {
     pub(crate) encode: Encode<K>,
     pub(crate) compress: bool,
