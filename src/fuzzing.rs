@@ -44,6 +44,25 @@ fn skipping_agrees<K: DeserializeOwned + Debug>(
     assert_eq!(got.as_ref().ok(), want.as_ref().ok(), "skipping fields: {got:?} vs cleared {want:?} on {}", show());
 }
 
+/// Panics unless what a compact store keeps of an object decoded with [`SKIPPED`] stepped over
+/// (`raw` without those fields: `decode::kept`) reads back (`decode::compact`) as that decode
+/// (`decode`). Pruning must accept whatever that decode accepted.
+fn kept_agrees<K: DeserializeOwned + Debug>(
+    raw: Option<decode::Raw<'_>>,
+    decode: impl FnOnce(Option<&skip::Node>) -> Result<K, String>,
+    show: impl Fn() -> String,
+) {
+    let Ok(paths) = skip::Paths::new::<K>(&SKIPPED.map(String::from)) else { return };
+    let (Some(node), Some(raw)) = (paths.root(), raw) else { return };
+    let Ok(skipped) = decode(Some(node)) else { return };
+    let kept = decode::kept(raw, Some(node))
+        .unwrap_or_else(|e| panic!("pruning refuses what the skipping decode read ({e}): {}", show()));
+    if let decode::Kept::Bytes(bytes) = kept {
+        let stored = decode::compact::<K>(&bytes).map(|o| format!("{o:?}"));
+        assert_eq!(stored, Ok(format!("{skipped:?}")), "pruned bytes read back as another object: {}", show());
+    }
+}
+
 /// The object of an object event.
 fn object_of<K>(ev: WatchEvent<K>) -> Result<K, String> {
     match ev {
@@ -99,7 +118,7 @@ struct PlainEnvelope<'a> {
 /// * for object events, plain serde_json: the envelope as a struct, then
 ///   `serde_json::from_str::<K>` of the object;
 /// * for object events, with fields skipped: equal to the object's JSON with them removed,
-///   decoded as a `K`.
+///   decoded as a `K`, and to what a compact store keeps of it, read back.
 ///
 /// Returns the direct decoder's answer, the event as text.
 ///
@@ -132,6 +151,14 @@ pub fn watch_line<K: DeserializeOwned + Debug>(line: &[u8]) -> Result<String, St
             if let (Some(object), Some(raw)) = (object_text(&ev), raw) {
                 let stored = decode::compact::<K>(raw).map(|o| format!("{o:?}"));
                 assert_eq!(stored.as_ref(), Ok(&object), "a stored object read back differs, in {:?}", show());
+                kept_agrees::<K>(
+                    Some(decode::Raw::Json(raw)),
+                    |node| {
+                        decode::watch_event::<K>(line, false, &mut decode::Scratch::default(), node)
+                            .and_then(|(ev, _)| object_of(ev))
+                    },
+                    show,
+                );
             }
         }
         Err(e) => assert!(direct.is_err(), "raw decoding refuses what direct accepts ({e}): {:?}", show()),
@@ -230,7 +257,7 @@ pub fn lines(mut reader: impl BufRead, max: usize) -> Vec<Vec<u8>> {
 /// Every item is decoded three ways, and they must agree on the verdict and the value: the
 /// watcher's decoder trusting the scanner's syntax check, the same decoder from scratch
 /// (`decode::object`), and plain `serde_json::from_slice`. Decoded with fields skipped, it must
-/// equal its JSON with them removed.
+/// equal its JSON with them removed, and what a compact store keeps of it, read back.
 ///
 /// # Errors
 ///
@@ -263,6 +290,11 @@ pub fn list<K: DeserializeOwned + Debug, R: Read>(
         skipping_agrees::<K>(
             plain.is_ok(),
             serde_json::from_slice(bytes).map_err(|e| e.to_string()),
+            |node| decode::item::<K>(item, &mut decode::Scratch::default(), node),
+            show,
+        );
+        kept_agrees::<K>(
+            Some(decode::Raw::item(item)),
             |node| decode::item::<K>(item, &mut decode::Scratch::default(), node),
             show,
         );
@@ -367,8 +399,9 @@ pub fn protobuf_frames(mut reader: impl BufRead, max: usize) -> Vec<Vec<u8>> {
 ///
 /// # Panics
 ///
-/// When the bytes a compact store would keep of the object do not read back as that object, or
-/// the object decoded with fields skipped differs from its JSON form with them removed.
+/// When the bytes a compact store would keep of the object do not read back as that object,
+/// the object decoded with fields skipped differs from its JSON form with them removed, or the
+/// bytes a compact store keeps of that object without those fields read back as another.
 pub fn protobuf_watch_event<K: DeserializeOwned + Debug>(frame: &[u8]) -> Result<String, String> {
     let decode = |skip: Option<&skip::Node>| {
         decode::event::<K>(Encoding::Protobuf, frame, true, &mut decode::Scratch::default(), skip)
@@ -381,6 +414,11 @@ pub fn protobuf_watch_event<K: DeserializeOwned + Debug>(frame: &[u8]) -> Result
         skipping_agrees::<K>(
             true,
             value,
+            |node| decode(node).and_then(|(ev, _)| object_of(ev)),
+            || format!("{frame:?}"),
+        );
+        kept_agrees::<K>(
+            kept.map(decode::Raw::Enveloped),
             |node| decode(node).and_then(|(ev, _)| object_of(ev)),
             || format!("{frame:?}"),
         );
@@ -403,8 +441,9 @@ pub fn protobuf_watch_event<K: DeserializeOwned + Debug>(frame: &[u8]) -> Result
 /// # Panics
 ///
 /// When an item breaks the bound, the identity a relist reads off an item without decoding
-/// it (`peek`) differs from the decoded item's, or an item decoded with fields skipped differs
-/// from its JSON form with them removed.
+/// it (`peek`) differs from the decoded item's, an item decoded with fields skipped differs
+/// from its JSON form with them removed, or the bytes a compact store keeps of that item
+/// without those fields read back as another.
 pub fn protobuf_list<K: DeserializeOwned + Debug, R: Read>(
     reader: R,
     max_item: usize,
@@ -426,6 +465,11 @@ pub fn protobuf_list<K: DeserializeOwned + Debug, R: Read>(
         skipping_agrees::<K>(
             full.is_ok(),
             value,
+            |node| decode::item::<K>(item, &mut decode::Scratch::default(), node),
+            || format!("{:?}", item.bytes),
+        );
+        kept_agrees::<K>(
+            Some(decode::Raw::item(item)),
             |node| decode::item::<K>(item, &mut decode::Scratch::default(), node),
             || format!("{:?}", item.bytes),
         );

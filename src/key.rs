@@ -3,14 +3,16 @@
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::marker::PhantomData;
+use std::sync::Arc;
 
 use crate::resource::Watchable;
 
 /// Untyped key of an object within one resource type: namespace (none if cluster-scoped) and name.
+/// Shared, not copied, by the store's map and its indexes: a clone counts a reference.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) struct ObjectKey {
-    pub(crate) namespace: Option<Box<str>>,
-    pub(crate) name: Box<str>,
+    pub(crate) namespace: Option<Arc<str>>,
+    pub(crate) name: Arc<str>,
 }
 
 impl ObjectKey {

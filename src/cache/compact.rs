@@ -7,7 +7,8 @@
 //! against another pod, to a small fraction, because most of it is a copy of that pod. So the
 //! [`Packer`] keeps a dictionary of sample objects: the first object it sees, and later ones
 //! that the dictionary does not yet cover well (they compress to more than a quarter of their
-//! size), until the dictionary is full. The dictionary is never changed in place: each growth
+//! size), until it is full: until the dictionary, the next sample and an object of its size
+//! would no longer fit LZ4's 64 KiB window together. The dictionary is never changed in place: each growth
 //! makes a new one, and every packed entry holds the one it was compressed with, so entries
 //! packed before and after a growth all stay readable. docs/performance.md has the measurements
 //! behind the numbers here.
@@ -15,31 +16,102 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-/// The dictionary stops growing at this size. LZ4 refers back at most 64 KiB, counted from the
-/// byte being compressed, so a 32 KiB dictionary stays within reach of objects up to 32 KiB.
-const DICTIONARY_MAX: usize = 32 * 1024;
+/// How far back LZ4 refers, counted from the byte being compressed. The dictionary grows while
+/// it stays within reach of objects of the size of its samples: a sample is taken only while
+/// the dictionary, the sample and another object of its size fit in this window together
+/// (up to about 59 KiB for 2.6 KB protobuf pods, where it stopped at 32 KiB, sized for 6 KB
+/// JSON ones; docs/performance.md, "Fields never decoded", has what it saves and costs).
+const WINDOW: usize = 64 * 1024;
 
 /// Samples are added to the dictionary in steps of at least this many bytes, so that small
-/// objects do not make a new dictionary each (at most `DICTIONARY_MAX / STEP` of them).
+/// objects do not make a new dictionary each (at most `WINDOW / STEP` of them).
 const STEP: usize = 2 * 1024;
 
-/// An object's encoded form as a compact store holds it. Cloning shares the bytes.
+/// An object's encoded form as a compact store holds it, and its uid and resourceVersion,
+/// which the cache reads without decoding the object (to tell versions and incarnations
+/// apart): all in one allocation. Cloning shares it.
 #[derive(Clone)]
-pub(crate) enum Encoded {
-    /// The bytes as they are.
-    Plain(Arc<[u8]>),
-    /// The bytes compressed (an LZ4 block) against `dictionary`; `len` bytes once decompressed.
-    Packed { bytes: Arc<[u8]>, len: u32, dictionary: Arc<[u8]> },
+pub(crate) struct Encoded {
+    /// The uid, the resourceVersion, then the bytes, as they are or compressed (`form`).
+    data: Arc<[u8]>,
+    /// The uid's length at the start of `data`; [`NONE`]: the object has none.
+    uid: u32,
+    /// The resourceVersion's length after the uid; [`NONE`]: the object has none.
+    rv: u32,
+    form: Form,
 }
 
+/// How [`Encoded`] holds the bytes.
+#[derive(Clone)]
+enum Form {
+    /// As they are.
+    Plain,
+    /// Compressed (an LZ4 block) against `dictionary`; `len` bytes once decompressed.
+    Packed { len: u32, dictionary: Arc<[u8]> },
+}
+
+/// An absent uid or resourceVersion.
+const NONE: u32 = u32::MAX;
+
 impl Encoded {
+    /// `bytes` as they are, with the object's `uid` and `rv`.
+    pub(crate) fn plain(uid: Option<&str>, rv: Option<&str>, bytes: &[u8]) -> Encoded {
+        Encoded::with(uid, rv, bytes, Form::Plain)
+    }
+
+    /// `None` when the parts do not fit the lengths (4 GiB each: far above any object the
+    /// client accepts).
+    fn with(uid: Option<&str>, rv: Option<&str>, bytes: &[u8], form: Form) -> Encoded {
+        let length = |s: Option<&str>| s.map_or(Some(NONE), |s| u32::try_from(s.len()).ok().filter(|&n| n != NONE));
+        let (Some(uid_len), Some(rv_len)) = (length(uid), length(rv)) else {
+            // Kept without them: the entry then only looks changed to a relist.
+            return Encoded { data: bytes.into(), uid: NONE, rv: NONE, form };
+        };
+        let (uid, rv) = (uid.unwrap_or_default(), rv.unwrap_or_default());
+        let len = uid.len() + rv.len() + bytes.len();
+        // Allocated once, at its size, and filled in place: a `Vec` first would be a second
+        // allocation and copy of every object.
+        let mut data: Arc<[u8]> = std::iter::repeat_n(0, len).collect();
+        match Arc::get_mut(&mut data) {
+            Some(space) => {
+                let (ids, rest) = space.split_at_mut(uid.len() + rv.len());
+                ids[..uid.len()].copy_from_slice(uid.as_bytes());
+                ids[uid.len()..].copy_from_slice(rv.as_bytes());
+                rest.copy_from_slice(bytes);
+            }
+            // Cannot happen: `data` was made here and is not shared.
+            None => data = [uid.as_bytes(), rv.as_bytes(), bytes].concat().into(),
+        }
+        Encoded { data, uid: uid_len, rv: rv_len, form }
+    }
+
+    /// Where the uid ends and where the bytes start in `data`.
+    fn bounds(&self) -> (usize, usize) {
+        let uid_end = if self.uid == NONE { 0 } else { self.uid as usize };
+        let rv_end = if self.rv == NONE { uid_end } else { uid_end + self.rv as usize };
+        (uid_end, rv_end)
+    }
+
+    /// The object's uid.
+    pub(crate) fn uid(&self) -> Option<&str> {
+        let (end, _) = self.bounds();
+        (self.uid != NONE).then(|| std::str::from_utf8(self.data.get(..end)?).ok()).flatten()
+    }
+
+    /// The object's resourceVersion.
+    pub(crate) fn resource_version(&self) -> Option<&str> {
+        let (start, end) = self.bounds();
+        (self.rv != NONE).then(|| std::str::from_utf8(self.data.get(start..end)?).ok()).flatten()
+    }
+
     /// The bytes, decompressed if need be. `Err` carries the decompressor's message (it cannot
     /// happen for bytes this module packed: see [`Packer::pack`]).
     pub(crate) fn bytes(&self) -> Result<Cow<'_, [u8]>, String> {
-        match self {
-            Encoded::Plain(bytes) => Ok(Cow::Borrowed(bytes)),
-            Encoded::Packed { bytes, len, dictionary } => {
-                lz4_flex::block::decompress_with_dict(bytes, *len as usize, dictionary)
+        let stored = self.data.get(self.bounds().1..).unwrap_or_default();
+        match &self.form {
+            Form::Plain => Ok(Cow::Borrowed(stored)),
+            Form::Packed { len, dictionary } => {
+                lz4_flex::block::decompress_with_dict(stored, *len as usize, dictionary)
                     .map(Cow::Owned)
                     .map_err(|e| format!("decompress a compressed store entry: {e}"))
             }
@@ -48,18 +120,21 @@ impl Encoded {
 
     /// The length of the bytes, decompressed.
     pub(crate) fn len(&self) -> usize {
-        match self {
-            Encoded::Plain(bytes) => bytes.len(),
-            Encoded::Packed { len, .. } => *len as usize,
+        match &self.form {
+            Form::Plain => self.data.len() - self.bounds().1,
+            Form::Packed { len, .. } => *len as usize,
         }
     }
 
     /// The bytes this entry keeps for itself (the dictionary is shared, so not counted).
     #[cfg(test)]
     pub(crate) fn stored_len(&self) -> usize {
-        match self {
-            Encoded::Plain(bytes) | Encoded::Packed { bytes, .. } => bytes.len(),
-        }
+        self.data.len() - self.bounds().1
+    }
+
+    #[cfg(test)]
+    fn is_packed(&self) -> bool {
+        matches!(self.form, Form::Packed { .. })
     }
 }
 
@@ -74,29 +149,29 @@ pub(crate) struct Packer {
 }
 
 impl Packer {
-    /// `encoded` as the compressed store keeps it: compressed against the dictionary, or as it is
-    /// when compression does not make it smaller.
-    pub(crate) fn pack(&mut self, encoded: &[u8]) -> Encoded {
+    /// `encoded` as the compressed store keeps it, with the object's `uid` and `rv`: compressed
+    /// against the dictionary, or as it is when compression does not make it smaller.
+    pub(crate) fn pack(&mut self, uid: Option<&str>, rv: Option<&str>, encoded: &[u8]) -> Encoded {
         let Ok(len) = u32::try_from(encoded.len()) else {
             // Far above any line or body the client accepts; kept as it is all the same.
-            return Encoded::Plain(encoded.into());
+            return Encoded::plain(uid, rv, encoded);
         };
         let mut bytes = lz4_flex::block::compress_with_dict(encoded, &self.dictionary);
         if self.learn(encoded, bytes.len()) {
             bytes = lz4_flex::block::compress_with_dict(encoded, &self.dictionary);
         }
         if bytes.len() >= encoded.len() {
-            return Encoded::Plain(encoded.into());
+            return Encoded::plain(uid, rv, encoded);
         }
-        Encoded::Packed { bytes: bytes.into(), len, dictionary: Arc::clone(&self.dictionary) }
+        Encoded::with(uid, rv, &bytes, Form::Packed { len, dictionary: Arc::clone(&self.dictionary) })
     }
 
     /// Takes `encoded` (which compressed to `packed` bytes) as a sample when the dictionary does
     /// not cover it well and has room; returns whether the dictionary changed.
     fn learn(&mut self, encoded: &[u8], packed: usize) -> bool {
         let covered = packed.saturating_mul(4) <= encoded.len();
-        let room = DICTIONARY_MAX.saturating_sub(self.dictionary.len() + self.waiting.len());
-        if covered || encoded.len() > room {
+        let room = WINDOW.saturating_sub(self.dictionary.len() + self.waiting.len());
+        if covered || encoded.len().saturating_mul(2) > room {
             return false;
         }
         self.waiting.extend_from_slice(encoded);
@@ -135,12 +210,12 @@ mod tests {
         };
         let objects: Vec<Vec<u8>> =
             (0..300).map(|i| pod(i, &format!("team-{}/{}", i / 50, team_text(i / 50)))).collect();
-        let packed: Vec<Encoded> = objects.iter().map(|o| packer.pack(o)).collect();
+        let packed: Vec<Encoded> = objects.iter().map(|o| packer.pack(Some("u"), Some("1"), o)).collect();
         let dictionaries: std::collections::HashSet<usize> = packed
             .iter()
-            .filter_map(|j| match j {
-                Encoded::Packed { dictionary, .. } => Some(dictionary.len()),
-                Encoded::Plain(_) => None,
+            .filter_map(|j| match &j.form {
+                Form::Packed { dictionary, .. } => Some(dictionary.len()),
+                Form::Plain => None,
             })
             .collect();
         assert!(dictionaries.len() > 1, "the dictionary grew as new images came: {dictionaries:?}");
@@ -154,8 +229,8 @@ mod tests {
         let mut packer = Packer::default();
         let objects: Vec<Vec<u8>> = (0..100).map(|i| pod(i, "registry.example.com/shop/web:1.24.3")).collect();
         let raw: usize = objects[1..].iter().map(Vec::len).sum();
-        packer.pack(&objects[0]);
-        let stored: usize = objects[1..].iter().map(|o| packer.pack(o).stored_len()).sum();
+        packer.pack(None, None, &objects[0]);
+        let stored: usize = objects[1..].iter().map(|o| packer.pack(None, None, o).stored_len()).sum();
         assert!(stored * 3 < raw, "{stored} bytes stored for {raw} bytes of JSON");
     }
 
@@ -173,12 +248,33 @@ mod tests {
                     seed as u8
                 })
                 .collect();
-            let encoded = packer.pack(&object);
+            let encoded = packer.pack(None, None, &object);
             assert_eq!(encoded.bytes().unwrap().as_ref(), object.as_slice());
         }
-        assert!(packer.dictionary.len() <= DICTIONARY_MAX, "{}", packer.dictionary.len());
-        assert!(matches!(packer.pack(b""), Encoded::Plain(_)));
-        let big = vec![b'x'; 3 * DICTIONARY_MAX];
-        assert_eq!(packer.pack(&big).bytes().unwrap().as_ref(), big.as_slice());
+        assert!(packer.dictionary.len() + 2 * 700 <= WINDOW, "{}", packer.dictionary.len());
+        assert!(!packer.pack(None, None, b"").is_packed());
+        let big = vec![b'x'; 3 * WINDOW];
+        assert_eq!(packer.pack(None, None, &big).bytes().unwrap().as_ref(), big.as_slice());
+    }
+
+    #[test]
+    fn the_uid_and_resource_version_read_back_beside_the_bytes_absent_and_empty_told_apart() {
+        let mut packer = Packer::default();
+        let object = br#"{"metadata":{"name":"a"},"data":{"k":"vvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvv"}}"#;
+        for (uid, rv) in [
+            (Some("6f1c2a8e-0d1b-4c55-9b8e-000000000001"), Some("12345")),
+            (None, Some("7")),
+            (Some("u"), None),
+            (None, None),
+            (Some(""), Some("")),
+            (Some(""), None),
+            (None, Some("")),
+        ] {
+            for encoded in [Encoded::plain(uid, rv, object), packer.pack(uid, rv, object)] {
+                assert_eq!((encoded.uid(), encoded.resource_version()), (uid, rv));
+                assert_eq!(encoded.bytes().unwrap().as_ref(), object.as_slice());
+                assert_eq!(encoded.len(), object.len());
+            }
+        }
     }
 }

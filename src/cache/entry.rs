@@ -16,38 +16,33 @@ pub(crate) enum Entry<K> {
     Typed(Arc<K>),
     /// The object encoded (its JSON, or protobuf in the envelope a GET answer carries), possibly
     /// compressed, decoded on access (compact and compressed store modes): a fraction of the
-    /// memory. Invariant: `encoded` decoded as `K` when it was stored.
-    /// Shared, so that handing an entry out of the lock (to decode it there) copies no bytes.
-    Compact { encoded: Encoded, uid: Option<Box<str>>, rv: Option<Box<str>> },
+    /// memory, with its uid and resourceVersion. Invariant: `encoded` decoded as `K` when it
+    /// was stored. Shared, so that handing an entry out of the lock (to decode it there) copies
+    /// no bytes.
+    Compact(Encoded),
 }
 
 impl<K: Watchable> Entry<K> {
-    /// What the store keeps for `obj`: the object itself, or its encoded form when given.
+    /// What the store keeps for `obj`: the object itself, or its encoded form when given (which
+    /// holds the object's uid and resourceVersion: `Packer::pack`, `Encoded::plain`).
     pub(crate) fn new(obj: &Arc<K>, encoded: Option<Encoded>) -> Entry<K> {
         match encoded {
             None => Entry::Typed(Arc::clone(obj)),
-            Some(encoded) => {
-                let meta = obj.meta();
-                Entry::Compact {
-                    encoded,
-                    uid: meta.uid.as_deref().map(Into::into),
-                    rv: meta.resource_version.as_deref().map(Into::into),
-                }
-            }
+            Some(encoded) => Entry::Compact(encoded),
         }
     }
 
     pub(super) fn uid(&self) -> Option<&str> {
         match self {
             Entry::Typed(o) => o.meta().uid.as_deref(),
-            Entry::Compact { uid, .. } => uid.as_deref(),
+            Entry::Compact(encoded) => encoded.uid(),
         }
     }
 
     pub(super) fn resource_version(&self) -> Option<&str> {
         match self {
             Entry::Typed(o) => o.meta().resource_version.as_deref(),
-            Entry::Compact { rv, .. } => rv.as_deref(),
+            Entry::Compact(encoded) => encoded.resource_version(),
         }
     }
 
@@ -56,9 +51,7 @@ impl<K: Watchable> Entry<K> {
     pub(crate) fn share(&self) -> Entry<K> {
         match self {
             Entry::Typed(o) => Entry::Typed(Arc::clone(o)),
-            Entry::Compact { encoded, uid, rv } => {
-                Entry::Compact { encoded: encoded.clone(), uid: uid.clone(), rv: rv.clone() }
-            }
+            Entry::Compact(encoded) => Entry::Compact(encoded.clone()),
         }
     }
 
@@ -67,7 +60,7 @@ impl<K: Watchable> Entry<K> {
     pub(crate) fn object(&self, decode: Decode<K>) -> Option<Arc<K>> {
         match self {
             Entry::Typed(o) => Some(Arc::clone(o)),
-            Entry::Compact { encoded, .. } => {
+            Entry::Compact(encoded) => {
                 match encoded.bytes().and_then(|bytes| decode(&bytes)) {
                     Ok(o) => Some(Arc::new(o)),
                     Err(e) => {

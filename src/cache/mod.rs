@@ -79,8 +79,8 @@ struct Relist<K> {
 }
 
 impl<K> Relist<K> {
-    fn new(indexes: usize) -> Self {
-        Relist { map: HashMap::new(), indexes: index::new_indexes(indexes), carried: HashSet::new() }
+    fn new(indexes: Indexes) -> Self {
+        Relist { map: HashMap::new(), indexes, carried: HashSet::new() }
     }
 
     /// How many objects it holds.

@@ -44,8 +44,8 @@ pub(crate) type Transform<K> = Arc<dyn Fn(&mut K) + Send + Sync>;
 pub(crate) type Encode<K> = fn(&K) -> serde_json::Result<Vec<u8>>;
 
 /// How the compact store modes keep objects: their bytes off the wire (JSON, or protobuf in its
-/// envelope), re-encoded as JSON with `encode` after a transform, compressed when `compress` is
-/// set.
+/// envelope, without the skipped fields), re-encoded as JSON with `encode` after a transform
+/// or where those bytes cannot show the object as decoded, compressed when `compress` is set.
 pub(crate) struct Compaction<K> {
     pub(crate) encode: Encode<K>,
     pub(crate) compress: bool,
@@ -137,8 +137,9 @@ impl<K: Watchable> Prepare<K> {
     }
 
     /// Steps over the fields of `skip` in every object decoded, instead of decoding them. In the
-    /// compact store modes the object is then kept re-encoded, as after a transform, so that the
-    /// store holds neither those fields' bytes nor their entries.
+    /// compact store modes the store keeps the object's protobuf without them, or the object
+    /// re-encoded as after a transform (see [`object`](Self::object)), so that it holds neither
+    /// those fields' bytes nor their entries.
     pub(crate) fn skipping(mut self, skip: Paths) -> Self {
         self.skip = Arc::new(skip);
         self
@@ -174,11 +175,12 @@ impl<K: Watchable> Prepare<K> {
         encoding: decode::Encoding,
         bytes: &'a [u8],
         relisting: bool,
-    ) -> Result<(decode::WatchEvent<K>, Option<&'a [u8]>), String> {
+    ) -> Result<(decode::WatchEvent<K>, Option<decode::Raw<'a>>), String> {
         if relisting && self.compact.is_none() {
             headroom();
         }
         decode::event::<K>(encoding, bytes, self.compact.is_some(), &mut self.scratch, self.skip.root())
+            .map(|(event, raw)| (event, raw.map(|raw| decode::Raw::event(encoding, raw))))
     }
 
     /// Decodes and prepares one list item; one that does not decode as `K` is skipped (see
@@ -197,8 +199,8 @@ impl<K: Watchable> Prepare<K> {
         }
         let message = match decode::item::<K>(item, &mut self.scratch, self.skip.root()) {
             Ok(obj) => {
-                let kept = self.compact.and_then(|_| decode::kept(item));
-                return self.object(obj, kept.as_deref(), (context, None), indexer);
+                let raw = self.compact.map(|_| decode::Raw::item(item));
+                return self.object(obj, raw, (context, None), indexer);
             }
             Err(message) => message,
         };
@@ -227,18 +229,20 @@ impl<K: Watchable> Prepare<K> {
         Subject::Skipped(Skipped { key, uid: id.uid, rv: id.resource_version }, error)
     }
 
-    /// Runs the transform, and in the compact modes keeps the object's bytes: the wire's as they
-    /// are (`wire`: JSON, or an enveloped protobuf object), or re-encoded as JSON when a
-    /// transform may have changed the object or fields were skipped (the wire's bytes still hold
-    /// them); compressed in the compressed mode.
+    /// Runs the transform, and in the compact modes keeps the object's bytes: the wire's
+    /// (`wire`: JSON, or protobuf kept in its envelope), without the skipped fields
+    /// (`decode::kept`), or re-encoded as JSON when a transform may have changed the object or
+    /// the wire's bytes cannot show it as decoded (skipped fields of JSON; see `decode::kept`);
+    /// compressed in the compressed mode.
     /// `at`: the context and line for errors; `indexer`: the index functions to run.
     pub(crate) fn object(
         &mut self,
         mut obj: K,
-        wire: Option<&[u8]>,
+        raw: Option<decode::Raw<'_>>,
         at: (&str, Option<u64>),
         indexer: &Indexer<K>,
     ) -> Result<Subject<K>, Error> {
+        let wire = raw.map(decode::Raw::bytes);
         if let Some(kind) = obj.unexpected_kind()
             && !self.warned_kind.swap(true, Ordering::Relaxed)
         {
@@ -252,10 +256,26 @@ impl<K: Watchable> Prepare<K> {
         if let Some(t) = &self.transform {
             guard::call(|| "transform".to_owned(), || t(&mut obj));
         }
-        let encoded = match (self.compact, wire) {
+        let kept = match raw {
+            Some(raw) if self.compact.is_some() && self.transform.is_none() => {
+                Some(decode::kept(raw, self.skip.root()).map_err(|e| {
+                    Error::Decode(Box::new(decode::decode_error(
+                        at.0,
+                        at.1,
+                        raw.bytes(),
+                        format!("leave the skipped fields out for the compact store: {e}"),
+                    )))
+                })?)
+            }
+            _ => None,
+        };
+        let encoded = match (self.compact, kept) {
             (None, _) => None,
-            (Some(_), Some(bytes)) if self.transform.is_none() && self.skip.root().is_none() => Some(self.keep(bytes)),
-            (Some(compact), _) => {
+            (Some(_), Some(decode::Kept::Bytes(bytes))) => Some(self.keep(&obj, &bytes)),
+            (Some(compact), kept) => {
+                if let Some(decode::Kept::Reencode(why)) = kept {
+                    log::trace!("{}: an object kept re-encoded as JSON: {why}", self.name);
+                }
                 let bytes = (compact.encode)(&obj).map_err(|e| {
                     Error::Decode(Box::new(decode::decode_error(
                         at.0,
@@ -264,7 +284,7 @@ impl<K: Watchable> Prepare<K> {
                         format!("re-encode for the compact store: {e}"),
                     )))
                 })?;
-                Some(self.keep(&bytes))
+                Some(self.keep(&obj, &bytes))
             }
         };
         let Some(key) = ObjectKey::of(&obj) else {
@@ -283,11 +303,14 @@ impl<K: Watchable> Prepare<K> {
         Ok(Subject::Object(Incoming { key, obj: Arc::new(obj), encoded, values }))
     }
 
-    /// An object's bytes as the store keeps them: compressed in the compressed mode.
-    fn keep(&mut self, encoded: &[u8]) -> Encoded {
+    /// An object's bytes as the store keeps them, with `obj`'s uid and resourceVersion:
+    /// compressed in the compressed mode.
+    fn keep(&mut self, obj: &K, encoded: &[u8]) -> Encoded {
+        let meta = obj.meta();
+        let (uid, rv) = (meta.uid.as_deref(), meta.resource_version.as_deref());
         match &mut self.packer {
-            Some(packer) => packer.pack(encoded),
-            None => Encoded::Plain(encoded.into()),
+            Some(packer) => packer.pack(uid, rv, encoded),
+            None => Encoded::plain(uid, rv, encoded),
         }
     }
 }
@@ -316,6 +339,38 @@ mod tests {
             assert!(!String::from_utf8_lossy(&bytes).contains("managedFields"), "compress: {compress}");
             assert_eq!(decode::compact::<ConfigMap>(&bytes).unwrap(), *incoming.obj, "compress: {compress}");
             assert_eq!(incoming.obj.data.as_ref().unwrap()["k"], "v");
+        }
+    }
+
+    /// Over protobuf, the store keeps the object's protobuf without the skipped fields, not
+    /// JSON: smaller than what came.
+    #[test]
+    fn over_protobuf_a_compact_store_keeps_the_protobuf_without_the_skipped_fields() {
+        use crate::wire::protobuf as pb;
+        let (writer, _store) = Writer::<ConfigMap>::new();
+        let object = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a", "resourceVersion": "1", "managedFields": [{"manager": "the-manager"}]},
+            "data": {"k": "v"}});
+        let mut raw = Vec::new();
+        pb::en::bytes(&mut raw, 1, &pb::encode(&object).unwrap());
+        let mut frame = Vec::new();
+        pb::en::bytes(&mut frame, 1, b"ADDED");
+        pb::en::bytes(&mut frame, 2, &raw);
+        for compress in [false, true] {
+            let paths = Paths::new::<ConfigMap>(&["metadata.managedFields".into()]).unwrap();
+            let mut prepare =
+                Prepare::<ConfigMap>::new("test".into(), None, Some(Compaction::json(compress))).skipping(paths);
+            let (event, raw) = prepare.event(decode::Encoding::Protobuf, &frame, false).unwrap();
+            let decode::WatchEvent::Added(obj) = event else { panic!("{event:?}") };
+            let came = raw.unwrap().bytes().len();
+            let Ok(Subject::Object(incoming)) = prepare.object(obj, raw, ("test", None), writer.indexer()) else {
+                panic!("not stored")
+            };
+            let bytes = incoming.encoded.as_ref().unwrap().bytes().unwrap().into_owned();
+            assert!(bytes.starts_with(pb::MAGIC), "compress: {compress}: {bytes:?}");
+            assert!(bytes.len() < came, "compress: {compress}: {} bytes of {came}", bytes.len());
+            assert!(!bytes.windows(11).any(|w| w == b"the-manager"), "compress: {compress}");
+            assert_eq!(decode::compact::<ConfigMap>(&bytes).unwrap(), *incoming.obj, "compress: {compress}");
         }
     }
 }

@@ -570,7 +570,7 @@ impl<K: Watchable> Worker<K> {
     fn on_event(
         &mut self,
         ev: WatchEvent<K>,
-        bytes: (&[u8], Option<&[u8]>),
+        bytes: (&[u8], Option<decode::Raw<'_>>),
         at: (&str, u64),
         now: Instant,
     ) -> Result<(Option<Subject<K>>, Step), Error> {

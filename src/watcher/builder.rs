@@ -134,11 +134,14 @@ impl<K: Watchable> WatcherBuilder<K> {
     /// a list applies to every element (`spec.containers.env`: every container's). Calls add up.
     ///
     /// In the [`compact_store`](Self::compact_store) and
-    /// [`compressed_store`](Self::compressed_store) modes the object is kept re-encoded as
-    /// JSON without the skipped fields (as after a transform), so those bytes are not kept
-    /// either. Over protobuf that JSON can take more room than the protobuf bytes it replaces
-    /// (100k realistic pods compressed: 5% more; docs/performance.md, "Fields never decoded"),
-    /// while `get()` gets faster. [`Watcher::store`](crate::Watcher::store) and every consumer see the same
+    /// [`compressed_store`](Self::compressed_store) modes those fields' bytes are not kept
+    /// either. Over protobuf the store keeps the object's protobuf with the skipped fields
+    /// left out, copied without decoding it again; over JSON it keeps the object re-encoded
+    /// as JSON without them (as after a transform). An object protobuf cannot show as it was
+    /// decoded (a map whose every entry is skipped, which decodes as an empty map; a path into
+    /// embedded JSON) is kept re-encoded as JSON too. `get()` then decodes a smaller object
+    /// (docs/performance.md, "Fields never decoded", has the figures).
+    /// [`Watcher::store`](crate::Watcher::store) and every consumer see the same
     /// object. A change to a skipped field alone still arrives as an
     /// [`Event::Apply`](crate::Event::Apply) whose object differs from the one before only in
     /// its resourceVersion; a [`predicate`](Self::predicate) can drop it.
@@ -226,7 +229,8 @@ impl<K: Watchable> WatcherBuilder<K> {
     /// each time; events still carry objects decoded once. Objects are still decoded on
     /// arrival, so one that does not decode as `K` is reported and skipped as in the default
     /// mode. With a [`transform`](Self::transform), the transformed object is re-encoded, as
-    /// JSON.
+    /// JSON; with [`skip_fields`](Self::skip_fields), the skipped fields are left out of the
+    /// bytes kept (see there).
     ///
     /// A consumer that attaches after the first sync (the first `recv`, or
     /// [`Watcher::subscribe`]) is sent the current state at once, so every object is decoded
@@ -254,12 +258,14 @@ impl<K: Watchable> WatcherBuilder<K> {
     /// store, for big caches that are mostly read. Off by default; everything said of
     /// [`compact_store`](Self::compact_store) holds, and the bytes are also compressed (LZ4)
     /// against a dictionary of sample objects that the watcher picks from the first objects it
-    /// receives, and adds to while new objects are unlike those it holds (up to 32 KiB).
+    /// receives, and adds to while new objects are unlike those it holds (up to what LZ4 reaches
+    /// beside an object of their size: about 59 KiB for 2.6 KB protobuf pods).
     ///
     /// Objects of one kind repeat each other's keys, labels, images and managedFields, so a
-    /// realistic 6 KB pod takes from a few hundred bytes to about 1 KB: 100k such pods took
-    /// 0.11–0.17 GiB of peak RSS, a sixth to a quarter of `compact_store` (docs/performance.md
-    /// has the measurements). A
+    /// realistic 6 KB pod takes from a few hundred bytes to about 1 KB: 100k varied pods over
+    /// protobuf took 0.11 GiB of peak RSS (0.095 GiB with
+    /// [`without_managed_fields`](Self::without_managed_fields)), a quarter to a third of
+    /// `compact_store` (docs/performance.md has the measurements). A
     /// [`Store::get`](crate::Store::get) decompresses first (a few µs) and then decodes as in
     /// compact mode; storing an object costs a compression on the watcher thread. Events reach
     /// consumers exactly as in compact mode (events a consumer is behind on during a list wait

@@ -575,7 +575,7 @@ mod tests {
         let bench = Bench::new();
         let rx = bench.subscribe(8, SlowConsumer::Block);
         let subs = bench.subscribers.roster.lock().subscribers();
-        let entry = crate::cache::Encoded::Plain(b"from-entry".as_slice().into());
+        let entry = crate::cache::Encoded::plain(None, None, b"from-entry");
         let mut backlog: Backlog<String> = VecDeque::from([
             (Arc::clone(&subs), Held::Item(Ok(Event::InitApply(obj("decoded"))))),
             (Arc::clone(&subs), Held::InitApply(entry, decode)),
@@ -602,7 +602,7 @@ mod tests {
             bench.send(Event::Apply(obj(&i.to_string())));
         }
         let subs = bench.subscribers.roster.lock().subscribers();
-        let entry = crate::cache::Encoded::Plain(b"entry".as_slice().into());
+        let entry = crate::cache::Encoded::plain(None, None, b"entry");
         let mut backlog: Backlog<String> = VecDeque::from([(Arc::clone(&subs), Held::InitApply(entry, decode))]);
         bench.subscribers.deliver_ready(&mut backlog, 0, &mut |_, _| {});
         assert_eq!((backlog.len(), DECODED.load(Relaxed)), (1, 0), "waits as the entry");

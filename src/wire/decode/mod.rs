@@ -28,7 +28,7 @@ pub(crate) use watch::{Change, Identity, WatchEvent, identity, watch_event};
 
 use std::borrow::Cow;
 
-use crate::wire::skip::Node;
+use crate::wire::skip::{self, Node};
 use status::StatusBody;
 
 use crate::shard::Shard;
@@ -160,13 +160,77 @@ pub(crate) fn object<K: serde::de::DeserializeOwned>(bytes: &[u8], scratch: &mut
     object::json(bytes, false, scratch, None)
 }
 
-/// The bytes a compact store keeps of a list item: the JSON as it is, a protobuf message in the
-/// envelope a GET answer carries (`None`: not a kind of the schema table, so not kept).
-pub(crate) fn kept(item: Item<'_>) -> Option<Cow<'_, [u8]>> {
-    match item.form {
-        Form::Json => Some(Cow::Borrowed(item.bytes)),
-        Form::Protobuf { message, .. } => proto::enveloped(message, item.bytes).map(Cow::Owned),
+/// An object's bytes as they came off the wire, in its form.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Raw<'a> {
+    /// A JSON object.
+    Json(&'a [u8]),
+    /// A list item's bare protobuf message, of the schema's message `index`.
+    Message { index: usize, bytes: &'a [u8] },
+    /// A protobuf object in its envelope (`k8s\0`, `runtime.Unknown`), as a watch event carries it.
+    Enveloped(&'a [u8]),
+}
+
+impl<'a> Raw<'a> {
+    /// A list item's bytes.
+    pub(crate) fn item(item: Item<'a>) -> Self {
+        match item.form {
+            Form::Json => Raw::Json(item.bytes),
+            Form::Protobuf { message, .. } => Raw::Message { index: message, bytes: item.bytes },
+        }
     }
+
+    /// A watch event's object bytes, read from a stream in `encoding`.
+    pub(crate) fn event(encoding: Encoding, bytes: &'a [u8]) -> Self {
+        match encoding {
+            Encoding::Json => Raw::Json(bytes),
+            Encoding::Protobuf => Raw::Enveloped(bytes),
+        }
+    }
+
+    /// The bytes, as they came (for errors).
+    pub(crate) fn bytes(self) -> &'a [u8] {
+        match self {
+            Raw::Json(bytes) | Raw::Message { bytes, .. } | Raw::Enveloped(bytes) => bytes,
+        }
+    }
+}
+
+/// The bytes a compact store keeps of an object.
+#[derive(Debug)]
+pub(crate) enum Kept<'a> {
+    /// These bytes, readable by [`compact`]: the JSON as it is, or a protobuf object in the
+    /// envelope a GET answer carries, without the skipped fields.
+    Bytes(Cow<'a, [u8]>),
+    /// The bytes cannot show the object as it was decoded: the caller keeps it re-encoded (why).
+    Reencode(&'static str),
+}
+
+/// The bytes a compact store keeps of an object that came as `raw` and was decoded stepping
+/// over the fields of `skip`: the wire's bytes without those fields (`wire/skip/proto.rs` for
+/// protobuf), so that they decode ([`compact`]) to the object as it was decoded. JSON whose
+/// fields are skipped is re-encoded by the caller. `Err` names what in the bytes could not be
+/// read.
+pub(crate) fn kept<'a>(raw: Raw<'a>, skip: Option<&Node>) -> Result<Kept<'a>, String> {
+    let pruned = match (raw, skip) {
+        (Raw::Json(bytes) | Raw::Enveloped(bytes), None) => return Ok(Kept::Bytes(Cow::Borrowed(bytes))),
+        (Raw::Message { index, bytes }, None) => {
+            return Ok(match proto::enveloped(index, bytes) {
+                Some(enveloped) => Kept::Bytes(Cow::Owned(enveloped)),
+                None => Kept::Reencode("not a kind of the protobuf schema table"),
+            });
+        }
+        (Raw::Json(_), Some(_)) => return Ok(Kept::Reencode("JSON whose fields are skipped")),
+        (Raw::Enveloped(bytes), Some(node)) => skip::proto::enveloped(bytes, node)?,
+        (Raw::Message { index, bytes }, Some(node)) => match crate::wire::protobuf::schema::schema().type_meta(index) {
+            Some(types) => skip::proto::message(index, types, bytes, node)?,
+            None => return Ok(Kept::Reencode("not a kind of the protobuf schema table")),
+        },
+    };
+    Ok(match pruned {
+        skip::proto::Pruned::Bytes(bytes) => Kept::Bytes(Cow::Owned(bytes)),
+        skip::proto::Pruned::Unfit(why) => Kept::Reencode(why),
+    })
 }
 
 /// Decodes a compact store entry: an enveloped protobuf object (it starts with the magic

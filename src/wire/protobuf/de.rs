@@ -57,6 +57,12 @@ impl<'a> Reader<'a> {
         Reader { data, pos: 0 }
     }
 
+    /// How many bytes of the data were read.
+    #[inline]
+    pub(crate) fn position(&self) -> usize {
+        self.pos
+    }
+
     #[inline]
     pub(crate) fn at_end(&self) -> bool {
         self.pos >= self.data.len()

@@ -20,6 +20,11 @@ fn varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
+/// The number of bytes [`varint`] writes for `v` (1 to 10).
+fn varint_len(v: u64) -> usize {
+    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
+}
+
 fn key(out: &mut Vec<u8>, number: u32, wire: u8) {
     varint(out, u64::from(number) << 3 | u64::from(wire));
 }
@@ -31,17 +36,72 @@ pub(crate) fn bytes(out: &mut Vec<u8>, number: u32, b: &[u8]) {
     out.extend_from_slice(b);
 }
 
+/// A length-delimited field whose bytes `fill` appends to `out`, its length written once they
+/// are known: room is left for the length of `expected` bytes (what the field held before a
+/// rewrite that can only shorten it), and the bytes are moved when the length takes another
+/// number of bytes. On `Err`, `out` holds a part of the field: the caller drops it.
+pub(crate) fn nested<E>(
+    out: &mut Vec<u8>,
+    number: u32,
+    expected: usize,
+    fill: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
+) -> Result<(), E> {
+    key(out, number, 2);
+    let at = out.len();
+    let room = varint_len(expected as u64);
+    out.resize(at + room, 0);
+    fill(out)?;
+    let len = out.len() - at - room;
+    let (mut head, mut size, mut v) = ([0u8; 10], 0, len as u64);
+    while v >= 0x80 {
+        head[size] = (v as u8) | 0x80;
+        v >>= 7;
+        size += 1;
+    }
+    head[size] = v as u8;
+    size += 1;
+    if size != room {
+        // Rare: the bytes are moved to fit the length.
+        let end = out.len();
+        if size > room {
+            out.resize(end + size - room, 0);
+        }
+        out.copy_within(at + room..end, at + size);
+        out.truncate(at + size + len);
+    }
+    out[at..at + size].copy_from_slice(&head[..size]);
+    Ok(())
+}
+
 /// `k8s\0`, the `runtime.Unknown` envelope and `raw`.
 pub(crate) fn envelope(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
+    let filled: Result<_, std::convert::Infallible> = envelope_with(api_version, kind, raw.len(), |out| {
+        out.extend_from_slice(raw);
+        Ok(())
+    });
+    match filled {
+        Ok(out) => out,
+        Err(never) => match never {},
+    }
+}
+
+/// [`envelope`], its `raw` appended by `fill` (see [`nested`]: about `expected` bytes).
+pub(crate) fn envelope_with<E>(
+    api_version: &str,
+    kind: &str,
+    expected: usize,
+    fill: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
+) -> Result<Vec<u8>, E> {
     let mut type_meta = Vec::new();
     bytes(&mut type_meta, 1, api_version.as_bytes());
     bytes(&mut type_meta, 2, kind.as_bytes());
-    let mut out = super::MAGIC.to_vec();
+    let mut out = Vec::with_capacity(super::MAGIC.len() + type_meta.len() + expected + 16);
+    out.extend_from_slice(super::MAGIC);
     bytes(&mut out, 1, &type_meta);
-    bytes(&mut out, 2, raw);
+    nested(&mut out, 2, expected, fill)?;
     bytes(&mut out, 3, b"");
     bytes(&mut out, 4, b"");
-    out
+    Ok(out)
 }
 
 /// Writes `value` (a JSON object) as the message `index`.

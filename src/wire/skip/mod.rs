@@ -5,9 +5,11 @@
 //! (`metadata.annotations[kubectl.kubernetes.io/last-applied-configuration]`). A path through a
 //! list applies to every element. [`Paths::new`] parses and checks a set of paths against the
 //! watched type's shape ([`probe`]) and builds the tree the decoders follow ([`Node`], read by
-//! [`prune`]'s deserializer adapter, which steps over each named field instead of decoding it).
+//! [`prune`]'s deserializer adapter, which steps over each named field instead of decoding it,
+//! and by [`proto`], which copies an object's protobuf without them for the compact stores).
 
 mod probe;
+pub(crate) mod proto;
 mod prune;
 
 #[cfg(any(test, feature = "fuzzing"))]
