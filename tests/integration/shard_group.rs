@@ -239,6 +239,8 @@ fn watchers_following_the_group_split_the_pods_without_overlap_or_loss() {
     eventually("three members", || [&a, &b, &c].iter().all(|r| r.group.members().len() == 3));
     stores_settle("three replicas, settled", &server, &[&a, &b, &c]);
 
+    // d's arcs come partly from a's (the names fix the points), so a's watcher relists.
+    let before = a.watcher.stats().relists.shard_changed;
     let d = replica(&server, "d");
     eventually("d holds pods", || {
         while d.watcher.try_recv().is_ok() {}
@@ -261,8 +263,9 @@ fn watchers_following_the_group_split_the_pods_without_overlap_or_loss() {
             store_uids(&r.watcher).len() == want
         })
     });
-    let moved = a.watcher.stats().relists.shard_changed;
-    assert!(moved >= 1, "a's share changed when d joined");
+    // Waited for, not read once: the stores may already look settled before a's watcher takes
+    // the new share (when none of the random uids is in the arcs that moved).
+    eventually("a's watcher relists when d joins", || a.watcher.stats().relists.shard_changed > before);
 
     // A clean stop: d gives up its share; its store is emptied; the others take it.
     d.group.stop();
