@@ -241,11 +241,11 @@ impl ShardGroup {
     /// Leaves the group: the share is given up at once (`Shard(None)` is sent, and the
     /// watchers that follow the group empty their stores), the Lease is released with an empty
     /// claim, so the others take over as soon as their watches show it, and the threads end
-    /// (the group's, and its watch of the group's Leases). Blocks until then: a request in flight is cut; the wait for the watchers (a watch notices within
-    /// 500 ms) and the release are each bounded by the retry period (at most 5 s); if the
-    /// watchers have not emptied their stores by then, the release claims what they may still
-    /// hold, and the others wait for it to expire (1 s). Idempotent; dropping the group does the
-    /// same.
+    /// (the group's, and its watch of the group's Leases). Blocks until then: a request in
+    /// flight is cut; the wait for the watchers (a watch notices within 500 ms) and the release
+    /// are each bounded by the retry period (at most 5 s); if the watchers have not emptied
+    /// their stores by then, the release claims what they may still hold, and the others wait
+    /// for it to expire (1 s). Idempotent; dropping the group does the same.
     pub fn stop(&self) {
         self.runner.stop();
     }

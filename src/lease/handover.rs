@@ -364,15 +364,6 @@ mod tests {
     /// it holds, keeps claiming it until its stores dropped it, then lets go.
     #[test]
     fn a_join_hands_over_only_after_the_holder_released() {
-        let b_target = decide(
-            "b",
-            &[("a".to_owned(), all())].into(),
-            &Ranges::default(),
-            &Ranges::default(),
-            &Ranges::default(),
-            true,
-        )
-        .target;
         // b wants its share, but a claims everything: b holds nothing, and claims its share.
         let b1 = decide(
             "b",
@@ -384,6 +375,7 @@ mod tests {
         );
         assert_eq!(b1.allowed, Ranges::default());
         assert_eq!(b1.claim, Ranges::default(), "all of its share is claimed by a");
+        let b_target = b1.target.clone();
         // a sees b (claiming nothing yet): a's target shrinks, it holds only that at once,
         // and claims what its stores still hold.
         let a1 = decide("a", &[("b".to_owned(), Ranges::default())].into(), &Ranges::default(), &all(), &all(), true);
