@@ -254,7 +254,7 @@ impl<K: Watchable + serde::Serialize> Api<K> {
     pub(crate) fn create_on(&self, http: &Http, obj: &K) -> Result<K> {
         let name = obj.meta().name.as_deref().unwrap_or_default();
         let context = self.describe_object("create", name);
-        let body = encode(obj, &context)?;
+        let body = encode(obj, &self.resource, &context)?;
         let path = request::collection_path(&self.resource, self.namespace.as_deref());
         self.written(http, Verb::Post(&body), &path, &context)
     }
@@ -303,7 +303,7 @@ impl<K: Watchable + serde::Serialize> Api<K> {
         if name.is_empty() {
             return Err(Error::config("metadata.name", format!("{context}: the object has no name")));
         }
-        let body = encode(obj, &context)?;
+        let body = encode(obj, &self.resource, &context)?;
         let path = request::object_path(&self.resource, self.namespace.as_deref(), name);
         self.written(http, Verb::Put(&body), &path, &context)
     }
@@ -338,8 +338,12 @@ impl<K: Watchable + serde::Serialize> Api<K> {
 }
 
 /// The JSON body of a write.
-fn encode<K: serde::Serialize>(obj: &K, context: &str) -> Result<Vec<u8>> {
-    serde_json::to_vec(obj).map_err(|e| {
+/// The JSON body of a write. An object that does not say what it is (a user's struct without
+/// `apiVersion` and `kind` fields) gets them from the resource it is written to: kube-apiserver
+/// refuses a custom resource without its `kind` (400, "Object 'Kind' is missing"), though it
+/// fills them in for built-in types (tests/real/resources.rs).
+fn encode<K: serde::Serialize>(obj: &K, resource: &ApiResource, context: &str) -> Result<Vec<u8>> {
+    let failed = |e: serde_json::Error| {
         Error::Decode(Box::new(crate::error::DecodeError {
             context: context.to_owned(),
             line: None,
@@ -347,5 +351,14 @@ fn encode<K: serde::Serialize>(obj: &K, context: &str) -> Result<Vec<u8>> {
             message: format!("cannot encode the object as JSON: {e}"),
             snippet: String::new(),
         }))
-    })
+    };
+    let mut value = serde_json::to_value(obj).map_err(failed)?;
+    if let serde_json::Value::Object(map) = &mut value {
+        for (key, wanted) in [("apiVersion", &resource.api_version), ("kind", &resource.kind)] {
+            if map.get(key).and_then(serde_json::Value::as_str).is_none_or(str::is_empty) {
+                map.insert(key.to_owned(), serde_json::Value::String(wanted.clone()));
+            }
+        }
+    }
+    serde_json::to_vec(&value).map_err(failed)
 }

@@ -1,0 +1,36 @@
+//! The suite against a real kube-apiserver on etcd, started by `scripts/apiserver.sh` (which
+//! builds both from their Go modules in `testbed/`). Run it with
+//! `scripts/apiserver.sh test`: the script starts the bed, runs `cargo test --test real` with
+//! `KUBE_WATCHER_TESTBED` pointing at it, and stops it.
+//!
+//! Without `KUBE_WATCHER_TESTBED` every test here says it skipped and passes, so a plain
+//! `cargo test` (which has no Go and no bed) stays as it was; `.ci/run` runs the script, and
+//! prints one line when the machine has no Go.
+//!
+//! Each test works in namespaces of its own and ends by comparing what the library holds with a
+//! fresh list from the server (`common::same_as_server`). Tests that stop or restart a server
+//! process take the bed for themselves (`Bed::exclusive`); the others share it (`Bed::shared`).
+#![cfg(feature = "testing")]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../common/mod.rs"]
+#[allow(unused)]
+mod common;
+
+mod bed;
+mod proxy;
+
+mod auth;
+mod faults;
+mod kubectl;
+mod lists;
+mod resources;
+mod scale_out;
+mod watches;
+mod writes;
+
+/// Every file here is compiled (a file without a `mod` line above would silently not run).
+#[test]
+fn every_file_here_is_a_module() {
+    common::modules::every_file_is_a_module("real");
+}

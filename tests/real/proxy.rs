@@ -1,0 +1,123 @@
+//! A TCP proxy on loopback between the library and the real API server, so a test can do to a
+//! connection what networks do: drop it, refuse new ones, or go silent with the socket open.
+//! It passes TLS through untouched (the server's certificate names 127.0.0.1, as the proxy does).
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::thread;
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex};
+
+#[derive(Default)]
+struct State {
+    /// New connections are closed at once.
+    refuse: AtomicBool,
+    /// Bytes are held back in both directions (the sockets stay open).
+    stalled: Mutex<bool>,
+    resumed: Condvar,
+    /// Both halves of every live connection, to cut them.
+    live: Mutex<Vec<(TcpStream, TcpStream)>>,
+    accepted: AtomicUsize,
+    closed: AtomicBool,
+}
+
+/// The proxy; stops and closes every connection on drop.
+pub struct Proxy {
+    port: u16,
+    state: Arc<State>,
+}
+
+impl Proxy {
+    /// A proxy to `127.0.0.1:target`.
+    pub fn start(target: u16) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let state = Arc::new(State::default());
+        let shared = state.clone();
+        thread::spawn(move || {
+            for client in listener.incoming() {
+                if shared.closed.load(Ordering::SeqCst) {
+                    return;
+                }
+                let Ok(client) = client else { continue };
+                if shared.refuse.load(Ordering::SeqCst) {
+                    let _ = client.shutdown(Shutdown::Both);
+                    continue;
+                }
+                let Ok(server) = TcpStream::connect(("127.0.0.1", target)) else {
+                    let _ = client.shutdown(Shutdown::Both);
+                    continue;
+                };
+                shared.accepted.fetch_add(1, Ordering::SeqCst);
+                shared.live.lock().push((client.try_clone().unwrap(), server.try_clone().unwrap()));
+                pipe(shared.clone(), client.try_clone().unwrap(), server.try_clone().unwrap());
+                pipe(shared.clone(), server, client);
+            }
+        });
+        Proxy { port, state }
+    }
+
+    /// The port to point a client at.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Connections accepted and passed on so far.
+    pub fn connections(&self) -> usize {
+        self.state.accepted.load(Ordering::SeqCst)
+    }
+
+    /// Drops every live connection (both sides see it closed).
+    pub fn cut(&self) {
+        for (a, b) in self.state.live.lock().drain(..) {
+            let _ = a.shutdown(Shutdown::Both);
+            let _ = b.shutdown(Shutdown::Both);
+        }
+    }
+
+    /// While on, new connections are closed as soon as they are accepted.
+    pub fn refuse(&self, on: bool) {
+        self.state.refuse.store(on, Ordering::SeqCst);
+    }
+
+    /// While on, no byte passes in either direction; the sockets stay open (a dead peer).
+    pub fn stall(&self, on: bool) {
+        *self.state.stalled.lock() = on;
+        self.state.resumed.notify_all();
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.state.closed.store(true, Ordering::SeqCst);
+        self.stall(false);
+        self.cut();
+        let _ = TcpStream::connect(("127.0.0.1", self.port)); // wakes the accept loop
+    }
+}
+
+/// Copies `from` to `to` until either side closes, holding bytes back while stalled.
+fn pipe(state: Arc<State>, mut from: TcpStream, mut to: TcpStream) {
+    thread::spawn(move || {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = match from.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            {
+                let mut stalled = state.stalled.lock();
+                while *stalled && !state.closed.load(Ordering::SeqCst) {
+                    state.resumed.wait_for(&mut stalled, Duration::from_millis(200));
+                }
+            }
+            if to.write_all(&buf[..n]).is_err() {
+                break;
+            }
+        }
+        let _ = to.shutdown(Shutdown::Write);
+    });
+}
