@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The real control plane on loopback: etcd and kube-apiserver built from their Go modules
 # (testbed/go.mod), for the integration suite in tests/real/ and for trying the library against a
-# real API server on your machine. Needs Go (testbed/go.mod names the version), openssl and python3.
+# real API server on your machine. Needs Go (testbed/go.mod names the version), openssl, curl, python3.
 #
 #   scripts/apiserver.sh build            build what is missing (Go's build cache makes a rebuild cheap)
 #   scripts/apiserver.sh up               build, then start etcd and two kube-apiservers; prints `env`
@@ -10,7 +10,8 @@
 #   scripts/apiserver.sh stop  etcd|apiserver|nogate    kill one process (SIGKILL: a crash)
 #   scripts/apiserver.sh start etcd|apiserver|nogate    start it again on the same port and data
 #   scripts/apiserver.sh compact          compact etcd to its current revision (old versions: 410)
-#   scripts/apiserver.sh test [ARGS]      up (if not running), the suite (cargo test --test real ARGS), down
+#   scripts/apiserver.sh test [ARGS]      the suite (cargo test --test real ARGS) on a bed it starts and stops
+#                                         (or on the one already up, which it leaves up)
 #
 # Two API servers share one etcd: `apiserver` runs with the alpha gate ShardedListAndWatch=true,
 # `nogate` without it (a server that ignores shardSelector, for the client-side fallback). Both
@@ -227,11 +228,12 @@ case "${1:-}" in
     compact) compact ;;
     test)
         shift
+        # A bed this run starts is stopped whatever happens; one that was already up stays up.
+        if ! { alive apiserver && alive nogate && alive etcd; }; then
+            trap 'down > /dev/null 2>&1' EXIT
+        fi
         up > /dev/null
-        status=0
-        KUBE_WATCHER_TESTBED="$bed" cargo test --test real "$@" || status=$?
-        down
-        exit $status
+        KUBE_WATCHER_TESTBED="$bed" cargo test --test real "$@"
         ;;
-    *) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    *) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
