@@ -14,7 +14,8 @@
 #                                         (or on the one already up, which it leaves up)
 #
 # Two API servers share one etcd: `apiserver` runs with the alpha gate ShardedListAndWatch=true,
-# `nogate` without it (a server that ignores shardSelector, for the client-side fallback). Both
+# `nogate` as an older server would: without it (shardSelector is ignored: the client-side
+# fallback) and without WatchList (sendInitialEvents is refused: the paged-list fallback). Both
 # serve TLS with a CA made at start-up, and accept:
 #   - static tokens (tokens.csv): `kw-admin` in system:masters, `kw-restricted` with no RBAC grant;
 #   - client certificates signed by that CA (admin-cert.kubeconfig: CN=kw-cert-admin, O=system:masters).
@@ -30,7 +31,6 @@ repo="$(cd "$(dirname "$0")/.." && pwd)"
 bed="${KUBE_WATCHER_TESTBED:-$repo/target/testbed}"
 bin="$bed/bin"
 run="$bed/run"
-gate="ShardedListAndWatch=true"
 
 die() { echo "apiserver.sh: $*" >&2; exit 1; }
 
@@ -124,8 +124,9 @@ start_etcd() {
 }
 
 start_apiserver() { # NAME (apiserver | nogate)
-    local name="$1" gates=""
-    [ "$name" = apiserver ] && gates="--feature-gates=$gate"
+    local name="$1" gates="--feature-gates=ShardedListAndWatch=true"
+    # `nogate` stands for an older server: no sharded lists and watches, no streaming lists.
+    [ "$name" = nogate ] && gates="--feature-gates=ShardedListAndWatch=false,WatchList=false"
     local c="$run/certs"
     # shellcheck disable=SC2086
     "$bin/kube-apiserver" \

@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, PodTemplate};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube_watcher::{Api, Client, Config, KubeconfigOptions, ListParams, ObjectRef, Watcher};
 
-use crate::bed::{Bed, same_as_server, until};
+use crate::bed::{Bed, User, same_as_server, until};
 use crate::common::{WAIT, collect_until};
 use crate::proxy::Proxy;
 
@@ -69,6 +69,50 @@ fn a_streaming_list_ends_at_the_servers_initial_events_bookmark() {
     assert_eq!((stats.lists, stats.relists.streaming_fallback), (0, 0), "{stats:?}");
     assert_eq!(stats.relists.total(), 1, "{stats:?}");
     api.delete("cm-3").unwrap();
+    same_as_server(&watcher.store(), &api, &ListParams::default());
+}
+
+/// A server without streaming lists (the bed's `nogate`: WatchList off, as before 1.27 or where
+/// an operator turned it off) refuses `sendInitialEvents`; the watcher lists instead.
+#[test]
+fn a_server_without_streaming_lists_gets_a_paged_list_instead() {
+    let Some(bed) = Bed::shared() else { return };
+    let ns = bed.namespace("fallback");
+    let api: Api<ConfigMap> = Api::namespaced(bed.client_of(User::NoGate), &ns);
+    for i in 0..4 {
+        api.create(&config_map(&ns, &format!("cm-{i}"), "v")).unwrap();
+    }
+    let watcher = Watcher::new(api.clone(), Config::default().streaming_lists()).unwrap();
+    watcher.receiver(); // a consumer from the start: every event, not a replay of the store
+    let seen = collect_until(&watcher, |seen| seen.iter().any(|e| e == "InitDone"));
+    assert_eq!(seen.iter().filter(|e| e.starts_with("InitApply")).count(), 4, "{seen:?}");
+    let stats = watcher.stats();
+    assert_eq!(stats.relists.streaming_fallback, 1, "{stats:?}");
+    assert!(stats.lists >= 1, "{stats:?}");
+    api.create(&config_map(&ns, "cm-late", "v")).unwrap();
+    collect_until(&watcher, |seen| seen.iter().any(|e| e == "Apply(cm-late)"));
+    same_as_server(&watcher.store(), &api, &ListParams::default());
+}
+
+/// kube-apiserver gzips a list body above 128 KiB when asked; the watcher asks and reads it.
+/// Through the proxy the bytes on the wire are counted: far fewer than the body's.
+#[test]
+fn a_large_list_arrives_compressed() {
+    let Some(bed) = Bed::shared() else { return };
+    let ns = bed.namespace("gzip");
+    let api: Api<ConfigMap> = Api::namespaced(bed.client(), &ns);
+    let filler = "the same words again and again ".repeat(100);
+    for i in 0..100 {
+        api.create(&config_map(&ns, &format!("cm-{i}"), &filler)).unwrap();
+    }
+    let proxy = Proxy::start(bed.port("apiserver"));
+    let client =
+        Client::from_kubeconfig_yaml(&bed.kubeconfig_via(proxy.port()), &KubeconfigOptions::default()).unwrap();
+    let watcher = Watcher::new(Api::namespaced(client, &ns), Config::default()).unwrap();
+    watcher.store().wait_until_ready(WAIT).unwrap();
+    let (wire, body) = (proxy.downstream_bytes(), watcher.stats().bytes as usize);
+    assert!(body > 300_000, "{body}");
+    assert!(wire * 4 < body, "{wire} bytes on the wire for a {body}-byte list: not compressed");
     same_as_server(&watcher.store(), &api, &ListParams::default());
 }
 

@@ -21,6 +21,8 @@ struct State {
     /// Both halves of every live connection, to cut them.
     live: Mutex<Vec<(TcpStream, TcpStream)>>,
     accepted: AtomicUsize,
+    /// Bytes passed from the server to the client (TLS records: compressed bodies stay small).
+    downstream: AtomicUsize,
     closed: AtomicBool,
 }
 
@@ -53,8 +55,8 @@ impl Proxy {
                 };
                 shared.accepted.fetch_add(1, Ordering::SeqCst);
                 shared.live.lock().push((client.try_clone().unwrap(), server.try_clone().unwrap()));
-                pipe(shared.clone(), client.try_clone().unwrap(), server.try_clone().unwrap());
-                pipe(shared.clone(), server, client);
+                pipe(shared.clone(), client.try_clone().unwrap(), server.try_clone().unwrap(), false);
+                pipe(shared.clone(), server, client, true);
             }
         });
         Proxy { port, state }
@@ -68,6 +70,11 @@ impl Proxy {
     /// Connections accepted and passed on so far.
     pub fn connections(&self) -> usize {
         self.state.accepted.load(Ordering::SeqCst)
+    }
+
+    /// Bytes the server has sent through the proxy so far.
+    pub fn downstream_bytes(&self) -> usize {
+        self.state.downstream.load(Ordering::SeqCst)
     }
 
     /// Drops every live connection (both sides see it closed).
@@ -100,7 +107,7 @@ impl Drop for Proxy {
 }
 
 /// Copies `from` to `to` until either side closes, holding bytes back while stalled.
-fn pipe(state: Arc<State>, mut from: TcpStream, mut to: TcpStream) {
+fn pipe(state: Arc<State>, mut from: TcpStream, mut to: TcpStream, downstream: bool) {
     thread::spawn(move || {
         let mut buf = vec![0u8; 64 * 1024];
         loop {
@@ -116,6 +123,9 @@ fn pipe(state: Arc<State>, mut from: TcpStream, mut to: TcpStream) {
             }
             if to.write_all(&buf[..n]).is_err() {
                 break;
+            }
+            if downstream {
+                state.downstream.fetch_add(n, Ordering::SeqCst);
             }
         }
         let _ = to.shutdown(Shutdown::Write);
