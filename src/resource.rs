@@ -234,6 +234,75 @@ fn is_namespaced<K: k8s_openapi::Resource>() -> bool {
     std::any::type_name::<K::Scope>() == std::any::type_name::<k8s_openapi::NamespaceResourceScope>()
 }
 
+/// Makes a struct of your own a resource the library can list, watch and write: it implements
+/// `k8s_openapi::Resource` and `k8s_openapi::Metadata` (the object's `metadata: ObjectMeta`
+/// field) for it, from the group, version, kind, plural and scope you name.
+///
+/// Use it for a custom resource's type, or for a *projection* of a built-in type: a struct that
+/// keeps only the fields your program reads. Such a struct is decoded straight from what the
+/// server sends, protobuf or JSON: every field it does not name is skipped by the decoder,
+/// never built, so a store of projections holds a fraction of the memory of the full type
+/// (`examples/projection.rs`, docs/guide.md "Your own struct, only your fields"). It needs
+/// `serde::Deserialize` (and `Serialize` for writes).
+///
+/// ```
+/// use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+/// use serde::Deserialize;
+///
+/// /// A pod as a game server sees it: where it runs and whether it is up.
+/// #[derive(Debug, Deserialize)]
+/// struct PodView {
+///     metadata: ObjectMeta,
+///     spec: Option<PodViewSpec>,
+///     status: Option<PodViewStatus>,
+/// }
+/// #[derive(Debug, Deserialize)]
+/// #[serde(rename_all = "camelCase")]
+/// struct PodViewSpec { node_name: Option<String> }
+/// #[derive(Debug, Deserialize)]
+/// #[serde(rename_all = "camelCase")]
+/// struct PodViewStatus { phase: Option<String>, #[serde(rename = "podIP")] pod_ip: Option<String> }
+///
+/// kube_watcher::resource!(PodView, group = "", version = "v1", kind = "Pod", plural = "pods", namespaced);
+///
+/// assert_eq!(kube_watcher::ApiResource::of::<PodView>().api_version, "v1");
+/// // A custom resource, cluster-scoped:
+/// #[derive(Debug, Deserialize)]
+/// struct Tenant { metadata: ObjectMeta }
+/// kube_watcher::resource!(Tenant, group = "example.com", version = "v1", kind = "Tenant", plural = "tenants", cluster);
+/// assert_eq!(kube_watcher::ApiResource::of::<Tenant>().api_version, "example.com/v1");
+/// ```
+#[macro_export]
+macro_rules! resource {
+    (@scope namespaced) => { $crate::k8s_openapi::NamespaceResourceScope };
+    (@scope cluster) => { $crate::k8s_openapi::ClusterResourceScope };
+    (@impl $ty:ty, $group:expr, $api_version:expr, $version:expr, $kind:expr, $plural:expr, $scope:ident) => {
+        impl $crate::k8s_openapi::Resource for $ty {
+            const API_VERSION: &'static str = $api_version;
+            const GROUP: &'static str = $group;
+            const KIND: &'static str = $kind;
+            const VERSION: &'static str = $version;
+            const URL_PATH_SEGMENT: &'static str = $plural;
+            type Scope = $crate::resource!(@scope $scope);
+        }
+        impl $crate::k8s_openapi::Metadata for $ty {
+            type Ty = $crate::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+            fn metadata(&self) -> &Self::Ty {
+                &self.metadata
+            }
+            fn metadata_mut(&mut self) -> &mut Self::Ty {
+                &mut self.metadata
+            }
+        }
+    };
+    ($ty:ty, group = "", version = $version:literal, kind = $kind:literal, plural = $plural:literal, $scope:ident) => {
+        $crate::resource!(@impl $ty, "", $version, $version, $kind, $plural, $scope);
+    };
+    ($ty:ty, group = $group:literal, version = $version:literal, kind = $kind:literal, plural = $plural:literal, $scope:ident) => {
+        $crate::resource!(@impl $ty, $group, concat!($group, "/", $version), $version, $kind, $plural, $scope);
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

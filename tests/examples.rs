@@ -117,6 +117,12 @@ fn cache_reads_the_store_by_name_and_by_index_without_an_event_loop() {
 }
 
 #[test]
+fn projection_keeps_five_fields_of_each_pod_and_follows_the_workload() {
+    let out = run("projection", &[]);
+    assert_shows(&out, "projection", &["frame ", " pods take players", "=10.", "pods cached, 0 with managedFields"]);
+}
+
+#[test]
 fn dynamic_discovers_a_custom_resource_by_short_name_and_watches_it() {
     let out = run("dynamic", &[]);
     assert_shows(

@@ -23,6 +23,7 @@ mod index;
 mod lease;
 mod metadata;
 mod parallel;
+mod projection;
 mod protobuf;
 mod reliability;
 mod relist;
