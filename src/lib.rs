@@ -189,6 +189,7 @@ mod notice;
 pub mod predicates;
 mod resource;
 mod shard;
+mod spelling;
 mod stats;
 
 #[cfg(feature = "testing")]
