@@ -33,6 +33,9 @@ use status::StatusBody;
 
 use crate::shard::Shard;
 
+/// The protobuf media type (docs/protocol.md §12).
+pub(crate) const MEDIA_PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+
 /// The encoding of a body or a watch stream, told by its `Content-Type`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Encoding {
@@ -45,11 +48,7 @@ impl Encoding {
     /// ignored): protobuf for `application/vnd.kubernetes.protobuf`, JSON otherwise.
     pub(crate) fn of_content_type(content_type: &str) -> Encoding {
         let media = content_type.split(';').next().unwrap_or_default().trim();
-        if media.eq_ignore_ascii_case(crate::wire::request::MEDIA_PROTOBUF) {
-            Encoding::Protobuf
-        } else {
-            Encoding::Json
-        }
+        if media.eq_ignore_ascii_case(MEDIA_PROTOBUF) { Encoding::Protobuf } else { Encoding::Json }
     }
 }
 
