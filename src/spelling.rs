@@ -1,5 +1,5 @@
 //! How far apart two spellings are: the edit distance behind every "did you mean" (resource
-//! names in `wire/discovery.rs`, the fields of a skipped path in `wire/skip/probe.rs`).
+//! names in `wire/discovery.rs`, the fields of a skipped path in `codec/skip/probe.rs`).
 
 /// Levenshtein distance, one row at a time.
 pub(crate) fn edit_distance<T: PartialEq>(a: &[T], b: &[T]) -> usize {

@@ -7,11 +7,11 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
+use crate::codec::decode;
 use crate::error::{Error, Result};
 use crate::resource::ApiResource;
 use crate::spelling::edit_distance;
 use crate::wire::client::Client;
-use crate::wire::decode;
 use crate::wire::http::Http;
 use crate::wire::request::{self, ACCEPT_DISCOVERY, ACCEPT_JSON};
 

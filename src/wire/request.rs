@@ -281,7 +281,7 @@ pub(crate) fn describe(verb: &str, ar: &ApiResource, namespace: Option<&str>) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::decode::MEDIA_PROTOBUF;
+    use crate::codec::decode::MEDIA_PROTOBUF;
     use k8s_openapi::api::apps::v1::Deployment;
     use k8s_openapi::api::core::v1::{Node, Pod};
 

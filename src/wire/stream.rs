@@ -4,8 +4,8 @@ use std::io::{self, BufRead, BufReader, Read};
 
 use ureq::BodyReader;
 
+use crate::codec::decode::{self, Encoding, FRAME_HEADER, Frame, Line};
 use crate::error::Error;
-use crate::wire::decode::{self, Encoding, FRAME_HEADER, Frame, Line};
 
 /// What reading a watch stream produced.
 pub(crate) enum StreamItem<'a> {

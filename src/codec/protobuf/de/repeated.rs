@@ -6,7 +6,7 @@ use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde::forward_to_deserialize_any;
 
 use super::{Ctx, Error, Reader, Records, ValueDe, Wire, err, utf8};
-use crate::wire::protobuf::schema::{Field, Type};
+use crate::codec::protobuf::schema::{Field, Type};
 
 /// Every record of one repeated or map field, from its first record on.
 pub(super) struct AllDe<'de> {

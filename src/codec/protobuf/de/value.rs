@@ -8,8 +8,8 @@ use serde::forward_to_deserialize_any;
 
 use super::repeated::Elements;
 use super::{Error, Fields, Reader, Records, ValueDe, Wire, err, packable, utf8};
-use crate::wire::protobuf::schema::Type;
-use crate::wire::protobuf::{MAGIC, base64, time};
+use crate::codec::protobuf::schema::Type;
+use crate::codec::protobuf::{MAGIC, base64, time};
 
 pub(super) fn seconds_nanos(bytes: &[u8]) -> Result<(i64, i64), Error> {
     let (mut seconds, mut nanos) = (0i64, 0i64);

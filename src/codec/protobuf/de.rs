@@ -220,7 +220,7 @@ pub(crate) fn message<'de, T: de::Deserialize<'de>>(
     message_seed(ctx, index, bytes, head, std::marker::PhantomData)
 }
 
-/// [`message`], read by `seed` (which may wrap this deserializer in another, as `wire/skip` does).
+/// [`message`], read by `seed` (which may wrap this deserializer in another, as `codec/skip` does).
 /// A repeated field met in a second run makes it read the object again (see [`Ctx::split_runs`]).
 pub(crate) fn message_seed<'de, S: DeserializeSeed<'de> + Clone>(
     ctx: Ctx,
