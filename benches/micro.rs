@@ -49,7 +49,7 @@ fn main() {
     per_op("strict syntax check (before simd-json)", 2000, || {
         black_box(kube_watcher::fuzzing::strict_syntax(black_box(line.as_bytes())));
     });
-    // What a relist reads of an item the store already holds (src/wire/decode/peek.rs).
+    // What a relist reads of an item the store already holds (src/codec/decode/peek.rs).
     #[cfg(feature = "fuzzing")]
     per_op("identity of a listed item (relist peek)", 2000, || {
         assert!(kube_watcher::fuzzing::peek(black_box(bytes)));
@@ -76,7 +76,7 @@ fn main() {
     per_op("decode typed Pod (serde_json)", 500, || {
         black_box(serde_json::from_slice::<Pod>(black_box(bytes)).unwrap());
     });
-    // What the watcher's JSON path runs after the strict syntax check (src/wire/decode/object.rs):
+    // What the watcher's JSON path runs after the strict syntax check (src/codec/decode/object.rs):
     // simd-json over a copy of the input, its buffers reused.
     #[cfg(feature = "simd")]
     {
@@ -121,7 +121,7 @@ fn main() {
             black_box(kube_watcher::fuzzing::protobuf_decode::<Pod>(black_box(&proto)).unwrap());
         });
     }
-    // A watch event's object the way a watcher decodes it (src/wire/decode/mod.rs `event`), with
+    // A watch event's object the way a watcher decodes it (src/codec/decode/mod.rs `event`), with
     // nothing skipped (the decoder is not wrapped at all) and with managedFields skipped
     // (`without_managed_fields`: stepped over, never built), over JSON and protobuf; each line
     // includes dropping the object, as the event it replaces is dropped in a watch.

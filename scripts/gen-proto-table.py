@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generates src/wire/protobuf/table.txt: the protobuf schema of the Kubernetes built-in types.
+"""Generates src/codec/protobuf/table.txt: the protobuf schema of the Kubernetes built-in types.
 
 The table is derived from the upstream `generated.proto` files (field numbers and types) and the Go
 structs beside them (`types*.go`: JSON names, `omitempty`, pointers and inlined structs, which the
@@ -9,7 +9,7 @@ Re-run it for the Kubernetes version that k8s-openapi's `latest` feature targets
 
     git clone --depth 1 --branch <tag> https://github.com/kubernetes/api /tmp/k8s-api
     git clone --depth 1 --branch <tag> https://github.com/kubernetes/apimachinery /tmp/k8s-apimachinery
-    python3 scripts/gen-proto-table.py /tmp/k8s-api /tmp/k8s-apimachinery > src/wire/protobuf/table.txt
+    python3 scripts/gen-proto-table.py /tmp/k8s-api /tmp/k8s-apimachinery > src/codec/protobuf/table.txt
 
 (`<tag>` is `v0.<minor>.<patch>` of the Kubernetes release; the header of table.txt names the
 commits it was generated from). The checkouts stay outside the repository; only the table is kept.

@@ -10,8 +10,8 @@ use std::io::{self, BufRead, Read};
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 
-use crate::wire::decode::{self, Encoding, FRAME_HEADER, Frame, Line, WatchEvent};
-use crate::wire::skip;
+use crate::codec::decode::{self, Encoding, FRAME_HEADER, Frame, Line, WatchEvent};
+use crate::codec::skip;
 
 /// The fields the entry points also decode without (`WatcherBuilder::skip_fields`): through a
 /// list, into a map by key, and whole objects and lists.
@@ -223,7 +223,7 @@ pub fn peek_agrees(json: &[u8]) {
 /// parser accepts too, and reads as the same values (it may refuse more, e.g. a lone `\u`
 /// surrogate, deep nesting, `-0` or a long float).
 pub fn strict_syntax(input: &[u8]) -> bool {
-    crate::wire::syntax::is_valid(input)
+    crate::codec::syntax::is_valid(input)
 }
 
 /// Splits `reader` into lines of at most `max` bytes, as a watch stream is read; returns the
@@ -274,7 +274,7 @@ pub fn list<K: DeserializeOwned + Debug, R: Read>(
     let meta = decode::list(reader, max_item, |item| {
         let bytes = item.bytes;
         assert!(bytes.len() <= max_item.saturating_add(64 * 1024), "list item of {} bytes", bytes.len());
-        assert!(!item.checked || crate::wire::syntax::is_valid(bytes), "an item marked checked is not valid JSON");
+        assert!(!item.checked || crate::codec::syntax::is_valid(bytes), "an item marked checked is not valid JSON");
         items += 1;
         peek_agrees(bytes);
         let show = || String::from_utf8_lossy(bytes).into_owned();
@@ -332,8 +332,8 @@ pub fn kubeconfig(yaml: &str) -> crate::Result<()> {
 /// first and from there into `K` (every object that decodes as a `K` must also decode as JSON,
 /// to the same `K`).
 pub fn protobuf_object<K: DeserializeOwned + Debug>(body: &[u8]) -> Result<String, String> {
-    let direct = crate::wire::protobuf::object::<K>(body).map(|o| format!("{o:?}")).map_err(|e| e.to_string());
-    let json = crate::wire::protobuf::object::<serde_json::Value>(body).map_err(|e| e.to_string());
+    let direct = crate::codec::protobuf::object::<K>(body).map(|o| format!("{o:?}")).map_err(|e| e.to_string());
+    let json = crate::codec::protobuf::object::<serde_json::Value>(body).map_err(|e| e.to_string());
     if let Ok(text) = &direct {
         let value = json.unwrap_or_else(|e| panic!("decodes as a K but not as JSON ({e}): {body:?}"));
         let again = serde_json::from_value::<K>(value).map(|o| format!("{o:?}")).map_err(|e| e.to_string());
@@ -349,7 +349,7 @@ pub fn protobuf_object<K: DeserializeOwned + Debug>(body: &[u8]) -> Result<Strin
 ///
 /// The decoder's error, as text.
 pub fn protobuf_decode<K: DeserializeOwned>(body: &[u8]) -> Result<K, String> {
-    crate::wire::protobuf::object::<K>(body).map_err(|e| e.to_string())
+    crate::codec::protobuf::object::<K>(body).map_err(|e| e.to_string())
 }
 
 /// Encodes an object's JSON form (with `apiVersion` and `kind`) as a protobuf body, with the same
@@ -359,7 +359,7 @@ pub fn protobuf_decode<K: DeserializeOwned>(body: &[u8]) -> Result<K, String> {
 ///
 /// The kind has no protobuf form, or a value does not fit its field.
 pub fn protobuf_encode(value: &serde_json::Value) -> Result<Vec<u8>, String> {
-    crate::wire::protobuf::encode(value).map_err(|e| e.to_string())
+    crate::codec::protobuf::encode(value).map_err(|e| e.to_string())
 }
 
 /// Splits `reader` into protobuf watch frames of at most `max` bytes, as a protobuf watch stream
@@ -503,7 +503,7 @@ impl Skipping {
 /// [`protobuf_encode`] writes): for measurements of [`event_object`].
 #[must_use]
 pub fn protobuf_event(ty: &str, body: &[u8]) -> Vec<u8> {
-    use crate::wire::protobuf::en;
+    use crate::codec::protobuf::en;
     let mut raw = Vec::new();
     en::bytes(&mut raw, 1, body);
     let mut frame = Vec::new();

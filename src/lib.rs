@@ -172,12 +172,14 @@ mod engine;
 mod cache;
 mod machine;
 
-// HTTP, requests, decoding, discovery.
+// HTTP: requests, the transport, watch streams, the client, discovery.
 mod wire;
 
-// Where the server is and how to trust and authenticate to it: kubeconfig, in-cluster, exec
-// plugins, TLS, proxies.
+// Side by side, neither importing the other: where the server is and how to trust and
+// authenticate to it (kubeconfig, in-cluster, exec plugins, TLS, proxies), and the codec (bytes
+// in, values out: lists, watch events, `Status`, protobuf, skipped fields, the JSON check).
 mod auth;
+mod codec;
 
 // The vocabulary every layer shares.
 mod config;
@@ -189,6 +191,7 @@ mod notice;
 pub mod predicates;
 mod resource;
 mod shard;
+mod spelling;
 mod stats;
 
 #[cfg(feature = "testing")]

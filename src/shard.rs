@@ -1,6 +1,6 @@
 //! `Shard`: a share of a resource's objects, chosen by a hash of each object's uid (or
 //! namespace); the one place the shard rule lives: parse, format, hash, contains. The request
-//! builder (`wire/request.rs`) sends [`Shard::selector`]; the decoders (`wire/decode/`) ask
+//! builder (`wire/request.rs`) sends [`Shard::selector`]; the decoders (`codec/decode/`) ask
 //! [`Shard::contains`] of the uid or namespace they read off an object's bytes.
 //!
 //! The rule is the API server's (docs/protocol.md, "Sharded lists and watches"): FNV-1a 64 of

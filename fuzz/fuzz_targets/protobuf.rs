@@ -6,7 +6,7 @@
 //! as the message of one watch event; and as a streamed `PodList` body (`fuzzing::protobuf_list`
 //! panics when an item breaks its bound or the relist's identity peek disagrees with the decode).
 //! Watch events and list items are also decoded with fields skipped, and the bytes a compact
-//! store keeps of them without those fields (`wire/skip/proto.rs`) must read back as that
+//! store keeps of them without those fields (`codec/skip/proto.rs`) must read back as that
 //! decode. Seeds: fuzz/seeds/protobuf.
 #![no_main]
 

@@ -27,6 +27,8 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, bounded};
 use parking_lot::Mutex;
 
 use crate::cache::{IndexFn, PredicateFn, Store, Writer};
+use crate::codec::decode;
+use crate::codec::decode::Encoding;
 use crate::config::Config;
 use crate::config::WireFormat;
 use crate::engine::control::Control;
@@ -44,8 +46,6 @@ use crate::notice::{Notice, RelistReason, SlowConsumer};
 use crate::resource::Watchable;
 use crate::stats::Stats;
 use crate::wire::api::Api;
-use crate::wire::decode;
-use crate::wire::decode::Encoding;
 use crate::wire::http::{Http, Negotiation};
 
 /// How long `stop()` waits for the threads. Only DNS and TCP connect cannot be interrupted
@@ -62,7 +62,7 @@ pub(crate) struct Spec<K> {
     pub(crate) predicates: Vec<PredicateFn<K>>,
     pub(crate) transform: Option<Transform<K>>,
     /// The fields never decoded (`WatcherBuilder::skip_fields`), checked.
-    pub(crate) skip: crate::wire::skip::Paths,
+    pub(crate) skip: crate::codec::skip::Paths,
     pub(crate) compact: Option<Compaction<K>>,
     pub(crate) max_lists: Option<usize>,
     pub(crate) start_spread: Duration,

@@ -29,11 +29,11 @@ use std::thread::JoinHandle;
 use crossbeam_channel::{Receiver, Sender, TryRecvError, bounded, select, unbounded};
 
 use crate::cache::Indexer;
+use crate::codec::decode;
 use crate::engine::gate::Stopped;
 use crate::engine::prepare::{Prepare, Subject};
 use crate::error::{Error, Result};
 use crate::resource::Watchable;
-use crate::wire::decode;
 
 /// The most helper threads `parallel_sync` accepts.
 pub(crate) const MAX_THREADS: usize = 64;

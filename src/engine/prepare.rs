@@ -5,12 +5,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::cache::{Encoded, Indexer, Packer, Skipped, Unchanged, Values};
+use crate::codec::decode;
+use crate::codec::skip::Paths;
 use crate::error::{DecodeError, Error};
 use crate::guard;
 use crate::key::ObjectKey;
 use crate::resource::Watchable;
-use crate::wire::decode;
-use crate::wire::skip::Paths;
 
 /// What the worker reserves, and frees at once, before it decodes an object a relist adds to a
 /// typed store (see [`headroom`]). Below glibc's smallest threshold for serving a request with
@@ -346,7 +346,7 @@ mod tests {
     /// JSON: smaller than what came.
     #[test]
     fn over_protobuf_a_compact_store_keeps_the_protobuf_without_the_skipped_fields() {
-        use crate::wire::protobuf as pb;
+        use crate::codec::protobuf as pb;
         let (writer, _store) = Writer::<ConfigMap>::new();
         let object = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": "a", "resourceVersion": "1", "managedFields": [{"manager": "the-manager"}]},

@@ -16,6 +16,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng as _, SeedableRng as _};
 
 use crate::cache::Writer;
+use crate::codec::decode::{self, Change, WatchEvent};
 use crate::engine::control::Control;
 use crate::engine::counters;
 use crate::engine::delivery::{Delivery, Form};
@@ -31,7 +32,6 @@ use crate::notice::{Notice, RelistReason};
 use crate::resource::{PartialObjectMetadata, Watchable};
 use crate::shard::{Follow, Follower, Shard, ShardFilter};
 use crate::wire::api::Api;
-use crate::wire::decode::{self, Change, WatchEvent};
 use crate::wire::http::Http;
 use crate::wire::request::{ListParams, WatchParams};
 use crate::wire::stream::StreamItem;

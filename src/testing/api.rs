@@ -32,65 +32,6 @@ const GZIP_THRESHOLD: usize = 128 * 1024;
 /// Bodies larger than this are sent chunked.
 const CHUNKED_THRESHOLD: usize = 32 * 1024;
 
-/// Fills in short names, singular names and selectable fields of well-known built-in types.
-pub(crate) fn well_known(rt: &mut ResourceType) {
-    let (short, fields): (&[&str], &[&str]) = match (rt.group.as_str(), rt.plural.as_str()) {
-        ("", "pods") => (
-            &["po"],
-            &[
-                "spec.nodeName",
-                "spec.restartPolicy",
-                "spec.schedulerName",
-                "spec.serviceAccountName",
-                "spec.hostNetwork",
-                "status.phase",
-                "status.podIP",
-                "status.nominatedNodeName",
-            ],
-        ),
-        ("", "configmaps") => (&["cm"], &[]),
-        ("", "secrets") => (&[], &["type"]),
-        ("", "services") => (&["svc"], &[]),
-        ("", "namespaces") => (&["ns"], &["status.phase"]),
-        ("", "nodes") => (&["no"], &["spec.unschedulable"]),
-        ("", "events") => (
-            &["ev"],
-            &[
-                "involvedObject.kind",
-                "involvedObject.namespace",
-                "involvedObject.name",
-                "involvedObject.uid",
-                "involvedObject.apiVersion",
-                "involvedObject.resourceVersion",
-                "involvedObject.fieldPath",
-                "reason",
-                "reportingComponent",
-                "source",
-                "type",
-            ],
-        ),
-        ("", "serviceaccounts") => (&["sa"], &[]),
-        ("", "endpoints") => (&["ep"], &[]),
-        ("", "persistentvolumeclaims") => (&["pvc"], &[]),
-        ("", "persistentvolumes") => (&["pv"], &[]),
-        ("apps", "deployments") => (&["deploy"], &[]),
-        ("apps", "replicasets") => (&["rs"], &[]),
-        ("apps", "statefulsets") => (&["sts"], &[]),
-        ("apps", "daemonsets") => (&["ds"], &[]),
-        ("batch", "cronjobs") => (&["cj"], &[]),
-        ("apiextensions.k8s.io", "customresourcedefinitions") => (&["crd", "crds"], &[]),
-        _ => (&[], &[]),
-    };
-    if rt.short_names.is_empty() {
-        rt.short_names = short.iter().map(|s| s.to_string()).collect();
-    }
-    for f in fields {
-        if !rt.selectable_fields.iter().any(|x| x == f) {
-            rt.selectable_fields.push(f.to_string());
-        }
-    }
-}
-
 /// The types `FakeApiServer::start` registers.
 pub(crate) fn default_types() -> Vec<ResourceType> {
     use k8s_openapi::api::{apps::v1 as apps, batch::v1 as batch, coordination::v1 as coordination, core::v1 as core};

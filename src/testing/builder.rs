@@ -1,16 +1,17 @@
-//! `FakeApiServerBuilder`: the server's settings, set by value, then `start`.
+//! `FakeApiServerBuilder`: the server's settings, set by value, then `start` (in `server.rs`,
+//! which builds the server from them).
 
 use std::time::Duration;
 
-use super::FakeApiServer;
-use super::server;
+#[cfg(doc)]
+use super::FakeApiServer; // the doc links
 use super::types::{Chunking, StreamingLists, Watch410};
 
 /// Builder for [`FakeApiServer`]; by-value setters, then [`FakeApiServerBuilder::start`].
 #[derive(Debug, Clone, Default)]
 #[must_use = "a builder does nothing until start() is called"]
 pub struct FakeApiServerBuilder {
-    settings: Settings,
+    pub(super) settings: Settings,
 }
 
 /// Server settings (private; set through the builder).
@@ -239,27 +240,5 @@ impl FakeApiServerBuilder {
     pub fn sharded_list_and_watch(mut self, enabled: bool) -> Self {
         self.settings.sharded_list_and_watch = enabled;
         self
-    }
-
-    /// Starts the server.
-    ///
-    /// # Panics
-    ///
-    /// If it cannot bind a port on 127.0.0.1, spawn its accept thread, or generate its TLS
-    /// material; use [`FakeApiServerBuilder::try_start`] to get an error instead.
-    pub fn start(self) -> FakeApiServer {
-        match self.try_start() {
-            Ok(server) => server,
-            Err(e) => panic!("start fake api server: {e}"),
-        }
-    }
-
-    /// Starts the server, reporting bind, thread or TLS failures as an error.
-    ///
-    /// # Errors
-    ///
-    /// When binding, spawning the accept thread or generating certificates fails.
-    pub fn try_start(self) -> std::io::Result<FakeApiServer> {
-        server::start(self.settings)
     }
 }

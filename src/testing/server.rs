@@ -17,10 +17,34 @@ use super::state::{Conns, Flow, ServerCore, State, peer_gone, wait_until_gone};
 use super::store::Store;
 use super::tls::TlsMaterial;
 use super::util::Rng;
-use super::{FakeApiServer, Fault, Match, RecordedRequest, Settings, hostile, watch};
+use super::{FakeApiServer, FakeApiServerBuilder, Fault, Match, RecordedRequest, Settings, hostile, watch};
 
 /// How many requests the log keeps.
 const MAX_RECORDED: usize = 100_000;
+
+impl FakeApiServerBuilder {
+    /// Starts the server.
+    ///
+    /// # Panics
+    ///
+    /// If it cannot bind a port on 127.0.0.1, spawn its accept thread, or generate its TLS
+    /// material; use [`FakeApiServerBuilder::try_start`] to get an error instead.
+    pub fn start(self) -> FakeApiServer {
+        match self.try_start() {
+            Ok(server) => server,
+            Err(e) => panic!("start fake api server: {e}"),
+        }
+    }
+
+    /// Starts the server, reporting bind, thread or TLS failures as an error.
+    ///
+    /// # Errors
+    ///
+    /// When binding, spawning the accept thread or generating certificates fails.
+    pub fn try_start(self) -> std::io::Result<FakeApiServer> {
+        start(self.settings)
+    }
+}
 
 /// Starts the server.
 pub(crate) fn start(settings: Settings) -> io::Result<FakeApiServer> {

@@ -143,12 +143,12 @@ fn defaults(rt: &ResourceType, obj: &mut Value) {
 
 /// Leaves out what the real server's JSON leaves out: a zero (`""`, `0`, `false`) in a field
 /// that Go's `omitempty` drops (a non-pointer field; the schema table's `?`, generated from
-/// upstream: src/wire/protobuf/table.txt). A client that sends `"hostPort": 0` reads the pod
+/// upstream: src/codec/protobuf/table.txt). A client that sends `"hostPort": 0` reads the pod
 /// back without it from a real server, which holds the object as a Go struct; so does the fake,
 /// over JSON and protobuf alike (docs/protocol.md §12.4). Values of another type than the table's
 /// are left as they are.
 fn omit_zeros(obj: &mut Value) {
-    use crate::wire::protobuf::schema::{Schema, Type, schema};
+    use crate::codec::protobuf::schema::{Schema, Type, schema};
     fn walk(schema: &Schema, index: usize, value: &mut Value, depth: u32) {
         let (Some(message), Value::Object(map)) = (schema.messages.get(index), value) else { return };
         if depth > 64 {

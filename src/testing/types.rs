@@ -3,8 +3,6 @@
 
 use std::time::Duration;
 
-use super::api;
-
 /// Which requests a scripted [`Fault`] applies to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -221,7 +219,7 @@ impl ResourceType {
         let namespaced = std::any::type_name::<K::Scope>().ends_with("NamespaceResourceScope");
         let mut rt = ResourceType::new(K::GROUP, K::VERSION, K::URL_PATH_SEGMENT, K::KIND, namespaced);
         rt.built_in = true;
-        api::well_known(&mut rt);
+        well_known(&mut rt);
         rt
     }
 
@@ -349,6 +347,65 @@ impl FakeError {
             FakeError::AlreadyExists { .. } | FakeError::Conflict { .. } => 409,
             FakeError::Invalid { .. } => 422,
             FakeError::Serde { .. } => 400,
+        }
+    }
+}
+
+/// Fills in short names, singular names and selectable fields of well-known built-in types.
+fn well_known(rt: &mut ResourceType) {
+    let (short, fields): (&[&str], &[&str]) = match (rt.group.as_str(), rt.plural.as_str()) {
+        ("", "pods") => (
+            &["po"],
+            &[
+                "spec.nodeName",
+                "spec.restartPolicy",
+                "spec.schedulerName",
+                "spec.serviceAccountName",
+                "spec.hostNetwork",
+                "status.phase",
+                "status.podIP",
+                "status.nominatedNodeName",
+            ],
+        ),
+        ("", "configmaps") => (&["cm"], &[]),
+        ("", "secrets") => (&[], &["type"]),
+        ("", "services") => (&["svc"], &[]),
+        ("", "namespaces") => (&["ns"], &["status.phase"]),
+        ("", "nodes") => (&["no"], &["spec.unschedulable"]),
+        ("", "events") => (
+            &["ev"],
+            &[
+                "involvedObject.kind",
+                "involvedObject.namespace",
+                "involvedObject.name",
+                "involvedObject.uid",
+                "involvedObject.apiVersion",
+                "involvedObject.resourceVersion",
+                "involvedObject.fieldPath",
+                "reason",
+                "reportingComponent",
+                "source",
+                "type",
+            ],
+        ),
+        ("", "serviceaccounts") => (&["sa"], &[]),
+        ("", "endpoints") => (&["ep"], &[]),
+        ("", "persistentvolumeclaims") => (&["pvc"], &[]),
+        ("", "persistentvolumes") => (&["pv"], &[]),
+        ("apps", "deployments") => (&["deploy"], &[]),
+        ("apps", "replicasets") => (&["rs"], &[]),
+        ("apps", "statefulsets") => (&["sts"], &[]),
+        ("apps", "daemonsets") => (&["ds"], &[]),
+        ("batch", "cronjobs") => (&["cj"], &[]),
+        ("apiextensions.k8s.io", "customresourcedefinitions") => (&["crd", "crds"], &[]),
+        _ => (&[], &[]),
+    };
+    if rt.short_names.is_empty() {
+        rt.short_names = short.iter().map(|s| s.to_string()).collect();
+    }
+    for f in fields {
+        if !rt.selectable_fields.iter().any(|x| x == f) {
+            rt.selectable_fields.push(f.to_string());
         }
     }
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::Watcher;
 use crate::cache::{IndexFn, PredicateFn};
+use crate::codec::skip::Paths;
 use crate::config::Config;
 use crate::engine::parallel::MAX_THREADS as MAX_PARALLEL_SYNC;
 use crate::engine::prepare::{Compaction, Transform};
@@ -14,7 +15,6 @@ use crate::error::{Error, Result};
 use crate::notice::SlowConsumer;
 use crate::resource::Watchable;
 use crate::wire::api::Api;
-use crate::wire::skip::Paths;
 
 /// The path of the field [`WatcherBuilder::without_managed_fields`] skips.
 const MANAGED_FIELDS: &str = "metadata.managedFields";

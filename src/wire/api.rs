@@ -6,11 +6,11 @@ use std::sync::Arc;
 
 use k8s_openapi::NamespaceResourceScope;
 
+use crate::codec::decode::{self, Encoding};
 use crate::error::{Error, Result};
 use crate::resource::{ApiResource, PartialObjectMetadata, Watchable};
 use crate::shard::Shard;
 use crate::wire::client::Client;
-use crate::wire::decode::{self, Encoding};
 use crate::wire::http::{Http, Negotiation, Verb};
 use crate::wire::request::{self, ListParams, Target};
 

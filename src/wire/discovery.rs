@@ -7,10 +7,11 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
+use crate::codec::decode;
 use crate::error::{Error, Result};
 use crate::resource::ApiResource;
+use crate::spelling::edit_distance;
 use crate::wire::client::Client;
-use crate::wire::decode;
 use crate::wire::http::Http;
 use crate::wire::request::{self, ACCEPT_DISCOVERY, ACCEPT_JSON};
 
@@ -227,22 +228,6 @@ fn is_close(candidate: &str, typed: &str) -> bool {
     edit_distance(a.as_bytes(), b.as_bytes()) <= 2
 }
 
-/// Levenshtein distance, one row at a time (also the skipped-field paths' "closest names":
-/// `wire/skip/probe.rs`).
-pub(crate) fn edit_distance<T: PartialEq>(a: &[T], b: &[T]) -> usize {
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.iter().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let above = row[j + 1];
-            row[j + 1] = if ca == cb { diagonal } else { 1 + diagonal.min(above).min(row[j]) };
-            diagonal = above;
-        }
-    }
-    row[b.len()]
-}
-
 impl Client {
     /// Finds the resource type `name` stands for, as `kubectl get <name>` would: a plural
     /// (`pods`), singular (`pod`), short name (`po`, `deploy`), kind (`Deployment`), any of
@@ -436,7 +421,6 @@ mod tests {
         assert!(is_close("configmaps", "configmap"));
         assert!(!is_close("pods", "services"));
         assert!(!is_close("po", "x"));
-        assert_eq!(edit_distance(b"kitten", b"sitting"), 3);
     }
 
     #[test]

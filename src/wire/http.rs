@@ -16,10 +16,10 @@ use ureq::http::Response;
 use ureq::{Body, RequestBuilder};
 
 use crate::auth::{Connection, Failure, RootSet};
+use crate::codec::decode::{self, Encoding, ListError, ListMeta};
 use crate::config::DEFAULT_MAX_LIST_BYTES;
 use crate::error::{Error, Result};
 use crate::resource::Watchable;
-use crate::wire::decode::{self, Encoding, ListError, ListMeta};
 use crate::wire::request::{ListParams, Target, WatchParams};
 use crate::wire::stream::{WatchStream, ureq_error, ureq_message};
 

@@ -8,8 +8,6 @@ use crate::shard::Shard;
 
 /// `Accept` for full objects.
 pub(crate) const ACCEPT_JSON: &str = "application/json";
-/// The protobuf media type (docs/protocol.md §12).
-pub(crate) const MEDIA_PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 /// `Accept` for lists, gets and watches of a type with a protobuf form: protobuf, with JSON as the
 /// fallback in the same header, so that a server that cannot produce protobuf answers JSON rather
 /// than 406 (docs/protocol.md §12.1). client-go sends the same for watches: the server appends
@@ -283,6 +281,7 @@ pub(crate) fn describe(verb: &str, ar: &ApiResource, namespace: Option<&str>) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::codec::decode::MEDIA_PROTOBUF;
     use k8s_openapi::api::apps::v1::Deployment;
     use k8s_openapi::api::core::v1::{Node, Pod};
 

@@ -5,7 +5,7 @@
 //! Answers: the server builds them as JSON, as always; [`transcode`] turns a JSON answer whose
 //! kind has a protobuf form (a built-in object, its list, a `Status`) into protobuf, and
 //! [`frame`] writes a watch event as a length-delimited frame. Both use the client's encoder
-//! (src/wire/protobuf/en.rs), which writes Go's zero values as the real server does; what the
+//! (src/codec/protobuf/en.rs), which writes Go's zero values as the real server does; what the
 //! table has no place for (an object stored as valid JSON but not of its kind, to test the
 //! client's undecodable-object policy) is written by its JSON type, so a reader finds the wrong
 //! wire type where a newer or broken server would have put one.
@@ -14,7 +14,7 @@
 //! fake that only read JSON could not be driven by them. The body is the 4-byte magic `k8s\0`
 //! followed by a `runtime.Unknown` message (`1` TypeMeta {`1` apiVersion, `2` kind}, `2` the
 //! object's own message, `3` content encoding, `4` content type); the object's fields come from
-//! the schema table the client also decodes with (src/wire/protobuf/table.txt, generated from the
+//! the schema table the client also decodes with (src/codec/protobuf/table.txt, generated from the
 //! upstream `.proto` files). That table is the one thing the fake takes from the client: the
 //! reading below is its own, so the two check each other.
 //!
@@ -30,8 +30,8 @@ use serde_json::{Map, Value};
 
 use super::super::http::{Request, Response};
 use super::super::util::{base64_std, rfc3339};
-use crate::wire::protobuf::encode_lenient;
-use crate::wire::protobuf::schema::{Schema, Type, schema};
+use crate::codec::protobuf::encode_lenient;
+use crate::codec::protobuf::schema::{Schema, Type, schema};
 
 /// The media type.
 pub(crate) const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";

@@ -7,7 +7,7 @@
 //! The objects are written as Go's encoder writes them: fields that are not pointers in Go are
 //! sent even when zero (an empty `generateName`, a zero `hostPort`), and JSON leaves those out
 //! where Go's `omitempty` does. A field that k8s-pb's (older) protos do not have is simply not
-//! tested here; src/wire/protobuf/tests.rs covers the decoder's rules field by field.
+//! tested here; src/codec/protobuf/tests.rs covers the decoder's rules field by field.
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;

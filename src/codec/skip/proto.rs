@@ -24,9 +24,9 @@
 //! input, plus the envelope.
 
 use super::{Child, Node};
-use crate::wire::protobuf::de::{Error, Reader, Wire};
-use crate::wire::protobuf::schema::{self, Field, Message, Schema, Type};
-use crate::wire::protobuf::{self as pb, en};
+use crate::codec::protobuf::de::{Error, Reader, Wire};
+use crate::codec::protobuf::schema::{self, Field, Message, Schema, Type};
+use crate::codec::protobuf::{self as pb, en};
 
 /// Messages nest far less deeply than this in every built-in type (the decoder's own bound).
 const MAX_DEPTH: u32 = 64;

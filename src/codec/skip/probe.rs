@@ -64,7 +64,7 @@ fn closest(name: &str, fields: &[&'static str]) -> String {
 fn distance(a: &str, b: &str) -> usize {
     let a: Vec<char> = a.chars().flat_map(char::to_lowercase).collect();
     let b: Vec<char> = b.chars().flat_map(char::to_lowercase).collect();
-    crate::wire::discovery::edit_distance(&a, &b)
+    crate::spelling::edit_distance(&a, &b)
 }
 
 /// How a probe ended; every probe ends in one of these as its error.

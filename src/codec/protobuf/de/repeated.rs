@@ -5,9 +5,8 @@
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde::forward_to_deserialize_any;
 
-use super::value::{ValueDe, utf8};
-use super::{Ctx, Error, Reader, Records, Wire, err};
-use crate::wire::protobuf::schema::{Field, Type};
+use super::{Ctx, Error, Reader, Records, ValueDe, Wire, err, utf8};
+use crate::codec::protobuf::schema::{Field, Type};
 
 /// Every record of one repeated or map field, from its first record on.
 pub(super) struct AllDe<'de> {

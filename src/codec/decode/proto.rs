@@ -2,7 +2,7 @@
 //! events (one frame each, `frame.rs`), list bodies streamed item by item, one object, an
 //! object's identity read off its metadata, and `Status` errors.
 //!
-//! Objects are decoded by `wire/protobuf` (its serde `Deserializer` and schema table); this file
+//! Objects are decoded by `codec/protobuf` (its serde `Deserializer` and schema table); this file
 //! reads the messages around them: `WatchEvent` {`1` type, `2` RawExtension {`1` raw}}, the
 //! `runtime.Unknown` envelope, the `…List` message {`1` ListMeta, `2` items} and `ObjectMeta`
 //! (`1` name, `3` namespace, `5` uid, `6` resourceVersion, `12` annotations).
@@ -16,11 +16,11 @@ use super::list::{Form, Item, ListError, ListMeta};
 use super::peek::Peeked;
 use super::status::StatusBody;
 use super::watch::{Change, INITIAL_EVENTS_END, Identity, WatchEvent};
+use crate::codec::protobuf::de::{self, Ctx, Reader, Wire};
+use crate::codec::protobuf::schema::{self, Type};
+use crate::codec::protobuf::{self as pb, MAGIC};
+use crate::codec::skip::{self, Node};
 use crate::error::snippet;
-use crate::wire::protobuf::de::{self, Ctx, Reader, Wire};
-use crate::wire::protobuf::schema::{self, Type};
-use crate::wire::protobuf::{self as pb, MAGIC};
-use crate::wire::skip::{self, Node};
 
 fn ctx() -> Ctx {
     Ctx::new(schema::schema())
@@ -230,7 +230,7 @@ pub(crate) fn watch_event<'a, K: DeserializeOwned>(
     }
 }
 
-/// Decodes a `K` with the fields of `.0` stepped over (`wire/skip`).
+/// Decodes a `K` with the fields of `.0` stepped over (`codec/skip`).
 struct Skipping<'s, K>(Option<&'s Node>, PhantomData<K>);
 
 // By hand: a derive would want `K: Clone`.
@@ -542,9 +542,9 @@ mod tests {
 
     use super::*;
 
-    use crate::wire::decode::http_error;
+    use crate::codec::decode::http_error;
     // A length-delimited field, as the encoder writes it.
-    use crate::wire::protobuf::en::bytes as field;
+    use crate::codec::protobuf::en::bytes as field;
 
     /// A `WatchEvent` message around `object`'s protobuf form (written by the encoder the fake
     /// server uses: a value of the wrong type is written by its JSON type).
@@ -570,7 +570,7 @@ mod tests {
     /// an enveloped object that its decoder (`decode::compact`) reads back as the object.
     #[test]
     fn kept_objects_are_enveloped_and_decode_back() {
-        use crate::wire::decode::{Item, Kept, Raw, compact, kept};
+        use crate::codec::decode::{Item, Kept, Raw, compact, kept};
         let bytes = |item: Item<'_>| match kept(Raw::item(item), None).unwrap() {
             Kept::Bytes(bytes) => bytes.into_owned(),
             Kept::Reencode(why) => panic!("{why}"),
@@ -670,8 +670,8 @@ mod tests {
     /// has no room for them: they are the ones its JSON form carries).
     #[test]
     fn metadata_only_answers_read_as_their_json() {
+        use crate::codec::decode::{Scratch, item as decode_item, peek_item};
         use crate::resource::PartialObjectMetadata;
-        use crate::wire::decode::{Scratch, item as decode_item, peek_item};
         type Meta = PartialObjectMetadata<ConfigMap>;
         let truth: Meta = serde_json::from_value(partial("a")).unwrap();
         assert!(truth.types.is_some());

@@ -28,10 +28,13 @@ pub(crate) use watch::{Change, Identity, WatchEvent, identity, watch_event};
 
 use std::borrow::Cow;
 
-use crate::wire::skip::{self, Node};
+use crate::codec::skip::{self, Node};
 use status::StatusBody;
 
 use crate::shard::Shard;
+
+/// The protobuf media type (docs/protocol.md §12).
+pub(crate) const MEDIA_PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 
 /// The encoding of a body or a watch stream, told by its `Content-Type`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,11 +48,7 @@ impl Encoding {
     /// ignored): protobuf for `application/vnd.kubernetes.protobuf`, JSON otherwise.
     pub(crate) fn of_content_type(content_type: &str) -> Encoding {
         let media = content_type.split(';').next().unwrap_or_default().trim();
-        if media.eq_ignore_ascii_case(crate::wire::request::MEDIA_PROTOBUF) {
-            Encoding::Protobuf
-        } else {
-            Encoding::Json
-        }
+        if media.eq_ignore_ascii_case(MEDIA_PROTOBUF) { Encoding::Protobuf } else { Encoding::Json }
     }
 }
 
@@ -129,7 +128,7 @@ pub(crate) fn item_identity(item: Item<'_>) -> Option<Identity> {
 /// Decodes one watch event of a stream in `encoding`: a JSON line, or a protobuf frame's message.
 /// With `keep_raw` (compact store modes), an object event also returns its object's bytes: the
 /// JSON object, or the enveloped protobuf one (see [`compact`]). The object's fields named by
-/// `skip` are stepped over, not decoded (`wire/skip`); the kept bytes still hold them.
+/// `skip` are stepped over, not decoded (`codec/skip`); the kept bytes still hold them.
 pub(crate) fn event<'a, K: serde::de::DeserializeOwned>(
     encoding: Encoding,
     bytes: &'a [u8],
@@ -207,7 +206,7 @@ pub(crate) enum Kept<'a> {
 }
 
 /// The bytes a compact store keeps of an object that came as `raw` and was decoded stepping
-/// over the fields of `skip`: the wire's bytes without those fields (`wire/skip/proto.rs` for
+/// over the fields of `skip`: the wire's bytes without those fields (`codec/skip/proto.rs` for
 /// protobuf), so that they decode ([`compact`]) to the object as it was decoded. JSON whose
 /// fields are skipped is re-encoded by the caller. `Err` names what in the bytes could not be
 /// read.
@@ -222,10 +221,12 @@ pub(crate) fn kept<'a>(raw: Raw<'a>, skip: Option<&Node>) -> Result<Kept<'a>, St
         }
         (Raw::Json(_), Some(_)) => return Ok(Kept::Reencode("JSON whose fields are skipped")),
         (Raw::Enveloped(bytes), Some(node)) => skip::proto::enveloped(bytes, node)?,
-        (Raw::Message { index, bytes }, Some(node)) => match crate::wire::protobuf::schema::schema().type_meta(index) {
-            Some(types) => skip::proto::message(index, types, bytes, node)?,
-            None => return Ok(Kept::Reencode("not a kind of the protobuf schema table")),
-        },
+        (Raw::Message { index, bytes }, Some(node)) => {
+            match crate::codec::protobuf::schema::schema().type_meta(index) {
+                Some(types) => skip::proto::message(index, types, bytes, node)?,
+                None => return Ok(Kept::Reencode("not a kind of the protobuf schema table")),
+            }
+        }
     };
     Ok(match pruned {
         skip::proto::Pruned::Bytes(bytes) => Kept::Bytes(Cow::Owned(bytes)),
@@ -236,7 +237,7 @@ pub(crate) fn kept<'a>(raw: Raw<'a>, skip: Option<&Node>) -> Result<Kept<'a>, St
 /// Decodes a compact store entry: an enveloped protobuf object (it starts with the magic
 /// `k8s\0`, which JSON cannot) or JSON. A fresh scratch: entries are decoded on readers' threads.
 pub(crate) fn compact<K: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<K, String> {
-    if bytes.starts_with(crate::wire::protobuf::MAGIC) {
+    if bytes.starts_with(crate::codec::protobuf::MAGIC) {
         proto::object(bytes)
     } else {
         object::json(bytes, false, &mut Scratch::default(), None)
@@ -638,7 +639,7 @@ mod tests {
 
     mod shards {
         use super::*;
-        use crate::wire::protobuf::{self as pb, en};
+        use crate::codec::protobuf::{self as pb, en};
         use serde_json::json;
 
         fn pod(uid: &str, ns: &str) -> serde_json::Value {

@@ -11,8 +11,8 @@ use serde_json::value::RawValue;
 
 use super::object::Scratch;
 use super::status::StatusBody;
+use crate::codec::skip::{self, Node};
 use crate::error::snippet;
-use crate::wire::skip::{self, Node};
 
 /// One decoded watch event.
 #[derive(Debug)]
@@ -112,7 +112,7 @@ impl Kind {
 /// One pass: the API server writes `type` before `object`, so the object is decoded straight into
 /// its final type. If `object` comes first, or `keep_raw` asks for the object's bytes (compact
 /// store mode), it is kept as a raw slice and decoded from there. The fields of `skip` are
-/// stepped over, not decoded (`wire/skip`).
+/// stepped over, not decoded (`codec/skip`).
 pub(crate) fn watch_event<'a, K: DeserializeOwned>(
     line: &'a [u8],
     keep_raw: bool,

@@ -6,8 +6,8 @@ use std::io::{self, Read};
 
 use serde::Deserialize;
 
+use crate::codec::syntax::{self, Prefix};
 use crate::error::snippet;
-use crate::wire::syntax::{self, Prefix};
 
 /// The list's own metadata.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]

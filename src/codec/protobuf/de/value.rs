@@ -1,4 +1,4 @@
-//! One field's value into serde (`ValueDe`): strings, bytes as base64, ints and bools, times,
+//! One field's value into serde (`ValueDe`, declared in `de.rs`): strings, bytes as base64, ints and bools, times,
 //! durations, quantities, IntOrString and embedded JSON as the JSON path reads them, a message
 //! as its `Fields`, a wrapped list as its `Elements`; and the small readers of the
 //! well-known messages these need (seconds and nanos, `raw`, a quantity's string).
@@ -7,33 +7,9 @@ use serde::de::{self, Visitor};
 use serde::forward_to_deserialize_any;
 
 use super::repeated::Elements;
-use super::{Ctx, Error, Fields, Reader, Records, Wire, err, packable};
-use crate::wire::protobuf::schema::Type;
-use crate::wire::protobuf::{MAGIC, base64, time};
-
-/// One value of a field (or a map value, or a repeated element).
-pub(super) struct ValueDe<'de> {
-    pub(super) ctx: Ctx,
-    pub(super) ty: &'static Type,
-    pub(super) wire: Wire<'de>,
-    pub(super) depth: u32,
-}
-
-/// The safe way from bytes to a `&str`. With the `simd` feature, simdutf8 (simd-json's own UTF-8
-/// check): the same answer as `std::str::from_utf8`, with SIMD from 64 bytes on.
-#[inline]
-pub(super) fn utf8(bytes: &[u8]) -> Result<&str, Error> {
-    #[cfg(feature = "simd")]
-    let text = simdutf8::basic::from_utf8(bytes).ok();
-    #[cfg(not(feature = "simd"))]
-    let text = std::str::from_utf8(bytes).ok();
-    text.ok_or_else(not_utf8)
-}
-
-#[cold]
-fn not_utf8() -> Error {
-    Error("a string that is not UTF-8".into())
-}
+use super::{Error, Fields, Reader, Records, ValueDe, Wire, err, packable, utf8};
+use crate::codec::protobuf::schema::Type;
+use crate::codec::protobuf::{MAGIC, base64, time};
 
 pub(super) fn seconds_nanos(bytes: &[u8]) -> Result<(i64, i64), Error> {
     let (mut seconds, mut nanos) = (0i64, 0i64);

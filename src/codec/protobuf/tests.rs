@@ -301,7 +301,7 @@ fn lists_get_their_exact_capacity() {
 #[test]
 fn embedded_json_reads_as_serde_json_reads_it() {
     // fieldsV1 is checked as UTF-8 as a whole and parsed with serde_json's `from_str`
-    // (src/wire/protobuf/de/value.rs): the same value as serde_json's `from_slice`, or an error
+    // (src/codec/protobuf/de/value.rs): the same value as serde_json's `from_slice`, or an error
     // where it errs.
     let texts: &[&[u8]] = &[
         br#"{"f:metadata":{"f:labels":{".":{},"f:app":{}}},"k:{\"name\":\"app\"}":{".":{}}}"#,

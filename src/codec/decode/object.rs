@@ -3,10 +3,10 @@
 
 use serde::de::DeserializeOwned;
 
-use crate::error::{DecodeError, snippet};
-use crate::wire::skip::{self, Node};
+use crate::codec::skip::{self, Node};
 #[cfg(feature = "simd")]
-use crate::wire::syntax;
+use crate::codec::syntax;
+use crate::error::{DecodeError, snippet};
 
 /// Reusable buffers for decoding; with the `simd` feature, simd-json parses a copy in place.
 #[derive(Default)]

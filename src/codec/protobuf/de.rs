@@ -18,7 +18,8 @@
 //!
 //! Here: the wire reader and a message's fields (`Fields`, a serde map); one field's value
 //! (scalars, times, quantities, embedded JSON) in `value.rs`; repeated and map fields in
-//! `repeated.rs`.
+//! `repeated.rs`. The two read each other's values (a wrapped list's elements, each element's
+//! value) through `ValueDe`, declared here, so neither imports the other.
 
 use std::fmt;
 
@@ -219,7 +220,7 @@ pub(crate) fn message<'de, T: de::Deserialize<'de>>(
     message_seed(ctx, index, bytes, head, std::marker::PhantomData)
 }
 
-/// [`message`], read by `seed` (which may wrap this deserializer in another, as `wire/skip` does).
+/// [`message`], read by `seed` (which may wrap this deserializer in another, as `codec/skip` does).
 /// A repeated field met in a second run makes it read the object again (see [`Ctx::split_runs`]).
 pub(crate) fn message_seed<'de, S: DeserializeSeed<'de> + Clone>(
     ctx: Ctx,
@@ -569,7 +570,32 @@ mod repeated;
 mod value;
 
 use repeated::AllDe;
-use value::{ValueDe, raw_json, seconds_nanos};
+use value::{raw_json, seconds_nanos};
+
+/// One value of a field (or a map value, or a repeated element), read by its `Deserializer`
+/// impl in `value.rs`; declared here because `repeated.rs` builds it too.
+pub(super) struct ValueDe<'de> {
+    pub(super) ctx: Ctx,
+    pub(super) ty: &'static Type,
+    pub(super) wire: Wire<'de>,
+    pub(super) depth: u32,
+}
+
+/// The safe way from bytes to a `&str`. With the `simd` feature, simdutf8 (simd-json's own UTF-8
+/// check): the same answer as `std::str::from_utf8`, with SIMD from 64 bytes on.
+#[inline]
+fn utf8(bytes: &[u8]) -> Result<&str, Error> {
+    #[cfg(feature = "simd")]
+    let text = simdutf8::basic::from_utf8(bytes).ok();
+    #[cfg(not(feature = "simd"))]
+    let text = std::str::from_utf8(bytes).ok();
+    text.ok_or_else(not_utf8)
+}
+
+#[cold]
+fn not_utf8() -> Error {
+    Error("a string that is not UTF-8".into())
+}
 
 /// One message as a whole value.
 struct MessageDe<'de>(Option<Fields<'de>>);

@@ -1,0 +1,16 @@
+//! The codec: bytes in, values out.
+//!
+//! Owns decoding of list bodies, watch lines and frames and `Status` errors, and the shard peek
+//! that reads an object's identity off its bytes ([`decode`]), the strict JSON check
+//! ([`syntax`]), the protobuf reader, encoder and schema table ([`protobuf`]), and the fields
+//! never decoded ([`skip`]: the path rule and its check against the watched type's shape, the
+//! deserializer adapter every decoder is wrapped in, the protobuf copy without those fields).
+//!
+//! No sockets, clocks, threads or locks: what reads a stream reads any `std::io::Read` it is
+//! handed. It imports nothing of the wire, the engine, the store, the machine or auth, only the
+//! crate's vocabulary; the wire imports it (`tests/architecture.rs` keeps it so).
+
+pub(crate) mod decode;
+pub(crate) mod protobuf;
+pub(crate) mod skip;
+pub(crate) mod syntax;
