@@ -334,17 +334,39 @@ pub enum ShardFilter {
 /// (`Config::shard_group`). The group sets it; each watcher thread (a *follower*) notices a
 /// new generation, relists with it, and reports what its store may hold, so that the group
 /// claims no less (docs/protocol.md §13, "Shard groups").
+///
+/// Every change of the share as followers see it (a new share, or the end of the member's
+/// lead) wakes each follower and cuts its request in flight ([`Cut`]), whatever it was
+/// doing: [`notify`](Self::notify) does it, called by [`set`](Self::set) and, at the lead's
+/// end, by the group's own timer thread (`lease/group.rs`), which does not depend on the
+/// group's thread being on time.
 #[derive(Debug)]
 pub(crate) struct Follow {
     inner: parking_lot::Mutex<FollowInner>,
     /// Wakes the group's thread when a follower's holding changes (so that it writes a
     /// smaller claim at once).
     changed: (crossbeam_channel::Sender<()>, crossbeam_channel::Receiver<()>),
+    /// Wakes the group's timer thread when the share or its lead's end changed.
+    rearm: (crossbeam_channel::Sender<()>, crossbeam_channel::Receiver<()>),
 }
 
 impl Default for Follow {
     fn default() -> Self {
-        Follow { inner: Default::default(), changed: crossbeam_channel::bounded(1) }
+        Follow {
+            inner: Default::default(),
+            changed: crossbeam_channel::bounded(1),
+            rearm: crossbeam_channel::bounded(1),
+        }
+    }
+}
+
+/// How a follower's request in flight is cut (its agent shut down: `engine/control.rs`).
+#[derive(Clone)]
+pub(crate) struct Cut(pub(crate) std::sync::Arc<dyn Fn() + Send + Sync>);
+
+impl std::fmt::Debug for Cut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Cut")
     }
 }
 
@@ -356,9 +378,11 @@ struct FollowInner {
     shard: Option<Shard>,
     /// The share is valid until then (the end of the member's lead); after it, none.
     until: Option<std::time::Instant>,
+    /// The generation (`effective`) the followers were last woken and cut for.
+    notified: u64,
     next_id: u64,
-    /// Per follower: what its store may hold, and how to wake it.
-    followers: std::collections::BTreeMap<u64, (Vec<Shard>, crossbeam_channel::Sender<()>)>,
+    /// Per follower: what its store may hold, how to wake it, and how to cut its request.
+    followers: std::collections::BTreeMap<u64, (Vec<Shard>, crossbeam_channel::Sender<()>, Cut)>,
 }
 
 /// A follower's registration: its id and the channel that wakes it on a change.
@@ -369,22 +393,43 @@ pub(crate) struct Follower {
 
 impl Follow {
     /// The group's side: the member's share now, valid until `until` (its lead's end). Wakes
-    /// every follower when the share, as they see it, changes (also when a renewal revives a
-    /// share whose lead had ended).
+    /// (and cuts) every follower when the share, as they see it, changes (also when a
+    /// renewal revives a share whose lead had ended).
     pub(crate) fn set(&self, shard: Option<Shard>, until: Option<std::time::Instant>) {
-        let mut inner = self.inner.lock();
-        let before = effective(&inner).0;
-        inner.until = until;
-        if inner.shard != shard {
-            inner.shard = shard;
-            // Even: a share; odd (`effective`): the same generation, its lead ended.
-            inner.generation += 2;
-        }
-        if effective(&inner).0 != before {
-            for (_, wake) in inner.followers.values() {
-                let _ = wake.try_send(());
+        {
+            let mut inner = self.inner.lock();
+            inner.until = until;
+            if inner.shard != shard {
+                inner.shard = shard;
+                // Even: a share; odd (`effective`): the same generation, its lead ended.
+                inner.generation += 2;
             }
         }
+        let _ = self.rearm.0.try_send(());
+        self.notify();
+    }
+
+    /// Wakes every follower and cuts its request in flight if the share as they see it
+    /// changed since they were last told (the cuts run after the lock is let go).
+    pub(crate) fn notify(&self) {
+        let told: Vec<(crossbeam_channel::Sender<()>, Cut)> = {
+            let mut inner = self.inner.lock();
+            let now = effective(&inner).0;
+            if now == inner.notified {
+                return;
+            }
+            inner.notified = now;
+            inner.followers.values().map(|(_, wake, cut)| (wake.clone(), cut.clone())).collect()
+        };
+        for (wake, cut) in told {
+            let _ = wake.try_send(());
+            (cut.0)();
+        }
+    }
+
+    /// The group's timer thread: a message whenever the share or its lead's end was set.
+    pub(crate) fn rearmed(&self) -> &crossbeam_channel::Receiver<()> {
+        &self.rearm.1
     }
 
     /// When the share ends unless renewed (none when there is no share).
@@ -400,22 +445,25 @@ impl Follow {
         if inner.followers.is_empty() {
             return None;
         }
-        Some(inner.followers.values().flat_map(|(held, _)| held.iter().cloned()).collect())
+        Some(inner.followers.values().flat_map(|(held, ..)| held.iter().cloned()).collect())
     }
 
-    /// A watcher thread starts following: it holds nothing yet.
-    pub(crate) fn register(&self) -> Follower {
+    /// A watcher thread starts following: it holds nothing yet; `cut` cuts its request in
+    /// flight.
+    pub(crate) fn register(&self, cut: Cut) -> Follower {
         let mut inner = self.inner.lock();
         let id = inner.next_id;
         inner.next_id += 1;
         let (tx, wake) = crossbeam_channel::bounded(1);
-        inner.followers.insert(id, (Vec::new(), tx));
+        inner.followers.insert(id, (Vec::new(), tx, cut));
         Follower { id, wake }
     }
 
     /// A watcher thread ends: its store no longer changes (and is not counted).
     pub(crate) fn unregister(&self, id: u64) {
         self.inner.lock().followers.remove(&id);
+        // The group's thread writes a claim without it.
+        let _ = self.changed.0.try_send(());
     }
 
     /// The shard now and its generation: none once its lead ended, even if the group's
@@ -598,13 +646,18 @@ mod tests {
     fn a_followed_share_ends_with_the_lead() {
         use std::time::{Duration, Instant};
         let follow = Follow::default();
-        let me = follow.register();
+        let cuts = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = std::sync::Arc::clone(&cuts);
+        let me = follow.register(Cut(std::sync::Arc::new(move || {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        })));
         assert_eq!(follow.current(), (0, None));
         let now = Instant::now();
         follow.set(Some(Shard::of(0, 2).unwrap()), Some(now + Duration::from_secs(3600)));
         let (generation, shard) = follow.current();
         assert_eq!(shard, Some(Shard::of(0, 2).unwrap()));
         assert!(me.wake.try_recv().is_ok(), "the follower is woken");
+        assert_eq!(cuts.load(std::sync::atomic::Ordering::SeqCst), 1, "and its request cut");
         follow.holding(me.id, vec![Shard::of(0, 2).unwrap()]);
         assert_eq!(follow.holdings(), Some(vec![Shard::of(0, 2).unwrap()]));
         // The group renews: same share, longer lead, no change.
@@ -616,6 +669,7 @@ mod tests {
         assert!(follow.moved(generation));
         assert_eq!(follow.current().1, None);
         assert!(me.wake.try_recv().is_ok(), "woken: the share it follows is none now");
+        assert_eq!(cuts.load(std::sync::atomic::Ordering::SeqCst), 2, "and its request cut");
         // A renewal revives it: the follower is woken to take it again.
         follow.set(Some(Shard::of(0, 2).unwrap()), Some(now + Duration::from_secs(60)));
         assert!(me.wake.try_recv().is_ok());

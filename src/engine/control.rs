@@ -41,8 +41,48 @@ pub(crate) struct Control<K> {
     pub(crate) gate: Gate,
     /// Workers still running; the last one to end closes the consumers' channels.
     pub(crate) running: AtomicUsize,
-    /// A clone of each worker's agent: shutting it down interrupts a blocked read.
-    pub(crate) agents: Vec<ureq::Agent>,
+    /// Each worker's agent: shutting it down interrupts a blocked read.
+    pub(crate) agents: Vec<Arc<AgentSlot>>,
+}
+
+/// One worker's agent, as `stop` and its shard group reach it. A shut down agent stays shut,
+/// so a worker whose request its group cut ([`cut`](Self::cut)) goes on with a fresh one
+/// ([`replace`](Self::replace)).
+pub(crate) struct AgentSlot {
+    agent: Mutex<ureq::Agent>,
+    /// A cut since the last `replace`.
+    cut: AtomicBool,
+}
+
+impl AgentSlot {
+    pub(crate) fn new(agent: ureq::Agent) -> Arc<AgentSlot> {
+        Arc::new(AgentSlot { agent: Mutex::new(agent), cut: AtomicBool::new(false) })
+    }
+
+    /// Interrupts the request in flight and every later one on this agent.
+    fn shutdown(&self) {
+        self.agent.lock().clone().shutdown();
+    }
+
+    /// The worker's shard group cuts its request in flight: the share it follows changed.
+    pub(crate) fn cut(&self) {
+        let agent = self.agent.lock();
+        self.cut.store(true, Ordering::Release);
+        agent.clone().shutdown();
+    }
+
+    /// Whether a cut happened since the last [`replace`](Self::replace).
+    pub(crate) fn was_cut(&self) -> bool {
+        self.cut.load(Ordering::Acquire)
+    }
+
+    /// The worker goes on with `agent` after a cut. Its owner checks for a stop after this
+    /// (a stop that shut the old agent down has set the stopping flag before).
+    pub(crate) fn replace(&self, agent: ureq::Agent) {
+        let mut slot = self.agent.lock();
+        *slot = agent;
+        self.cut.store(false, Ordering::Release);
+    }
 }
 
 impl<K> Control<K> {
@@ -50,7 +90,7 @@ impl<K> Control<K> {
         if !self.stopping.swap(true, Ordering::AcqRel) {
             self.stop_tx.lock().take();
             for agent in &self.agents {
-                agent.clone().shutdown();
+                agent.shutdown();
             }
         }
     }

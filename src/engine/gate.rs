@@ -34,28 +34,40 @@ impl Gate {
         }
     }
 
-    /// Waits (interruptibly) until the shared delay has passed.
-    pub(crate) fn wait_turn(&self, stop: &Receiver<()>) -> Result<(), Stopped> {
+    /// Waits (interruptibly) until the shared delay has passed: true then, false when `wake`
+    /// woke it first (a follower's share changed: `engine/worker.rs`).
+    pub(crate) fn wait_turn(&self, stop: &Receiver<()>, wake: &Wake) -> Result<bool, Stopped> {
         let until = *self.not_before.lock();
-        let Some(left) = until.map(|t| t.saturating_duration_since(std::time::Instant::now())) else { return Ok(()) };
+        let Some(left) = until.map(|t| t.saturating_duration_since(std::time::Instant::now())) else {
+            return Ok(true);
+        };
         if left.is_zero() {
-            return Ok(());
+            return Ok(true);
         }
         select! {
             recv(stop) -> _ => Err(Stopped),
-            recv(crossbeam_channel::after(left)) -> _ => Ok(()),
+            recv(crossbeam_channel::after(left)) -> _ => Ok(true),
+            recv(wake.0) -> _ => Ok(false),
+            recv(wake.1) -> _ => Ok(false),
         }
     }
 
     /// Takes a list permit (waiting, interruptibly, for one); it is returned when dropped.
-    pub(crate) fn list_permit(&self, stop: &Receiver<()>) -> Result<Permit<'_>, Stopped> {
-        let Some((_, rx)) = &self.permits else { return Ok(Permit(None)) };
+    /// `None` when `wake` woke the wait first.
+    pub(crate) fn list_permit(&self, stop: &Receiver<()>, wake: &Wake) -> Result<Option<Permit<'_>>, Stopped> {
+        let Some((_, rx)) = &self.permits else { return Ok(Some(Permit(None))) };
         select! {
             recv(stop) -> _ => Err(Stopped),
-            recv(rx) -> _ => Ok(Permit(Some(self))),
+            recv(rx) -> _ => Ok(Some(Permit(Some(self)))),
+            recv(wake.0) -> _ => Ok(None),
+            recv(wake.1) -> _ => Ok(None),
         }
     }
 }
+
+/// What else ends a worker's wait: for a follower of a shard group, its wake-up channel
+/// (the share changed) and a timer at its member's lead's end; `never()` for others.
+pub(crate) type Wake = (Receiver<()>, Receiver<std::time::Instant>);
 
 /// A list permit of a [`Gate`]; returned on drop.
 pub(crate) struct Permit<'a>(Option<&'a Gate>);

@@ -31,7 +31,7 @@ use crate::codec::decode;
 use crate::codec::decode::Encoding;
 use crate::config::Config;
 use crate::config::WireFormat;
-use crate::engine::control::Control;
+use crate::engine::control::{AgentSlot, Control};
 use crate::engine::counters::Counters;
 use crate::engine::delivery::{Delivery, Item, Subscribers};
 use crate::engine::gate::Gate;
@@ -120,7 +120,7 @@ impl<K: Watchable> Engine<K> {
             notices,
             gate: Gate::new(spec.max_lists),
             running: AtomicUsize::new(parts.len()),
-            agents: https.iter().map(|h| h.agent().clone()).collect(),
+            agents: https.iter().map(|h| AgentSlot::new(h.agent().clone())).collect(),
         });
         let prepare = Prepare::new(name.clone(), spec.transform, spec.compact).skipping(spec.skip);
         let plural = &spec.api.resource.plural;
@@ -161,11 +161,16 @@ impl<K: Watchable> Engine<K> {
                 connected: false,
                 shard_warned: false,
                 shard_probed: false,
-                follow: spec.config.follow.as_ref().map(|f| crate::engine::worker::Following {
-                    follow: Arc::clone(&f.0),
-                    me: f.0.register(),
-                    seen: 0,
-                    held: Vec::new(),
+                follow: spec.config.follow.as_ref().map(|f| {
+                    let slot = Arc::clone(&control.agents[index]);
+                    let cutting = Arc::clone(&slot);
+                    crate::engine::worker::Following {
+                        follow: Arc::clone(&f.0),
+                        me: f.0.register(crate::shard::Cut(Arc::new(move || cutting.cut()))),
+                        seen: 0,
+                        held: Vec::new(),
+                        slot,
+                    }
                 }),
             };
             match spawn(worker, &name, &control) {

@@ -17,10 +17,10 @@ use rand::{Rng as _, SeedableRng as _};
 
 use crate::cache::Writer;
 use crate::codec::decode::{self, Change, WatchEvent};
-use crate::engine::control::Control;
+use crate::engine::control::{AgentSlot, Control};
 use crate::engine::counters;
 use crate::engine::delivery::{Delivery, Form};
-use crate::engine::gate::Stopped;
+use crate::engine::gate::{Stopped, Wake};
 use crate::engine::parallel::{Halt, Pool};
 use crate::engine::prepare::{Prepare, Subject};
 use crate::error::{DecodeError, Error, snippet};
@@ -76,6 +76,9 @@ pub(crate) struct Following {
     pub(crate) me: Follower,
     pub(crate) seen: u64,
     pub(crate) held: Vec<Shard>,
+    /// This worker's agent, which the group shuts down to cut a request in flight when the
+    /// share changes (`Follow::notify`).
+    pub(crate) slot: Arc<AgentSlot>,
 }
 
 /// While following a shard group, a watch wakes at least this often to see whether the shard
@@ -133,21 +136,31 @@ impl<K: Watchable> Worker<K> {
                 return Err(Stopped);
             }
             let next = self.perform(step, None)?;
-            if self.follow.as_ref().is_some_and(|f| f.follow.moved(f.seen)) {
-                // The group moved this member's share: what was under way is dropped, and a
-                // relist with the new shard follows (docs/protocol.md §13, "Shard groups").
-                let relisting = self.take_shard()?;
-                step = self.machine.resync(RelistReason::ShardChanged, relisting, Instant::now());
+            if self.follow_changed() {
+                // The group moved this member's share (or its lead ended): what was under way
+                // is dropped, and a relist with the new shard follows (docs/protocol.md §13,
+                // "Shard groups").
+                step = self.refollow()?;
                 continue;
             }
             let control = Arc::clone(&self.control);
             // Lists take a permit (a limit across the threads of a multi-namespace watcher),
             // held until the list returns; then every request waits out a `Retry-After` that
-            // any of those threads was given.
+            // any of those threads was given. A follower's waits end when its share changes.
             let _permit = match &next {
-                Next::List(_) | Next::DriftCheck { .. } => Some(control.gate.list_permit(&control.stop_rx)?),
+                Next::List(_) | Next::DriftCheck { .. } => loop {
+                    match control.gate.list_permit(&control.stop_rx, &self.follow_wake())? {
+                        Some(permit) => break Some(permit),
+                        None if self.follow_changed() => break None,
+                        None => {}
+                    }
+                },
                 _ => None,
             };
+            if matches!(next, Next::List(_) | Next::DriftCheck { .. }) && _permit.is_none() {
+                step = self.refollow()?;
+                continue;
+            }
             if matches!(next, Next::List(_) | Next::DriftCheck { .. } | Next::Watch { .. } | Next::Wait(_)) {
                 // Events held back while the last body was read wait for slow consumers here,
                 // between two requests or before a backoff wait (a relist's last page publishes
@@ -155,7 +168,15 @@ impl<K: Watchable> Worker<K> {
                 self.delivery.quiet()?;
             }
             if matches!(next, Next::List(_) | Next::DriftCheck { .. } | Next::Watch { .. }) {
-                control.gate.wait_turn(&control.stop_rx)?;
+                while !control.gate.wait_turn(&control.stop_rx, &self.follow_wake())? {
+                    if self.follow_changed() {
+                        break;
+                    }
+                }
+                if self.follow_changed() {
+                    step = self.refollow()?;
+                    continue;
+                }
             }
             step = match next {
                 Next::List(params) => self.list(&params)?,
@@ -175,12 +196,51 @@ impl<K: Watchable> Worker<K> {
         }
     }
 
+    /// Whether the share this follower took changed since (or its request was cut for it).
+    fn follow_changed(&self) -> bool {
+        self.follow.as_ref().is_some_and(|f| f.follow.moved(f.seen) || f.slot.was_cut())
+    }
+
+    /// What ends a follower's waits besides stop: its share changing, its lead ending.
+    fn follow_wake(&self) -> Wake {
+        let never = (crossbeam_channel::never(), crossbeam_channel::never());
+        let Some(f) = &self.follow else { return never };
+        let now = Instant::now();
+        let end = match f.follow.valid_until().filter(|u| *u > now) {
+            Some(u) => after(u - now),
+            None => crossbeam_channel::never(),
+        };
+        (f.me.wake.clone(), end)
+    }
+
+    /// A request of a follower's ended (failed, or cut by its group): when the share changed,
+    /// what the machine would make of the failure does not matter, a relist follows (`drive`).
+    fn cut_short(&self) -> Option<Step> {
+        self.follow_changed().then(read_on)
+    }
+
+    /// The share changed: a relist with the new one (or an empty store) follows.
+    fn refollow(&mut self) -> Result<Step, Stopped> {
+        let relisting = self.take_shard()?;
+        Ok(self.machine.resync(RelistReason::ShardChanged, relisting, Instant::now()))
+    }
+
     /// Takes the group's shard for the next relist. While the group gives none, empties this
     /// thread's part of the store (every object arrives as `Delete`) and waits for one.
     /// Returns whether a relist was still in progress (to abort).
     fn take_shard(&mut self) -> Result<bool, Stopped> {
         let mut relisting = self.delivery.relisting();
         loop {
+            if let Some(f) = &self.follow
+                && f.slot.was_cut()
+            {
+                // The group cut a request: the agent is shut for good; go on with a new one.
+                self.http = self.http.fresh();
+                f.slot.replace(self.http.agent().clone());
+                if self.stopping() {
+                    return Err(Stopped);
+                }
+            }
             let Some(f) = &mut self.follow else { return Ok(relisting) };
             let (generation, shard) = f.follow.current();
             f.seen = generation;
@@ -250,13 +310,7 @@ impl<K: Watchable> Worker<K> {
         }
         // A follower's wait also ends when its share changes or its member's lead ends, so
         // that it drops what it may no longer hold within the lead's margin (`drive` checks).
-        let (wake, lead_end) = match &self.follow {
-            Some(f) => {
-                let end = f.follow.valid_until().map(|u| after(u.saturating_duration_since(Instant::now())));
-                (f.me.wake.clone(), end.unwrap_or_else(crossbeam_channel::never))
-            }
-            None => (crossbeam_channel::never(), crossbeam_channel::never()),
-        };
+        let (wake, lead_end) = self.follow_wake();
         select! {
             recv(self.control.stop_rx) -> _ => Err(Stopped),
             recv(after(delay)) -> _ => Ok(()),
@@ -333,6 +387,7 @@ impl<K: Watchable> Worker<K> {
                 )
             }
             Err(Halt::Stopped) => return Err(Stopped),
+            Err(Halt::Failed(_)) if self.follow_changed() => return Ok(read_on()),
             Err(Halt::Failed(e)) => {
                 self.note_retry_after(&e);
                 self.machine.step(Input::ListFailed(e), now)
@@ -363,6 +418,9 @@ impl<K: Watchable> Worker<K> {
             return Err(Stopped);
         }
         if let Err(e) = &result {
+            if let Some(step) = self.cut_short() {
+                return Ok(step);
+            }
             self.note_retry_after(e);
         }
         let outcome = result.map(|meta| {
@@ -398,12 +456,16 @@ impl<K: Watchable> Worker<K> {
                 if self.stopping() {
                     return Err(Stopped);
                 }
+                if let Some(step) = self.cut_short() {
+                    return Ok(step);
+                }
                 return Ok(self.machine.step(Input::WatchFailed(e), Instant::now()));
             }
         }
         let mut stream = match self.http.watch(self.api.target(), params, idle) {
             Ok(s) => s,
             Err(_) if self.stopping() => return Err(Stopped),
+            Err(_) if self.follow_changed() => return Ok(read_on()),
             Err(e) => {
                 self.note_retry_after(&e);
                 return Ok(self.machine.step(Input::WatchFailed(e), Instant::now()));
@@ -431,7 +493,7 @@ impl<K: Watchable> Worker<K> {
                     return Ok(Step { effects: Vec::new(), next });
                 }
             }
-            if self.follow.as_ref().is_some_and(|f| f.follow.moved(f.seen)) {
+            if self.follow_changed() {
                 // The shard changed: `drive` relists with the new one.
                 self.delivery.batching(false);
                 self.delivery.quiet()?;
@@ -443,6 +505,12 @@ impl<K: Watchable> Worker<K> {
             let item = stream.next_line();
             if self.stopping() {
                 return Err(Stopped);
+            }
+            if self.follow_changed() {
+                // Cut by the group, or the share changed while reading: `drive` relists.
+                self.delivery.batching(false);
+                self.delivery.quiet()?;
+                return Ok(Step { effects: Vec::new(), next: Next::ReadOn });
             }
             let now = Instant::now();
             step = match item {
@@ -626,4 +694,10 @@ impl<K: Watchable> Worker<K> {
             }
         }
     }
+}
+
+/// A step that does nothing and asks for the next move: what a request a follower's group cut
+/// short ends with (`drive` then relists).
+fn read_on() -> Step {
+    Step { effects: Vec::new(), next: Next::ReadOn }
 }

@@ -101,6 +101,8 @@ pub enum GroupChange {
 #[must_use = "dropping a ShardGroup leaves the group"]
 pub struct ShardGroup {
     runner: Runner,
+    /// The lead's timer thread (`lead_timer`): dropping the sender ends it.
+    timer: Mutex<Option<(Sender<()>, std::thread::JoinHandle<()>)>>,
     view: Arc<Mutex<View>>,
     follow: Arc<Follow>,
     changes: Receiver<GroupChange>,
@@ -156,7 +158,8 @@ impl ShardGroup {
     /// [`Error::Config`] when `timings` break client-go's rules (see [`LeaseTimings`]),
     /// `group` or `identity` cannot name a Lease (`group` at most 63 characters, as a label
     /// value; the two with a '-' between at most 253), or `api` has no namespace;
-    /// [`Error::Spawn`] when its threads (the group's and its watch's) cannot start. Errors
+    /// [`Error::Spawn`] when its threads (the group's, its watch's and its lead's timer,
+    /// `kw-shard-lead`) cannot start. Errors
     /// from the server do not end the membership: it retries every retry period.
     pub fn join(api: Api<Lease>, group: &str, identity: &str, timings: LeaseTimings) -> Result<ShardGroup> {
         timings.validate()?;
@@ -196,9 +199,22 @@ impl ShardGroup {
             wrote: false,
             list_failed: false,
         };
+        let (timer_tx, timer_rx) = crossbeam_channel::bounded(0);
+        let timed = Arc::clone(&follow);
+        let timer = std::thread::Builder::new()
+            .name("kw-shard-lead".to_owned())
+            .spawn(move || lead_timer(&timed, &timer_rx))
+            .map_err(|e| Error::Spawn(format!("shard group {group:?}: {e}").into()))?;
+        let timer = Mutex::new(Some((timer_tx, timer)));
         let name = format!("{group}-{identity}");
-        let runner = Runner::start(api, &name, identity, timings, Some(Box::new(hook)), "kw-shard-group")?;
-        Ok(ShardGroup { runner, view, follow, changes, group: group.to_owned(), identity: identity.to_owned() })
+        let runner = match Runner::start(api, &name, identity, timings, Some(Box::new(hook)), "kw-shard-group") {
+            Ok(runner) => runner,
+            Err(e) => {
+                stop_timer(&timer);
+                return Err(e);
+            }
+        };
+        Ok(ShardGroup { runner, timer, view, follow, changes, group: group.to_owned(), identity: identity.to_owned() })
     }
 
     /// The live members, in this member's eyes: sorted identities, itself included while its
@@ -248,6 +264,31 @@ impl ShardGroup {
     /// for it to expire (1 s). Idempotent; dropping the group does the same.
     pub fn stop(&self) {
         self.runner.stop();
+        stop_timer(&self.timer);
+    }
+}
+
+/// The lead's timer (thread `kw-shard-lead`): at the end of the lead the share was published
+/// for, the watchers that follow it are woken and their requests in flight cut
+/// (`Follow::notify`), whether or not the group's thread is on time. Ends when `stop`
+/// disconnects.
+fn lead_timer(follow: &Follow, stop: &Receiver<()>) {
+    loop {
+        follow.notify();
+        let now = Instant::now();
+        let end = follow.valid_until().filter(|u| *u > now).map_or_else(never, |u| after(u - now));
+        select! {
+            recv(stop) -> _ => return,
+            recv(follow.rearmed()) -> _ => {}
+            recv(end) -> _ => {}
+        }
+    }
+}
+
+fn stop_timer(timer: &Mutex<Option<(Sender<()>, std::thread::JoinHandle<()>)>>) {
+    if let Some((tx, thread)) = timer.lock().take() {
+        drop(tx);
+        let _ = thread.join();
     }
 }
 
@@ -413,6 +454,17 @@ impl GroupHook {
         more
     }
 
+    /// No view of the group to decide from (the watch not fresh, the list failed or not
+    /// due): what is held is kept, for the lead renewed now (`end`), as far as the last
+    /// accepted write claims it. Keeping needs nothing new: the others read that claim before
+    /// they grow (docs/protocol.md §13.4); only growing needs a view.
+    fn keep(&mut self, end: Instant) {
+        let now = Instant::now();
+        let kept = self.holding(now).intersect(&self.written);
+        let members = self.view.lock().members.clone();
+        self.publish(members, kept, Some(end));
+    }
+
     /// One look at the group: from the watch when it is fresh, shrinking at most; a list when
     /// growing needs one, or, after a step (`stepped`), when the watch is not fresh. `renewed`:
     /// the end of our lead, if we lead.
@@ -431,9 +483,11 @@ impl GroupHook {
             return Next { step: None, look: None };
         };
         let held = self.applied();
+        let mut decided = false;
         let list = match self.watched(now) {
             Some(records) => {
                 self.peers.observe(records, now);
+                decided = true;
                 self.decide(now, end, &held, Source::Watch)
             }
             // Not fresh: list after each renewal, as without a watch; between them, wait.
@@ -450,8 +504,12 @@ impl GroupHook {
                 let now = Instant::now();
                 self.freshness.listed(version);
                 self.peers.observe(records, now);
+                decided = true;
                 self.decide(now, end, &held, Source::List);
             }
+        }
+        if !decided {
+            self.keep(end);
         }
         let now = Instant::now();
         let mut step = None;

@@ -2,11 +2,12 @@
 //! [`confirmed`], [`Freshness`]) against a simulated API server, on a simulated clock, each
 //! with a simulated watch of the group's Leases and a simulated watcher that follows its share
 //! as `Config::shard_group` does (it polls the share, drops it at the end of the member's lead,
-//! and a relist takes time). Members join, stop cleanly, crash (no release: their process and
+//! and a relist takes time, sometimes hanging up to the request idle bound until the share it
+//! lists changes and cuts it short, as `Follow::notify` does). Members join, stop cleanly, crash (no release: their process and
 //! store are gone), pause (a frozen group thread that wakes up later, its watch and watcher
 //! still running), run their clocks at different offsets, and meet a server that delays
 //! requests (past the retry period, sometimes past the renew deadline), refuses a member's
-//! writes or fails a list. Their watches of the Leases start late, lag (up to seconds) and
+//! writes or fails a list, and has Leases deleted under live members. Their watches of the Leases start late, lag (up to seconds) and
 //! stall (up to a lease duration and more) without a word. It checks, at every event of every
 //! seed:
 //!
@@ -46,7 +47,9 @@ const FRESH: u64 = if LEASE - RENEW > 2 * RETRY { LEASE - RENEW } else { 2 * RET
 const POLL: u64 = 500;
 /// Trouble happens before this; the end check comes after.
 const QUIET: u64 = 120_000;
-const END: u64 = QUIET + LEASE + 4 * RETRY + 20_000;
+const END: u64 = QUIET + HANG + LEASE + 4 * RETRY + 20_000;
+/// The longest a list hangs (the request idle bound); a list started before `QUIET` may.
+const HANG: u64 = 70_000;
 /// How long a stopping member waits for its watcher to drop its share.
 const RELEASE_WAIT: u64 = RETRY;
 
@@ -106,6 +109,8 @@ enum Event {
     RelistDone {
         m: usize,
         epoch: u64,
+        /// Which relist (`Member::relists`): a relist cut short is over.
+        relist: u64,
     },
     Join,
     Stop {
@@ -125,6 +130,11 @@ enum Event {
     Stall {
         m: usize,
         length: u64,
+    },
+    /// Someone deletes a member's Lease (by hand, a cleanup job); its member, alive or not,
+    /// does not know until its next write (which creates it again).
+    Delete {
+        m: usize,
     },
 }
 
@@ -184,6 +194,8 @@ struct Member {
     /// The watcher: what its store holds, and the relist in progress (its target).
     store: Ranges,
     relisting: Option<Ranges>,
+    /// Relists started: the one in progress is the last.
+    relists: u64,
 }
 
 struct Sim {
@@ -194,13 +206,17 @@ struct Sim {
     events: Vec<Option<Event>>,
     members: Vec<Member>,
     server: BTreeMap<String, Lease>,
-    /// Every write, in order: (version, lease name, the lease as written).
-    history: Vec<(u64, String, Lease)>,
+    /// Every write, in order: (version, lease name, the lease as written, or `None`: deleted).
+    history: Vec<(u64, String, Option<Lease>)>,
     version: u64,
     base: Instant,
     points: Vec<u64>,
     /// Trouble (slow requests, lagging watches) happens before this.
     quiet: u64,
+    /// When a live member's Lease was last deleted: a member that never saw it cannot know
+    /// of it, so joins wait until its member must have written it again or dropped its share
+    /// (docs/protocol.md §13.4 states this limit).
+    deleted: Option<u64>,
     /// Writes and lists sent, and looks from the watch alone.
     writes: u64,
     lists: u64,
@@ -234,6 +250,7 @@ impl Sim {
             base: Instant::now(),
             points,
             quiet,
+            deleted: None,
             writes: 0,
             lists: 0,
             watch_looks: 0,
@@ -253,7 +270,8 @@ impl Sim {
             | Event::Crash { m }
             | Event::Pause { m, .. }
             | Event::Refuse { m, .. }
-            | Event::Stall { m, .. } = e
+            | Event::Stall { m, .. }
+            | Event::Delete { m } = e
                 && m >= self.members.len()
             {
                 continue;
@@ -346,6 +364,7 @@ impl Sim {
             valid_until: None,
             store: Ranges::default(),
             relisting: None,
+            relists: 0,
         });
         self.at(self.now, Event::Tick { m, epoch: 0, seq: 0 });
         self.at(self.now, Event::Poll { m, epoch: 0 });
@@ -427,6 +446,17 @@ impl Sim {
         more
     }
 
+    /// No view to decide from: what is held is kept for the lead renewed now, as far as the
+    /// last accepted write claims it (`GroupHook::keep`).
+    fn keep(&mut self, m: usize) {
+        let now = self.now;
+        let mb = &self.members[m];
+        let holding = if mb.valid_until.is_some_and(|u| now < u) { mb.allowed.clone() } else { Ranges::default() };
+        let kept = holding.intersect(&mb.written);
+        let until = mb.renewed.map(|r| r + RENEW);
+        self.publish(m, kept, until);
+    }
+
     /// One look at the group (`GroupHook::look`); `stepped`: right after a step.
     fn look(&mut self, m: usize, stepped: bool) {
         let now = self.now;
@@ -449,6 +479,7 @@ impl Sim {
             self.watch_looks += 1;
             self.decide(m, &held, Source::Watch)
         } else {
+            self.keep(m);
             stepped
         };
         if list && (stepped || !self.members[m].list_failed) {
@@ -464,7 +495,10 @@ impl Sim {
     fn step(&mut self, e: Event) {
         let now = self.now;
         match e {
-            Event::Join => self.join(),
+            Event::Join => match self.deleted.map(|d| d + LEASE) {
+                Some(after) if now < after => self.at(after, Event::Join),
+                _ => self.join(),
+            },
             Event::Stop { m } => {
                 if self.members[m].alive && self.members[m].stopping.is_none() {
                     let mb = &mut self.members[m];
@@ -489,6 +523,21 @@ impl Sim {
             Event::Pause { m, length } => self.members[m].paused_until = now + length,
             Event::Refuse { m, length } => self.members[m].refused_until = now + length,
             Event::Stall { m, length } => self.members[m].watch.stalled_until = now + length,
+            Event::Delete { m } => {
+                let name = self.members[m].name.clone();
+                if self.server.remove(&name).is_some() {
+                    self.deleted = Some(now);
+                    self.version += 1;
+                    self.history.push((self.version, name, None));
+                    for w in 0..self.members.len() {
+                        if self.members[w].alive && !self.members[w].done {
+                            let d = self.watch_delay();
+                            let (epoch, version) = (self.members[w].watch_epoch, self.version);
+                            self.at(now + d, Event::Deliver { m: w, epoch, version });
+                        }
+                    }
+                }
+            }
             e => self.member_step(e),
         }
     }
@@ -505,7 +554,7 @@ impl Sim {
             | Event::WatchSynced { m, epoch }
             | Event::Deliver { m, epoch, .. }
             | Event::Poll { m, epoch }
-            | Event::RelistDone { m, epoch } => (*m, *epoch),
+            | Event::RelistDone { m, epoch, .. } => (*m, *epoch),
             _ => return,
         };
         let watcher = matches!(
@@ -555,7 +604,7 @@ impl Sim {
                     let duration = Duration::from_millis(if release { 1000 } else { LEASE });
                     let lease = Lease { version: self.version, holder, claim: claim.clone(), duration };
                     let name = self.members[m].name.clone();
-                    self.history.push((self.version, name.clone(), lease.clone()));
+                    self.history.push((self.version, name.clone(), Some(lease.clone())));
                     self.server.insert(name, lease);
                     // Every running watch shows it, in order, after its own delay.
                     for w in 0..self.members.len() {
@@ -601,8 +650,11 @@ impl Sim {
                     self.wait(m);
                     return;
                 }
-                // On failure the group is unknown: grow nothing.
+                // On failure the group is unknown: grow nothing, keep what is held.
                 self.members[m].list_failed = answer.is_none();
+                if answer.is_none() {
+                    self.keep(m);
+                }
                 if let Some((records, version)) = answer {
                     let held = self.applied(m);
                     let local = self.local(m, now);
@@ -636,25 +688,45 @@ impl Sim {
                     if *v > version {
                         break;
                     }
-                    watch.view.insert(name.clone(), lease.clone());
+                    match lease {
+                        Some(lease) => watch.view.insert(name.clone(), lease.clone()),
+                        None => watch.view.remove(name),
+                    };
                 }
                 watch.delivered = version;
                 self.news(m);
             }
             Event::Poll { .. } => {
-                let mb = &self.members[m];
+                let mb = &mut self.members[m];
                 let share =
                     if mb.valid_until.is_some_and(|u| now < u) { mb.allowed.clone() } else { Ranges::default() };
+                // A relist of another share is cut short (`Follow::notify`): its list is over.
+                if mb.relisting.as_ref().is_some_and(|target| *target != share) {
+                    mb.relisting = None;
+                }
                 if mb.relisting.is_none() && share != mb.store {
-                    let took =
-                        if share.is_empty() { self.rng.random_range(0..50) } else { self.rng.random_range(50..1500) };
-                    self.members[m].relisting = Some(share);
-                    self.at(now + took, Event::RelistDone { m, epoch });
+                    // A list hangs now and then (up to the 70 s request idle bound), while
+                    // there is trouble.
+                    let took = if share.is_empty() {
+                        self.rng.random_range(0..50)
+                    } else if now < self.quiet && self.rng.random::<f64>() < 0.05 {
+                        self.rng.random_range(RENEW..HANG)
+                    } else {
+                        self.rng.random_range(50..1500)
+                    };
+                    let mb = &mut self.members[m];
+                    mb.relisting = Some(share);
+                    mb.relists += 1;
+                    let relist = mb.relists;
+                    self.at(now + took, Event::RelistDone { m, epoch, relist });
                 }
                 self.at(now + POLL, Event::Poll { m, epoch });
             }
-            Event::RelistDone { .. } => {
+            Event::RelistDone { relist, .. } => {
                 let mb = &mut self.members[m];
+                if relist != mb.relists {
+                    return;
+                }
                 if let Some(target) = mb.relisting.take() {
                     mb.store = target;
                     // What the watcher holds changed: the group's thread writes its claim at
@@ -699,7 +771,7 @@ fn run(seed: u64) -> (u64, u64) {
         sim.at(0, Event::Join);
     }
     // Trouble: joins, stops, crashes, pauses, refusals and stalled watches before QUIET;
-    // member 0 only pauses, is refused and stalls.
+    // member 0 only pauses, is refused, stalls and has its Lease deleted.
     for _ in 0..sim.rng.random_range(2..6) {
         let t = sim.rng.random_range(0..QUIET);
         sim.at(t, Event::Join);
@@ -707,7 +779,8 @@ fn run(seed: u64) -> (u64, u64) {
     for _ in 0..sim.rng.random_range(3..10) {
         let t = sim.rng.random_range(0..QUIET - RENEW);
         let m = sim.rng.random_range(0..first + 2);
-        let e = match sim.rng.random_range(0..5) {
+        let e = match sim.rng.random_range(0..6) {
+            5 => Event::Delete { m },
             0 if m > 0 => Event::Stop { m },
             1 if m > 0 => Event::Crash { m },
             2 => Event::Pause { m, length: sim.rng.random_range(RETRY..3 * LEASE) },

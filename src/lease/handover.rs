@@ -132,14 +132,17 @@ pub(crate) struct Record {
 }
 
 impl Peers {
-    /// The group's Leases as a list or the watch's store shows them at `now` (all of them: a
-    /// Lease not shown is gone). A version seen before keeps the time it was first seen (a
-    /// later one is the safe direction: it makes the Lease live longer); a new one is seen
-    /// `now`.
+    /// The group's Leases as a list or the watch's store shows them at `now`. A version seen
+    /// before keeps the time it was first seen (a later one is the safe direction: it makes
+    /// the Lease live longer); a new one is seen `now`. A Lease no longer shown was deleted
+    /// (by hand, or by a cleanup job), which says nothing about its member, who may still
+    /// hold its share: it is kept as last seen until its duration from when it last changed
+    /// has passed, as if it had stopped changing then (docs/protocol.md §13.4).
     pub(crate) fn observe(&mut self, records: Vec<Record>, now: Instant) {
+        let before = std::mem::take(&mut self.by_name);
         let mut next = BTreeMap::new();
         for r in records {
-            let since = match self.by_name.get(&r.name) {
+            let since = match before.get(&r.name) {
                 Some(seen) if seen.version == r.version => seen.since,
                 _ => now,
             };
@@ -148,18 +151,27 @@ impl Peers {
                 Seen { version: r.version, holder: r.holder, duration: r.duration, claim: r.claim, since },
             );
         }
+        for (name, seen) in before {
+            if !next.contains_key(&name) && seen.since.checked_add(seen.duration).is_some_and(|end| now < end) {
+                next.insert(name, seen);
+            }
+        }
         self.by_name = next;
     }
 
     /// The live members other than `me` and their claims: a Lease with a holder, changed
-    /// within its duration (in our eyes).
+    /// within its duration (in our eyes). Two Leases with one holder (a member's old Lease
+    /// not yet expired beside its new one) claim the union of their claims.
     pub(crate) fn live(&self, me: &str, now: Instant) -> BTreeMap<String, Ranges> {
-        self.by_name
-            .values()
-            .filter(|s| !s.holder.is_empty() && s.holder != me)
-            .filter(|s| s.since.checked_add(s.duration).is_some_and(|end| now < end))
-            .map(|s| (s.holder.clone(), s.claim.clone()))
-            .collect()
+        let mut live: BTreeMap<String, Ranges> = BTreeMap::new();
+        for s in self.by_name.values() {
+            if s.holder.is_empty() || s.holder == me || s.since.checked_add(s.duration).is_none_or(|end| now >= end) {
+                continue;
+            }
+            let claim = live.entry(s.holder.clone()).or_default();
+            *claim = claim.union(&s.claim);
+        }
+        live
     }
 
     /// The claims of released Leases (no holder) not yet expired in our eyes: a member that
@@ -458,6 +470,39 @@ mod tests {
         // A change restarts the count.
         peers.observe(vec![record("g-b", "2", "b", Ranges::default())], expired);
         assert_eq!(peers.live("a", expired + Duration::from_secs(14))["b"], Ranges::default());
+    }
+
+    /// A Lease deleted while its member lives (by hand, by a cleanup job) is not a member that
+    /// let go: it stays live, with its claim, for its duration from when it last changed.
+    #[test]
+    fn a_deleted_lease_stays_live_until_its_duration_passes() {
+        let t0 = Instant::now();
+        let mut peers = Peers::default();
+        let half = r(&[(0, SPACE / 2)]);
+        peers.observe(vec![record("g-b", "1", "b", half.clone()), record("g-c", "2", "c", all())], t0);
+        let later = t0 + Duration::from_secs(10);
+        // g-b is gone from the list (or the watch's store).
+        peers.observe(vec![record("g-c", "3", "c", Ranges::default())], later);
+        assert_eq!(peers.live("a", later).get("b"), Some(&half), "still live, still claiming");
+        assert_eq!(peers.next_expiry("a", later), Some(t0 + Duration::from_secs(15)));
+        let d = decide("a", &peers.live("a", later), &peers.released_claims(later), &all(), &all(), true);
+        assert!(d.allowed.intersect(&half).is_empty(), "its claim is not taken: {d:?}");
+        let expired = t0 + Duration::from_secs(15);
+        peers.observe(vec![record("g-c", "3", "c", Ranges::default())], expired);
+        assert!(!peers.live("a", expired).contains_key("b"), "expired as if it had stopped then");
+        // Recreated by its member: live again from then.
+        peers.observe(vec![record("g-b", "9", "b", half.clone())], expired);
+        assert_eq!(peers.live("a", expired).get("b"), Some(&half));
+    }
+
+    /// Two Leases with one holder claim the union of their claims.
+    #[test]
+    fn two_leases_of_one_holder_claim_both() {
+        let t0 = Instant::now();
+        let mut peers = Peers::default();
+        let (low, high) = (r(&[(0, 100)]), r(&[(100, 200)]));
+        peers.observe(vec![record("g-b", "1", "b", low.clone()), record("old-b", "2", "b", high.clone())], t0);
+        assert_eq!(peers.live("a", t0)["b"], low.union(&high));
     }
 
     /// A decision from the watch keeps what is held and drops what it no longer allows, but

@@ -156,6 +156,20 @@ impl Http {
         Http { negotiation, ..self }
     }
 
+    /// The same settings on a new agent: for a caller whose agent was shut down to cut a
+    /// request (a shutdown is for good), to go on.
+    pub(crate) fn fresh(&self) -> Http {
+        let (agent, agent_roots) = self.conn.agent();
+        Http {
+            agent,
+            agent_roots,
+            conn: Arc::clone(&self.conn),
+            max_line: self.max_line,
+            negotiation: Arc::clone(&self.negotiation),
+            timeout: self.timeout,
+        }
+    }
+
     /// The same, accepting watch lines and list items of up to `max_line` bytes.
     pub(crate) fn with_max_line(conn: Arc<Connection>, max_line: usize) -> Http {
         Http { max_line, ..Http::new(conn) }

@@ -289,3 +289,124 @@ fn watchers_following_the_group_split_the_pods_without_overlap_or_loss() {
     stores_settle("new pods", &server, &[&a, &b, &c]);
     server.clear_faults();
 }
+
+/// Faults every renewal of `identity`'s Lease from now on (its lead ends at its renew
+/// deadline); `clear_faults` lifts them.
+fn refuse_renewals(server: &FakeApiServer, identity: &str) {
+    for _ in 0..100_000 {
+        server.push_fault(
+            Match::Path(format!("/apis/coordination.k8s.io/v1/namespaces/apps/leases/pods-{identity}")),
+            Fault::Status { code: 500, reason: "InternalError".into(), message: "etcd".into(), retry_after: None },
+        );
+    }
+}
+
+/// A follower whose relist hangs when its member's lead ends drops its objects all the same:
+/// the lead's end cuts the list in flight, and the store empties before the lease can expire
+/// in anyone's eyes.
+#[test]
+fn a_follower_in_a_hanging_list_empties_its_store_when_the_lead_ends() {
+    let server = FakeApiServer::builder().sharded_list_and_watch(true).start();
+    create_pods(&server, 0..20);
+    let a = replica(&server, "a");
+    stores_settle("a holds every pod", &server, &[&a]);
+    // The watch is resumed (`end_watches`), answered 410 (its first request on the pods'
+    // path), and the relist that follows (the second) hangs.
+    let hold = server.hold_nth(Match::Path("/api/v1/pods".into()), 1);
+    server.push_fault(
+        Match::Path("/api/v1/pods".into()),
+        Fault::Status {
+            code: 410,
+            reason: "Expired".into(),
+            message: "too old resource version".into(),
+            retry_after: None,
+        },
+    );
+    server.end_watches();
+    assert!(hold.wait_until_held(WAIT), "the relist hangs");
+    assert_eq!(store_uids(&a.watcher).len(), 20);
+    refuse_renewals(&server, "a");
+    eventually("a's lead ends", || a.group.shard().is_none());
+    eventually("a's store empties while its list still hangs", || {
+        while a.watcher.try_recv().is_ok() {}
+        store_uids(&a.watcher).is_empty()
+    });
+    assert!(hold.is_held() || server.pending_faults() > 0);
+    drop(hold);
+    server.clear_faults();
+    stores_settle("a takes everything again", &server, &[&a]);
+}
+
+/// A member's Lease deleted under it (by hand, by a cleanup job) is not a member that let
+/// go: the others wait a lease duration from when they last saw it change, and by then the
+/// member, unable to renew, has emptied its store.
+#[test]
+fn a_deleted_lease_of_a_live_member_is_not_taken_over_at_once() {
+    let server = FakeApiServer::builder().sharded_list_and_watch(true).start();
+    create_pods(&server, 0..40);
+    let (a, b) = (replica(&server, "a"), replica(&server, "b"));
+    eventually("two members", || [&a, &b].iter().all(|r| r.group.members().len() == 2));
+    stores_settle("two replicas", &server, &[&a, &b]);
+    assert!(!store_uids(&b.watcher).is_empty());
+    // b cannot write from now on (nor create its Lease again): it holds its share until its
+    // renew deadline, and a must not take it before then.
+    refuse_renewals(&server, "b");
+    server.delete::<Lease>(Some("apps"), "pods-b").unwrap();
+    // Checked at every sample: no pod in both stores, until a holds them all.
+    eventually("a takes b's share, after b dropped it", || {
+        stores_settle("the stores split the pods", &server, &[&a, &b]);
+        store_uids(&a.watcher).len() == 40
+    });
+    assert!(store_uids(&b.watcher).is_empty());
+    server.clear_faults();
+    eventually("b's Lease is back", || server.get::<Lease>(Some("apps"), "pods-b").is_some());
+    eventually("b holds pods again", || {
+        while b.watcher.try_recv().is_ok() {}
+        !store_uids(&b.watcher).is_empty()
+    });
+    stores_settle("two replicas again", &server, &[&a, &b]);
+}
+
+/// A member that renews but cannot list the group (nor watch it) keeps its share: nothing
+/// changed that it knows of, and its claim still covers what it holds.
+#[test]
+fn a_renewed_member_whose_group_lists_fail_keeps_its_share() {
+    let server = FakeApiServer::builder().sharded_list_and_watch(true).start();
+    create_pods(&server, 0..20);
+    let a = replica(&server, "a");
+    stores_settle("a holds every pod", &server, &[&a]);
+    while a.watcher.try_recv().is_ok() {}
+    for _ in 0..100_000 {
+        server.push_fault(
+            Match::Path("/apis/coordination.k8s.io/v1/namespaces/apps/leases".into()),
+            Fault::Status { code: 500, reason: "InternalError".into(), message: "etcd".into(), retry_after: None },
+        );
+    }
+    // The watch of the group's Leases reconnects, and fails from now on.
+    server.end_watches();
+    let since = std::time::SystemTime::now();
+    // Renewed for longer than a lease duration and a renew deadline since (the watch goes
+    // stale within the first, the share published last ends within the second): the lists
+    // failed all that time.
+    let bound = timings().lease_duration + timings().renew_deadline + ms(2000);
+    eventually("a renews for longer than that", || {
+        let lease = server.get::<Lease>(Some("apps"), "pods-a").unwrap();
+        let renewed = lease.spec.and_then(|s| s.renew_time).map(|t| t.0.as_millisecond()).unwrap_or(0);
+        let since = since.duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+        renewed > since + bound.as_millis() as i64
+    });
+    let listed = server
+        .requests()
+        .iter()
+        .filter(|r| r.path == "/apis/coordination.k8s.io/v1/namespaces/apps/leases" && !r.watch)
+        .count();
+    assert!(listed > 0, "the group was listed (and failed)");
+    assert_eq!(a.group.shard(), Some(Shard::of(0, 1).unwrap()));
+    let mut deleted = 0;
+    while let Ok(event) = a.watcher.try_recv() {
+        deleted += usize::from(matches!(event, Ok(kube_watcher::Event::Delete(_))));
+    }
+    assert_eq!(deleted, 0, "no object left the store");
+    assert_eq!(store_uids(&a.watcher).len(), 20);
+    server.clear_faults();
+}
