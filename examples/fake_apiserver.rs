@@ -34,6 +34,7 @@ mod demo {
         Container, ContainerState, ContainerStateRunning, ContainerStatus, Node, NodeCondition, NodeStatus, Pod,
         PodCondition, PodSpec, PodStatus,
     };
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
     use kube_watcher::testing::{FakeApiServer, Fault, Match};
 
     /// Command-line options.
@@ -48,6 +49,7 @@ mod demo {
         seed: u64,
         kubeconfig: Option<std::path::PathBuf>,
         exit_on_eof: bool,
+        shard_filter: bool,
     }
 
     const HELP: &str = "\
@@ -68,6 +70,9 @@ usage: fake_apiserver [OPTIONS]
   --kubeconfig PATH    write the kubeconfig to PATH and leave it there (default: a
                        temporary file, removed when the server stops)
   --exit-on-eof        also stop when standard input ends (for a parent that holds a pipe)
+  --shard-filter       filter lists and watches by shardSelector, as Kubernetes 1.36+ with
+                       the ShardedListAndWatch gate does (default: ignore it, as every other
+                       server does, so that sharded clients filter on their side)
   -h, --help           print this help
 
 It runs until SIGINT (Ctrl-C) or SIGTERM. The last line of start-up output is
@@ -86,6 +91,7 @@ so a script can start it in the background and wait for that line.
             seed: 1,
             kubeconfig: None,
             exit_on_eof: false,
+            shard_filter: false,
         };
         let mut args = std::env::args().skip(1);
         while let Some(arg) = args.next() {
@@ -105,6 +111,7 @@ so a script can start it in the background and wait for that line.
                 "--seed" => opts.seed = value("--seed")?.parse().map_err(|e| format!("--seed: {e}"))?,
                 "--kubeconfig" => opts.kubeconfig = Some(value("--kubeconfig")?.into()),
                 "--exit-on-eof" => opts.exit_on_eof = true,
+                "--shard-filter" => opts.shard_filter = true,
                 "-h" | "--help" => {
                     print!("{HELP}");
                     std::process::exit(0);
@@ -155,6 +162,18 @@ so a script can start it in the background and wait for that line.
             ("app".to_string(), app.to_string()),
             ("generation".to_string(), generation.to_string()),
         ]));
+        // Which client set which field, as a real server records it on every object.
+        p.metadata.managed_fields = Some(vec![ManagedFieldsEntry {
+            manager: Some("fake-churn".into()),
+            operation: Some("Update".into()),
+            api_version: Some("v1".into()),
+            fields_type: Some("FieldsV1".into()),
+            fields_v1: Some(FieldsV1(serde_json::json!({
+                "f:metadata": {"f:labels": {"f:app": {}, "f:generation": {}}},
+                "f:spec": {"f:containers": {"k:{\"name\":\"main\"}": {"f:image": {}}}, "f:nodeName": {}},
+            }))),
+            ..ManagedFieldsEntry::default()
+        }]);
         p.spec = Some(PodSpec {
             containers: vec![Container { name: "main".into(), image: Some("busybox".into()), ..Container::default() }],
             node_name: Some(node.to_string()),
@@ -284,7 +303,11 @@ so a script can start it in the background and wait for that line.
             })
             .map_err(|e| format!("install the SIGINT/SIGTERM handler: {e}"))?;
         }
-        let mut builder = FakeApiServer::builder().port(opts.port).tls(opts.tls).seed(opts.seed);
+        let mut builder = FakeApiServer::builder()
+            .port(opts.port)
+            .tls(opts.tls)
+            .seed(opts.seed)
+            .sharded_list_and_watch(opts.shard_filter);
         if let Some(t) = &opts.token {
             builder = builder.token(t);
         }
@@ -350,6 +373,9 @@ so a script can start it in the background and wait for that line.
             opts.churn,
             opts.fault_rate
         );
+        if opts.shard_filter {
+            println!("shardSelector: lists and watches are filtered by it (ShardedListAndWatch)");
+        }
         println!("try: KUBECONFIG={} kubectl get pods -A --watch", kubeconfig.display());
         println!("stop with Ctrl-C or SIGTERM{}", if opts.exit_on_eof { ", or by closing standard input" } else { "" });
         println!("ready: url={} kubeconfig={}", server.url(), kubeconfig.display());

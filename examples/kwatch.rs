@@ -57,10 +57,14 @@ options:
                             1.36+, gate ShardedListAndWatch), else kwatch drops the others
       --shard-by FIELD      with --shard: uid (default) or namespace (keeps each namespace
                             in one shard)
-      --shard-group NAME    join the shard group NAME (a Lease per replica in the namespace,
-                            identity $HOSTNAME or kwatch-PID) and watch only this replica's
-                            share, which follows the replicas alive; shows the share and the
-                            members as they change (to stderr)
+      --shard-group NAME    join the shard group NAME (a Lease per replica in the namespace)
+                            and watch only this replica's share, which follows the replicas
+                            alive; shows the share, the members and when the store caught up
+                            with a new share (to stderr). Pods that left the share for another
+                            replica's print as MOVED, not DELETED (json and yaml keep DELETED)
+      --identity ID         with --shard-group: this replica's name in the group (default:
+                            the host name, the process id and a random suffix, which two
+                            processes never share; a pod's name is a good choice)
       --stats               print reconnects, relists and lag as they happen, and who
                             filtered a shard (to stderr)
       --demo                watch an in-process fake cluster with a simulated workload
@@ -112,6 +116,8 @@ struct Options {
     shard_by_namespace: bool,
     /// `--shard-group NAME`.
     shard_group: Option<String>,
+    /// `--identity ID` (with `--shard-group`).
+    identity: Option<String>,
 }
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -175,6 +181,7 @@ impl Options {
                     opts.shard = Some((i, n));
                 }
                 "--shard-group" => opts.shard_group = Some(value("--shard-group")?),
+                "--identity" => opts.identity = Some(value("--identity")?),
                 "--shard-by" => {
                     opts.shard_by_namespace = match value("--shard-by")?.as_str() {
                         "uid" => false,
@@ -205,6 +212,9 @@ impl Options {
         }
         if opts.shard_group.is_some() && opts.shard.is_some() {
             return Err("--shard and --shard-group exclude each other".into());
+        }
+        if opts.identity.is_some() && opts.shard_group.is_none() {
+            return Err("--identity needs --shard-group".into());
         }
         if opts.shard_by_namespace && opts.shard.is_none() {
             return Err("--shard-by needs --shard".into());
@@ -285,7 +295,7 @@ fn run(opts: &Options) -> Result<(), String> {
     let group = match &opts.shard_group {
         Some(name) => {
             let ns = target.namespace.clone().unwrap_or_else(|| client.default_namespace().to_owned());
-            let identity = identity();
+            let identity = opts.identity.clone().unwrap_or_else(identity);
             let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
             let group = ShardGroup::join(leases, name, &identity, LeaseTimings::default())
                 .map_err(|e| format!("--shard-group {name}: {e}"))?;
@@ -329,20 +339,28 @@ fn run(opts: &Options) -> Result<(), String> {
     }
 }
 
-/// This replica's identity in a shard group: `$HOSTNAME` (a pod's name) if it can name a
-/// Lease, else `kwatch-PID`.
+/// This replica's identity in a shard group when `--identity` names none: `HOST-PID-RANDOM`.
+/// `$HOSTNAME` alone is shared by every process of a container (and of a pod), and so is a
+/// process id by processes on different hosts or in different containers of one pod; the
+/// random part, new at each start, tells those apart. `HOST` is `$HOSTNAME` if it can start a
+/// Lease name, else `kwatch`.
 fn identity() -> String {
+    use std::hash::{BuildHasher, Hasher};
     let host = std::env::var("HOSTNAME").unwrap_or_default().to_ascii_lowercase();
     let ok = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
-    if !host.is_empty()
-        && host.len() <= 63
+    let host = if !host.is_empty()
+        && host.len() <= 40
         && host.chars().all(|c| ok(c) || c == '-' || c == '.')
         && host.starts_with(ok)
         && host.ends_with(ok)
     {
-        return host;
-    }
-    format!("kwatch-{}", std::process::id())
+        host
+    } else {
+        "kwatch".to_owned()
+    };
+    // std's RandomState is seeded from the operating system's randomness once per process.
+    let random = std::collections::hash_map::RandomState::new().build_hasher().finish();
+    format!("{host}-{}-{:06x}", std::process::id(), random & 0xff_ffff)
 }
 
 /// A client for `--demo`, `--kubeconfig`/`--context`, or wherever kubectl would connect.
@@ -454,6 +472,7 @@ impl Session<'_> {
     fn watch<K: Watchable + Row + Serialize>(mut self, api: Api<K>, config: Config) -> Result<(), String> {
         let watcher = Watcher::new(api, config).map_err(|e| explain(&e, Some(self.target), false))?;
         let mut printer = Printer::new(self.opts, self.target);
+        printer.group = self.group;
         // --stats (and --demo, whose point is the recovery): the watcher's lifecycle notices.
         let show_notices = self.opts.stats || self.demo.is_some();
         let notices = if show_notices { watcher.notices() } else { never() };
@@ -462,6 +481,8 @@ impl Session<'_> {
         let mut synced = false;
         let started = Instant::now();
         let group_changes = self.group.map_or_else(never, |g| g.changes().clone());
+        // The share the store last caught up with (`--shard-group`).
+        let mut caught_up = None;
         let result = loop {
             select! {
                 recv(group_changes) -> change => match change {
@@ -474,6 +495,15 @@ impl Session<'_> {
                 recv(watcher.receiver()) -> msg => match msg {
                     Ok(Ok(event)) => {
                         synced |= matches!(event, Event::InitDone);
+                        if let (Event::InitDone, Some(group)) = (&event, self.group) {
+                            // The store holds the group's share now (the relist after a
+                            // change of share, or the first list): say so once per share.
+                            let stats = watcher.stats();
+                            if stats.synced_shard == group.shard() && stats.synced_shard != caught_up {
+                                caught_up.clone_from(&stats.synced_shard);
+                                eprintln!("# shard group: caught up with this replica's share: {} objects", stats.objects);
+                            }
+                        }
                         if let Err(e) = printer.event(&event, &mut out) {
                             // A closed pipe (`kwatch pods | head`) is a normal way to stop.
                             break if e.kind() == io::ErrorKind::BrokenPipe { Ok(()) } else { Err(format!("write: {e}")) };
@@ -526,6 +556,10 @@ impl Session<'_> {
             );
             if let Some(by) = s.shard_filter {
                 eprintln!("# stats: {}", shard_line(by));
+            }
+            if let Some(group) = self.group {
+                let share = group.shard().map_or_else(|| "none".to_owned(), |share| share.to_string());
+                eprintln!("# stats: shard group {}: this replica's share: {share}", group.group());
             }
         }
         result
@@ -876,6 +910,8 @@ struct Printer<'a> {
     /// Column widths so far; they only grow, so later lines line up with earlier ones.
     widths: Vec<usize>,
     header_done: bool,
+    /// `--shard-group`: a deleted object outside this replica's share moved to another's.
+    group: Option<&'a ShardGroup>,
 }
 
 /// The `--output-watch-events` envelope kubectl prints for json and yaml.
@@ -899,6 +935,7 @@ impl<'a> Printer<'a> {
             pending: Vec::new(),
             widths: Vec::new(),
             header_done: false,
+            group: None,
         }
     }
 
@@ -936,9 +973,19 @@ impl<'a> Printer<'a> {
             },
             Event::Delete(obj) => {
                 self.seen.remove(&key(obj.meta()));
-                self.line("DELETED", obj.as_ref(), out)
+                let kind = if self.moved(obj.meta()) { "MOVED" } else { "DELETED" };
+                self.line(kind, obj.as_ref(), out)
             }
         }
+    }
+
+    /// Whether a deleted object only left this replica's share (`--shard-group`): a watch
+    /// reports the deletions of the share's objects only, so one outside the share now was
+    /// taken out by the relist that followed a change of share (the group's newest share is
+    /// the one that relist listed, or a later one).
+    fn moved(&self, meta: &ObjectMeta) -> bool {
+        let uid = meta.uid.as_deref().unwrap_or_default();
+        self.group.is_some_and(|g| !g.shard().is_some_and(|share| share.contains(uid)))
     }
 
     /// Records an object's resourceVersion; `None` when it is exactly what was printed last.
@@ -983,6 +1030,8 @@ impl<'a> Printer<'a> {
                 }
                 // kubectl prints the object alone; with --output-watch-events, in an envelope.
                 let value = if self.watch_events {
+                    // kubectl's event types only: a moved object is a deletion here.
+                    let kind = if kind == "MOVED" { "DELETED" } else { kind };
                     serde_json::to_value(WatchEvent { kind, object }).map_err(io::Error::other)?
                 } else {
                     object
@@ -1124,6 +1173,17 @@ mod tests {
         assert_eq!(o.output, Output::Wide);
     }
 
+    /// Two processes with one `$HOSTNAME` (a container's) and even one process id (two
+    /// containers of a pod) still get two identities, each fit for a Lease name.
+    #[test]
+    fn default_identities_differ_and_name_a_lease() {
+        let (a, b) = (identity(), identity());
+        assert_ne!(a, b);
+        assert!(a.contains(&format!("-{}-", std::process::id())), "{a}");
+        let ok = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.';
+        assert!(a.len() <= 63 && a.chars().all(ok), "{a}");
+    }
+
     #[test]
     fn bad_command_lines_get_one_clear_message() {
         assert_eq!(parse(&["pods", "--bogus"]).unwrap_err(), "unknown flag \"--bogus\"");
@@ -1136,6 +1196,9 @@ mod tests {
         let o = parse(&["pods", "--shard-group", "indexers"]).unwrap().unwrap();
         assert_eq!(o.shard_group.as_deref(), Some("indexers"));
         assert!(parse(&["pods", "--shard-group", "x", "--shard", "0/2"]).unwrap_err().contains("exclude each other"));
+        let o = parse(&["pods", "--shard-group", "indexers", "--identity", "replica-1"]).unwrap().unwrap();
+        assert_eq!(o.identity.as_deref(), Some("replica-1"));
+        assert!(parse(&["pods", "--identity", "replica-1"]).unwrap_err().contains("needs --shard-group"));
         assert_eq!(parse(&["pods", "-n"]).unwrap_err(), "--namespace needs a value");
         assert!(parse(&["pods", "-o", "xml"]).unwrap_err().contains("unknown output format \"xml\""));
         assert!(parse(&["pods", "-A", "-n", "x"]).unwrap_err().contains("exclude each other"));

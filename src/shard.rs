@@ -75,9 +75,29 @@ impl fmt::Debug for Shard {
 }
 
 impl fmt::Display for Shard {
-    /// The selector ([`Shard::selector`]).
+    /// A short human form: how many ranges and what fraction of the hash space, such as
+    /// `1 range, 25.0% of the hash space` or `97 ranges, 33.6% of the hash space (by
+    /// namespace)`. The alternate form (`{:#}`) is the selector ([`Shard::selector`]), as
+    /// `{}` printed it before.
+    ///
+    /// ```
+    /// use kube_watcher::Shard;
+    ///
+    /// let shard = Shard::of(1, 4)?;
+    /// assert_eq!(shard.to_string(), "1 range, 25.0% of the hash space");
+    /// assert_eq!(format!("{shard:#}"), shard.selector());
+    /// # Ok::<(), kube_watcher::Error>(())
+    /// ```
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.selector())
+        if f.alternate() {
+            return f.write_str(&self.selector());
+        }
+        let n = self.ranges.len();
+        write!(f, "{n} range{}, {:.1}% of the hash space", if n == 1 { "" } else { "s" }, 100.0 * self.fraction())?;
+        if self.is_by_namespace() {
+            f.write_str(" (by namespace)")?;
+        }
+        Ok(())
     }
 }
 
@@ -199,6 +219,23 @@ impl Shard {
             out.push_str("')");
         }
         out
+    }
+
+    /// The fraction of the hash space the shard covers, from 0 (exclusive) to 1: about the
+    /// fraction of a resource's objects it holds (by uid; by namespace, only as well as the
+    /// namespaces balance).
+    ///
+    /// ```
+    /// use kube_watcher::Shard;
+    ///
+    /// assert_eq!(Shard::of(0, 4)?.fraction(), 0.25);
+    /// # Ok::<(), kube_watcher::Error>(())
+    /// ```
+    #[must_use]
+    pub fn fraction(&self) -> f64 {
+        let covered: u128 = self.ranges.iter().map(|&(start, end)| end - start).sum();
+        // Exact to f64's precision: both sides are at most 2^64.
+        covered as f64 / SPACE as f64
     }
 
     /// Whether an object whose uid (or, [`by_namespace`](Shard::by_namespace), namespace) is
@@ -607,7 +644,8 @@ mod tests {
         );
         assert_eq!(Shard::parse(&s).unwrap(), shard);
         assert_eq!(s.parse::<Shard>().unwrap(), shard);
-        assert_eq!(shard.to_string(), s);
+        assert_eq!(format!("{shard:#}"), s);
+        assert_eq!(shard.to_string(), "2 ranges, 50.0% of the hash space (by namespace)");
         for i in 0..5 {
             let s = Shard::of(i, 5).unwrap();
             assert_eq!(Shard::parse(&s.selector()).unwrap(), s);

@@ -73,6 +73,18 @@ pub struct Stats {
     /// list of at most one object, and an object of another shard arriving in the stream
     /// says `Client`. `None` for a watcher of every object, and before the first answer.
     pub shard_filter: Option<crate::ShardFilter>,
+    /// For a watcher of one shard ([`Config::shard`](crate::Config::shard)) or of a shard
+    /// group's share ([`Config::shard_group`](crate::Config::shard_group)), the shard its store
+    /// holds in full: the one of its last complete sync (of every part's, for a watcher over
+    /// several namespaces, when they agree). `None` before that sync, for a watcher of every
+    /// object, and once a group gives its member no share (the store is then empty).
+    ///
+    /// A shard group member's store has caught up with its share when
+    /// `watcher.stats().synced_shard == group.shard()`: after a change of share the store
+    /// still holds the old one (and the events of the relist are on their way) until the relist
+    /// with the new one completes (`Notice::Synced` with
+    /// [`RelistReason::ShardChanged`](crate::RelistReason::ShardChanged)).
+    pub synced_shard: Option<crate::Shard>,
     /// Delivery's work so far, in steps (decisions, and events put into or taken out of the
     /// hold-back queue): tests check that it grows by a constant per event, however far behind
     /// a consumer is. Hidden, outside semver: only with the `fuzzing` feature.

@@ -532,14 +532,79 @@ fn fake_apiserver_help_describes_every_flag() {
     assert!(!out.status.success() && stderr.contains("--churn"), "{stderr}");
 }
 
-/// The README shows `examples/{name}.rs` as it is, as a `rust,no_run` block (compiled there as
-/// a doctest, and here as the example that the tests run).
-fn assert_readme_shows_example(name: &str) {
+/// `doc` (README.md or docs/guide.md) shows `examples/{name}.rs` as it is, as a `rust,no_run`
+/// block (compiled there as a doctest, and here as the example that the tests run).
+fn assert_doc_shows_example(doc: &str, name: &str) {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let text = std::fs::read_to_string(root.join(doc)).unwrap();
     let source = std::fs::read_to_string(root.join("examples").join(format!("{name}.rs"))).unwrap();
     let block = format!("```rust,no_run\n{source}```\n");
-    assert!(readme.contains(&block), "README.md does not show examples/{name}.rs as it is:\n{source}");
+    assert!(text.contains(&block), "{doc} does not show examples/{name}.rs as it is:\n{source}");
+}
+
+/// The README's program of several replicas (a shard group, a leader, no managedFields) is
+/// examples/scale_out.rs cut short: each line that sets something up or stops it is the
+/// example's own, so the two cannot drift apart.
+#[test]
+fn the_readmes_replica_program_is_the_scale_out_example_cut_short() {
+    let readme = read_doc("README.md");
+    let example = read_doc("examples/scale_out.rs");
+    let start = readme.find("## Several replicas").unwrap();
+    let block = &readme[start..];
+    let block = &block[block.find("```rust").unwrap()..];
+    let block = &block[..block[3..].find("```").unwrap()];
+    let mut shared = 0;
+    for line in block.lines().map(str::trim) {
+        let setup = ["Client::try_default", "Api::namespaced", "ShardGroup::join", "Watcher::builder", ".config("]
+            .into_iter()
+            .chain([".without_managed_fields()", ".compressed_store()", ".start()?;", "LeaderElector::start"])
+            .chain(["watcher.stop();", "group.stop();"])
+            .any(|s| line.starts_with(s) || line.contains(&format!("= {s}")));
+        if setup {
+            assert!(example.lines().any(|l| l.trim() == line), "examples/scale_out.rs has no line {line:?}");
+            shared += 1;
+        }
+    }
+    assert!(shared >= 10, "only {shared} lines compared:\n{block}");
+}
+
+/// docs/guide.md's table of contents lists every `##` and `###` heading, in order, each with the
+/// anchor GitHub gives it, and nothing else: a new section cannot be left out.
+#[test]
+fn the_guides_table_of_contents_lists_every_heading() {
+    let guide = read_doc("docs/guide.md");
+    // GitHub's anchors: lower case, punctuation dropped but for `-` and `_`, spaces as `-`.
+    let anchor = |title: &str| -> String {
+        title
+            .to_lowercase()
+            .chars()
+            .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-' || *c == '_')
+            .map(|c| if c == ' ' { '-' } else { c })
+            .collect()
+    };
+    let mut in_code = false;
+    let mut headings = Vec::new();
+    for line in guide.lines() {
+        if line.starts_with("```") {
+            in_code = !in_code;
+        }
+        if in_code {
+            continue;
+        }
+        if let Some(title) = line.strip_prefix("## ") {
+            headings.push(format!("- [{title}](#{})", anchor(title)));
+        } else if let Some(title) = line.strip_prefix("### ") {
+            headings.push(format!("  - [{title}](#{})", anchor(title)));
+        }
+    }
+    let toc: Vec<String> = guide
+        .lines()
+        .skip_while(|l| !l.starts_with("- ["))
+        .take_while(|l| l.starts_with("- [") || l.starts_with("  - ["))
+        .map(str::to_owned)
+        .collect();
+    assert!(headings.len() > 10, "{headings:?}");
+    assert_eq!(toc, headings, "docs/guide.md's table of contents (left) is not its headings (right)");
 }
 
 /// The README's Cargo.toml lists kube-watcher and k8s-openapi only, so its Rust code may use
@@ -601,11 +666,103 @@ fn stop_fake_apiserver(mut child: Child) {
     let _ = child.wait();
 }
 
+/// What examples/scale_out prints of each replica, as last seen.
+#[derive(Default)]
+struct Replicas {
+    /// Per replica: the pods in its store, whether caught up with its share, how many of them
+    /// hold managedFields.
+    store: [Option<(usize, bool, usize)>; 3],
+    leading: [bool; 3],
+    stopped: [bool; 3],
+    lines: Vec<String>,
+}
+
+impl Replicas {
+    fn take(&mut self, i: usize, line: &str) {
+        self.lines.push(line.to_owned());
+        let said = line.split_once(": ").map_or("", |(_, said)| said);
+        if let Some((pods, rest)) = said.split_once(" pods in my store, ") {
+            let fields = rest.split("; ").nth(1).and_then(|f| f.strip_suffix(" with managedFields"));
+            self.store[i] =
+                Some((pods.parse().unwrap(), rest.starts_with("caught up"), fields.unwrap().parse().unwrap()));
+        }
+        match said {
+            "leading" => self.leading[i] = true,
+            "no longer leading" => self.leading[i] = false,
+            "stopped" => self.stopped[i] = true,
+            _ => {}
+        }
+    }
+
+    /// The replicas `alive` hold `total` pods between them, each caught up with its share and
+    /// none with managedFields, and one of them leads.
+    fn settled(&self, alive: &[usize], total: usize) -> bool {
+        let held: Option<Vec<(usize, bool, usize)>> = alive.iter().map(|&i| self.store[i]).collect();
+        held.is_some_and(|held| {
+            held.iter().all(|&(_, caught_up, fields)| caught_up && fields == 0)
+                && held.iter().map(|h| h.0).sum::<usize>() == total
+        }) && alive.iter().filter(|&&i| self.leading[i]).count() == 1
+    }
+}
+
+/// Three replicas of examples/scale_out against one fake_apiserver that filters by shard: they
+/// split its pods (each pod in one store, none with managedFields) and one leads; the leader
+/// stops on SIGTERM, and the two others take its pods and one of them the lead; then they stop.
+#[test]
+#[cfg(unix)]
+fn scale_out_replicas_share_the_pods_elect_a_leader_and_hand_over_on_sigterm() {
+    let (server, _rest, _url, kubeconfig) =
+        start_fake_apiserver(&["--pods", "30", "--shard-filter", "--exit-on-eof"], Stdio::piped());
+    let total = list_pods(&kubeconfig);
+    let (tx, rx) = mpsc::channel::<(usize, String)>();
+    let mut children = Vec::new();
+    for (i, name) in ["replica-a", "replica-b", "replica-c"].into_iter().enumerate() {
+        let mut child = command("scale_out", &["--identity", name]).env("KUBECONFIG", &kubeconfig).spawn().unwrap();
+        let lines = BufReader::new(child.stdout.take().unwrap());
+        let tx = tx.clone();
+        thread::spawn(move || lines.lines().map_while(Result::ok).for_each(|l| drop(tx.send((i, l)))));
+        children.push(child);
+    }
+    let mut seen = Replicas::default();
+    let wait_for = |seen: &mut Replicas, what: &str, done: &dyn Fn(&Replicas) -> bool| {
+        let deadline = Instant::now() + RUN_TIMEOUT;
+        while !done(seen) {
+            match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok((i, line)) => seen.take(i, &line),
+                Err(_) => panic!("scale_out: {what} not seen in time:\n{}", seen.lines.join("\n")),
+            }
+        }
+    };
+    wait_for(&mut seen, "three replicas sharing the pods", &|s| s.settled(&[0, 1, 2], total));
+    let shares: Vec<&String> = seen.lines.iter().filter(|l| l.contains(": my share: ")).collect();
+    assert!(!shares.is_empty() && shares.iter().all(|l| l.ends_with("% of the hash space")), "{shares:?}");
+    assert!(seen.lines.iter().any(|l| l.contains("leader's task: ")), "{}", seen.lines.join("\n"));
+
+    // The leader is scaled down: SIGTERM, as a pod gets.
+    let leader = seen.leading.iter().position(|l| *l).unwrap();
+    let pid = children[leader].id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let rest: Vec<usize> = (0..3).filter(|i| *i != leader).collect();
+    seen.leading[leader] = false;
+    wait_for(&mut seen, "the leader's clean stop", &|s| s.stopped[leader]);
+    wait_for(&mut seen, "two replicas taking over", &|s| s.settled(&rest, total));
+
+    for &i in &rest {
+        let pid = children[i].id().to_string();
+        assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    }
+    wait_for(&mut seen, "every replica's clean stop", &|s| s.stopped.iter().all(|s| *s));
+    for mut child in children {
+        assert!(child.wait().unwrap().success());
+    }
+    stop_fake_apiserver(server);
+}
+
 /// The quick start, run as printed against fake_apiserver (its pods are labelled app=web, api
 /// or db): it lists the web pods of namespace default, says it is in sync, then shows changes.
 #[test]
 fn watch_pods_is_the_readme_quick_start_and_shows_the_fake_servers_web_pods() {
-    assert_readme_shows_example("watch_pods");
+    assert_doc_shows_example("README.md", "watch_pods");
     let (server, _rest, _url, kubeconfig) = start_fake_apiserver(&["--churn", "10", "--exit-on-eof"], Stdio::piped());
     let change = |l: &String| l.starts_with("changed  ") || l.starts_with("deleted  ");
     let lines = run_against("watch_pods", &kubeconfig, |seen| {
@@ -619,11 +776,11 @@ fn watch_pods_is_the_readme_quick_start_and_shows_the_fake_servers_web_pods() {
     stop_fake_apiserver(server);
 }
 
-/// The README's select! loop, run as printed against fake_apiserver: a line per frame in which
+/// The guide's select! loop, run as printed against fake_apiserver: a line per frame in which
 /// a store changed, and none for the frames in between.
 #[test]
-fn select_loop_is_the_readme_loop_and_skips_the_frames_in_which_nothing_changed() {
-    assert_readme_shows_example("select_loop");
+fn select_loop_is_the_guides_loop_and_skips_the_frames_in_which_nothing_changed() {
+    assert_doc_shows_example("docs/guide.md", "select_loop");
     let (server, _rest, _url, kubeconfig) = start_fake_apiserver(&["--churn", "2", "--exit-on-eof"], Stdio::piped());
     let frame_number = |l: &String| l.strip_prefix("frame ")?.split(':').next()?.parse::<u64>().ok();
     let lines = run_against("select_loop", &kubeconfig, |seen| {

@@ -14,7 +14,6 @@ fn the_watcher_caches_the_settings_config_map() -> Result<(), kube_watcher::Erro
     cm.metadata.name = Some("settings".into());
     cm.metadata.namespace = Some("shop".into());
     server.create(&cm).unwrap();
-
     let api: Api<ConfigMap> = Api::namespaced(Client::from_url(&server.url())?, "shop");
     let watcher = Watcher::new(api, Config::default())?;
     watcher.store().wait_until_ready(Duration::from_secs(10))?;

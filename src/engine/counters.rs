@@ -7,7 +7,7 @@ use parking_lot::Mutex;
 
 use crate::error::Error;
 use crate::notice::RelistReason;
-use crate::shard::ShardFilter;
+use crate::shard::{Shard, ShardFilter};
 use crate::stats::{ErrorCounts, EventCounts, RelistCounts, Stats};
 
 /// The watcher thread's counters: plain atomics, so counting never takes a lock.
@@ -32,6 +32,9 @@ pub(crate) struct Counters {
     /// Who filters the shard's objects: 0 not known yet (or no shard), 1 the server, 2 this
     /// client (see `Counters::shard_filter`).
     shard_filter: AtomicU8,
+    /// Per part of the store (one per namespace of a `namespaces(..)` watcher): the shard of
+    /// its last complete sync (`Some(None)`: synced without one); `None` before its first.
+    synced: Mutex<Vec<Option<Option<Shard>>>>,
 }
 
 impl Default for Counters {
@@ -54,6 +57,7 @@ impl Default for Counters {
             drift_checks: AtomicU64::new(0),
             last_error: Mutex::new(None),
             shard_filter: AtomicU8::new(0),
+            synced: Mutex::new(Vec::new()),
         }
     }
 }
@@ -118,6 +122,28 @@ impl Counters {
         }
     }
 
+    /// Counters for a watcher whose store has `parts` parts (`Stats::synced_shard`).
+    pub(crate) fn with_parts(self, parts: usize) -> Self {
+        *self.synced.lock() = vec![None; parts];
+        self
+    }
+
+    /// Part `part` of the store completed a sync with `shard` (`None`: without one).
+    pub(crate) fn synced(&self, part: usize, shard: Option<&Shard>) {
+        if let Some(slot) = self.synced.lock().get_mut(part) {
+            *slot = Some(shard.cloned());
+        }
+    }
+
+    /// The shard every part of the store last synced with, when they agree.
+    fn snapshot_synced_shard(&self) -> Option<Shard> {
+        let synced = self.synced.lock();
+        match synced.split_first() {
+            Some((first @ Some(Some(shard)), rest)) if rest.iter().all(|p| p == first) => Some(shard.clone()),
+            _ => None,
+        }
+    }
+
     pub(crate) fn event_seen(&self, now: Instant) {
         let nanos = u64::try_from(now.saturating_duration_since(self.start).as_nanos()).unwrap_or(u64::MAX - 1);
         self.last_event.store(nanos + 1, Ordering::Relaxed);
@@ -168,6 +194,7 @@ impl Counters {
             delivery_work: 0,
             wire_format: None,
             shard_filter: self.snapshot_shard_filter(),
+            synced_shard: self.snapshot_synced_shard(),
         }
     }
 }

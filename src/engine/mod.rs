@@ -116,7 +116,7 @@ impl<K: Watchable> Engine<K> {
             terminal: Mutex::new(None),
             store: store.clone(),
             subscribers: Arc::new(Subscribers::new(parts.len(), stop_rx, Arc::clone(&notices))),
-            counters: Counters::default(),
+            counters: Counters::default().with_parts(parts.len()),
             notices,
             gate: Gate::new(spec.max_lists),
             running: AtomicUsize::new(parts.len()),

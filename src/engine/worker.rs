@@ -275,6 +275,7 @@ impl<K: Watchable> Worker<K> {
 
     /// A sync ended: this thread's part of the store holds exactly the shard it listed.
     fn synced(&mut self) {
+        self.control.counters.synced(self.delivery.part(), self.api.shard.as_ref());
         if let Some(f) = &mut self.follow {
             f.held = self.api.shard.iter().cloned().collect();
             f.follow.holding(f.me.id, f.held.clone());

@@ -51,7 +51,10 @@ impl Ranges {
 
     fn normalized(mut v: Vec<(u128, u128)>) -> Ranges {
         v.retain(|(a, b)| a < b);
-        v.sort_unstable();
+        // The arithmetic below hands over its ranges in order already.
+        if !v.is_sorted() {
+            v.sort_unstable();
+        }
         let mut out: Vec<(u128, u128)> = Vec::with_capacity(v.len());
         for (a, b) in v {
             match out.last_mut() {
@@ -62,27 +65,46 @@ impl Ranges {
         Ranges(out)
     }
 
+    /// Both are sorted: merged in one pass.
     pub(crate) fn union(&self, other: &Ranges) -> Ranges {
-        Ranges::normalized(self.0.iter().chain(&other.0).copied().collect())
-    }
-
-    pub(crate) fn intersect(&self, other: &Ranges) -> Ranges {
-        let mut out = Vec::new();
-        for &(a1, b1) in &self.0 {
-            for &(a2, b2) in &other.0 {
-                out.push((a1.max(a2), b1.min(b2)));
+        let (a, b) = (&self.0, &other.0);
+        let (mut out, mut i, mut j) = (Vec::with_capacity(a.len() + b.len()), 0, 0);
+        while i < a.len() || j < b.len() {
+            if j == b.len() || (i < a.len() && a[i] <= b[j]) {
+                out.push(a[i]);
+                i += 1;
+            } else {
+                out.push(b[j]);
+                j += 1;
             }
         }
         Ranges::normalized(out)
     }
 
+    /// Both are sorted and disjoint (`normalized`): one pass over the two, in order.
+    pub(crate) fn intersect(&self, other: &Ranges) -> Ranges {
+        let (mut out, mut i, mut j) = (Vec::new(), 0, 0);
+        while let (Some(&(a1, b1)), Some(&(a2, b2))) = (self.0.get(i), other.0.get(j)) {
+            out.push((a1.max(a2), b1.min(b2)));
+            // The range that ends first meets nothing further in the other.
+            if b1 <= b2 {
+                i += 1;
+            } else {
+                j += 1;
+            }
+        }
+        Ranges::normalized(out)
+    }
+
+    /// Both are sorted and disjoint: the ranges of `other` that reach past a range of ours
+    /// are the only ones the next range of ours may meet.
     pub(crate) fn minus(&self, other: &Ranges) -> Ranges {
-        let mut out = Vec::new();
+        let (mut out, mut j) = (Vec::new(), 0);
         for &(mut a, b) in &self.0 {
-            for &(c, d) in &other.0 {
-                if d <= a || c >= b {
-                    continue;
-                }
+            while other.0.get(j).is_some_and(|&(_, d)| d <= a) {
+                j += 1;
+            }
+            for &(c, d) in other.0[j..].iter().take_while(|&&(c, _)| c < b) {
                 if c > a {
                     out.push((a, c));
                 }
@@ -95,8 +117,11 @@ impl Ranges {
 
     #[cfg(test)]
     pub(crate) fn contains(&self, point: u64) -> bool {
+        // Sorted and disjoint: the one range that may hold it is the last that starts at or
+        // before it.
         let p = u128::from(point);
-        self.0.iter().any(|&(a, b)| a <= p && p < b)
+        let after = self.0.partition_point(|&(a, _)| a <= p);
+        after > 0 && p < self.0[after - 1].1
     }
 }
 
@@ -341,6 +366,34 @@ mod tests {
             holder: holder.into(),
             duration: Duration::from_secs(15),
             claim,
+        }
+    }
+
+    /// Union, intersection and difference, point by point, on many touching, nested and disjoint
+    /// ranges (every bound and the points next to it).
+    #[test]
+    fn intersect_and_minus_agree_with_membership() {
+        let mut state = 1u64;
+        let mut next = |below: u64| {
+            state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            (state >> 33) % below
+        };
+        for _ in 0..300 {
+            let mut ranges = || {
+                let n = next(6);
+                let v: Vec<(u128, u128)> =
+                    (0..n).map(|_| (next(40), next(8))).map(|(a, l)| (u128::from(a), u128::from(a + l))).collect();
+                Ranges::normalized(v)
+            };
+            let (a, b) = (ranges(), ranges());
+            let (both, only_a, either) = (a.intersect(&b), a.minus(&b), a.union(&b));
+            for p in 0..50 {
+                assert_eq!(either.contains(p), a.contains(p) || b.contains(p), "{a:?} ∪ {b:?} at {p}");
+                assert_eq!(both.contains(p), a.contains(p) && b.contains(p), "{a:?} ∩ {b:?} at {p}");
+                assert_eq!(only_a.contains(p), a.contains(p) && !b.contains(p), "{a:?} − {b:?} at {p}");
+            }
+            assert_eq!(both, Ranges::normalized(both.0.clone()), "normalized");
+            assert_eq!(only_a, Ranges::normalized(only_a.0.clone()), "normalized");
         }
     }
 

@@ -524,3 +524,37 @@ fn another_shards_object_from_a_filtering_server_is_dropped_and_reported_once() 
     assert!(w.store().state().iter().all(|p| p.metadata.name.as_deref() != Some("intruder")));
     assert_eq!(w.stats().shard_filter, Some(ShardFilter::Server));
 }
+
+/// `stats().synced_shard` says which shard the store holds in full: none for a watcher of every
+/// object, the shard once a sharded watcher synced, and a shard group member's share once its
+/// store caught up with it (alone in its group: the whole hash space).
+#[test]
+fn synced_shard_is_the_shard_of_the_last_complete_sync() {
+    let server = server();
+    create_pods(&server, 0..20);
+    let client = Client::from_url(&server.url()).unwrap();
+    let all = Watcher::new(Api::<Pod>::all(client.clone()), Config::default()).unwrap();
+    let third = Shard::of(1, 3).unwrap();
+    let one = Watcher::new(Api::<Pod>::all(client.clone()), Config::default().shard(third.clone())).unwrap();
+    eventually("the sharded watcher's sync", || one.stats().synced_shard.as_ref() == Some(&third));
+    all.store().wait_until_ready(WAIT).unwrap();
+    eventually("the watcher of every pod's sync", || all.stats().relists.initial == 1);
+    assert_eq!(all.stats().synced_shard, None);
+
+    let timings = kube_watcher::LeaseTimings {
+        lease_duration: std::time::Duration::from_secs(6),
+        renew_deadline: std::time::Duration::from_secs(4),
+        retry_period: ms(100),
+    };
+    let leases = Api::namespaced(client.clone(), "default");
+    let group = kube_watcher::ShardGroup::join(leases, "pods", "alone", timings).unwrap();
+    let member = Watcher::new(Api::<Pod>::all(client), Config::default().shard_group(&group)).unwrap();
+    eventually("the member's store to catch up with its share", || {
+        let synced = member.stats().synced_shard;
+        synced.is_some() && synced == group.shard()
+    });
+    assert_eq!(group.shard(), Some(Shard::of(0, 1).unwrap()));
+    assert_eq!(member.store().len(), 20);
+    member.stop();
+    group.stop();
+}

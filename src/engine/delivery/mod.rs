@@ -195,6 +195,11 @@ impl<K: Watchable> Delivery<K> {
         }
     }
 
+    /// The part of the watcher this delivery serves.
+    pub(crate) fn part(&self) -> usize {
+        self.part
+    }
+
     /// The one way events reach consumers: `change` changes the store while the consumers'
     /// lock is held (until [`Change::unlock`], or its end) and appends the events that change
     /// makes; they go out by the mode in force, followed by the error it reports, if any. So a
