@@ -291,6 +291,14 @@ impl FieldSelector {
             let field = term[..at].trim().to_string();
             let value = unescape_field_value(term[at + len..].trim())?;
             if !supported.contains(&field.as_str()) {
+                // kube-apiserver words it by type: one with field labels of its own (pods:
+                // spec.nodeName, status.phase, ...) converts them and refuses the rest as "not
+                // supported"; one with only the metadata fields (configmaps) lists what it takes
+                // (tests/real/differential.rs saw both).
+                if supported.iter().all(|f| *f == "metadata.name" || *f == "metadata.namespace") {
+                    let only: Vec<String> = supported.iter().map(|f| format!("{f:?}")).collect();
+                    return Err(format!("{field:?} is not a known field selector: only {}", only.join(", ")));
+                }
                 return Err(format!("field label not supported: {field}"));
             }
             terms.push((field, value, equal));

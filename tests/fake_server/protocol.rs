@@ -500,6 +500,21 @@ fn field_selectors_support_name_namespace_and_registered_fields() {
     assert_eq!(red["items"][0]["kind"], "Widget", "custom-type list items carry kind");
 }
 
+/// kube-apiserver words an unknown field label by type (tests/real/differential.rs): a type
+/// with only the metadata fields lists them, pods (with field labels of their own) say "not
+/// supported".
+#[test]
+fn unknown_field_labels_are_refused_in_the_real_servers_words() {
+    let server = FakeApiServer::start();
+    let cms = get(&server, "/api/v1/namespaces/shop/configmaps?fieldSelector=spec.nope%3Dx").json();
+    assert_eq!(
+        cms["message"],
+        r#""spec.nope" is not a known field selector: only "metadata.name", "metadata.namespace""#
+    );
+    let pods = get(&server, "/api/v1/pods?fieldSelector=spec.nope%3Dx").json();
+    assert_eq!(pods["message"], "field label not supported: spec.nope");
+}
+
 #[test]
 fn missing_objects_and_unknown_paths_get_the_real_404_shapes() {
     let server = FakeApiServer::start();

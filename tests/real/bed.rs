@@ -117,6 +117,11 @@ impl Bed {
         self.run.join(user.file())
     }
 
+    /// A file of the bed's run folder (`admin.token`, `certs/ca.crt`).
+    pub fn run_file(&self, name: &str) -> PathBuf {
+        self.run.join(name)
+    }
+
     /// A client of `user`.
     pub fn client_of(&self, user: User) -> Client {
         Client::from_kubeconfig_path(self.kubeconfig(user), &KubeconfigOptions::default()).unwrap()

@@ -21,6 +21,7 @@ mod bed;
 mod proxy;
 
 mod auth;
+mod differential;
 mod faults;
 mod kubectl;
 mod lists;
