@@ -196,24 +196,7 @@ struct Widget {
     size: i64,
 }
 
-impl k8s_openapi::Resource for Widget {
-    const API_VERSION: &'static str = "example.com/v1";
-    const GROUP: &'static str = "example.com";
-    const KIND: &'static str = "Widget";
-    const VERSION: &'static str = "v1";
-    const URL_PATH_SEGMENT: &'static str = "widgets";
-    type Scope = k8s_openapi::NamespaceResourceScope;
-}
-
-impl k8s_openapi::Metadata for Widget {
-    type Ty = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-    fn metadata(&self) -> &Self::Ty {
-        &self.metadata
-    }
-    fn metadata_mut(&mut self) -> &mut Self::Ty {
-        &mut self.metadata
-    }
-}
+kube_watcher::resource!(Widget, group = "example.com", version = "v1", kind = "Widget", plural = "widgets", namespaced);
 
 /// kube-apiserver refuses a custom resource's body without `kind` (400, "Object 'Kind' is
 /// missing", tests/real/resources.rs), while built-in types may leave it out. A typed struct of

@@ -53,24 +53,14 @@ struct WidgetSpec {
     color: String,
 }
 
-impl k8s_openapi::Resource for Widget {
-    const API_VERSION: &'static str = "testbed.kube-watcher.dev/v1";
-    const GROUP: &'static str = "testbed.kube-watcher.dev";
-    const KIND: &'static str = "Widget";
-    const VERSION: &'static str = "v1";
-    const URL_PATH_SEGMENT: &'static str = "widgets";
-    type Scope = k8s_openapi::NamespaceResourceScope;
-}
-
-impl k8s_openapi::Metadata for Widget {
-    type Ty = ObjectMeta;
-    fn metadata(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn metadata_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+kube_watcher::resource!(
+    Widget,
+    group = "testbed.kube-watcher.dev",
+    version = "v1",
+    kind = "Widget",
+    plural = "widgets",
+    namespaced
+);
 
 /// Creates the Widget CRD (once per bed) and waits until the server serves it.
 fn widgets(bed: &Bed) {
