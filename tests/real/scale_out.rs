@@ -126,12 +126,13 @@ fn three_electors_keep_one_leader_through_stop_crash_and_pause() {
     proxies[first].cut();
     proxies[first].stall(false);
     // Back from its pause, the old leader finds the lease taken and follows.
-    std::thread::sleep(timings().retry_period * 4);
-    assert_eq!(leaders(&alive), [second]);
+    until("after the pause, only the new leader leads", || leaders(&alive) == [second]);
 
     // A clean stop hands over: the lease is released at once.
     electors[second].stop();
-    assert_eq!(holder().as_deref(), Some(""), "a stopped leader releases the lease");
+    // Released by the time stop() returns: empty, or already taken by another elector.
+    let after_stop = holder();
+    assert_ne!(after_stop, Some(format!("e{second}")), "a stopped leader releases the lease");
     let rest: Vec<usize> = alive.iter().copied().filter(|i| *i != second).collect();
     let third = one_leader(&rest);
 
