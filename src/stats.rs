@@ -83,7 +83,9 @@ pub struct Stats {
     /// `watcher.stats().synced_shard == group.shard()`: after a change of share the store
     /// still holds the old one (and the events of the relist are on their way) until the relist
     /// with the new one completes (`Notice::Synced` with
-    /// [`RelistReason::ShardChanged`](crate::RelistReason::ShardChanged)).
+    /// [`RelistReason::ShardChanged`](crate::RelistReason::ShardChanged)). It is set before
+    /// that sync's `Notice::Synced` and `Event::InitDone` go out, so a consumer may read it
+    /// when either arrives.
     pub synced_shard: Option<crate::Shard>,
     /// Delivery's work so far, in steps (decisions, and events put into or taken out of the
     /// hold-back queue): tests check that it grows by a constant per event, however far behind

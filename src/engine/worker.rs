@@ -273,9 +273,9 @@ impl<K: Watchable> Worker<K> {
         }
     }
 
-    /// A sync ended: this thread's part of the store holds exactly the shard it listed.
+    /// A sync ended: this thread's part of the store holds exactly the shard it listed (the
+    /// counters were told before its `InitDone` went out).
     fn synced(&mut self) {
-        self.control.counters.synced(self.delivery.part(), self.api.shard.as_ref());
         if let Some(f) = &mut self.follow {
             f.held = self.api.shard.iter().cloned().collect();
             f.follow.holding(f.me.id, f.held.clone());

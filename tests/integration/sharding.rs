@@ -558,3 +558,36 @@ fn synced_shard_is_the_shard_of_the_last_complete_sync() {
     member.stop();
     group.stop();
 }
+
+/// A consumer that reads `stats()` when a sync's `Notice::Synced` (or its `InitDone`) arrives
+/// already sees the shard that sync was of: the counters are told before either goes out. Each
+/// of many watchers checks its first sync, several at once so that threads compete for the cores.
+#[test]
+fn synced_shard_is_set_when_the_sync_is_announced() {
+    let server = server();
+    create_pods(&server, 0..8);
+    let client = Client::from_url(&server.url()).unwrap();
+    for round in 0..10 {
+        let checks: Vec<_> = (0..4)
+            .map(|i| {
+                let client = client.clone();
+                thread::spawn(move || {
+                    let shard = Shard::of(i % 3, 3).unwrap();
+                    let w = Watcher::new(Api::<Pod>::all(client), Config::default().shard(shard.clone())).unwrap();
+                    let notices = w.notices();
+                    loop {
+                        if let Notice::Synced { .. } = notices.recv_timeout(WAIT).expect("a notice") {
+                            break w.stats().synced_shard == Some(shard);
+                        }
+                    }
+                })
+            })
+            .collect();
+        for (i, check) in checks.into_iter().enumerate() {
+            assert!(
+                check.join().unwrap(),
+                "round {round}, watcher {i}: the sync was announced before stats() knew its shard"
+            );
+        }
+    }
+}

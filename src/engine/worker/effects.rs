@@ -45,9 +45,13 @@ impl<K: Watchable> Worker<K> {
             Effect::InitDone(rv) => {
                 self.delivery.relist_ends();
                 let (notices, reason) = (&self.control.notices, self.reason);
+                let (part, shard) = (self.delivery.part(), self.api.shard.as_ref());
                 self.delivery.send(Form::Decoded, |c| {
                     let inferred = writer.init_done(rv.as_deref(), c.events());
                     counters::add(&counters.inferred_deletes, inferred as u64);
+                    // Before the `InitDone` goes out: a consumer that reads `stats()` on it
+                    // sees the shard this sync was of.
+                    counters.synced(part, shard);
                     let objects = writer.store().len();
                     notices.send(Notice::Synced { reason, objects, inferred_deletes: inferred });
                 })?;
