@@ -305,13 +305,14 @@ impl Worker {
         loop {
             let mut action = self.step(input);
             if self.shared.stopping.load(Ordering::SeqCst) && !self.candidate.stopping() {
-                // The agent was shut down to cut a request: release on a fresh one.
-                let bound = self.timings.retry_period.min(RELEASE_BOUND);
-                release_by = Some(Instant::now() + bound);
+                // The agent was shut down to cut a request: release on a fresh one. The hook
+                // waits first (bounded on its own); the release's bound starts after it.
                 self.http = self.api.http();
                 if let Some(hook) = &mut self.hook {
                     hook.stopping();
                 }
+                let bound = self.timings.retry_period.min(RELEASE_BOUND);
+                release_by = Some(Instant::now() + bound);
                 action = self.step(Input::Stop);
             }
             if release_by.is_some_and(|by| Instant::now() >= by) {
@@ -458,4 +459,54 @@ fn wall_now() -> Timestamp {
     let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     let secs = i64::try_from(since.as_secs()).unwrap_or(i64::MAX);
     Timestamp::new(secs, since.subsec_nanos().try_into().unwrap_or(0)).unwrap_or(Timestamp::UNIX_EPOCH)
+}
+
+#[cfg(all(test, feature = "testing"))]
+mod tests {
+    use super::*;
+    use crate::testing::FakeApiServer;
+    use crate::wire::client::Client;
+
+    /// A hook whose `stopping` takes as long as a shard group's may (it waits up to a retry
+    /// period for its watchers to empty their stores).
+    struct SlowToStop(Duration);
+
+    impl Hook for SlowToStop {
+        fn decorate(&mut self, _: &mut Lease) {}
+        fn wrote(&mut self, _: &Lease) {}
+        fn wait(&mut self, _: &Api<Lease>, _: &mut Http, stop: &Receiver<()>, _: Option<Instant>, until: Instant) {
+            select! {
+                recv(stop) -> _ => {}
+                recv(after(until.saturating_duration_since(Instant::now()))) -> _ => {}
+            }
+        }
+        fn stopping(&mut self) {
+            std::thread::sleep(self.0);
+        }
+    }
+
+    /// The release is bounded from when it starts, after the hook's wait: a hook that waits
+    /// its whole bound does not leave the release without time (it was skipped, and the
+    /// others waited for the Lease to expire).
+    #[test]
+    fn the_release_goes_out_after_a_hook_that_waits_its_whole_bound() {
+        let server = FakeApiServer::start();
+        let api: Api<Lease> = Api::namespaced(Client::from_url(&server.url()).unwrap(), "default");
+        let timings = LeaseTimings {
+            lease_duration: Duration::from_secs(6),
+            renew_deadline: Duration::from_secs(4),
+            retry_period: Duration::from_millis(200),
+        };
+        let hook = Box::new(SlowToStop(timings.retry_period));
+        let runner = Runner::start(api, "slow", "me", timings, Some(hook), "kw-test-lease").unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !runner.shared.leader_at(Instant::now()) {
+            assert!(Instant::now() < deadline, "never led");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        runner.stop();
+        let lease = server.get::<Lease>(Some("default"), "slow").unwrap();
+        let holder = lease.spec.and_then(|s| s.holder_identity).unwrap_or_default();
+        assert_eq!(holder, "", "the Lease was released");
+    }
 }
