@@ -343,6 +343,33 @@ fn kwatch_json_output_follows_kubectl() {
     }
 }
 
+/// Two shard group members with one identity: kwatch, the second to come, says so and ends,
+/// instead of both holding every pod.
+#[test]
+fn kwatch_refuses_to_join_a_group_as_an_identity_another_process_holds() {
+    let server = FakeApiServer::start();
+    let leases = kube_watcher::Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(
+        kube_watcher::Client::from_url(&server.url()).unwrap(),
+        "shop",
+    );
+    let timings = kube_watcher::LeaseTimings {
+        lease_duration: Duration::from_secs(15),
+        renew_deadline: Duration::from_secs(10),
+        retry_period: Duration::from_millis(200),
+    };
+    let first = kube_watcher::ShardGroup::join(leases, "indexers", "replica-1", timings).unwrap();
+    let deadline = Instant::now() + RUN_TIMEOUT;
+    while first.shard().is_none() {
+        assert!(Instant::now() < deadline, "the first member never held a share");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out =
+        kwatch_against(&server, "twin", &["po", "-n", "shop", "--shard-group", "indexers", "--identity", "replica-1"]);
+    assert_eq!(out.status.code(), Some(1), "{}", out.stderr);
+    assert!(out.stderr.contains("another process holds it as \"replica-1\""), "{}", out.stderr);
+    assert!(first.shard().is_some(), "the first member kept its share");
+}
+
 /// A forbidden list ends kwatch with one line naming the verb, the resource and how to check.
 #[test]
 fn kwatch_explains_a_forbidden_list_in_one_line() {

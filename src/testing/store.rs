@@ -346,6 +346,9 @@ impl Store {
             name = format!("{prefix}{}", self.rng.suffix(5));
         }
         let rt = self.types[idx].rt.clone();
+        if let Some(problem) = name_problem(&rt, &name) {
+            return Err(FakeError::Invalid { message: format!("metadata.name: Invalid value: {name:?}: {problem}") });
+        }
         let key = make_key(&ns, &name);
         if self.types[idx].objects.contains_key(&key) {
             return Err(FakeError::AlreadyExists { resource: rt.resource_name(), name });
@@ -497,6 +500,28 @@ impl Store {
         let start = t.log.partition_point(|c| c.rv <= rv);
         Ok(t.log.range(start..).cloned().collect())
     }
+}
+
+/// What kube-apiserver says of an object name it refuses, in its words: most types' names are
+/// RFC 1123 subdomains of at most 253 characters. Namespaces and Services have rules of their
+/// own, which the fake does not check.
+fn name_problem(rt: &ResourceType, name: &str) -> Option<&'static str> {
+    if rt.built_in && rt.group.is_empty() && (rt.plural == "namespaces" || rt.plural == "services") {
+        return None;
+    }
+    if name.len() > 253 {
+        return Some("must be no more than 253 characters");
+    }
+    let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    let part = |p: &str| {
+        !p.is_empty() && p.chars().all(|c| alnum(c) || c == '-') && p.starts_with(alnum) && p.ends_with(alnum)
+    };
+    if name.split('.').all(part) {
+        return None;
+    }
+    Some(
+        "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+    )
 }
 
 #[cfg(test)]

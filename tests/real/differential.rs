@@ -102,6 +102,10 @@ fn cm(name: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": {"app": "web"}}, "data": {"k": "v"}})
 }
 
+fn lease(name: &str) -> Value {
+    json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": name}, "spec": {"holderIdentity": "a"}})
+}
+
 /// Runs `scenario` against the fake (in namespace `ns`) and the real server (in a namespace of
 /// its own), returning both answers' lists.
 fn both<T>(bed: &Bed, what: &str, scenario: impl Fn(&Raw, &str) -> T) -> (T, T) {
@@ -122,6 +126,7 @@ fn error_answers_match_the_real_servers() {
     let Some(bed) = Bed::shared() else { return };
     let (fake, real) = both(&bed, "diff-errors", |raw, ns| {
         let cms = format!("/api/v1/namespaces/{ns}/configmaps");
+        let leases = format!("/apis/coordination.k8s.io/v1/namespaces/{ns}/leases");
         let created = raw.send("POST", &cms, Some(&cm("a")));
         assert_eq!(created.status, 201, "{created:?}");
         let mut stale = created.body.clone();
@@ -138,6 +143,14 @@ fn error_answers_match_the_real_servers() {
                 "an unknown field in a field selector",
                 raw.send("GET", &format!("{cms}?fieldSelector=spec.nope%3Dx"), None),
             ),
+            ("a name that is not an RFC 1123 subdomain", raw.send("POST", &cms, Some(&cm("a..b")))),
+            ("an upper-case name", raw.send("POST", &cms, Some(&cm("A")))),
+            ("a name of 254 characters", raw.send("POST", &cms, Some(&cm(&"a".repeat(254))))),
+            (
+                "no name",
+                raw.send("POST", &cms, Some(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}}))),
+            ),
+            ("a Lease name that is not a subdomain", raw.send("POST", &leases, Some(&lease("pods-a..b")))),
         ]
         .into_iter()
         .map(|(what, a)| (what, a.status, a.reason().to_owned(), plain(a.message(), ns)))
