@@ -885,9 +885,15 @@ mod tests {
         assert_eq!(step, read_on(&[Effect::Reached("47".into())]));
         let step = m.step(Input::Event(WatchInput::Dropped { resource_version: "" }), now);
         assert_eq!(step, read_on(&[]), "no version read: nothing moves");
+        // Data arrived: the stall clock restarts (a shard group's follower reads with a short
+        // idle timeout, and a watch of only other shards' events is not a dead one).
+        let State::Watching { stall, .. } = m.state.clone() else { panic!() };
+        let later = now + stall - Duration::from_secs(1);
+        m.step(Input::Event(WatchInput::Dropped { resource_version: "48" }), later);
+        assert_eq!(m.step(Input::Idle, now + stall), read_on(&[]));
         // It counts as an event: a watch that saw only dropped ones and ended at once is fine.
-        let step = m.step(Input::WatchEnded, now);
-        assert_eq!(watch_params(&step.next).resource_version.as_deref(), Some("47"));
+        let step = m.step(Input::WatchEnded, now + stall);
+        assert_eq!(watch_params(&step.next).resource_version.as_deref(), Some("48"));
         assert!(effects(&step).is_empty(), "{step:?}");
         // Streaming: an initial event of another shard neither applies nor moves anything.
         let mut m = Machine::new(Config::default().streaming_lists(), 1);
