@@ -7,6 +7,7 @@
 #   scripts/mutants.sh                 every mutation; then the table test -> mutations
 #   scripts/mutants.sh NAME...         only these (scripts/mutants/NAME.patch)
 #   scripts/mutants.sh --list          the mutations and what each breaks
+#   MUTANTS_THREADS=N                  the suite's test threads (default 4)
 #
 # Needs a bed that is up (scripts/apiserver.sh up; KUBE_WATCHER_TESTBED, default target/testbed).
 # The work tree is never changed: the tree (its tracked and new files) is copied to
@@ -83,7 +84,8 @@ mkdir -p "$tree" "$logs"
 
 run_suite() { # LOG: the suite in the copy; the names of the failed tests on stdout
     local log="$1"
-    if ! (cd "$tree" && nice -n 10 cargo test --test real > "$log" 2>&1); then
+    # More threads than cores: a mutant's failing tests mostly wait (up to the suite's 20 s).
+    if ! (cd "$tree" && nice -n 10 cargo test --test real -- --test-threads="${MUTANTS_THREADS:-4}" > "$log" 2>&1); then
         grep -q '^test result:' "$log" || return 2 # did not build, or the binary died
     fi
     sed -n 's/^test \([^ ]*\) \.\.\. FAILED$/\1/p' "$log" | sort

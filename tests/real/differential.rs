@@ -362,7 +362,10 @@ fn a_watch_ends_cleanly_at_its_timeout() {
 }
 
 /// The fields of a protobuf message, each as (field number, its bytes as written: key and all).
-fn proto_fields(mut b: &[u8]) -> Vec<(u64, Vec<u8>)> {
+type Fields = Vec<(u64, Vec<u8>)>;
+
+/// The [`Fields`] of the message `b`.
+fn proto_fields(mut b: &[u8]) -> Fields {
     fn varint(b: &mut &[u8]) -> u64 {
         let (mut v, mut shift) = (0u64, 0);
         loop {
@@ -413,7 +416,7 @@ fn payload(field: &[u8]) -> &[u8] {
 /// envelope's `raw` object, with `metadata.uid` (5), `resourceVersion` (6), `creationTimestamp`
 /// (8) and `managedFields` (17) dropped. Returns the envelope's other fields and the rest of
 /// the object, field by field.
-fn normalised(envelope: &[u8]) -> (Vec<(u64, Vec<u8>)>, Vec<(u64, Vec<u8>)>, Vec<(u64, Vec<u8>)>) {
+fn normalised(envelope: &[u8]) -> (Fields, Fields, Fields) {
     assert_eq!(&envelope[..4], b"k8s\0", "the protobuf envelope's magic");
     let unknown = proto_fields(&envelope[4..]);
     let raw = unknown.iter().find(|(n, _)| *n == 2).expect("raw");
