@@ -506,7 +506,8 @@ impl FakeApiServer {
     /// let server = kube_watcher::testing::FakeApiServer::builder().token("admin-token").start();
     /// server.add_restricted_token("nobody-token", "nobody");
     /// let kubeconfig = server.kubeconfig().replace("admin-token", "nobody-token");
-    /// let client = Client::from_kubeconfig_yaml(&kubeconfig, &KubeconfigOptions::default())?;
+    /// let options = KubeconfigOptions { allow_http_credentials: true, ..KubeconfigOptions::default() };
+    /// let client = Client::from_kubeconfig_yaml(&kubeconfig, &options)?;
     /// let pods: Api<Pod> = Api::namespaced(client, "shop");
     /// let e = pods.list(&ListParams::default()).unwrap_err();
     /// assert_eq!(e.status(), Some(403));
