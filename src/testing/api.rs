@@ -82,7 +82,13 @@ pub(crate) fn status(code: u16, reason: &str, message: &str, details: Option<Val
     if !reason.is_empty() {
         s["reason"] = Value::String(reason.to_string());
     }
-    if let Some(d) = details {
+    if let Some(mut d) = details {
+        // Go leaves an empty group out: the core group's details have none.
+        if let Some(map) = d.as_object_mut()
+            && map.get("group").and_then(Value::as_str) == Some("")
+        {
+            map.remove("group");
+        }
         s["details"] = d;
     }
     s

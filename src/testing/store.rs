@@ -213,6 +213,28 @@ fn content_without_server_fields(obj: &Value) -> Value {
     copy
 }
 
+/// Whether kube-apiserver keeps a `metadata.generation` for objects of `rt`: custom resources
+/// and the built-in types whose spec a controller acts on do; ConfigMaps, Secrets, Services,
+/// Namespaces, Leases, Nodes and the like have none (seen on the real server: their protobuf
+/// carries generation 0, compared in tests/real/differential.rs).
+fn has_generation(rt: &ResourceType) -> bool {
+    const WITH_GENERATION: [&str; 12] = [
+        "pods",
+        "replicationcontrollers",
+        "deployments",
+        "replicasets",
+        "statefulsets",
+        "daemonsets",
+        "jobs",
+        "cronjobs",
+        "horizontalpodautoscalers",
+        "poddisruptionbudgets",
+        "ingresses",
+        "networkpolicies",
+    ];
+    !rt.built_in || WITH_GENERATION.contains(&rt.plural.as_str())
+}
+
 /// Everything but metadata and status (what bumps `generation`).
 fn spec_part(obj: &Value) -> Value {
     let mut copy = obj.clone();
@@ -365,7 +387,11 @@ impl Store {
         m.insert("name".into(), Value::String(name));
         m.insert("uid".into(), Value::String(uid));
         m.insert("resourceVersion".into(), Value::String(rv.to_string()));
-        m.insert("generation".into(), json!(1));
+        if has_generation(&rt) {
+            m.insert("generation".into(), json!(1));
+        } else {
+            m.remove("generation");
+        }
         m.insert("creationTimestamp".into(), Value::String(rfc3339(SystemTime::now())));
         m.remove("deletionTimestamp");
         m.remove("deletionGracePeriodSeconds");
@@ -427,7 +453,11 @@ impl Store {
                     None => m.remove(f),
                 };
             }
-            m.insert("generation".into(), json!(if bump_generation { generation + 1 } else { generation }));
+            if has_generation(&rt) {
+                m.insert("generation".into(), json!(if bump_generation { generation + 1 } else { generation }));
+            } else {
+                m.remove("generation");
+            }
             m.insert("resourceVersion".into(), Value::String(old_rv.clone()));
         }
         if content_without_server_fields(&obj) == content_without_server_fields(&old) {
