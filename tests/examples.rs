@@ -954,6 +954,67 @@ fn bench_server_caps_pages_gzips_when_asked_and_the_client_syncs_through_it() {
     }
 }
 
+/// A streaming list (`sendInitialEvents=true`, client-go's informers' default) from the bench
+/// server: every pod as ADDED, the BOOKMARK that ends them at the list's resourceVersion, then the
+/// watch's events, each object with its kind; without `allowWatchBookmarks` it is refused.
+#[test]
+fn bench_server_answers_a_streaming_list() {
+    use std::io::Write;
+    let args = ["--serve", "--pods", "3", "--events", "2", "--port", "0"];
+    let mut server = command("bench", &args).spawn().unwrap();
+    let mut stdout = BufReader::new(server.stdout.take().unwrap());
+    let mut url = String::new();
+    stdout.read_line(&mut url).unwrap();
+    let url = url.trim().to_owned();
+    let result = std::panic::catch_unwind(|| {
+        let addr = url.strip_prefix("http://").unwrap();
+        let get = |query: &str| {
+            let conn = std::net::TcpStream::connect(addr).unwrap();
+            conn.set_read_timeout(Some(RUN_TIMEOUT)).unwrap();
+            write!(&conn, "GET /api/v1/pods?{query} HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
+            let mut reader = BufReader::new(conn);
+            let mut headers = String::new();
+            while !headers.ends_with("\r\n\r\n") {
+                assert!(reader.read_line(&mut headers).unwrap() > 0, "closed in the headers: {headers}");
+            }
+            (headers, reader)
+        };
+        let (refused, _) = get("watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan");
+        assert!(refused.starts_with("HTTP/1.1 422 "), "{refused}");
+        let (headers, mut reader) =
+            get("watch=1&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan");
+        assert!(headers.starts_with("HTTP/1.1 200 ") && headers.contains("Transfer-Encoding: chunked"), "{headers}");
+        // The watch stays open after its events: read chunks until six lines have come.
+        let (mut body, mut events) = (Vec::new(), Vec::<serde_json::Value>::new());
+        while events.len() < 6 {
+            let mut size = String::new();
+            reader.read_line(&mut size).unwrap();
+            let size = usize::from_str_radix(size.trim_end(), 16).unwrap();
+            assert!(size > 0, "the watch ended after {events:?}");
+            let mut data = vec![0; size + 2];
+            reader.read_exact(&mut data).unwrap();
+            body.extend_from_slice(&data[..size]);
+            while let Some(end) = body.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = body.drain(..=end).collect();
+                events.push(serde_json::from_slice(&line).unwrap());
+            }
+        }
+        let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+        assert_eq!(types, ["ADDED", "ADDED", "ADDED", "BOOKMARK", "MODIFIED", "MODIFIED"]);
+        let bookmark = &events[3]["object"]["metadata"];
+        assert_eq!(bookmark["annotations"]["k8s.io/initial-events-end"], "true");
+        assert_eq!(bookmark["resourceVersion"], "1000000", "the list's resourceVersion");
+        for e in &events {
+            assert_eq!((e["object"]["kind"].as_str(), e["object"]["apiVersion"].as_str()), (Some("Pod"), Some("v1")));
+        }
+    });
+    let _ = server.kill();
+    let _ = server.wait();
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
+
 /// `bench --relists`: the server answers watches with a 410 and lists again (some pods changed
 /// with `--relist-changed`); the client times each relist on both paths and reports memory.
 #[test]
