@@ -851,6 +851,13 @@ impl<W: Write> Write for Chunked<W> {
     }
 }
 
+/// Answers one request with a JSON `Status` body and `status` (`"404 Not Found"`).
+fn answer_status(out: &mut impl Write, status: &str, body: &[u8]) -> std::io::Result<()> {
+    write!(out, "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", body.len())?;
+    out.write_all(body)?;
+    out.flush()
+}
+
 fn handle(
     conn: TcpStream,
     (pods, encoded): (&[String], &[Vec<u8>]),
@@ -889,13 +896,7 @@ fn handle(
         let param = |k: &str| query.split('&').find_map(|kv| kv.strip_prefix(k)?.strip_prefix('='));
         if path != "/api/v1/pods" {
             let body = br#"{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}"#;
-            write!(
-                out,
-                "HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-                body.len()
-            )?;
-            out.write_all(body)?;
-            out.flush()?;
+            answer_status(&mut out, "404 Not Found", body)?;
             continue;
         }
         let shard = param("shardSelector")
@@ -911,13 +912,7 @@ fn handle(
         {
             // What kube-apiserver's validation answers.
             let body = br#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"sendInitialEvents requires allowWatchBookmarks=true and resourceVersionMatch=NotOlderThan","reason":"Invalid","code":422}"#;
-            write!(
-                out,
-                "HTTP/1.1 422 Unprocessable Entity\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-                body.len()
-            )?;
-            out.write_all(body)?;
-            out.flush()?;
+            answer_status(&mut out, "422 Unprocessable Entity", body)?;
             continue;
         }
         if param("watch").is_some() && pb {

@@ -906,21 +906,33 @@ fn bench_get(url: &str, path: &str, gzip: bool) -> (String, Vec<usize>, Vec<u8>)
     }
 }
 
+/// Runs `bench --serve ARGS` and `check` with the URL it printed; the server is killed
+/// afterwards, whether `check` passed or panicked.
+fn with_bench_server(args: &[&str], check: impl FnOnce(&str)) {
+    let mut server = command("bench", args).spawn().unwrap();
+    let mut stdout = BufReader::new(server.stdout.take().unwrap());
+    let mut url = String::new();
+    stdout.read_line(&mut url).unwrap();
+    let url = url.trim().to_owned();
+    // The panic is resumed below, after the kill: nothing observes a half-done state.
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(&url)));
+    let _ = server.kill();
+    let _ = server.wait();
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
+
 /// The bench server (examples/bench.rs --serve) caps pages, gzips them when asked (only then),
 /// sends a list in large chunks rather than a chunk per pod, and the bench client syncs through
 /// it and names its allocator.
 #[test]
 fn bench_server_caps_pages_gzips_when_asked_and_the_client_syncs_through_it() {
     let args = ["--serve", "--pods", "300", "--events", "20", "--port", "0", "--gzip", "--page-cap", "100"];
-    let mut server = command("bench", &args).spawn().unwrap();
-    let mut stdout = BufReader::new(server.stdout.take().unwrap());
-    let mut url = String::new();
-    stdout.read_line(&mut url).unwrap();
-    let url = url.trim().to_owned();
-    assert!(url.starts_with("http://127.0.0.1:"), "bench --serve printed {url:?}");
-    let result = std::panic::catch_unwind(|| {
+    with_bench_server(&args, |url| {
+        assert!(url.starts_with("http://127.0.0.1:"), "bench --serve printed {url:?}");
         let page = |gzip: bool| {
-            let (headers, chunks, body) = bench_get(&url, "/api/v1/pods?limit=500&continue=100", gzip);
+            let (headers, chunks, body) = bench_get(url, "/api/v1/pods?limit=500&continue=100", gzip);
             assert_eq!(headers.contains("Content-Encoding: gzip"), gzip, "{headers}");
             let body = if gzip {
                 let mut plain = Vec::new();
@@ -937,21 +949,16 @@ fn bench_server_caps_pages_gzips_when_asked_and_the_client_syncs_through_it() {
         let plain_chunks = page(false);
         assert!(plain_chunks.len() < 20, "100 pods of ~6 KB in large chunks, not one each: {plain_chunks:?}");
         page(true);
-        let out = run("bench", &["--url", &url, "--pods", "300", "--events", "20"]);
+        let out = run("bench", &["--url", url, "--pods", "300", "--events", "20"]);
         // Built here, the bench keeps glibc's malloc (benches/alloc builds it with another).
         assert!(out.stdout.contains(r#""allocator":"glibc""#), "{out:?}");
         assert!(out.stdout.contains(r#""cache_len":300"#), "{out:?}");
         assert!(out.stdout.contains(r#""skip":"none","sync_cpu_s":"#), "{out:?}");
         // The server sent its events to the first watch: this client only syncs.
-        let skipping = run("bench", &["--url", &url, "--pods", "300", "--events", "0", "--skip-managed-fields"]);
+        let skipping = run("bench", &["--url", url, "--pods", "300", "--events", "0", "--skip-managed-fields"]);
         assert!(skipping.stdout.contains(r#""skip":"managedFields""#), "{skipping:?}");
         assert!(skipping.stdout.contains(r#""cpu_s_per_100k_synced":"#), "{skipping:?}");
     });
-    let _ = server.kill();
-    let _ = server.wait();
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
 }
 
 /// A streaming list (`sendInitialEvents=true`, client-go's informers' default) from the bench
@@ -961,12 +968,7 @@ fn bench_server_caps_pages_gzips_when_asked_and_the_client_syncs_through_it() {
 fn bench_server_answers_a_streaming_list() {
     use std::io::Write;
     let args = ["--serve", "--pods", "3", "--events", "2", "--port", "0"];
-    let mut server = command("bench", &args).spawn().unwrap();
-    let mut stdout = BufReader::new(server.stdout.take().unwrap());
-    let mut url = String::new();
-    stdout.read_line(&mut url).unwrap();
-    let url = url.trim().to_owned();
-    let result = std::panic::catch_unwind(|| {
+    with_bench_server(&args, |url| {
         let addr = url.strip_prefix("http://").unwrap();
         let get = |query: &str| {
             let conn = std::net::TcpStream::connect(addr).unwrap();
@@ -1008,11 +1010,6 @@ fn bench_server_answers_a_streaming_list() {
             assert_eq!((e["object"]["kind"].as_str(), e["object"]["apiVersion"].as_str()), (Some("Pod"), Some("v1")));
         }
     });
-    let _ = server.kill();
-    let _ = server.wait();
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
 }
 
 /// `bench --relists`: the server answers watches with a 410 and lists again (some pods changed
@@ -1022,13 +1019,8 @@ fn bench_relists_are_served_and_timed() {
     for path in [None, Some("--store-only")] {
         let args =
             ["--serve", "--pods", "200", "--events", "0", "--port", "0", "--relists", "2", "--relist-changed", "10"];
-        let mut server = command("bench", &args).spawn().unwrap();
-        let mut stdout = BufReader::new(server.stdout.take().unwrap());
-        let mut url = String::new();
-        stdout.read_line(&mut url).unwrap();
-        let url = url.trim().to_owned();
-        let result = std::panic::catch_unwind(|| {
-            let mut client = vec!["--url", url.as_str(), "--pods", "200", "--events", "0", "--relists", "2"];
+        with_bench_server(&args, |url| {
+            let mut client = vec!["--url", url, "--pods", "200", "--events", "0", "--relists", "2"];
             client.extend(path);
             let out = run("bench", &client);
             let line: serde_json::Value =
@@ -1037,11 +1029,6 @@ fn bench_relists_are_served_and_timed() {
             assert_eq!(line["relist_ms"].as_array().map(Vec::len), Some(2), "{out:?}");
             assert!(line["relist_peak_rss_kb"].as_u64().is_some_and(|kb| kb > 0), "{out:?}");
         });
-        let _ = server.kill();
-        let _ = server.wait();
-        if let Err(panic) = result {
-            std::panic::resume_unwind(panic);
-        }
     }
 }
 

@@ -180,14 +180,8 @@ impl Candidate {
     pub(crate) fn step(&mut self, input: Input, now: Now) -> Step {
         let pending = std::mem::replace(&mut self.pending, Pending::Other);
         let action = self.act(input, pending, now);
-        if let Action::Create(spec) | Action::Update(spec) = &action
-            && spec.holder_identity.as_deref() == Some(self.identity.as_str())
-            && let Some(renewed) = &spec.renew_time
-        {
-            if self.sent.len() == SENT_KEPT {
-                self.sent.pop_front();
-            }
-            self.sent.push_back(micros(renewed));
+        if let Action::Create(spec) | Action::Update(spec) = &action {
+            self.remember(spec);
         }
         let leading = self.leading(now.mono);
         let report = match (self.reported, leading) {
@@ -226,11 +220,7 @@ impl Candidate {
             }
             Input::Wrote { spec, sent } => {
                 // The answer to our own write: what it names is ours, whatever we remember.
-                if let Some(renewed) = spec.renew_time.as_ref().filter(|_| self.names_us(&spec))
-                    && !self.sent.contains(&micros(renewed))
-                {
-                    self.sent.push_back(micros(renewed));
-                }
+                self.remember(&spec);
                 let ours = self.is_ours(&spec);
                 self.observe(spec, now.mono);
                 if ours && self.renewed.is_none_or(|before| before < sent) {
@@ -336,6 +326,19 @@ impl Candidate {
         if self.observed.as_ref().is_none_or(|(seen, _)| *seen != spec) {
             self.observed = Some((spec, now));
         }
+    }
+
+    /// Remembers a record of ours (one we send, or the server's answer to one) as ours: its
+    /// `renewTime`, among the last [`SENT_KEPT`].
+    fn remember(&mut self, spec: &LeaseSpec) {
+        let Some(renewed) = spec.renew_time.as_ref().filter(|_| self.names_us(spec)).map(micros) else { return };
+        if self.sent.contains(&renewed) {
+            return;
+        }
+        if self.sent.len() == SENT_KEPT {
+            self.sent.pop_front();
+        }
+        self.sent.push_back(renewed);
     }
 
     /// Whether the record names us as holder and was written by us: before our first write,
