@@ -529,6 +529,28 @@ fn missing_objects_and_unknown_paths_get_the_real_404_shapes() {
     assert_eq!(outside.body, b"404 page not found\n");
 }
 
+/// Bodies as kube-apiserver reads them (tests/real/differential.rs compares the answers): JSON
+/// with or without a `Content-Type`, YAML, and a 415 naming what it reads for anything else.
+#[test]
+fn write_bodies_are_read_by_their_content_type() {
+    let server = FakeApiServer::start();
+    let post = |content_type: Option<&str>, body: &str| {
+        let headers: Vec<(&str, &str)> = content_type.map(|t| ("Content-Type", t)).into_iter().collect();
+        Client::connect(&server).response("POST", "/api/v1/namespaces/shop/configmaps", &headers, Some(body.as_bytes()))
+    };
+    let json = |name: &str| cm("shop", name, json!({})).to_string();
+    assert_eq!(post(None, &json("untyped")).status, 201);
+    assert_eq!(post(Some("application/json"), &json("typed")).status, 201);
+    let yaml = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: yaml\ndata:\n  k: v\n";
+    let created = post(Some("application/yaml"), yaml);
+    assert_eq!((created.status, &created.json()["data"]["k"]), (201, &json!("v")), "{}", created.json());
+    let refused = post(Some("text/plain"), &json("plain"));
+    assert_eq!((refused.status, &refused.json()["reason"]), (415, &json!("UnsupportedMediaType")));
+    assert!(refused.json()["message"].as_str().unwrap().ends_with(
+        "accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf"
+    ));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Watches
 

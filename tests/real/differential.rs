@@ -96,6 +96,22 @@ impl Raw {
         Answer { status, body: serde_json::from_str(&text).unwrap_or(Value::Null) }
     }
 
+    /// A POST of `body` with the given `Content-Type` header, or none.
+    fn post_as(&self, path: &str, content_type: Option<&str>, body: &Value) -> Answer {
+        let url = format!("{}{path}", self.base);
+        let auth = self.token.as_ref().map(|t| format!("Bearer {t}")).unwrap_or_default();
+        let request = self.agent.post(&url).header("authorization", &auth);
+        let request = match content_type {
+            Some(t) => request.header("content-type", t),
+            None => request,
+        };
+        // ureq adds no Content-Type of its own.
+        let mut response = request.send(body.to_string()).unwrap();
+        let status = response.status().as_u16();
+        let text = response.body_mut().read_to_string().unwrap_or_default();
+        Answer { status, body: serde_json::from_str(&text).unwrap_or(Value::Null) }
+    }
+
     /// A GET with `accept`: status, `Content-Type`, `Transfer-Encoding`, and the body's bytes
     /// (an error reading the body, such as a chunked body cut short, fails the test).
     fn get_bytes(&self, path: &str, accept: &str) -> (u16, String, Option<String>, Vec<u8>) {
@@ -182,6 +198,12 @@ fn error_answers_match_the_real_servers() {
                 raw.send("POST", &cms, Some(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}}))),
             ),
             ("a Lease name that is not a subdomain", raw.send("POST", &leases, Some(&lease("pods-a..b")))),
+            // A body without a Content-Type is read as JSON (the first media type the server
+            // takes); one named as something it does not read is refused with a 415.
+            ("a body without a Content-Type", raw.post_as(&cms, None, &cm("untyped"))),
+            ("a JSON body named text/plain", raw.post_as(&cms, Some("text/plain"), &cm("plain"))),
+            // JSON is YAML too.
+            ("a body named application/yaml", raw.post_as(&cms, Some("application/yaml"), &cm("yaml"))),
         ]
         .into_iter()
         .map(|(what, a)| (what, a.status, a.reason().to_owned(), plain(a.message(), ns)))

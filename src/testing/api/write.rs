@@ -24,12 +24,17 @@ fn parse_body(req: &Request) -> Result<Value, Response> {
         return protobuf::decode(&req.body)
             .map_err(|e| bad_request(&format!("the body of the request could not be read as protobuf: {e}")));
     }
+    if media == "application/yaml" {
+        return serde_norway::from_slice(&req.body)
+            .map_err(|e| bad_request(&format!("the body of the request was in an unknown format: {e}")));
+    }
+    // kube-apiserver reads a body without a Content-Type as JSON, the first type it takes.
     if !(media == "application/json" || media.is_empty()) {
         return Err(status_response(
             415,
             "UnsupportedMediaType",
             &format!(
-                "the body of the request was in an unknown format - accepted media types include: application/json, {}; got {ct}",
+                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, {}",
                 protobuf::MEDIA_TYPE
             ),
             None,
