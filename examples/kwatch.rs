@@ -23,11 +23,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crossbeam_channel::{Receiver, never, select, tick};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube_watcher::{
     Api, ApiError, ApiResource, Client, Config, DynamicObject, Error, Event, GroupChange, KubeconfigOptions,
-    LeaseTimings, Notice, RelistReason, ShardGroup, Watchable, Watcher,
+    LeaseTimings, Notice, RelistReason, ShardGroup, Watcher,
 };
 use serde::{Deserialize, Serialize};
 
@@ -323,20 +322,14 @@ fn run(opts: &Options) -> Result<(), String> {
         (None, false) => never(),
     };
     let session = Session { opts, target: &target, stop, ticks, demo: demo.as_mut(), group: group.as_ref() };
-    // Pods are typed, for kubectl's columns; everything else is a DynamicObject.
-    if target.resource.group.is_empty() && target.resource.plural == "pods" {
-        let api: Api<Pod> = match &target.namespace {
-            Some(ns) => Api::namespaced(client, ns),
-            None => Api::all(client),
-        };
-        session.watch(api, config)
-    } else {
-        let api: Api<DynamicObject> = match &target.namespace {
-            Some(ns) => Api::namespaced_with(client, ns, &target.resource),
-            None => Api::all_with(client, &target.resource),
-        };
-        session.watch(api, config)
-    }
+    // Every type is a DynamicObject, pods too: kubectl's pod columns read the few fields they
+    // need from it (`PodView`). A typed `Pod` watcher would make this program's debug build,
+    // the README's demo, ~15 s slower on two cores (its decoders are generated here).
+    let api: Api<DynamicObject> = match &target.namespace {
+        Some(ns) => Api::namespaced_with(client, ns, &target.resource),
+        None => Api::all_with(client, &target.resource),
+    };
+    session.watch(api, config)
 }
 
 /// This replica's identity in a shard group when `--identity` names none: `HOST-PID-RANDOM`.
@@ -469,7 +462,7 @@ struct Session<'a> {
 
 impl Session<'_> {
     /// The watch loop: events, Ctrl-C and ticks (demo steps, `--stats`) in one `select!`.
-    fn watch<K: Watchable + Row + Serialize>(mut self, api: Api<K>, config: Config) -> Result<(), String> {
+    fn watch(mut self, api: Api<DynamicObject>, config: Config) -> Result<(), String> {
         let watcher = Watcher::new(api, config).map_err(|e| explain(&e, Some(self.target), false))?;
         let mut printer = Printer::new(self.opts, self.target);
         printer.group = self.group;
@@ -667,84 +660,171 @@ fn api_error(e: &Error) -> Option<&ApiError> {
     }
 }
 
-/// How a type is shown as a table row.
-trait Row {
-    fn header(wide: bool) -> Vec<&'static str>;
-    fn cells(&self, wide: bool, now: i64) -> Vec<String>;
-    fn meta(&self) -> &ObjectMeta;
+/// Whether `resource` is the core pods, shown with kubectl's pod columns.
+fn is_pods(resource: &ApiResource) -> bool {
+    resource.group.is_empty() && resource.plural == "pods"
 }
 
-impl Row for DynamicObject {
-    fn header(wide: bool) -> Vec<&'static str> {
-        if wide { vec!["NAME", "AGE", "LABELS"] } else { vec!["NAME", "AGE"] }
+/// The table's columns after EVENT (and NAMESPACE).
+fn columns(pods: bool, wide: bool) -> Vec<&'static str> {
+    match (pods, wide) {
+        (false, false) => vec!["NAME", "AGE"],
+        (false, true) => vec!["NAME", "AGE", "LABELS"],
+        (true, false) => vec!["NAME", "READY", "STATUS", "RESTARTS", "AGE"],
+        (true, true) => {
+            vec!["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE", "NOMINATED NODE", "READINESS GATES"]
+        }
     }
+}
 
-    fn cells(&self, wide: bool, now: i64) -> Vec<String> {
-        let mut cells = vec![name(&self.metadata), age(self.metadata.creation_timestamp.as_ref(), now)];
+/// An object's cells under [`columns`].
+fn cells(obj: &DynamicObject, pods: bool, wide: bool, now: i64) -> Vec<String> {
+    let meta = &obj.metadata;
+    if !pods {
+        let mut cells = vec![name(meta), age(meta.creation_timestamp.as_ref(), now)];
         if wide {
-            let labels = self.metadata.labels.iter().flatten().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>();
+            let labels = meta.labels.iter().flatten().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>();
             cells.push(if labels.is_empty() { "<none>".to_owned() } else { labels.join(",") });
         }
-        cells
+        return cells;
     }
-
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
+    // A pod whose spec or status does not read as one shows what could be read (kubectl too
+    // prints what it can).
+    let pod = PodView::deserialize(&obj.data).unwrap_or_default();
+    let summary = pod_summary(meta, &pod);
+    let restarts = match summary.last_restart {
+        Some(at) if summary.restarts > 0 => format!("{} ({} ago)", summary.restarts, human_duration(now - at)),
+        _ => summary.restarts.to_string(),
+    };
+    let mut cells = vec![
+        name(meta),
+        format!("{}/{}", summary.ready, summary.total),
+        summary.reason,
+        restarts,
+        age(meta.creation_timestamp.as_ref(), now),
+    ];
+    if wide {
+        let spec = pod.spec.as_ref();
+        let status = pod.status.as_ref();
+        let or_none = |s: Option<&str>| s.filter(|s| !s.is_empty()).unwrap_or("<none>").to_owned();
+        let ip = status.and_then(|s| s.pod_ips.as_ref()).and_then(|ips| ips.first()).map(|ip| ip.ip.as_str());
+        let gates = spec.and_then(|s| s.readiness_gates.as_ref()).filter(|g| !g.is_empty()).map(|gates| {
+            let conditions = status.and_then(|s| s.conditions.as_ref());
+            let met = gates
+                .iter()
+                .filter(|g| {
+                    conditions
+                        .and_then(|cs| cs.iter().find(|c| c.type_ == g.condition_type))
+                        .is_some_and(|c| c.status == "True")
+                })
+                .count();
+            format!("{met}/{}", gates.len())
+        });
+        cells.extend([
+            or_none(ip),
+            or_none(spec.and_then(|s| s.node_name.as_deref())),
+            or_none(status.and_then(|s| s.nominated_node_name.as_deref())),
+            gates.unwrap_or_else(|| "<none>".to_owned()),
+        ]);
     }
+    cells
 }
 
-impl Row for Pod {
-    fn header(wide: bool) -> Vec<&'static str> {
-        let mut header = vec!["NAME", "READY", "STATUS", "RESTARTS", "AGE"];
-        if wide {
-            header.extend(["IP", "NODE", "NOMINATED NODE", "READINESS GATES"]);
-        }
-        header
-    }
+/// The fields of a pod that kubectl's columns read, and nothing else (the rest of the object
+/// is skipped when it is read from the watched `DynamicObject`).
+#[derive(Debug, Default, Deserialize)]
+struct PodView {
+    spec: Option<PodSpecView>,
+    status: Option<PodStatusView>,
+}
 
-    fn cells(&self, wide: bool, now: i64) -> Vec<String> {
-        let summary = pod_summary(self);
-        let restarts = match summary.last_restart {
-            Some(at) if summary.restarts > 0 => format!("{} ({} ago)", summary.restarts, human_duration(now - at)),
-            _ => summary.restarts.to_string(),
-        };
-        let mut cells = vec![
-            name(&self.metadata),
-            format!("{}/{}", summary.ready, summary.total),
-            summary.reason,
-            restarts,
-            age(self.metadata.creation_timestamp.as_ref(), now),
-        ];
-        if wide {
-            let spec = self.spec.as_ref();
-            let status = self.status.as_ref();
-            let or_none = |s: Option<&str>| s.filter(|s| !s.is_empty()).unwrap_or("<none>").to_owned();
-            let ip = status.and_then(|s| s.pod_ips.as_ref()).and_then(|ips| ips.first()).map(|ip| ip.ip.as_str());
-            let gates = spec.and_then(|s| s.readiness_gates.as_ref()).filter(|g| !g.is_empty()).map(|gates| {
-                let conditions = status.and_then(|s| s.conditions.as_ref());
-                let met = gates
-                    .iter()
-                    .filter(|g| {
-                        conditions
-                            .and_then(|cs| cs.iter().find(|c| c.type_ == g.condition_type))
-                            .is_some_and(|c| c.status == "True")
-                    })
-                    .count();
-                format!("{met}/{}", gates.len())
-            });
-            cells.extend([
-                or_none(ip),
-                or_none(spec.and_then(|s| s.node_name.as_deref())),
-                or_none(status.and_then(|s| s.nominated_node_name.as_deref())),
-                gates.unwrap_or_else(|| "<none>".to_owned()),
-            ]);
-        }
-        cells
-    }
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PodSpecView {
+    #[serde(default)]
+    containers: Vec<serde::de::IgnoredAny>,
+    init_containers: Option<Vec<InitContainerView>>,
+    node_name: Option<String>,
+    readiness_gates: Option<Vec<ReadinessGateView>>,
+}
 
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct InitContainerView {
+    #[serde(default)]
+    name: String,
+    restart_policy: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ReadinessGateView {
+    #[serde(default)]
+    condition_type: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PodStatusView {
+    phase: Option<String>,
+    reason: Option<String>,
+    conditions: Option<Vec<ConditionView>>,
+    init_container_statuses: Option<Vec<ContainerStatusView>>,
+    container_statuses: Option<Vec<ContainerStatusView>>,
+    #[serde(rename = "podIPs")]
+    pod_ips: Option<Vec<PodIpView>>,
+    nominated_node_name: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ConditionView {
+    #[serde(rename = "type", default)]
+    type_: String,
+    #[serde(default)]
+    status: String,
+    reason: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct PodIpView {
+    #[serde(default)]
+    ip: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ContainerStatusView {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    ready: bool,
+    #[serde(default)]
+    restart_count: i32,
+    started: Option<bool>,
+    state: Option<ContainerStateView>,
+    last_state: Option<ContainerStateView>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+struct ContainerStateView {
+    waiting: Option<WaitingView>,
+    running: Option<serde::de::IgnoredAny>,
+    terminated: Option<TerminatedView>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct WaitingView {
+    reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct TerminatedView {
+    #[serde(default)]
+    exit_code: i32,
+    reason: Option<String>,
+    signal: Option<i32>,
+    finished_at: Option<Time>,
 }
 
 /// READY, STATUS and RESTARTS of a pod, worked out the way `kubectl get pods` does
@@ -758,14 +838,14 @@ struct PodSummary {
     last_restart: Option<i64>,
 }
 
-fn pod_summary(pod: &Pod) -> PodSummary {
+fn pod_summary(meta: &ObjectMeta, pod: &PodView) -> PodSummary {
     let empty = Default::default();
     let spec = pod.spec.as_ref().unwrap_or(&empty);
     let empty_status = Default::default();
     let status = pod.status.as_ref().unwrap_or(&empty_status);
     let conditions = status.conditions.as_deref().unwrap_or_default();
     let condition_true = |kind: &str| conditions.iter().any(|c| c.type_ == kind && c.status == "True");
-    let finished_at = |c: &k8s_openapi::api::core::v1::ContainerStatus| {
+    let finished_at = |c: &ContainerStatusView| {
         c.last_state.as_ref().and_then(|s| s.terminated.as_ref()).and_then(|t| t.finished_at.as_ref()).map(seconds)
     };
 
@@ -847,7 +927,7 @@ fn pod_summary(pod: &Pod) -> PodSummary {
         }
     }
 
-    if pod.metadata.deletion_timestamp.is_some() {
+    if meta.deletion_timestamp.is_some() {
         if status.reason.as_deref() == Some("NodeLost") {
             reason = "Unknown".to_owned();
         } else if phase != "Succeeded" && phase != "Failed" {
@@ -942,7 +1022,7 @@ impl<'a> Printer<'a> {
         }
     }
 
-    fn event<K: Row + Serialize>(&mut self, event: &Event<K>, out: &mut impl Write) -> io::Result<()> {
+    fn event(&mut self, event: &Event<DynamicObject>, out: &mut impl Write) -> io::Result<()> {
         match event {
             Event::Init => {
                 self.listing = true;
@@ -950,7 +1030,7 @@ impl<'a> Printer<'a> {
                 Ok(())
             }
             Event::InitApply(obj) => {
-                let kind = self.remember(obj.meta());
+                let kind = self.remember(&obj.metadata);
                 match kind {
                     Some(_) if self.watch_only && !self.synced_once => Ok(()),
                     Some(kind) => self.line(kind, obj.as_ref(), out),
@@ -960,7 +1040,7 @@ impl<'a> Printer<'a> {
             Event::InitDone => {
                 self.listing = false;
                 let rows = std::mem::take(&mut self.pending);
-                self.rows::<K>(rows, out)?;
+                self.rows(rows, out)?;
                 if !self.synced_once && self.seen.is_empty() {
                     match &self.target.namespace {
                         Some(ns) => eprintln!("No resources found in {ns} namespace."),
@@ -970,13 +1050,13 @@ impl<'a> Printer<'a> {
                 self.synced_once = true;
                 out.flush()
             }
-            Event::Apply(obj) => match self.remember(obj.meta()) {
+            Event::Apply(obj) => match self.remember(&obj.metadata) {
                 Some(kind) => self.line(kind, obj.as_ref(), out),
                 None => Ok(()),
             },
             Event::Delete(obj) => {
-                self.seen.remove(&key(obj.meta()));
-                let kind = if self.moved(obj.meta()) { "MOVED" } else { "DELETED" };
+                self.seen.remove(&key(&obj.metadata));
+                let kind = if self.moved(&obj.metadata) { "MOVED" } else { "DELETED" };
                 self.line(kind, obj.as_ref(), out)
             }
         }
@@ -1001,19 +1081,19 @@ impl<'a> Printer<'a> {
         }
     }
 
-    fn line<K: Row + Serialize>(&mut self, kind: &str, obj: &K, out: &mut impl Write) -> io::Result<()> {
+    fn line(&mut self, kind: &str, obj: &DynamicObject, out: &mut impl Write) -> io::Result<()> {
         match self.output {
             Output::Table | Output::Wide => {
                 let mut row = vec![kind.to_owned()];
                 if self.target.namespace.is_none() && self.target.resource.namespaced {
-                    row.push(obj.meta().namespace.clone().unwrap_or_default());
+                    row.push(obj.metadata.namespace.clone().unwrap_or_default());
                 }
-                row.extend(obj.cells(self.output == Output::Wide, unix_now()));
+                row.extend(cells(obj, is_pods(&self.target.resource), self.output == Output::Wide, unix_now()));
                 if self.listing {
                     self.pending.push(row);
                     return Ok(());
                 }
-                self.rows::<K>(vec![row], out)?;
+                self.rows(vec![row], out)?;
             }
             // KIND/NAME alone, as `kubectl get -w -o name` prints it, so it can be piped.
             Output::Name => {
@@ -1022,7 +1102,7 @@ impl<'a> Printer<'a> {
                     "" => r.kind.to_lowercase(),
                     group => format!("{}.{group}", r.kind.to_lowercase()),
                 };
-                writeln!(out, "{kind_name}/{}", name(obj.meta()))?;
+                writeln!(out, "{kind_name}/{}", name(&obj.metadata))?;
             }
             Output::Json | Output::Yaml => {
                 let mut object = serde_json::to_value(obj).map_err(io::Error::other)?;
@@ -1056,7 +1136,7 @@ impl<'a> Printer<'a> {
 
     /// Prints table rows (and the header before the first), padded like kubectl's tabwriter:
     /// three spaces between columns.
-    fn rows<K: Row>(&mut self, rows: Vec<Vec<String>>, out: &mut impl Write) -> io::Result<()> {
+    fn rows(&mut self, rows: Vec<Vec<String>>, out: &mut impl Write) -> io::Result<()> {
         if rows.is_empty() {
             return Ok(());
         }
@@ -1066,7 +1146,8 @@ impl<'a> Printer<'a> {
             if self.target.namespace.is_none() && self.target.resource.namespaced {
                 header.push("NAMESPACE".to_owned());
             }
-            header.extend(K::header(self.output == Output::Wide).into_iter().map(str::to_owned));
+            let pods = is_pods(&self.target.resource);
+            header.extend(columns(pods, self.output == Output::Wide).into_iter().map(str::to_owned));
             // Columns start as wide as the values they usually hold (MODIFIED, a generated pod
             // name, ContainerCreating, "3 (12m ago)"), so later rows rarely push them right, as
             // they would if the widths came from the first rows alone. They still grow if needed.
@@ -1158,6 +1239,8 @@ mod demo {
 
 #[cfg(test)]
 mod tests {
+    use k8s_openapi::api::core::v1::Pod;
+
     use super::*;
 
     fn parse(args: &[&str]) -> Result<Option<Options>, String> {
@@ -1218,7 +1301,7 @@ mod tests {
     }
 
     /// Prints `events` for a pod watch in `output` format and returns the text.
-    fn printed(output: Output, events: &[Event<Pod>]) -> String {
+    fn printed(output: Output, events: &[Event<DynamicObject>]) -> String {
         let opts = Options { output, ..Options::default() };
         let target = Target { resource: ApiResource::of::<Pod>(), namespace: Some("shop".into()) };
         let mut printer = Printer::new(&opts, &target);
@@ -1229,12 +1312,10 @@ mod tests {
         String::from_utf8(out).unwrap()
     }
 
-    fn a_pod(name: &str, rv: &str) -> std::sync::Arc<Pod> {
-        let mut pod = Pod::default();
-        pod.metadata.name = Some(name.into());
-        pod.metadata.namespace = Some("shop".into());
-        pod.metadata.resource_version = Some(rv.into());
-        std::sync::Arc::new(pod)
+    fn a_pod(name: &str, rv: &str) -> std::sync::Arc<DynamicObject> {
+        let pod = serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "shop", "resourceVersion": rv}});
+        std::sync::Arc::new(serde_json::from_value(pod).unwrap())
     }
 
     #[test]
@@ -1275,7 +1356,7 @@ mod tests {
 
     #[test]
     fn pod_status_follows_kubectl_for_crash_loops_and_deletion() {
-        let pod: Pod = serde_json::from_value(serde_json::json!({
+        let pod: DynamicObject = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "web-1"},
             "spec": {"containers": [{"name": "a"}, {"name": "b"}]},
             "status": {"phase": "Running", "containerStatuses": [
@@ -1287,11 +1368,16 @@ mod tests {
             ]}
         }))
         .unwrap();
-        let s = pod_summary(&pod);
+        let view = PodView::deserialize(&pod.data).unwrap();
+        let s = pod_summary(&pod.metadata, &view);
         assert_eq!((s.ready, s.total, s.reason.as_str(), s.restarts), (1, 2, "CrashLoopBackOff", 3));
         assert_eq!(s.last_restart, Some(1_704_067_200));
-        let mut gone = pod.clone();
-        gone.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
-        assert_eq!(pod_summary(&gone).reason, "Terminating");
+        let mut gone = pod.metadata.clone();
+        gone.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+        assert_eq!(pod_summary(&gone, &view).reason, "Terminating");
+        // The wide columns, read from the same object.
+        let wide = cells(&pod, true, true, 1_704_067_260);
+        assert_eq!(wide[1..4], ["1/2", "CrashLoopBackOff", "3 (60s ago)"]);
+        assert_eq!(wide[5..], ["<none>", "<none>", "<none>", "<none>"]);
     }
 }
