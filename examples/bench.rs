@@ -5,6 +5,8 @@
 //! cargo run --release --example bench -- --serve --pods 10000 --events 100000 --port 18080
 //! # terminal 2: the client; prints one JSON line
 //! cargo run --release --example bench -- --url http://127.0.0.1:18080 --pods 10000 --events 100000
+//! # or against a real API server, which something else fills and writes to (benches/real.sh)
+//! cargo run --release --example bench -- --kubeconfig "$KUBECONFIG" --pods 10000 --events 20000
 //! ```
 //!
 //! `--mode typed` (default), `compact` (compact store), `compressed` (compressed store),
@@ -105,6 +107,8 @@ struct Args {
     allocator: &'static str,
     serve: bool,
     url: Option<String>,
+    /// A kubeconfig instead of `--url`: a real API server, with its credentials.
+    kubeconfig: Option<String>,
     pods: usize,
     events: usize,
     port: u16,
@@ -152,6 +156,7 @@ fn parse_args() -> Result<Args, String> {
         allocator: "glibc",
         serve: false,
         url: None,
+        kubeconfig: None,
         pods: 10_000,
         events: 100_000,
         port: 0,
@@ -179,6 +184,7 @@ fn parse_args() -> Result<Args, String> {
         match arg.as_str() {
             "--serve" => a.serve = true,
             "--url" => a.url = Some(value()?),
+            "--kubeconfig" => a.kubeconfig = Some(value()?),
             "--pods" => a.pods = value()?.parse().map_err(|e| format!("--pods: {e}"))?,
             "--events" => a.events = value()?.parse().map_err(|e| format!("--events: {e}"))?,
             "--port" => a.port = value()?.parse().map_err(|e| format!("--port: {e}"))?,
@@ -238,7 +244,7 @@ fn parse_args() -> Result<Args, String> {
             }
             "--skip-managed-fields" => a.skip_managed_fields = true,
             "-h" | "--help" => {
-                return Err("usage: bench --serve [--pods N] [--events M] [--port P] [--gzip] [--page-cap N] [--chunk-kib K] [--varied]\n       bench --url URL [--pods N] [--events M] [--mode typed|compact|compressed|metadata|projection] [--metadata] [--store-only] [--parallel-sync N] [--varied] [--idle-check SECONDS] [--wire json|protobuf] [--page-size N] [--consumer-rate EVENTS_PER_S] [--shard I/N] [--skip-managed-fields]\n       --serve also takes --filter-shards".into());
+                return Err("usage: bench --serve [--pods N] [--events M] [--port P] [--gzip] [--page-cap N] [--chunk-kib K] [--varied]\n       bench --url URL|--kubeconfig FILE [--pods N] [--events M] [--mode typed|compact|compressed|metadata|projection] [--metadata] [--store-only] [--parallel-sync N] [--varied] [--idle-check SECONDS] [--wire json|protobuf] [--page-size N] [--consumer-rate EVENTS_PER_S] [--shard I/N] [--skip-managed-fields]\n       --serve also takes --filter-shards".into());
             }
             other => return Err(format!("unknown argument {other:?}")),
         }
@@ -281,9 +287,15 @@ pub fn run(allocator: &'static str) {
 // ---------------------------------------------------------------- client
 
 fn client(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
-    let url = args.url.as_deref().ok_or("--url is required (or --serve)")?;
+    let connect = || -> Result<Client, Box<dyn std::error::Error>> {
+        match (&args.url, &args.kubeconfig) {
+            (Some(url), None) => Ok(Client::from_url(url)?),
+            (None, Some(path)) => Ok(Client::from_kubeconfig_path(path, &kube_watcher::KubeconfigOptions::default())?),
+            _ => Err("--url or --kubeconfig is required (one of them), or --serve".into()),
+        }
+    };
     let start = Instant::now();
-    let api: Api<Pod> = Api::all(Client::from_url(url)?);
+    let api: Api<Pod> = Api::all(connect()?);
     let parallel = args.parallel_sync;
     let mut config = match args.wire {
         Some(format) => kube_watcher::Config::default().wire_format(format),
@@ -313,7 +325,7 @@ fn client(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         // A struct of five pod fields (name and namespace in its metadata, node, phase, IP):
         // everything else is skipped by the decoder (`kube_watcher::resource!`).
         "projection" => {
-            let api: Api<PodView> = Api::all(Client::from_url(url)?);
+            let api: Api<PodView> = Api::all(connect()?);
             let builder = Watcher::builder(api).config(config).parallel_sync(parallel);
             let builder = if args.skip_managed_fields { builder.without_managed_fields() } else { builder };
             measure(builder.start()?, args, start)

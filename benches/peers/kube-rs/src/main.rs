@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! kube-rs-peer --url http://127.0.0.1:18080 --pods 10000 --events 100000 [--current-thread]
+//! kube-rs-peer --kubeconfig "$KUBECONFIG" --pods 10000 --events 20000   (a real API server)
 //! ```
 //!
 //! `--strip-managed-fields`: clears each pod's `managedFields` before the reflector stores it,
@@ -47,7 +48,10 @@ const ALLOCATOR: &str = if cfg!(feature = "jemalloc") {
 };
 
 struct Args {
+    /// The server's URL (plain HTTP, no credentials); empty with `--kubeconfig`.
     url: String,
+    /// A kubeconfig (a real API server, with its credentials) instead of `--url`.
+    kubeconfig: Option<String>,
     pods: usize,
     events: usize,
     current_thread: bool,
@@ -60,12 +64,13 @@ struct Args {
 }
 
 const USAGE: &str =
-    "usage: kube-rs-peer --url URL [--pods N] [--events M] [--mode typed|projection] [--current-thread] [--relists K] [--strip-managed-fields]";
+    "usage: kube-rs-peer --url URL|--kubeconfig FILE [--pods N] [--events M] [--mode typed|projection] [--current-thread] [--relists K] [--strip-managed-fields]";
 
 fn parse_args() -> Result<Args, String> {
     let mut url = None;
     let mut a = Args {
         url: String::new(),
+        kubeconfig: None,
         pods: 10_000,
         events: 100_000,
         current_thread: false,
@@ -78,6 +83,7 @@ fn parse_args() -> Result<Args, String> {
         let mut value = || it.next().ok_or_else(|| format!("{arg} needs a value"));
         match arg.as_str() {
             "--url" => url = Some(value()?),
+            "--kubeconfig" => a.kubeconfig = Some(value()?),
             "--pods" => a.pods = value()?.parse().map_err(|e| format!("--pods: {e}"))?,
             "--events" => a.events = value()?.parse().map_err(|e| format!("--events: {e}"))?,
             "--mode" => {
@@ -96,7 +102,11 @@ fn parse_args() -> Result<Args, String> {
             other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
         }
     }
-    a.url = url.ok_or_else(|| format!("--url is required\n{USAGE}"))?;
+    match (url, &a.kubeconfig) {
+        (Some(url), None) => a.url = url,
+        (None, Some(_)) => {}
+        _ => return Err(format!("--url or --kubeconfig is required (one of them)\n{USAGE}")),
+    }
     Ok(a)
 }
 
@@ -185,7 +195,13 @@ where
     K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {
     let start = Instant::now();
-    let config = kube::Config::new(args.url.parse()?);
+    let config = match &args.kubeconfig {
+        Some(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default()).await?
+        }
+        None => kube::Config::new(args.url.parse()?),
+    };
     let client = Client::try_from(config)?;
     let api: Api<K> = Api::all(client);
     let (reader, writer) = reflector::store::<K>();
