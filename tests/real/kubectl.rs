@@ -6,11 +6,11 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::thread;
 
-use k8s_openapi::api::core::v1::Pod;
-use kube_watcher::{Api, ListParams, Shard};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube_watcher::{Api, ListParams, Shard, Watcher};
 
-use crate::bed::{Bed, User, list_all};
-use crate::common::WAIT;
+use crate::bed::{Bed, User, list_all, same_as_server};
+use crate::common::{WAIT, collect_until};
 use crate::scale_out::pod;
 
 #[test]
@@ -87,6 +87,11 @@ fn kubectl_watch_prints_a_pod_created_afterwards() {
 fn kubectl_creates_applies_patches_and_deletes() {
     let Some(bed) = Bed::shared() else { return };
     let ns = bed.namespace("kubectl-writes");
+    // A watcher follows what kubectl does, from creation to deletion.
+    let api: Api<ConfigMap> = Api::namespaced(bed.client(), &ns);
+    let watcher = Watcher::new(api.clone(), kube_watcher::Config::default()).unwrap();
+    watcher.receiver(); // a consumer from the start: every event, not a replay of the store
+    watcher.store().wait_until_ready(WAIT).unwrap();
     let manifest = |mode: &str| {
         format!(
             "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: {ns}\ndata:\n  mode: {mode}\n"
@@ -123,6 +128,12 @@ fn kubectl_creates_applies_patches_and_deletes() {
     assert!(out.contains("deleted"), "{out}");
     let (ok, _, err) = bed.kubectl(User::Admin, &["-n", &ns, "get", "configmap", "settings"], None);
     assert!(!ok && err.contains("NotFound"), "{err}");
+    let seen = collect_until(&watcher, |seen| seen.iter().any(|e| e == "Delete(settings)"));
+    let changes = seen.iter().filter(|e| *e == "Apply(settings)").count();
+    // create, apply, label, annotate, patch and the server-side apply: each changed the object,
+    // and a watch sends every change.
+    assert!(changes >= 6, "{seen:?}");
+    same_as_server(&watcher.store(), &api, &ListParams::default());
 }
 
 #[test]
@@ -135,6 +146,39 @@ fn kubectl_reads_discovery_and_short_names() {
     for expected in ["deployments", "deploy", "apps/v1", "configmaps", "cm", "leases", "coordination.k8s.io/v1"] {
         assert!(out.contains(expected), "{expected}: {out}");
     }
+    // Every short name kubectl lists names, through the library's discovery, what it names
+    // for kubectl (the columns are aligned: cut each row at the header's positions). A short
+    // name two types share (`ev`: core events and events.k8s.io's) is the one `kubectl explain`
+    // picks, which says GROUP only outside the core group.
+    let mut lines = out.lines();
+    let header = lines.next().unwrap();
+    let column = |name: &str| header.find(name).unwrap();
+    let (short_at, version_at, namespaced_at) = (column("SHORTNAMES"), column("APIVERSION"), column("NAMESPACED"));
+    let mut owners: std::collections::BTreeMap<String, Vec<(String, String)>> = Default::default();
+    for row in lines {
+        let cell = |from: usize, to: usize| row.get(from..to.min(row.len())).unwrap_or_default().trim();
+        let (plural, version) = (cell(0, short_at), cell(version_at, namespaced_at));
+        let group = version.rsplit_once('/').map_or("", |(group, _)| group);
+        for short in cell(short_at, version_at).split(',').filter(|s| !s.is_empty()) {
+            owners.entry(short.to_owned()).or_default().push((group.to_owned(), plural.to_owned()));
+        }
+    }
+    let client = bed.client();
+    let mut checked = 0;
+    for (short, rows) in &owners {
+        let found = client.discover(short).unwrap_or_else(|e| panic!("{short}: {e}"));
+        let found = (found.group, found.plural);
+        if let [only] = rows.as_slice() {
+            assert_eq!(&found, only, "{short}");
+        } else {
+            let explained = bed.kubectl_ok(&["explain", short], None);
+            let group = explained.lines().find_map(|l| l.strip_prefix("GROUP:")).map_or("", str::trim);
+            let kubectls = rows.iter().find(|(g, _)| g == group).unwrap_or_else(|| panic!("{short}: {explained}"));
+            assert_eq!(&found, kubectls, "{short}: one of {rows:?}");
+        }
+        checked += 1;
+    }
+    assert!(checked >= 20, "{checked} short names in {out}");
     let ns = bed.namespace("kubectl-short");
     bed.kubectl_ok(&["-n", &ns, "create", "deployment", "web", "--image=registry.example/web:1"], None);
     let out = bed.kubectl_ok(&["-n", &ns, "get", "deploy", "-o", "name"], None);
