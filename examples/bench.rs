@@ -48,8 +48,10 @@
 //! `{"peer":"kube-watcher","mode":"idle-check","idle_s":…,"worker_voluntary_switches":…,"worker_nonvoluntary_switches":…,"worker_wakeups_per_s":…,"process_wakeups_per_s":…,"stop_us":…}`
 //! (process: all threads, the sleeping main thread's one switch included).
 //!
-//! Server (`--serve`): a minimal HTTP/1.1 server with `--pods` pre-rendered pods of about
-//! 6.4 KB of JSON each (labels, annotations, managedFields, two containers with env and
+//! Server (`--serve`): a minimal HTTP/1.1 server with `--pods` pods of about
+//! 6.4 KB of JSON each (rendered at start up to 200k pods; above that, each as it is sent,
+//! from its index alone, so that a million cost neither 10 GB nor minutes before the first
+//! answer, but CPU for every pod sent) (labels, annotations, managedFields, two containers with env and
 //! resources, status with conditions), served in pages of `limit` with continue tokens, and
 //! `--events` MODIFIED events (rendered as they are sent, in chunks like a busy apiserver) on
 //! the first watch; later watches stay open and quiet. It prints its URL and runs until killed.
@@ -77,8 +79,13 @@
 //! listed pods would find them all changed.
 //!
 //! `--varied` (server): pods of 50 deployments that differ as a real cluster's do
-//! (`benches/support/varied_pod.rs`) instead of copies of one pod that differ in a few numbers;
-//! the client needs `--varied` too, to look them up when it times `get()`.
+//! (`benches/support/varied_pod.rs`: random uids, container ids and image digests) instead of
+//! copies of one pod that differ in a few numbers; the client needs `--varied` too, to look
+//! them up when it times `get()` and, with `--shard`, to know which are its shard's.
+//!
+//! A replica of a 1M-pod cluster (docs/performance.md, "A replica of a 1M-pod cluster"):
+//! `--serve --pods 1000000 --events 0 --varied [--filter-shards]` and `--url … --pods 1000000
+//! --events 0 --varied --shard 0/4 --mode compressed --skip-managed-fields`.
 //!
 //! The global allocator is the application's choice (the library never sets one): built here,
 //! glibc's malloc. `benches/alloc` is a cargo project of its own that builds this same file with
@@ -239,12 +246,8 @@ fn parse_args() -> Result<Args, String> {
     }
     a.want = (a.pods, a.events);
     if let Some((i, n)) = a.shard {
-        if a.varied {
-            return Err("--shard: not with --varied".into());
-        }
-        // OK: checked above.
         let shard = kube_watcher::Shard::of(i, n).map_err(|e| e.to_string())?;
-        let ours: Vec<bool> = (0..a.pods).map(|p| shard.contains(&pod_uid(p))).collect();
+        let ours: Vec<bool> = (0..a.pods).map(|p| shard.contains(&pod_uid_of(p, a.varied))).collect();
         a.want = (ours.iter().filter(|o| **o).count(), (0..a.events).filter(|e| ours[e % a.pods.max(1)]).count());
     }
     Ok(a)
@@ -548,8 +551,7 @@ fn measure<K: Watchable>(watcher: Watcher<K>, args: &Args, start: Instant) -> Re
     }
     let events_per_s = if watch.is_zero() { 0.0 } else { args.want.1 as f64 / watch.as_secs_f64() };
     let (cache_len, max_rss, cpu_total_ms) = (store.len(), max_rss_kb(), cpu_ms());
-    // A shard holds some of the pods `get_latency` looks up: it is not timed then.
-    let (get_median, get_p99) = if args.shard.is_some() { (0.0, 0.0) } else { get_latency(&store, args) };
+    let (get_median, get_p99) = get_latency(&store, args)?;
     // Idle in the watch: the server sends nothing after the last event.
     std::thread::sleep(Duration::from_millis(50));
     if let Some(secs) = args.idle_check {
@@ -617,11 +619,20 @@ fn measure<K: Watchable>(watcher: Watcher<K>, args: &Args, start: Instant) -> Re
 }
 
 /// The median and 99th percentile of one `Store::get`'s wall time in microseconds, over 1000
-/// pods spread across the cache (in the compact modes each get decodes).
-fn get_latency<K: Watchable>(store: &kube_watcher::Store<K>, args: &Args) -> (f64, f64) {
+/// pods spread across the cache (in the compact modes each get decodes); with `--shard`, 1000
+/// pods of the shard.
+fn get_latency<K: Watchable>(store: &kube_watcher::Store<K>, args: &Args) -> Result<(f64, f64), String> {
+    let shard = args.shard.map(|(i, n)| kube_watcher::Shard::of(i, n)).transpose().map_err(|e| e.to_string())?;
+    let n = args.pods.max(1);
+    // Spread over the pods, each moved on to the next one of the shard.
+    let pods: Vec<usize> = (0..1000)
+        .filter_map(|k| {
+            (k * n / 1000..n).find(|&i| shard.as_ref().is_none_or(|s| s.contains(&pod_uid_of(i, args.varied))))
+        })
+        .collect();
     let mut missing = 0;
-    let mut times: Vec<f64> = (0..1000)
-        .map(|k| k * args.pods.max(1) / 1000)
+    let mut times: Vec<f64> = pods
+        .into_iter()
         .map(|i| {
             let (ns, name) =
                 if args.varied { varied_key(i) } else { (format!("ns-{}", i % 50), format!("web-{i:06}")) };
@@ -637,8 +648,11 @@ fn get_latency<K: Watchable>(store: &kube_watcher::Store<K>, args: &Args) -> (f6
     if missing > 0 {
         eprintln!("get(): {missing} of 1000 pods not found (a server with --varied needs a client with --varied)");
     }
+    if times.is_empty() {
+        return Ok((0.0, 0.0));
+    }
     times.sort_by(f64::total_cmp);
-    (times[times.len() / 2], times[times.len() * 99 / 100])
+    Ok((times[times.len() / 2], times[times.len() * 99 / 100]))
 }
 
 /// `stop()`'s wall time in microseconds.
@@ -704,13 +718,21 @@ const LIST_RV: u64 = 1_000_000;
 fn serve(args: &Args) {
     let listener = TcpListener::bind(("127.0.0.1", args.port)).expect("bind");
     let addr = listener.local_addr().expect("addr");
-    let render = if args.varied { render_varied_pod } else { render_pod };
-    let pods: Arc<Vec<String>> = Arc::new((0..args.pods).map(|i| render(i, LIST_RV - 1 - i as u64)).collect());
-    let avg = pods.iter().map(String::len).sum::<usize>() / pods.len().max(1);
+    let started = Instant::now();
+    let pods = Arc::new(Pods::new(args.pods, args.varied));
+    let sample = pods.n.min(1000);
+    let avg =
+        |f: &dyn Fn(usize) -> usize| (0..sample).map(|k| f(k * pods.n / sample.max(1))).sum::<usize>() / sample.max(1);
+    let (json, pb) = (avg(&|i| pods.json(i).len()), avg(&|i| pods.pb(i).len()));
     println!("http://{addr}");
     eprintln!(
-        "serving {} pods (about {avg} bytes of JSON each), {} events on the first watch",
-        pods.len(),
+        "serving {} pods (about {json} bytes of JSON and {pb} of protobuf each, {}), {} events on the first watch",
+        pods.n,
+        if pods.json.is_empty() {
+            "rendered as they are sent".to_owned()
+        } else {
+            format!("rendered and encoded in {:?}", started.elapsed())
+        },
         args.events
     );
     let opts = ServerOpts {
@@ -723,18 +745,177 @@ fn serve(args: &Args) {
         relist_changed: args.relist_changed,
         filter_shards: args.filter_shards,
     };
-    let started = Instant::now();
-    let encoded: Arc<Vec<Vec<u8>>> = Arc::new(pods.iter().map(|p| protobuf::pod(p)).collect());
-    let avg = encoded.iter().map(Vec::len).sum::<usize>() / encoded.len().max(1);
-    eprintln!("(and about {avg} bytes of protobuf each, encoded in {:?})", started.elapsed());
     let state = Arc::new(ServerState::default());
     for conn in listener.incoming().flatten() {
-        let (pods, encoded) = (Arc::clone(&pods), Arc::clone(&encoded));
+        let pods = Arc::clone(&pods);
         let state = Arc::clone(&state);
         std::thread::spawn(move || {
-            let _ = handle(conn, (&pods, &encoded), opts, &state);
+            let _ = handle(conn, &pods, opts, &state);
         });
     }
+}
+
+/// Up to this many pods the server renders and encodes them all at start; above it, each pod
+/// is rendered (and encoded) as it is sent, from its index alone, so that a million pods
+/// (6 GB of JSON and 3-4 GB of protobuf) cost the server neither that memory nor minutes
+/// before its first answer. It then spends CPU on every pod it sends: on a machine shared with
+/// the client, the client's sync competes with it.
+const RENDER_AT_START: usize = 200_000;
+
+/// The pods the server serves: pod `i` at resourceVersion `LIST_RV - 1 - i`.
+struct Pods {
+    n: usize,
+    varied: bool,
+    /// Every pod's JSON, rendered at start; empty above [`RENDER_AT_START`] pods.
+    json: Vec<String>,
+    /// Every pod's protobuf (a bare `Pod` message), likewise.
+    pb: Vec<Vec<u8>>,
+    /// Rendered on the fly, varied pods come from one template per deployment and restart
+    /// count (see [`Template`]), made when first needed.
+    templates: std::sync::Mutex<std::collections::HashMap<(usize, u64), Arc<Template>>>,
+}
+
+/// A varied pod of one deployment with placeholders for the values each pod has of its own
+/// (`varied_pod::PodValues`), as JSON and as protobuf: filling them in costs a few
+/// microseconds, where rendering and encoding a pod costs ~0.5 ms (serde_json values, then the
+/// crate's JSON-to-protobuf encoder), which made the server, not the client, the bottleneck of
+/// a million-pod sync.
+struct Template {
+    json: String,
+    pb: Vec<u8>,
+}
+
+/// The placeholders of a [`Template`]: strings that no pod holds, each a whole field's value.
+/// The creation time's is a real time (protobuf encodes times as seconds): one before any pod's,
+/// whose seconds take as many bytes as theirs.
+const PLACEHOLDER_CREATED: &str = "2000-01-01T00:00:00Z";
+const PLACEHOLDER_SECONDS: u64 = 946_684_800;
+
+impl Template {
+    fn of(i: usize, restarts: u64) -> Template {
+        let placeholders = PodValues {
+            name: "@@name@@".into(),
+            token_volume: "@@token-volume@@".into(),
+            created: PLACEHOLDER_CREATED.into(),
+            uid: "@@uid@@".into(),
+            node: "@@node@@".into(),
+            pod_ip: "@@pod-ip@@".into(),
+            host_ip: "@@host-ip@@".into(),
+            restarts,
+            container_ids: (0..3).map(|k| format!("@@container-{k}@@")).collect(),
+        };
+        let json = render_varied_with(i, &placeholders, "@@rv@@");
+        let pb = protobuf::pod(&json);
+        Template { json, pb }
+    }
+
+    /// (placeholder, value) for pod `v` at `rv`.
+    fn substitutions(v: &PodValues, rv: &str) -> Vec<(String, String)> {
+        let mut subs = vec![
+            ("@@name@@".to_owned(), v.name.clone()),
+            ("@@token-volume@@".to_owned(), v.token_volume.clone()),
+            ("@@uid@@".to_owned(), v.uid.clone()),
+            ("@@node@@".to_owned(), v.node.clone()),
+            ("@@pod-ip@@".to_owned(), v.pod_ip.clone()),
+            ("@@host-ip@@".to_owned(), v.host_ip.clone()),
+            ("@@rv@@".to_owned(), rv.to_owned()),
+        ];
+        subs.extend(v.container_ids.iter().enumerate().map(|(k, id)| (format!("@@container-{k}@@"), id.clone())));
+        subs
+    }
+
+    fn json(&self, v: &PodValues, rv: &str) -> String {
+        let mut out = self.json.replace(PLACEHOLDER_CREATED, &v.created);
+        for (placeholder, value) in Template::substitutions(v, rv) {
+            out = out.replace(&format!("\"{placeholder}\""), &format!("\"{value}\""));
+        }
+        out
+    }
+
+    fn pb(&self, v: &PodValues, rv: &str) -> Vec<u8> {
+        let subs = Template::substitutions(v, rv);
+        let subs: Vec<(&[u8], &[u8])> = subs.iter().map(|(p, v)| (p.as_bytes(), v.as_bytes())).collect();
+        let mut out = Vec::with_capacity(self.pb.len() + 256);
+        protobuf::patch(&self.pb, &subs, (PLACEHOLDER_SECONDS, unix_seconds(&v.created)), &mut out);
+        out
+    }
+}
+
+/// Seconds since 1970 of a `YYYY-MM-DDTHH:MM:SSZ` time (the varied pods' form).
+fn unix_seconds(t: &str) -> u64 {
+    let n = |r: std::ops::Range<usize>| t.get(r).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0);
+    let (y, m, d) = (n(0..4), n(5..7), n(8..10));
+    // Days from the civil date (the proleptic Gregorian calendar; March-based years).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    (days * 86_400 + n(11..13) * 3600 + n(14..16) * 60 + n(17..19)) as u64
+}
+
+impl Pods {
+    fn new(n: usize, varied: bool) -> Pods {
+        let templates = Default::default();
+        let mut pods = Pods { n, varied, json: Vec::new(), pb: Vec::new(), templates };
+        if n <= RENDER_AT_START {
+            pods.json = (0..n).map(|i| pods.render(i)).collect();
+            pods.pb = pods.json.iter().map(|p| protobuf::pod(p)).collect();
+        } else if varied {
+            // The templates must render what the generator does: checked on a sample.
+            for i in (0..n).step_by(n / 200 + 1) {
+                let rv = (LIST_RV - 1 - i as u64).to_string();
+                let (v, t) = (PodValues::of(i), pods.template(i));
+                let json = render_varied_pod(i, LIST_RV - 1 - i as u64);
+                assert_eq!(t.json(&v, &rv), json, "pod {i}'s JSON from its template");
+                assert_eq!(t.pb(&v, &rv), protobuf::pod(&json), "pod {i}'s protobuf from its template");
+            }
+        }
+        pods
+    }
+
+    /// Pod `i`'s template (varied pods).
+    fn template(&self, i: usize) -> Arc<Template> {
+        let restarts = PodValues::of(i).restarts;
+        let mut templates = self.templates.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        Arc::clone(templates.entry((deployment(i), restarts)).or_insert_with(|| Arc::new(Template::of(i, restarts))))
+    }
+
+    fn render(&self, i: usize) -> String {
+        let rv = LIST_RV - 1 - i as u64;
+        if self.varied { render_varied_pod(i, rv) } else { render_pod(i, rv) }
+    }
+
+    /// Pod `i`'s JSON.
+    fn json(&self, i: usize) -> std::borrow::Cow<'_, str> {
+        match self.json.get(i) {
+            Some(p) => p.as_str().into(),
+            None if self.varied => {
+                self.template(i).json(&PodValues::of(i), &(LIST_RV - 1 - i as u64).to_string()).into()
+            }
+            None => self.render(i).into(),
+        }
+    }
+
+    /// Pod `i`'s protobuf.
+    fn pb(&self, i: usize) -> std::borrow::Cow<'_, [u8]> {
+        match self.pb.get(i) {
+            Some(p) => p.as_slice().into(),
+            None if self.varied => self.template(i).pb(&PodValues::of(i), &(LIST_RV - 1 - i as u64).to_string()).into(),
+            None => protobuf::pod(&self.render(i)).into(),
+        }
+    }
+
+    /// Pod `i`'s uid, without rendering it.
+    fn uid(&self, i: usize) -> String {
+        pod_uid_of(i, self.varied)
+    }
+}
+
+/// The uid of the bench's pod `i` (`--varied` or not), without rendering the pod.
+fn pod_uid_of(i: usize, varied: bool) -> String {
+    if varied { varied_uid(i) } else { pod_uid(i) }
 }
 
 /// What the server's connections share.
@@ -750,7 +931,7 @@ struct ServerState {
 
 /// The pods of the shard `selector` names (percent-encoded, as in the query), computed once
 /// per selector; `None` for a selector that does not parse (a real server would refuse it).
-fn shard_pods(selector: &str, n: usize, state: &ServerState) -> Option<(String, Arc<Vec<bool>>)> {
+fn shard_pods(selector: &str, pods: &Pods, state: &ServerState) -> Option<(String, Arc<Vec<bool>>)> {
     let mut text = Vec::with_capacity(selector.len());
     let mut bytes = selector.bytes();
     while let Some(b) = bytes.next() {
@@ -768,7 +949,7 @@ fn shard_pods(selector: &str, n: usize, state: &ServerState) -> Option<(String, 
         return Some((s.clone(), Arc::clone(keep)));
     }
     let shard = kube_watcher::Shard::parse(&text).ok()?;
-    let keep: Arc<Vec<bool>> = Arc::new((0..n).map(|i| shard.contains(&pod_uid(i))).collect());
+    let keep: Arc<Vec<bool>> = Arc::new((0..pods.n).map(|i| shard.contains(&pods.uid(i))).collect());
     *cached = Some((shard.selector(), Arc::clone(&keep)));
     Some((shard.selector(), keep))
 }
@@ -841,12 +1022,7 @@ impl<W: Write> Write for Chunked<W> {
     }
 }
 
-fn handle(
-    conn: TcpStream,
-    (pods, encoded): (&[String], &[Vec<u8>]),
-    opts: ServerOpts,
-    state: &ServerState,
-) -> std::io::Result<()> {
+fn handle(conn: TcpStream, pods: &Pods, opts: ServerOpts, state: &ServerState) -> std::io::Result<()> {
     conn.set_nodelay(true)?;
     let mut reader = BufReader::new(conn.try_clone()?);
     let mut out = std::io::BufWriter::with_capacity(256 * 1024, conn);
@@ -888,12 +1064,10 @@ fn handle(
             out.flush()?;
             continue;
         }
-        let shard = param("shardSelector")
-            .filter(|_| opts.filter_shards && !opts.varied)
-            .and_then(|s| shard_pods(s, pods.len(), state));
+        let shard = param("shardSelector").filter(|_| opts.filter_shards).and_then(|s| shard_pods(s, pods, state));
         let keep = shard.as_ref().map(|(_, keep)| keep.as_slice());
         if param("watch").is_some() && pb {
-            if protobuf::watch(&mut out, &mut reader, encoded, keep, opts, state)? {
+            if protobuf::watch(&mut out, &mut reader, pods, keep, opts, state)? {
                 continue;
             }
             return Ok(());
@@ -907,7 +1081,7 @@ fn handle(
                 let mut body = Chunked::new(&mut out, 64 * 1024);
                 let mut line = String::with_capacity(16 * 1024);
                 for e in 0..opts.events {
-                    let i = e % pods.len().max(1);
+                    let i = e % pods.n.max(1);
                     if keep.is_some_and(|k| !k[i]) {
                         continue;
                     }
@@ -918,7 +1092,7 @@ fn handle(
                         // Rendering a varied pod costs this server more than the client spends
                         // on it: an event is the listed pod with its resourceVersion changed.
                         let listed = format!(r#""resourceVersion":"{}""#, LIST_RV - 1 - i as u64);
-                        line.push_str(&pods[i].replacen(&listed, &format!(r#""resourceVersion":"{rv}""#), 1));
+                        line.push_str(&pods.json(i).replacen(&listed, &format!(r#""resourceVersion":"{rv}""#), 1));
                     } else {
                         line.push_str(&render_pod(i, rv));
                     }
@@ -943,17 +1117,17 @@ fn handle(
             let _ = reader.read(&mut sink);
             return Ok(());
         }
-        let limit: usize = param("limit").and_then(|v| v.parse().ok()).filter(|l| *l > 0).unwrap_or(pods.len());
+        let limit: usize = param("limit").and_then(|v| v.parse().ok()).filter(|l| *l > 0).unwrap_or(pods.n);
         let limit = limit.min(opts.page_cap);
         if let Some((selector, keep)) = &shard {
             // The shard's pods, paged by their position among them; `shardInfo` echoes the
             // selector. (No relists or gzip here.)
-            let ours: Vec<usize> = (0..pods.len()).filter(|&i| keep[i]).collect();
+            let ours: Vec<usize> = (0..pods.n).filter(|&i| keep[i]).collect();
             let start: usize = param("continue").and_then(|v| v.parse().ok()).unwrap_or(0).min(ours.len());
             let end = start.saturating_add(limit).min(ours.len());
             let next = (end < ours.len()).then_some(end);
             if pb {
-                protobuf::list_of(&mut out, encoded, &ours[start..end], next, selector, opts)?;
+                protobuf::list_of(&mut out, pods, &ours[start..end], next, selector, opts)?;
                 continue;
             }
             let cont = next.map(|n| format!(r#","continue":"{n}""#)).unwrap_or_default();
@@ -967,38 +1141,36 @@ fn handle(
                 if n > 0 {
                     body.write_all(b",")?;
                 }
-                body.write_all(pods[i].as_bytes())?;
+                body.write_all(pods.json(i).as_bytes())?;
             }
             body.write_all(b"]}")?;
             body.finish()?;
             out.flush()?;
             continue;
         }
-        let start: usize = param("continue").and_then(|v| v.parse().ok()).unwrap_or(0).min(pods.len());
-        let end = start.saturating_add(limit).min(pods.len());
+        let start: usize = param("continue").and_then(|v| v.parse().ok()).unwrap_or(0).min(pods.n);
+        let end = start.saturating_add(limit).min(pods.n);
         if pb {
-            protobuf::list(&mut out, encoded, (start, end), opts, state)?;
+            protobuf::list(&mut out, pods, (start, end), opts, state)?;
             continue;
         }
-        let cont = if end < pods.len() { format!(r#","continue":"{end}""#) } else { String::new() };
+        let cont = if end < pods.n { format!(r#","continue":"{end}""#) } else { String::new() };
         let head = format!(
             r#"{{"kind":"PodList","apiVersion":"v1","metadata":{{"resourceVersion":"{LIST_RV}"{cont}}},"items":["#
         );
         // `--relist-changed`: in a relist's list, every so many pods have a new version.
         let relist = state.expired.load(Ordering::SeqCst);
-        let changed: Vec<String>;
-        let page: &[String] = if relist > 0 && opts.relist_changed > 0 {
-            let every = (100 / opts.relist_changed).max(1);
-            let rv = |i: usize| LIST_RV + 10_000_000 * relist as u64 + i as u64;
-            changed = (start..end)
-                .map(
-                    |i| if i % every == 0 { render_relisted(&pods[i], i, rv(i), opts.varied) } else { pods[i].clone() },
-                )
-                .collect();
-            &changed
-        } else {
-            &pods[start..end]
-        };
+        let every = if relist > 0 && opts.relist_changed > 0 { (100 / opts.relist_changed).max(1) } else { 0 };
+        let rv = |i: usize| LIST_RV + 10_000_000 * relist as u64 + i as u64;
+        let page: Vec<std::borrow::Cow<'_, str>> = (start..end)
+            .map(|i| {
+                if every > 0 && i % every == 0 {
+                    render_relisted(&pods.json(i), i, rv(i), opts.varied).into()
+                } else {
+                    pods.json(i)
+                }
+            })
+            .collect();
         let size = head.len() + page.iter().map(|p| p.len() + 1).sum::<usize>() + 2;
         let gzip = opts.gzip && accepts_gzip && size > GZIP_ABOVE;
         write!(out, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n")?;
@@ -1009,11 +1181,11 @@ fn handle(
         let body = Chunked::new(&mut out, opts.chunk);
         let body = if gzip {
             let mut z = flate2::write::GzEncoder::new(body, flate2::Compression::fast());
-            write_list(&mut z, &head, page)?;
+            write_list(&mut z, &head, &page)?;
             z.finish()?
         } else {
             let mut body = body;
-            write_list(&mut body, &head, page)?;
+            write_list(&mut body, &head, &page)?;
             body
         };
         body.finish()?;
@@ -1032,7 +1204,7 @@ fn render_relisted(listed: &str, i: usize, rv: u64, varied: bool) -> String {
 }
 
 /// A page of the pod list: `head`, the pods separated by commas, `]}`.
-fn write_list(w: &mut impl Write, head: &str, page: &[String]) -> std::io::Result<()> {
+fn write_list(w: &mut impl Write, head: &str, page: &[std::borrow::Cow<'_, str>]) -> std::io::Result<()> {
     w.write_all(head.as_bytes())?;
     for (n, pod) in page.iter().enumerate() {
         if n > 0 {
@@ -1104,6 +1276,64 @@ mod protobuf {
         out
     }
 
+    fn read_varint(b: &mut &[u8]) -> u64 {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let byte = b[0];
+            *b = &b[1..];
+            v |= u64::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                break;
+            }
+        }
+        v
+    }
+
+    /// `msg` (a message of this server's encoding, with a template's placeholders) with every
+    /// length-delimited field that is exactly a placeholder of `subs` set to its value, every
+    /// field 1 of value `seconds.0` (a time's seconds) set to `seconds.1`, and the lengths of
+    /// the messages around them written anew. A field that holds a placeholder deeper is taken
+    /// as a message (`Template`'s check at start shows that only messages do).
+    pub fn patch(mut b: &[u8], subs: &[(&[u8], &[u8])], seconds: (u64, u64), out: &mut Vec<u8>) {
+        let mut sentinel = vec![1 << 3];
+        varint(&mut sentinel, seconds.0);
+        let holds = |payload: &[u8], pattern: &[u8]| payload.windows(pattern.len()).any(|w| w == pattern);
+        while !b.is_empty() {
+            let start = b;
+            let key = read_varint(&mut b);
+            out.extend_from_slice(&start[..start.len() - b.len()]);
+            match key & 7 {
+                0 => {
+                    let before = b;
+                    let v = read_varint(&mut b);
+                    if key == 1 << 3 && v == seconds.0 {
+                        varint(out, seconds.1);
+                    } else {
+                        out.extend_from_slice(&before[..before.len() - b.len()]);
+                    }
+                }
+                2 => {
+                    let len = read_varint(&mut b) as usize;
+                    let (payload, rest) = b.split_at(len);
+                    b = rest;
+                    if let Some((_, value)) = subs.iter().find(|(p, _)| *p == payload) {
+                        varint(out, value.len() as u64);
+                        out.extend_from_slice(value);
+                    } else if holds(payload, &sentinel) || subs.iter().any(|(p, _)| holds(payload, p)) {
+                        let mut inner = Vec::with_capacity(payload.len() + 64);
+                        patch(payload, subs, seconds, &mut inner);
+                        varint(out, inner.len() as u64);
+                        out.extend_from_slice(&inner);
+                    } else {
+                        varint(out, len as u64);
+                        out.extend_from_slice(payload);
+                    }
+                }
+                other => panic!("wire type {other}: not in a pod"),
+            }
+        }
+    }
+
     /// A rendered pod's bare `Pod` message (no envelope, as a list item).
     pub fn pod(json: &str) -> Vec<u8> {
         let mut value: serde_json::Value = serde_json::from_str(json).expect("a rendered pod is JSON");
@@ -1149,14 +1379,14 @@ mod protobuf {
     /// One page of pods `start..end` as an enveloped `PodList`.
     pub fn list(
         out: &mut impl Write,
-        encoded: &[Vec<u8>],
+        pods: &Pods,
         (start, end): (usize, usize),
         opts: ServerOpts,
         state: &ServerState,
     ) -> std::io::Result<()> {
         let mut meta = Vec::new();
         field(&mut meta, 2, LIST_RV.to_string().as_bytes());
-        if end < encoded.len() {
+        if end < pods.n {
             field(&mut meta, 3, end.to_string().as_bytes());
         }
         let relist = state.expired.load(Ordering::SeqCst);
@@ -1164,9 +1394,9 @@ mod protobuf {
         let items: Vec<std::borrow::Cow<'_, [u8]>> = (start..end)
             .map(|i| {
                 if every > 0 && i % every == 0 {
-                    with_rv(&encoded[i], LIST_RV + 10_000_000 * relist as u64 + i as u64).into()
+                    with_rv(&pods.pb(i), LIST_RV + 10_000_000 * relist as u64 + i as u64).into()
                 } else {
-                    encoded[i].as_slice().into()
+                    pods.pb(i)
                 }
             })
             .collect();
@@ -1177,7 +1407,7 @@ mod protobuf {
     /// `ListMeta` carries `shardInfo` (field 5, `ShardInfo` {1 selector}).
     pub fn list_of(
         out: &mut impl Write,
-        encoded: &[Vec<u8>],
+        pods: &Pods,
         items: &[usize],
         next: Option<usize>,
         selector: &str,
@@ -1191,7 +1421,7 @@ mod protobuf {
         let mut info = Vec::new();
         field(&mut info, 1, selector.as_bytes());
         field(&mut meta, 5, &info);
-        let items: Vec<std::borrow::Cow<'_, [u8]>> = items.iter().map(|&i| encoded[i].as_slice().into()).collect();
+        let items: Vec<std::borrow::Cow<'_, [u8]>> = items.iter().map(|&i| pods.pb(i)).collect();
         write_list(out, &meta, &items, opts)
     }
 
@@ -1252,7 +1482,7 @@ mod protobuf {
     pub fn watch(
         out: &mut impl Write,
         reader: &mut impl Read,
-        encoded: &[Vec<u8>],
+        pods: &Pods,
         keep: Option<&[bool]>,
         opts: ServerOpts,
         state: &ServerState,
@@ -1264,12 +1494,12 @@ mod protobuf {
             let mut body = Chunked::new(&mut *out, 64 * 1024);
             let mut ev = Vec::with_capacity(16 * 1024);
             for e in 0..opts.events {
-                let i = e % encoded.len().max(1);
+                let i = e % pods.n.max(1);
                 if keep.is_some_and(|k| !k[i]) {
                     continue;
                 }
                 ev.clear();
-                frame("MODIFIED", "Pod", &with_rv(&encoded[i], LIST_RV + 1 + e as u64), &mut ev);
+                frame("MODIFIED", "Pod", &with_rv(&pods.pb(i), LIST_RV + 1 + e as u64), &mut ev);
                 body.write_all(&ev)?;
             }
             body.flush()?;
@@ -1299,4 +1529,4 @@ mod realistic_pod;
 use realistic_pod::{render_pod, uid as pod_uid};
 #[path = "../benches/support/varied_pod.rs"]
 mod varied_pod;
-use varied_pod::{render_varied_pod, varied_key};
+use varied_pod::{PodValues, deployment, render_varied_pod, render_varied_with, varied_key, varied_uid};
