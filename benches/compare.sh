@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# kube-watcher vs kube-rs, in the same run, against the same server, on the same machine.
+# kube-watcher vs kube-rs and client-go, in the same run, against the same server, on the same machine.
 #
 #   benches/compare.sh [--runs K] [--quick] [--current-thread] [--compact] [--baseline BIN] [--out FILE]
 #                      [--alloc glibc|mimalloc|jemalloc[,...]] [--server-opts "ARGS"] [--peers kw,kws,kr]
@@ -7,7 +7,9 @@
 #
 # Builds kube-watcher's bench (examples/bench.rs, client and server, through benches/alloc: a
 # cargo project of its own that adds the global allocator) and the kube-rs peer
-# (benches/peers/kube-rs, its own cargo project too), then, for each workload, runs K rounds; each
+# (benches/peers/kube-rs, its own cargo project too) and, when asked for, the client-go peer
+# (benches/peers/client-go, a Go module: `go build`; a machine without Go skips it with one
+# line), then, for each workload, runs K rounds; each
 # round runs every peer once, each against a freshly started `bench --serve` on a fresh port
 # (port 0), killed afterwards. Workloads:
 #   watch: --pods 10000  --events 100000   (events/s with 10k pods cached)
@@ -39,13 +41,16 @@
 # the compressed store, consumer), kwp (`--parallel-sync 2`, consumer), kwc (compact store), kr
 # (kube-rs, which reads JSON: it cannot ask for protobuf), kwm, kwjm and kwzm (kw, kwj and kwz
 # with `--skip-managed-fields`: `without_managed_fields()`), krm (kube-rs clearing managedFields
-# with `.modify()` before its reflector, as its users write it) run (default kw, kwj, kws, kwz, kr). --workloads: watch, sync or both (default both; --quick is watch only).
+# with `.modify()` before its reflector, as its users write it), cg (client-go's SharedInformer,
+# protobuf, its default streaming list: benches/peers/client-go/README.md) and cgm (the same
+# clearing managedFields in `SetTransform`) run (default kw, kwj, kws, kwz, kr). --workloads: watch, sync or both (default both; --quick is watch only).
 # --peer-gzip: the kube-rs peer with kube's `gzip` feature (it asks for gzip as kube-watcher's
 # client always does; target directory suffix -gzip). Without it kube-rs asks for no compression,
 # so `--server-opts --gzip` compresses only kube-watcher's pages.
 #
 # Environment: CARGO_TARGET_DIR (kube-watcher build), PEER_TARGET_DIR (kube-rs peer build,
-# default target/kube-rs-peer), SKIP_BUILD=1 to use existing binaries.
+# default target/kube-rs-peer), CLIENT_GO_PEER (the client-go peer's binary, default
+# target/client-go-peer/client-go-peer), SKIP_BUILD=1 to use existing binaries.
 set -euo pipefail
 
 runs=5
@@ -73,7 +78,7 @@ while [ $# -gt 0 ]; do
         --peers) peer_list=$2; shift 2 ;;
         --workloads) workloads=$2; shift 2 ;;
         --peer-gzip) peer_gzip=1; shift ;;
-        -h|--help) sed -n '2,48p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,54p' "$0"; exit 0 ;;
         *) echo "unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -110,7 +115,26 @@ peer_bin_of() { echo "$(peer_target_of "$1")/release/kube-rs-peer"; }
 # The server is always the glibc build of the bench (built first).
 kw_bin=$(kw_bin_of glibc)
 
+peers=(kw kwj kws kwz kr)
+[ -z "$peer_list" ] || IFS=, read -r -a peers <<< "$peer_list"
+[ "$compact" = 1 ] && peers+=(kwc)
+[ "$current_thread" = 1 ] && peers+=(krct)
+[ -n "$baseline" ] && peers+=(kwb)
+cg_bin=${CLIENT_GO_PEER:-$root/target/client-go-peer/client-go-peer}
+wants() { case " ${peers[*]} " in *" $1 "*) return 0 ;; esac; return 1; }
+wants_kube_rs() { wants kr || wants krct || wants krm; }
+if (wants cg || wants cgm) && [ "${SKIP_BUILD:-0}" != 1 ] && ! command -v go > /dev/null; then
+    echo "no Go toolchain (go): skipping the client-go peers" >&2
+    kept=()
+    for p in "${peers[@]}"; do case "$p" in cg|cgm) ;; *) kept+=("$p") ;; esac; done
+    peers=("${kept[@]}")
+fi
+
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
+    if wants cg || wants cgm; then
+        echo "building the client-go peer ($cg_bin)" >&2
+        (cd "$root/benches/peers/client-go" && go build -o "$cg_bin" .)
+    fi
     for a in glibc "${alloc_list[@]}"; do
         kw_features=()
         [ "$a" = glibc ] || kw_features=(--features "$a")
@@ -118,6 +142,7 @@ if [ "${SKIP_BUILD:-0}" != 1 ]; then
         (cd "$root/benches/alloc" && CARGO_TARGET_DIR=$(kw_target_of "$a") cargo build --release "${kw_features[@]}")
     done
     for a in "${alloc_list[@]}"; do
+        wants_kube_rs || continue
         peer_features=()
         [ "$a" = glibc ] || peer_features+=("$a")
         [ "$peer_gzip" = 0 ] || peer_features+=(gzip)
@@ -179,11 +204,6 @@ print("\"workload\":\"%s\",\"server_opts\":\"%s\",\"client_wall_s\":%.3f,\"serve
     echo "$line" >&2
 }
 
-peers=(kw kwj kws kwz kr)
-[ -z "$peer_list" ] || IFS=, read -r -a peers <<< "$peer_list"
-[ "$compact" = 1 ] && peers+=(kwc)
-[ "$current_thread" = 1 ] && peers+=(krct)
-[ -n "$baseline" ] && peers+=(kwb)
 # run_peer PEER ALLOCATOR WORKLOAD PODS EVENTS
 run_peer() {
     local peer=$1 kwb peerb
@@ -204,7 +224,9 @@ run_peer() {
         krct) run_one kube-rs-current-thread "$@" "$peerb" --current-thread ;;
         krm) run_one kube-rs-strip-managed-fields "$@" "$peerb" --strip-managed-fields ;;
         kwb) run_one kube-watcher-baseline "$@" "$baseline" ;;
-        *) echo "unknown peer $peer (kw, kwj, kws, kwc, kwz, kwp, kwm, kwjm, kwzm, kr, krct, krm, kwb)" >&2; exit 2 ;;
+        cg) run_one client-go "$@" "$cg_bin" ;;
+        cgm) run_one client-go-strip-managed-fields "$@" "$cg_bin" --strip-managed-fields ;;
+        *) echo "unknown peer $peer (kw, kwj, kws, kwc, kwz, kwp, kwm, kwjm, kwzm, kr, krct, krm, cg, cgm, kwb)" >&2; exit 2 ;;
     esac
 }
 
@@ -229,6 +251,8 @@ rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 for r in rows:
     r.setdefault("allocator", "glibc")
     r["key"] = (r["peer"], r["allocator"])
+    if "watch_cpu_s" in r and r.get("m"):
+        r["cpu_us_per_event"] = r["watch_cpu_s"] * 1e6 / r["m"]
 def med(key, workload, k):
     v = [r[k] for r in rows if r["key"] == key and r["workload"] == workload and k in r]
     return statistics.median(v) if v else None
@@ -238,7 +262,7 @@ cols = [("watch", "events_per_s", "events/s"), ("watch", "watch_ms", "watch ms")
         ("watch", "max_rss_kb", "RSS MiB (10k)"), ("sync", "initial_sync_ms", "sync 100k ms"),
         ("sync", "max_rss_kb", "RSS MiB (100k)"), ("sync", "get_us_median", "get() µs (100k)"), ("watch", "server_cpu_pct", "server CPU % (watch)"),
         ("sync", "server_cpu_pct", "server CPU % (sync)"), ("watch", "client_cpu_s", "client CPU s (watch)"),
-        ("watch", "watch_cpu_s", "watch-phase CPU s"), ("sync", "client_cpu_s", "client CPU s (sync 100k)")]
+        ("watch", "watch_cpu_s", "watch-phase CPU s"), ("watch", "cpu_us_per_event", "CPU µs/event"), ("sync", "client_cpu_s", "client CPU s (sync 100k)")]
 cols = [c for c in cols if c[0] in workloads]
 n = {w: len([r for r in rows if r["workload"] == w]) // max(1, len(keys)) for w in workloads}
 opts = sorted({r.get("server_opts", "") for r in rows})
@@ -255,14 +279,15 @@ for key in keys:
     print(f"| {key[0]} | {key[1]} | " + " | ".join(fmt(k, med(key, w, k)) for w, k, _ in cols) + " |")
 stops = [r["stop_us"] for r in rows if "stop_us" in r and r["peer"] == "kube-watcher"]
 for base in [k for k in keys if k[0].startswith("kube-watcher")]:
-  for other in [k for k in keys if k[0].startswith("kube-rs") and k[1] == base[1]]:
+  # client-go's allocator is Go's own: compare it with every kube-watcher build.
+  for other in [k for k in keys if (k[0].startswith("kube-rs") and k[1] == base[1]) or k[0].startswith("client-go")]:
     def ratio(w, k):
         a, b = med(base, w, k), med(other, w, k)
         return f"{a/b:.2f}" if a is not None and b else "–"
     print(f"\nratios {base[0]} / {other[0]} ({base[1]}): events/s {ratio('watch','events_per_s')}, "
           f"sync time {ratio('sync','initial_sync_ms')}, peak RSS 100k {ratio('sync','max_rss_kb')}, "
           f"peak RSS 10k {ratio('watch','max_rss_kb')}, client CPU watch {ratio('watch','client_cpu_s')}, "
-          f"watch-phase CPU {ratio('watch','watch_cpu_s')}, "
+          f"watch-phase CPU {ratio('watch','watch_cpu_s')}, CPU/event {ratio('watch','cpu_us_per_event')}, "
           f"client CPU sync {ratio('sync','client_cpu_s')}")
 if stops:
     print(f"\nkube-watcher stop() while idle in a watch: median {statistics.median(stops):.0f} µs "

@@ -55,6 +55,12 @@
 //! resources, status with conditions), served in pages of `limit` with continue tokens, and
 //! `--events` MODIFIED events (rendered as they are sent, in chunks like a busy apiserver) on
 //! the first watch; later watches stay open and quiet. It prints its URL and runs until killed.
+//! A watch with `sendInitialEvents=true` (a streaming list: client-go's informers ask for one by
+//! default, its `WatchListClient` gate being on since 1.35) gets every pod as ADDED and then the
+//! BOOKMARK annotated `k8s.io/initial-events-end: "true"` at the list's resourceVersion before
+//! the watch goes on as above; without `allowWatchBookmarks=true` and
+//! `resourceVersionMatch=NotOlderThan` it is refused with a 422, as kube-apiserver refuses it.
+//! Watch events' objects carry `kind` and `apiVersion`, as kube-apiserver's do.
 //! A list body goes out as kube-apiserver sends one: `Content-Type: application/json`, chunked,
 //! written through a buffer in chunks of `--chunk-kib` (64 by default; 0: one chunk per pod, as
 //! this server once did: benches/peers/kube-rs/README.md says what that cost kube-rs). `--gzip`: gzip (fastest level) list bodies above 128 KiB when
@@ -715,6 +721,10 @@ fn rss_kb(field: &str) -> u64 {
 /// The list RV; watch events continue from here.
 const LIST_RV: u64 = 1_000_000;
 
+/// The object of the BOOKMARK that ends a streaming list's initial events: a pod with only the
+/// list's resourceVersion and the annotation that marks it.
+const INITIAL_EVENTS_END: &str = r#"{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"1000000","annotations":{"k8s.io/initial-events-end":"true"}}}"#;
+
 fn serve(args: &Args) {
     let listener = TcpListener::bind(("127.0.0.1", args.port)).expect("bind");
     let addr = listener.local_addr().expect("addr");
@@ -1022,6 +1032,13 @@ impl<W: Write> Write for Chunked<W> {
     }
 }
 
+/// Answers one request with a JSON `Status` body and `status` (`"404 Not Found"`).
+fn answer_status(out: &mut impl Write, status: &str, body: &[u8]) -> std::io::Result<()> {
+    write!(out, "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", body.len())?;
+    out.write_all(body)?;
+    out.flush()
+}
+
 fn handle(conn: TcpStream, pods: &Pods, opts: ServerOpts, state: &ServerState) -> std::io::Result<()> {
     conn.set_nodelay(true)?;
     let mut reader = BufReader::new(conn.try_clone()?);
@@ -1055,19 +1072,25 @@ fn handle(conn: TcpStream, pods: &Pods, opts: ServerOpts, state: &ServerState) -
         let param = |k: &str| query.split('&').find_map(|kv| kv.strip_prefix(k)?.strip_prefix('='));
         if path != "/api/v1/pods" {
             let body = br#"{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}"#;
-            write!(
-                out,
-                "HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-                body.len()
-            )?;
-            out.write_all(body)?;
-            out.flush()?;
+            answer_status(&mut out, "404 Not Found", body)?;
             continue;
         }
         let shard = param("shardSelector").filter(|_| opts.filter_shards).and_then(|s| shard_pods(s, pods, state));
         let keep = shard.as_ref().map(|(_, keep)| keep.as_slice());
+        // A streaming list (a watch with `sendInitialEvents=true`, what client-go's informers
+        // ask for by default since 1.35): every pod as ADDED, then the BOOKMARK that ends the
+        // initial events, then the watch goes on as any other (docs/protocol.md §7.4).
+        let initial = param("watch").is_some() && param("sendInitialEvents") == Some("true");
+        if initial
+            && (param("allowWatchBookmarks") != Some("true") || param("resourceVersionMatch") != Some("NotOlderThan"))
+        {
+            // What kube-apiserver's validation answers.
+            let body = br#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"sendInitialEvents requires allowWatchBookmarks=true and resourceVersionMatch=NotOlderThan","reason":"Invalid","code":422}"#;
+            answer_status(&mut out, "422 Unprocessable Entity", body)?;
+            continue;
+        }
         if param("watch").is_some() && pb {
-            if protobuf::watch(&mut out, &mut reader, pods, keep, opts, state)? {
+            if protobuf::watch(&mut out, &mut reader, pods, keep, initial, opts, state)? {
                 continue;
             }
             return Ok(());
@@ -1075,6 +1098,19 @@ fn handle(conn: TcpStream, pods: &Pods, opts: ServerOpts, state: &ServerState) -
         if param("watch").is_some() {
             write!(out, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")?;
             out.flush()?;
+            if initial {
+                let mut body = Chunked::new(&mut out, 64 * 1024);
+                for i in 0..pods.n {
+                    if keep.is_none_or(|k| k[i]) {
+                        body.write_all(br#"{"type":"ADDED","object":{"kind":"Pod","apiVersion":"v1","#)?;
+                        body.write_all(&pods.json(i).as_bytes()[1..])?;
+                        body.write_all(b"}\n")?;
+                    }
+                }
+                write!(body, r#"{{"type":"BOOKMARK","object":{INITIAL_EVENTS_END}}}"#)?;
+                body.write_all(b"\n")?;
+                body.flush()?;
+            }
             let first = !state.watched.swap(true, Ordering::SeqCst);
             if first {
                 // Events go out in chunks of 64 KiB, as a busy apiserver's do.
@@ -1087,21 +1123,23 @@ fn handle(conn: TcpStream, pods: &Pods, opts: ServerOpts, state: &ServerState) -
                     }
                     let rv = LIST_RV + 1 + e as u64;
                     line.clear();
-                    line.push_str(r#"{"type":"MODIFIED","object":"#);
+                    // A watch event's object says its kind, as kube-apiserver's do (a list's
+                    // items need not: the list says it).
+                    line.push_str(r#"{"type":"MODIFIED","object":{"kind":"Pod","apiVersion":"v1","#);
                     if opts.varied {
                         // Rendering a varied pod costs this server more than the client spends
                         // on it: an event is the listed pod with its resourceVersion changed.
                         let listed = format!(r#""resourceVersion":"{}""#, LIST_RV - 1 - i as u64);
-                        line.push_str(&pods.json(i).replacen(&listed, &format!(r#""resourceVersion":"{rv}""#), 1));
+                        line.push_str(&pods.json(i).replacen(&listed, &format!(r#""resourceVersion":"{rv}""#), 1)[1..]);
                     } else {
-                        line.push_str(&render_pod(i, rv));
+                        line.push_str(&render_pod(i, rv)[1..]);
                     }
                     line.push_str("}\n");
                     body.write_all(line.as_bytes())?;
                 }
                 body.flush()?;
             }
-            if state.expired.load(Ordering::SeqCst) < opts.relists {
+            if !initial && state.expired.load(Ordering::SeqCst) < opts.relists {
                 // Expired (after the events, on the first watch): the client relists.
                 state.expired.fetch_add(1, Ordering::SeqCst);
                 let mut body = Chunked::new(&mut out, 0);
@@ -1477,19 +1515,36 @@ mod protobuf {
         out.extend_from_slice(&event);
     }
 
-    /// A watch: the events on the first, a 410 on the next `--relists` (true: the connection
-    /// goes on), then quiet until the client leaves (false).
+    /// A watch: with `initial` (a streaming list) every pod as ADDED and the BOOKMARK that ends
+    /// them first; the events on the first, a 410 on the next `--relists` (true: the
+    /// connection goes on), then quiet until the client leaves (false).
     pub fn watch(
         out: &mut impl Write,
         reader: &mut impl Read,
         pods: &Pods,
         keep: Option<&[bool]>,
+        initial: bool,
         opts: ServerOpts,
         state: &ServerState,
     ) -> std::io::Result<bool> {
         let media = format!("{MEDIA_TYPE};stream=watch");
         write!(out, "HTTP/1.1 200 OK\r\nContent-Type: {media}\r\nTransfer-Encoding: chunked\r\n\r\n")?;
         out.flush()?;
+        if initial {
+            let mut body = Chunked::new(&mut *out, 64 * 1024);
+            let mut ev = Vec::with_capacity(16 * 1024);
+            for i in 0..pods.n {
+                if keep.is_none_or(|k| k[i]) {
+                    ev.clear();
+                    frame("ADDED", "Pod", &pods.pb(i), &mut ev);
+                    body.write_all(&ev)?;
+                }
+            }
+            ev.clear();
+            frame("BOOKMARK", "Pod", &pod(INITIAL_EVENTS_END), &mut ev);
+            body.write_all(&ev)?;
+            body.flush()?;
+        }
         if !state.watched.swap(true, Ordering::SeqCst) {
             let mut body = Chunked::new(&mut *out, 64 * 1024);
             let mut ev = Vec::with_capacity(16 * 1024);
@@ -1504,7 +1559,7 @@ mod protobuf {
             }
             body.flush()?;
         }
-        if state.expired.load(Ordering::SeqCst) < opts.relists {
+        if !initial && state.expired.load(Ordering::SeqCst) < opts.relists {
             state.expired.fetch_add(1, Ordering::SeqCst);
             let mut status = Vec::new();
             field(&mut status, 2, b"Failure");

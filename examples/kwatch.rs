@@ -489,6 +489,9 @@ impl Session<'_> {
                     Ok(GroupChange::Members(members)) => eprintln!("# shard group: members {}", members.join(", ")),
                     Ok(GroupChange::Shard(Some(shard))) => eprintln!("# shard group: this replica's share: {shard}"),
                     Ok(GroupChange::Shard(None)) => eprintln!("# shard group: this replica holds no share"),
+                    // Two members with one identity, or a Lease name taken: a mistake to fix,
+                    // not a state to wait out.
+                    Ok(GroupChange::Conflict(why)) => break Err(format!("shard group: {why}")),
                     Ok(other) => eprintln!("# shard group: {other:?}"),
                     Err(_) => {}
                 },

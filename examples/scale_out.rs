@@ -84,7 +84,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             recv(stop) -> _ => break,
         }
     }
-    watcher.stop(); // the watcher before the group: the group then releases its Lease at once
+    watcher.stop(); // first: the group then hands its share over at once
     group.stop();
     elector.stop();
     println!("{me}: stopped");

@@ -270,7 +270,9 @@ impl Config {
     /// resourceVersion, in protobuf unless [`wire_format`](Self::wire_format) says JSON),
     /// compared with the store by key and resourceVersion; no object bodies
     /// cross the wire and only keys and versions are held. Differences explained by changes newer than the store
-    /// are not drift. A mismatch relists with [`RelistReason::Drift`](crate::RelistReason::Drift);
+    /// are not drift; how far the store has come is its last event or bookmark, or, when newer,
+    /// the last check's list version once a watch opened after that check ended cleanly (so a
+    /// quiet namespace without bookmarks is judged too). A mismatch relists with [`RelistReason::Drift`](crate::RelistReason::Drift);
     /// every check is counted in [`Stats::drift_checks`](crate::Stats::drift_checks) and announced
     /// by [`Notice::DriftChecked`](crate::Notice::DriftChecked). It runs between two watches,
     /// so the watch timeout is shortened to let it run on time.

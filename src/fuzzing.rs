@@ -197,10 +197,11 @@ pub fn peek(json: &[u8]) -> bool {
 }
 
 /// The test a sharded watcher runs on each watch event before decoding it
-/// (`decode::event_in_shard`): a JSON line, or (`protobuf`) a protobuf frame without its length.
+/// (`decode::event_outside_shard`): a JSON line, or (`protobuf`) a protobuf frame without its
+/// length; whether it is kept.
 pub fn event_in_shard(protobuf: bool, bytes: &[u8], shard: &crate::Shard) -> bool {
     let encoding = if protobuf { Encoding::Protobuf } else { Encoding::Json };
-    decode::event_in_shard(encoding, bytes, shard)
+    decode::event_outside_shard(encoding, bytes, shard).is_none()
 }
 
 /// Whenever the identity scan a relist uses (`decode::peek`) answers for valid JSON, it names

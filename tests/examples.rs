@@ -343,6 +343,33 @@ fn kwatch_json_output_follows_kubectl() {
     }
 }
 
+/// Two shard group members with one identity: kwatch, the second to come, says so and ends,
+/// instead of both holding every pod.
+#[test]
+fn kwatch_refuses_to_join_a_group_as_an_identity_another_process_holds() {
+    let server = FakeApiServer::start();
+    let leases = kube_watcher::Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(
+        kube_watcher::Client::from_url(&server.url()).unwrap(),
+        "shop",
+    );
+    let timings = kube_watcher::LeaseTimings {
+        lease_duration: Duration::from_secs(15),
+        renew_deadline: Duration::from_secs(10),
+        retry_period: Duration::from_millis(200),
+    };
+    let first = kube_watcher::ShardGroup::join(leases, "indexers", "replica-1", timings).unwrap();
+    let deadline = Instant::now() + RUN_TIMEOUT;
+    while first.shard().is_none() {
+        assert!(Instant::now() < deadline, "the first member never held a share");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out =
+        kwatch_against(&server, "twin", &["po", "-n", "shop", "--shard-group", "indexers", "--identity", "replica-1"]);
+    assert_eq!(out.status.code(), Some(1), "{}", out.stderr);
+    assert!(out.stderr.contains("another process holds it as \"replica-1\""), "{}", out.stderr);
+    assert!(first.shard().is_some(), "the first member kept its share");
+}
+
 /// A forbidden list ends kwatch with one line naming the verb, the resource and how to check.
 #[test]
 fn kwatch_explains_a_forbidden_list_in_one_line() {
@@ -879,21 +906,33 @@ fn bench_get(url: &str, path: &str, gzip: bool) -> (String, Vec<usize>, Vec<u8>)
     }
 }
 
+/// Runs `bench --serve ARGS` and `check` with the URL it printed; the server is killed
+/// afterwards, whether `check` passed or panicked.
+fn with_bench_server(args: &[&str], check: impl FnOnce(&str)) {
+    let mut server = command("bench", args).spawn().unwrap();
+    let mut stdout = BufReader::new(server.stdout.take().unwrap());
+    let mut url = String::new();
+    stdout.read_line(&mut url).unwrap();
+    let url = url.trim().to_owned();
+    // The panic is resumed below, after the kill: nothing observes a half-done state.
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(&url)));
+    let _ = server.kill();
+    let _ = server.wait();
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
+
 /// The bench server (examples/bench.rs --serve) caps pages, gzips them when asked (only then),
 /// sends a list in large chunks rather than a chunk per pod, and the bench client syncs through
 /// it and names its allocator.
 #[test]
 fn bench_server_caps_pages_gzips_when_asked_and_the_client_syncs_through_it() {
     let args = ["--serve", "--pods", "300", "--events", "20", "--port", "0", "--gzip", "--page-cap", "100"];
-    let mut server = command("bench", &args).spawn().unwrap();
-    let mut stdout = BufReader::new(server.stdout.take().unwrap());
-    let mut url = String::new();
-    stdout.read_line(&mut url).unwrap();
-    let url = url.trim().to_owned();
-    assert!(url.starts_with("http://127.0.0.1:"), "bench --serve printed {url:?}");
-    let result = std::panic::catch_unwind(|| {
+    with_bench_server(&args, |url| {
+        assert!(url.starts_with("http://127.0.0.1:"), "bench --serve printed {url:?}");
         let page = |gzip: bool| {
-            let (headers, chunks, body) = bench_get(&url, "/api/v1/pods?limit=500&continue=100", gzip);
+            let (headers, chunks, body) = bench_get(url, "/api/v1/pods?limit=500&continue=100", gzip);
             assert_eq!(headers.contains("Content-Encoding: gzip"), gzip, "{headers}");
             let body = if gzip {
                 let mut plain = Vec::new();
@@ -910,21 +949,67 @@ fn bench_server_caps_pages_gzips_when_asked_and_the_client_syncs_through_it() {
         let plain_chunks = page(false);
         assert!(plain_chunks.len() < 20, "100 pods of ~6 KB in large chunks, not one each: {plain_chunks:?}");
         page(true);
-        let out = run("bench", &["--url", &url, "--pods", "300", "--events", "20"]);
+        let out = run("bench", &["--url", url, "--pods", "300", "--events", "20"]);
         // Built here, the bench keeps glibc's malloc (benches/alloc builds it with another).
         assert!(out.stdout.contains(r#""allocator":"glibc""#), "{out:?}");
         assert!(out.stdout.contains(r#""cache_len":300"#), "{out:?}");
         assert!(out.stdout.contains(r#""skip":"none","sync_cpu_s":"#), "{out:?}");
         // The server sent its events to the first watch: this client only syncs.
-        let skipping = run("bench", &["--url", &url, "--pods", "300", "--events", "0", "--skip-managed-fields"]);
+        let skipping = run("bench", &["--url", url, "--pods", "300", "--events", "0", "--skip-managed-fields"]);
         assert!(skipping.stdout.contains(r#""skip":"managedFields""#), "{skipping:?}");
         assert!(skipping.stdout.contains(r#""cpu_s_per_100k_synced":"#), "{skipping:?}");
     });
-    let _ = server.kill();
-    let _ = server.wait();
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
+}
+
+/// A streaming list (`sendInitialEvents=true`, client-go's informers' default) from the bench
+/// server: every pod as ADDED, the BOOKMARK that ends them at the list's resourceVersion, then the
+/// watch's events, each object with its kind; without `allowWatchBookmarks` it is refused.
+#[test]
+fn bench_server_answers_a_streaming_list() {
+    use std::io::Write;
+    let args = ["--serve", "--pods", "3", "--events", "2", "--port", "0"];
+    with_bench_server(&args, |url| {
+        let addr = url.strip_prefix("http://").unwrap();
+        let get = |query: &str| {
+            let conn = std::net::TcpStream::connect(addr).unwrap();
+            conn.set_read_timeout(Some(RUN_TIMEOUT)).unwrap();
+            write!(&conn, "GET /api/v1/pods?{query} HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
+            let mut reader = BufReader::new(conn);
+            let mut headers = String::new();
+            while !headers.ends_with("\r\n\r\n") {
+                assert!(reader.read_line(&mut headers).unwrap() > 0, "closed in the headers: {headers}");
+            }
+            (headers, reader)
+        };
+        let (refused, _) = get("watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan");
+        assert!(refused.starts_with("HTTP/1.1 422 "), "{refused}");
+        let (headers, mut reader) =
+            get("watch=1&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan");
+        assert!(headers.starts_with("HTTP/1.1 200 ") && headers.contains("Transfer-Encoding: chunked"), "{headers}");
+        // The watch stays open after its events: read chunks until six lines have come.
+        let (mut body, mut events) = (Vec::new(), Vec::<serde_json::Value>::new());
+        while events.len() < 6 {
+            let mut size = String::new();
+            reader.read_line(&mut size).unwrap();
+            let size = usize::from_str_radix(size.trim_end(), 16).unwrap();
+            assert!(size > 0, "the watch ended after {events:?}");
+            let mut data = vec![0; size + 2];
+            reader.read_exact(&mut data).unwrap();
+            body.extend_from_slice(&data[..size]);
+            while let Some(end) = body.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = body.drain(..=end).collect();
+                events.push(serde_json::from_slice(&line).unwrap());
+            }
+        }
+        let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+        assert_eq!(types, ["ADDED", "ADDED", "ADDED", "BOOKMARK", "MODIFIED", "MODIFIED"]);
+        let bookmark = &events[3]["object"]["metadata"];
+        assert_eq!(bookmark["annotations"]["k8s.io/initial-events-end"], "true");
+        assert_eq!(bookmark["resourceVersion"], "1000000", "the list's resourceVersion");
+        for e in &events {
+            assert_eq!((e["object"]["kind"].as_str(), e["object"]["apiVersion"].as_str()), (Some("Pod"), Some("v1")));
+        }
+    });
 }
 
 /// `bench --relists`: the server answers watches with a 410 and lists again (some pods changed
@@ -934,13 +1019,8 @@ fn bench_relists_are_served_and_timed() {
     for path in [None, Some("--store-only")] {
         let args =
             ["--serve", "--pods", "200", "--events", "0", "--port", "0", "--relists", "2", "--relist-changed", "10"];
-        let mut server = command("bench", &args).spawn().unwrap();
-        let mut stdout = BufReader::new(server.stdout.take().unwrap());
-        let mut url = String::new();
-        stdout.read_line(&mut url).unwrap();
-        let url = url.trim().to_owned();
-        let result = std::panic::catch_unwind(|| {
-            let mut client = vec!["--url", url.as_str(), "--pods", "200", "--events", "0", "--relists", "2"];
+        with_bench_server(&args, |url| {
+            let mut client = vec!["--url", url, "--pods", "200", "--events", "0", "--relists", "2"];
             client.extend(path);
             let out = run("bench", &client);
             let line: serde_json::Value =
@@ -949,11 +1029,6 @@ fn bench_relists_are_served_and_timed() {
             assert_eq!(line["relist_ms"].as_array().map(Vec::len), Some(2), "{out:?}");
             assert!(line["relist_peak_rss_kb"].as_u64().is_some_and(|kb| kb > 0), "{out:?}");
         });
-        let _ = server.kill();
-        let _ = server.wait();
-        if let Err(panic) = result {
-            std::panic::resume_unwind(panic);
-        }
     }
 }
 

@@ -801,7 +801,9 @@ mod chain_tests {
     #[test]
     fn in_cluster_ca_crt_is_read_again_when_the_ca_rotates() {
         let old = FakeApiServer::builder().tls(true).token("sa-token").start();
-        let port = old.addr().port();
+        // The client's address stays; the server behind it changes (a forwarder, not a restart
+        // on the same port, which another test may have taken meanwhile).
+        let (port, target) = forwarder(old.addr());
         let d = dir("rotated-ca");
         let sa = d.0.join("sa");
         std::fs::create_dir_all(&sa).unwrap();
@@ -811,13 +813,36 @@ mod chain_tests {
         let env = Env::fixed(&[("KUBERNETES_SERVICE_HOST", "127.0.0.1"), ("KUBERNETES_SERVICE_PORT", &port_text)], &sa);
         let pods = Api::<Pod>::all(Client { conn: Arc::new(infer(&env).unwrap()) });
         assert!(pods.list(&ListParams::default()).is_ok());
+        let new = FakeApiServer::builder().tls(true).token("sa-token").start();
+        *target.lock() = new.addr();
         drop(old);
-        let new = FakeApiServer::builder().tls(true).token("sa-token").port(port).start();
         let e = pods.list(&ListParams::default()).unwrap_err().to_string();
         assert!(e.contains("is not signed by the CA in") && e.contains("in-cluster ca.crt"), "{e}");
         // The kubelet updates the mounted file: the next request reads it again.
         std::fs::write(sa.join("ca.crt"), new.ca_pem().unwrap()).unwrap();
         assert!(pods.list(&ListParams::default()).is_ok());
+    }
+
+    /// A loopback port that forwards each connection to the address in the returned cell (read
+    /// when the connection is accepted).
+    fn forwarder(to: std::net::SocketAddr) -> (u16, Arc<parking_lot::Mutex<std::net::SocketAddr>>) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let target = Arc::new(parking_lot::Mutex::new(to));
+        let cell = Arc::clone(&target);
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                let Ok(server) = std::net::TcpStream::connect(*cell.lock()) else { continue };
+                for (mut from, mut to) in [(client.try_clone().unwrap(), server.try_clone().unwrap()), (server, client)]
+                {
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(std::net::Shutdown::Both);
+                    });
+                }
+            }
+        });
+        (port, target)
     }
 
     #[test]

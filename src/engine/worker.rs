@@ -27,7 +27,7 @@ use crate::error::{DecodeError, Error, snippet};
 use crate::guard;
 use crate::key::ObjectKey;
 use crate::machine::drift;
-use crate::machine::{Effect, Input, Machine, Next, Step, WatchInput};
+use crate::machine::{Checked, Effect, Input, Machine, Next, Step, WatchInput};
 use crate::notice::{Notice, RelistReason};
 use crate::resource::{PartialObjectMetadata, Watchable};
 use crate::shard::{Follow, Follower, Shard, ShardFilter};
@@ -424,8 +424,8 @@ impl<K: Watchable> Worker<K> {
             }
             self.note_retry_after(e);
         }
-        let outcome = result.map(|meta| {
-            let list_rv = meta.resource_version.unwrap_or_default();
+        let list_rv = result.as_ref().ok().and_then(|meta| meta.resource_version.clone()).unwrap_or_default();
+        let outcome = result.map(|_| {
             let mut check = drift::Check::new(rv, &list_rv, listed, &mut self.drift_suspects);
             self.writer.versions(|key, rv| check.stored(key, rv));
             let mismatched = check.finish();
@@ -434,7 +434,7 @@ impl<K: Watchable> Worker<K> {
                 self.control.name
             );
             self.control.notices.send(Notice::DriftChecked { mismatched });
-            mismatched
+            Checked { mismatched, list: &list_rv }
         });
         Ok(self.machine.step(Input::DriftChecked(outcome), Instant::now()))
     }
@@ -451,16 +451,25 @@ impl<K: Watchable> Worker<K> {
         if self.api.shard.is_some() && !self.shard_probed && (params.send_initial_events || untold) {
             // A streaming list carries no list metadata, so nothing in it says whether the
             // server filters the shard: one metadata-only list of at most one object asks,
-            // once per worker, before its first streaming list or, if that failed, before a
-            // later watch (docs/protocol.md, "Sharded lists and watches").
-            if let Err(e) = self.shard_probe() {
+            // once per worker, before its first streaming list (docs/protocol.md, "Sharded
+            // lists and watches"). A streaming list waits for the answer, so that
+            // `Stats::shard_filter` is known once it completes: a probe that failed fails
+            // this attempt, which is retried after the backoff. Before a plain watch (a
+            // filter still untold), a failed probe is only asked again next time.
+            let failed = match self.shard_probe() {
+                Ok(()) => None,
+                Err(Probe::Refused(e)) => Some(Input::WatchFailed(e)),
+                Err(Probe::Failed(e)) if params.send_initial_events => Some(Input::ProbeFailed(e)),
+                Err(Probe::Failed(_)) => None,
+            };
+            if let Some(input) = failed {
                 if self.stopping() {
                     return Err(Stopped);
                 }
                 if let Some(step) = self.cut_short() {
                     return Ok(step);
                 }
-                return Ok(self.machine.step(Input::WatchFailed(e), Instant::now()));
+                return Ok(self.machine.step(input, Instant::now()));
             }
         }
         let mut stream = match self.http.watch(self.api.target(), params, idle) {
@@ -519,16 +528,19 @@ impl<K: Watchable> Worker<K> {
                     counters::add(&self.control.counters.bytes, bytes.len() as u64 + overhead);
                     let relisting = self.delivery.relisting();
                     if let Some(shard) = &self.api.shard
-                        && !decode::event_in_shard(encoding, bytes, shard)
+                        && let Some(outside) = decode::event_outside_shard(encoding, bytes, shard)
                     {
-                        // Another shard's object: it never arrives (the machine does not see it).
+                        // Another shard's object: it never arrives, but the watch has come as
+                        // far as its version (the machine takes it as a bookmark).
                         if streaming && relisting && !foreign_initial {
                             foreign_initial = true;
                             self.shard_filtered_by(ShardFilter::Client);
                         } else {
                             self.foreign_from_filtering_server(1, &context)?;
                         }
-                        step = Step { effects: Vec::new(), next: Next::ReadOn };
+                        self.control.counters.event_seen(now);
+                        let rv = outside.resource_version.as_deref().unwrap_or_default();
+                        step = self.machine.step(Input::Event(WatchInput::Dropped { resource_version: rv }), now);
                         continue;
                     }
                     match self
@@ -578,9 +590,9 @@ impl<K: Watchable> Worker<K> {
 
     /// Asks the server whether it filters the shard, for a streaming list: a metadata-only list
     /// of at most one object, whose `shardInfo` says it. A server that filtered by another
-    /// selector is an error; one that cannot be asked now (the stream's own request likely
-    /// meets the same trouble) is asked again before the next streaming list.
-    fn shard_probe(&mut self) -> Result<(), Error> {
+    /// selector refused it (`Probe::Refused`); one that could not be asked (`Probe::Failed`)
+    /// is asked again before the next streaming list or watch.
+    fn shard_probe(&mut self) -> Result<(), Probe> {
         counters::add(&self.control.counters.lists, 1);
         let api = self.api.clone().into_metadata();
         let context = api.describe("list (does the server filter the shard?)");
@@ -588,11 +600,12 @@ impl<K: Watchable> Worker<K> {
         match self.http.list::<Error>(api.target(), &params, |_| Ok(())) {
             Ok(meta) => {
                 self.shard_probed = true;
-                self.shard_answered(&meta, &context)
+                self.shard_answered(&meta, &context).map_err(Probe::Refused)
             }
             Err(e) => {
                 log::debug!("{}: {e}", self.control.name);
-                Ok(())
+                self.note_retry_after(&e);
+                Err(Probe::Failed(e))
             }
         }
     }
@@ -695,6 +708,15 @@ impl<K: Watchable> Worker<K> {
             }
         }
     }
+}
+
+/// Why the question whether the server filters the shard went unanswered
+/// (`Worker::shard_probe`).
+enum Probe {
+    /// The server answered that it filtered by another selector than the one sent.
+    Refused(Error),
+    /// The request failed.
+    Failed(Error),
 }
 
 /// A step that does nothing and asks for the next move: what a request a follower's group cut

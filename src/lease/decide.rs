@@ -26,6 +26,7 @@
 //! agree, within that ratio). Every write carries the resourceVersion it read, so of two
 //! replicas racing, one gets 409 Conflict and takes nothing.
 
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::LeaseSpec;
@@ -106,6 +107,23 @@ pub(crate) struct Candidate {
     reported: bool,
     pending: Pending,
     stopping: bool,
+    /// The `renewTime`s (µs since the epoch) of this replica's last writes as holder: a
+    /// record that names us as holder with another `renewTime` was written by another process
+    /// under our identity (a record of ours whose answer was lost is among them).
+    sent: VecDeque<i64>,
+    /// Whether such a record was seen: identities are not unique.
+    twin: bool,
+    /// Before our first write, a live record naming us, as first read: ours (a restarted
+    /// replica's) if it is unchanged a retry period later, a twin's if it changed.
+    probation: Option<LeaseSpec>,
+}
+
+/// How many of our last writes' `renewTime`s are kept to tell ours from a twin's.
+const SENT_KEPT: usize = 8;
+
+/// A `MicroTime` as the server keeps it: whole microseconds.
+fn micros(t: &MicroTime) -> i64 {
+    t.0.as_microsecond()
 }
 
 impl Candidate {
@@ -119,7 +137,17 @@ impl Candidate {
             reported: false,
             pending: Pending::Other,
             stopping: false,
+            sent: VecDeque::new(),
+            twin: false,
+            probation: None,
         }
+    }
+
+    /// Whether another process was seen holding the lease under this replica's identity (it
+    /// wrote a record naming us that we did not write). Such a record counts as another
+    /// holder's: this replica stops leading and waits for it to expire, as for anyone's.
+    pub(crate) fn twin(&self) -> bool {
+        self.twin
     }
 
     /// Until when this replica leads, in its own view: `None` when it does not.
@@ -130,6 +158,11 @@ impl Candidate {
     /// Whether this replica leads at `now`, in its own view.
     pub(crate) fn leading(&self, now: Instant) -> bool {
         self.leading_until().is_some_and(|until| now < until)
+    }
+
+    /// The identity this replica holds the lease as.
+    pub(crate) fn identity(&self) -> &str {
+        &self.identity
     }
 
     /// Whether [`Input::Stop`] was given.
@@ -147,6 +180,9 @@ impl Candidate {
     pub(crate) fn step(&mut self, input: Input, now: Now) -> Step {
         let pending = std::mem::replace(&mut self.pending, Pending::Other);
         let action = self.act(input, pending, now);
+        if let Action::Create(spec) | Action::Update(spec) = &action {
+            self.remember(spec);
+        }
         let leading = self.leading(now.mono);
         let report = match (self.reported, leading) {
             (false, true) => Some(Leadership::Acquired),
@@ -183,6 +219,8 @@ impl Candidate {
                 self.acquire_or_renew(now)
             }
             Input::Wrote { spec, sent } => {
+                // The answer to our own write: what it names is ours, whatever we remember.
+                self.remember(&spec);
                 let ours = self.is_ours(&spec);
                 self.observe(spec, now.mono);
                 if ours && self.renewed.is_none_or(|before| before < sent) {
@@ -238,7 +276,18 @@ impl Candidate {
             return Action::Read;
         };
         let holder = spec.holder_identity.as_deref().unwrap_or_default();
-        let ours = holder == self.identity;
+        if self.sent.is_empty() && !self.twin && self.names_us(spec) {
+            // Ours from a past life, or a twin's that it renews: look again a retry period on.
+            match &self.probation {
+                None => {
+                    self.probation = Some(spec.clone());
+                    return Action::Wait(now.mono + self.timings.retry_period);
+                }
+                Some(first) if first == spec => {}
+                Some(_) => self.twin = true,
+            }
+        }
+        let ours = self.is_ours(spec);
         if !holder.is_empty() && !ours && now.mono.saturating_duration_since(*seen) < lease_duration(spec) {
             return self.wait(now);
         }
@@ -270,6 +319,7 @@ impl Candidate {
     /// Notes the record as seen at `now`: the clock of its lease duration restarts only when it
     /// changed. Someone else's record ends our lead.
     fn observe(&mut self, spec: LeaseSpec, now: Instant) {
+        self.twin |= self.by_twin(&spec);
         if !self.is_ours(&spec) {
             self.renewed = None;
         }
@@ -278,8 +328,35 @@ impl Candidate {
         }
     }
 
+    /// Remembers a record of ours (one we send, or the server's answer to one) as ours: its
+    /// `renewTime`, among the last [`SENT_KEPT`].
+    fn remember(&mut self, spec: &LeaseSpec) {
+        let Some(renewed) = spec.renew_time.as_ref().filter(|_| self.names_us(spec)).map(micros) else { return };
+        if self.sent.contains(&renewed) {
+            return;
+        }
+        if self.sent.len() == SENT_KEPT {
+            self.sent.pop_front();
+        }
+        self.sent.push_back(renewed);
+    }
+
+    /// Whether the record names us as holder and was written by us: before our first write,
+    /// a record naming us is ours unless a twin was seen (a restarted replica takes its lease
+    /// back once it saw it unchanged for a retry period).
     fn is_ours(&self, spec: &LeaseSpec) -> bool {
+        self.names_us(spec) && !self.by_twin(spec)
+    }
+
+    fn names_us(&self, spec: &LeaseSpec) -> bool {
         spec.holder_identity.as_deref() == Some(self.identity.as_str())
+    }
+
+    /// Whether the record names us as holder but is not one of our writes (before our first
+    /// write: once a twin was seen, any record naming us).
+    fn by_twin(&self, spec: &LeaseSpec) -> bool {
+        let not_sent = || spec.renew_time.as_ref().is_none_or(|t| !self.sent.contains(&micros(t)));
+        self.names_us(spec) && if self.sent.is_empty() { self.twin } else { not_sent() }
     }
 
     /// The next try: one retry period on, or earlier: at the end of our lead, so that `Lost` is
@@ -412,6 +489,98 @@ mod tests {
             assert_eq!(spec.acquire_time, Some(MicroTime(now.wall)));
             assert_eq!(spec.renew_time, Some(MicroTime(now.wall)));
         }
+    }
+
+    /// A replica restarted under its old identity finds the lease naming it, written by its
+    /// previous life: unchanged a retry period later, it takes it back (client-go takes it at
+    /// once; the retry period tells a past life from a twin that renews it).
+    #[test]
+    fn a_restarted_replica_takes_its_lease_back_after_a_retry_period() {
+        let mut clock = Clock::new("2026-11-26T12:00:00Z");
+        let mut a = candidate("a");
+        a.step(Input::Tick, clock.now());
+        let old = held_by("a", "2026-11-26T11:59:59Z");
+        let step = a.step(Input::Read(Some(old.clone())), clock.now());
+        assert_eq!(step, Step { action: Action::Wait(clock.at(ms(2000))), report: None });
+        let now = clock.advance(ms(2000));
+        assert_eq!(a.step(Input::Tick, now).action, Action::Read);
+        let step = a.step(Input::Read(Some(old)), now);
+        assert_eq!(update(&step).holder_identity.as_deref(), Some("a"));
+        assert_eq!(update(&step).lease_transitions, Some(3), "the same holder: no transition");
+        assert!(!a.twin());
+    }
+
+    /// A newcomer whose identity's lease is renewed by another process meanwhile is a twin:
+    /// it says so and waits as a standby, never writing while the other renews.
+    #[test]
+    fn a_newcomer_that_sees_its_identitys_lease_renewed_is_a_twin() {
+        let mut clock = Clock::new("2026-11-26T12:00:00Z");
+        let mut b = candidate("a");
+        b.step(Input::Tick, clock.now());
+        b.step(Input::Read(Some(held_by("a", "2026-11-26T11:59:59Z"))), clock.now());
+        let now = clock.advance(ms(2000));
+        b.step(Input::Tick, now);
+        let step = b.step(Input::Read(Some(held_by("a", "2026-11-26T12:00:01Z"))), now);
+        assert!(matches!(step.action, Action::Wait(_)), "{step:?}");
+        assert!(b.twin());
+        for i in 0..20 {
+            let now = clock.advance(ms(2000));
+            b.step(Input::Tick, now);
+            let renewed = format!("2026-11-26T12:00:{:02}Z", 3 + 2 * i);
+            let step = b.step(Input::Read(Some(held_by("a", &renewed))), now);
+            assert!(matches!(step.action, Action::Wait(_)), "{step:?}");
+        }
+    }
+
+    /// A record naming us that we did not write is a twin's (another process with our
+    /// identity): we stop leading, say so, and wait for it to expire as for anyone's; then
+    /// we take it as a new holder.
+    #[test]
+    fn a_record_of_ours_we_did_not_write_is_a_twins() {
+        let mut clock = Clock::new("2026-11-26T12:00:00Z");
+        let mut a = candidate("a");
+        a.step(Input::Tick, clock.now());
+        let step = a.step(Input::Read(None), clock.now());
+        let created = update(&step).clone();
+        let step = a.step(Input::Wrote { spec: created, sent: clock.now().mono }, clock.now());
+        assert_eq!(step.report, Some(Leadership::Acquired));
+        // The fast renewal is refused: another process wrote the lease, naming "a".
+        let now = clock.advance(ms(2000));
+        assert!(matches!(a.step(Input::Tick, now).action, Action::Update(_)));
+        assert_eq!(a.step(Input::Failed { conflict: true }, now).action, Action::Read);
+        let twins = held_by("a", "2026-11-26T12:00:01.5Z");
+        let step = a.step(Input::Read(Some(twins.clone())), now);
+        assert_eq!(step, Step { action: Action::Wait(now.mono + ms(2000)), report: Some(Leadership::Lost) });
+        assert!(a.twin());
+        // Renewed by the twin no more: 15 s after we saw it, ours to take, as a new holder.
+        let now = clock.advance(ms(15_000));
+        let step = a.step(Input::Read(Some(twins)), now);
+        let spec = update(&step);
+        assert_eq!(spec.holder_identity.as_deref(), Some("a"));
+        assert_eq!(spec.lease_transitions, Some(4));
+        assert_eq!(spec.acquire_time, Some(MicroTime(now.wall)));
+    }
+
+    /// Our own renewal whose answer was lost (a timeout) is still ours when read back: no twin.
+    #[test]
+    fn our_own_write_whose_answer_was_lost_is_ours() {
+        let mut clock = Clock::new("2026-11-26T12:00:00.123456789Z");
+        let mut a = candidate("a");
+        a.step(Input::Tick, clock.now());
+        let step = a.step(Input::Read(None), clock.now());
+        let created = update(&step).clone();
+        a.step(Input::Wrote { spec: created, sent: clock.now().mono }, clock.now());
+        let now = clock.advance(ms(2000));
+        let step = a.step(Input::Tick, now);
+        // The server keeps microseconds: the record read back is ours, truncated.
+        let mut landed = update(&step).clone();
+        let sent = landed.renew_time.clone().unwrap().0;
+        landed.renew_time = Some(MicroTime(Timestamp::from_microsecond(sent.as_microsecond()).unwrap()));
+        assert_eq!(a.step(Input::Failed { conflict: false }, now).action, Action::Read);
+        let step = a.step(Input::Read(Some(landed)), now);
+        assert_eq!(update(&step).holder_identity.as_deref(), Some("a"));
+        assert!(a.leading(now.mono));
+        assert!(!a.twin());
     }
 
     /// A standby wakes at the moment the holder's lease expires in its eyes, not up to a retry
@@ -591,10 +760,18 @@ mod tests {
         assert_eq!(spec.lease_transitions, Some(3));
         // Raced by our own renewal: read, release again; then done.
         assert_eq!(a.step(Input::Failed { conflict: true }, now).action, Action::Read);
-        let again = a.step(Input::Read(Some(held_by("a", "2026-11-26T12:00:00.5Z"))), now);
+        let again = a.step(Input::Read(Some(held_by("a", "2026-11-26T12:00:00Z"))), now);
         assert!(matches!(again.action, Action::Update(_)));
         assert_eq!(again.report, None);
         assert_eq!(a.step(Input::Wrote { spec: spec.clone(), sent: now.mono }, now).action, Action::Done);
+        // Raced by a twin (another process named "a"): its lease is not ours to release.
+        let mut twin = candidate("a");
+        twin.step(Input::Read(Some(held_by("a", "2026-11-26T11:59:58Z"))), clock.now());
+        twin.step(Input::Wrote { spec: held_by("a", "2026-11-26T12:00:00Z"), sent: clock.now().mono }, clock.now());
+        assert!(matches!(twin.step(Input::Stop, now).action, Action::Update(_)));
+        assert_eq!(twin.step(Input::Failed { conflict: true }, now).action, Action::Read);
+        let raced = twin.step(Input::Read(Some(held_by("a", "2026-11-26T12:00:00.7Z"))), now);
+        assert_eq!(raced.action, Action::Done);
         // A standby has nothing to release.
         let mut b = candidate("b");
         b.step(Input::Read(Some(held_by("a", "2026-11-26T11:59:58Z"))), now);

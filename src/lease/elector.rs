@@ -116,6 +116,7 @@ impl Runner {
             stop: stop_rx,
             timings,
             told: false,
+            refused: None,
         };
         let handle = std::thread::Builder::new()
             .name(thread.to_owned())
@@ -167,14 +168,14 @@ impl LeaderElector {
     ///
     /// # Errors
     /// [`Error::Config`] when `timings` break client-go's rules (see [`LeaseTimings`]), `name`
-    /// or `identity` is empty, or `api` has no namespace; [`Error::Spawn`] when the thread
+    /// cannot name a Lease (an RFC 1123 subdomain: lower-case letters, digits, '-' and '.', at
+    /// most 253 characters, as the API server requires), `identity` is empty, or `api` has no
+    /// namespace; [`Error::Spawn`] when the thread
     /// cannot start. Errors from the server do not end the elector: it retries every retry
     /// period (and logs them at debug level).
     pub fn start(api: Api<Lease>, name: &str, identity: &str, timings: LeaseTimings) -> Result<LeaderElector> {
         timings.validate()?;
-        if name.is_empty() {
-            return Err(Error::config("name", "the lease needs a name"));
-        }
+        super::check_name("name", name, 253)?;
         if identity.is_empty() {
             return Err(Error::config("identity", "must not be empty (an empty holder means a released lease)"));
         }
@@ -278,6 +279,12 @@ pub(crate) trait Hook: Send {
     );
     /// Stopping, before the release is sent.
     fn stopping(&mut self);
+    /// Why `lease` (as read) is not this member's to hold, if it is not: a Lease of another
+    /// group, or an elector's, under the name this member's would have.
+    fn foreign(&self, lease: &Lease) -> Option<String>;
+    /// This member cannot take part, and why (said once per reason; it holds nothing
+    /// meanwhile).
+    fn refused(&mut self, why: &str);
 }
 
 /// The elector's thread (and a shard group's: `group.rs`).
@@ -296,6 +303,8 @@ pub(crate) struct Worker {
     timings: LeaseTimings,
     /// Whether the owner was last told `Acquired`.
     told: bool,
+    /// The last reason this replica could not take part, as said (once per reason).
+    refused: Option<String>,
 }
 
 impl Worker {
@@ -305,13 +314,14 @@ impl Worker {
         loop {
             let mut action = self.step(input);
             if self.shared.stopping.load(Ordering::SeqCst) && !self.candidate.stopping() {
-                // The agent was shut down to cut a request: release on a fresh one.
-                let bound = self.timings.retry_period.min(RELEASE_BOUND);
-                release_by = Some(Instant::now() + bound);
+                // The agent was shut down to cut a request: release on a fresh one. The hook
+                // waits first (bounded on its own); the release's bound starts after it.
                 self.http = self.api.http();
                 if let Some(hook) = &mut self.hook {
                     hook.stopping();
                 }
+                let bound = self.timings.retry_period.min(RELEASE_BOUND);
+                release_by = Some(Instant::now() + bound);
                 action = self.step(Input::Stop);
             }
             if release_by.is_some_and(|by| Instant::now() >= by) {
@@ -333,6 +343,14 @@ impl Worker {
     /// told `Acquired` finds `is_leader()` true.
     fn step(&mut self, input: Input) -> Action {
         let step = self.candidate.step(input, now());
+        if self.candidate.twin() {
+            let why = format!(
+                "lease {:?}: another process holds it as {:?}: each replica needs an identity of its own; this one leads only when that process's lease expires",
+                self.name,
+                self.candidate.identity()
+            );
+            self.refuse(why);
+        }
         {
             let mut until = self.shared.leading_until.lock();
             // Once stopping, `stop` has cleared it for good.
@@ -386,10 +404,45 @@ impl Worker {
         self.http.set_timeout(Some(timeout.max(Duration::from_millis(1))));
     }
 
+    /// Says once why this replica cannot take part (an error in the log, and the group's
+    /// changes).
+    fn refuse(&mut self, why: String) {
+        if self.refused.as_ref() == Some(&why) {
+            return;
+        }
+        log::error!("{why}");
+        if let Some(hook) = &mut self.hook {
+            hook.refused(&why);
+        }
+        self.refused = Some(why);
+    }
+
+    /// Why a Lease read is not this replica's to hold, if it is not: an elector never takes
+    /// a shard group member's Lease; a member, only its own group's.
+    fn foreign(&self, lease: &Lease) -> Option<String> {
+        match &self.hook {
+            Some(hook) => hook.foreign(lease),
+            None => {
+                let group = lease.metadata.labels.as_ref()?.get(super::GROUP_LABEL)?;
+                Some(format!(
+                    "lease {:?} belongs to a member of the shard group {group:?} (label {}): give the elector's Lease a name of its own",
+                    self.name,
+                    super::GROUP_LABEL
+                ))
+            }
+        }
+    }
+
     fn read(&mut self, release_by: Option<Instant>) -> Input {
         self.bound(release_by);
         match self.api.get_on(&self.http, &self.name) {
             Ok(lease) => {
+                if let Some(why) = self.foreign(&lease) {
+                    // Never written: it is someone else's, whoever holds it.
+                    self.lease = None;
+                    self.refuse(why);
+                    return Input::Failed { conflict: false };
+                }
                 let spec = lease.spec.clone().unwrap_or_default();
                 self.lease = Some(lease);
                 Input::Read(Some(spec))
@@ -458,4 +511,58 @@ fn wall_now() -> Timestamp {
     let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     let secs = i64::try_from(since.as_secs()).unwrap_or(i64::MAX);
     Timestamp::new(secs, since.subsec_nanos().try_into().unwrap_or(0)).unwrap_or(Timestamp::UNIX_EPOCH)
+}
+
+#[cfg(all(test, feature = "testing"))]
+mod tests {
+    use super::*;
+    use crate::testing::FakeApiServer;
+    use crate::wire::client::Client;
+
+    /// A hook whose `stopping` takes as long as a shard group's may (it waits up to a retry
+    /// period for its watchers to empty their stores).
+    struct SlowToStop(Duration);
+
+    impl Hook for SlowToStop {
+        fn decorate(&mut self, _: &mut Lease) {}
+        fn wrote(&mut self, _: &Lease) {}
+        fn wait(&mut self, _: &Api<Lease>, _: &mut Http, stop: &Receiver<()>, _: Option<Instant>, until: Instant) {
+            select! {
+                recv(stop) -> _ => {}
+                recv(after(until.saturating_duration_since(Instant::now()))) -> _ => {}
+            }
+        }
+        fn stopping(&mut self) {
+            std::thread::sleep(self.0);
+        }
+        fn foreign(&self, _: &Lease) -> Option<String> {
+            None
+        }
+        fn refused(&mut self, _: &str) {}
+    }
+
+    /// The release is bounded from when it starts, after the hook's wait: a hook that waits
+    /// its whole bound does not leave the release without time (it was skipped, and the
+    /// others waited for the Lease to expire).
+    #[test]
+    fn the_release_goes_out_after_a_hook_that_waits_its_whole_bound() {
+        let server = FakeApiServer::start();
+        let api: Api<Lease> = Api::namespaced(Client::from_url(&server.url()).unwrap(), "default");
+        let timings = LeaseTimings {
+            lease_duration: Duration::from_secs(6),
+            renew_deadline: Duration::from_secs(4),
+            retry_period: Duration::from_millis(200),
+        };
+        let hook = Box::new(SlowToStop(timings.retry_period));
+        let runner = Runner::start(api, "slow", "me", timings, Some(hook), "kw-test-lease").unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !runner.shared.leader_at(Instant::now()) {
+            assert!(Instant::now() < deadline, "never led");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        runner.stop();
+        let lease = server.get::<Lease>(Some("default"), "slow").unwrap();
+        let holder = lease.spec.and_then(|s| s.holder_identity).unwrap_or_default();
+        assert_eq!(holder, "", "the Lease was released");
+    }
 }

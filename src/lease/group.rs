@@ -26,8 +26,8 @@ use crate::wire::api::Api;
 use crate::wire::http::Http;
 use crate::wire::request::ListParams;
 
-/// The label that names a member's group on its Lease.
-pub(crate) const GROUP_LABEL: &str = "kube-watcher.io/shard-group";
+use super::GROUP_LABEL;
+
 /// Room for the watch's events on their way to the group's thread (beyond it they are dropped:
 /// the store still has them, and the thread looks at the store).
 const WATCH_CHANNEL: usize = 64;
@@ -45,6 +45,13 @@ pub enum GroupChange {
     /// This member's share now: `None` while it may hold nothing (it is joining, waiting for
     /// another member to let go, or could not renew its lease).
     Shard(Option<Shard>),
+    /// This member cannot take part, and why: its Lease name (`<group>-<identity>`) is taken
+    /// by a Lease that is not this group's (another group's member, or a
+    /// [`LeaderElector`](crate::LeaderElector)'s), or another process holds its Lease under
+    /// the same identity. It holds nothing meanwhile (and keeps trying, in case the other
+    /// goes away); sent once per reason, also logged as an error. A configuration error:
+    /// stop, and give the group or the identity another name.
+    Conflict(String),
 }
 
 /// One replica's membership in a shard group: the replicas that run it split the hash space of
@@ -128,26 +135,6 @@ struct View {
     allowed: Ranges,
 }
 
-/// Checks a name part of a Lease name (RFC 1123: lower-case letters, digits, '-' and '.',
-/// starting and ending with a letter or digit).
-fn check_name(field: &str, value: &str, max: usize) -> Result<()> {
-    let ok = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
-    let valid = !value.is_empty()
-        && value.len() <= max
-        && value.chars().all(|c| ok(c) || c == '-' || c == '.')
-        && value.starts_with(ok)
-        && value.ends_with(ok);
-    if valid {
-        return Ok(());
-    }
-    Err(Error::config(
-        field,
-        format!(
-            "{value:?}: must be 1 to {max} lower-case letters, digits, '-' or '.', starting and ending with a letter or digit (it names a Lease)"
-        ),
-    ))
-}
-
 impl ShardGroup {
     /// Joins the shard group `group` in `api`'s namespace as `identity` (unique per replica:
     /// a pod name). Returns at once; the share follows on [`changes`](Self::changes) (a lone
@@ -163,8 +150,8 @@ impl ShardGroup {
     /// from the server do not end the membership: it retries every retry period.
     pub fn join(api: Api<Lease>, group: &str, identity: &str, timings: LeaseTimings) -> Result<ShardGroup> {
         timings.validate()?;
-        check_name("group", group, 63)?;
-        check_name("identity", identity, 253 - 1 - group.len())?;
+        super::check_name("group", group, 63)?;
+        super::check_name("identity", identity, 253 - 1 - group.len())?;
         if api.namespace().is_none() {
             return Err(Error::config("api", "leases are namespaced: use Api::namespaced"));
         }
@@ -591,6 +578,27 @@ impl Hook for GroupHook {
             }
             next = self.look(api, http, renewed, false);
         }
+    }
+
+    fn foreign(&self, lease: &Lease) -> Option<String> {
+        let name = lease.metadata.name.as_deref().unwrap_or_default();
+        let label = lease.metadata.labels.as_ref().and_then(|l| l.get(GROUP_LABEL));
+        let holder = lease.spec.as_ref().and_then(|s| s.holder_identity.as_deref()).unwrap_or_default();
+        match label {
+            Some(group) if *group == self.group => None,
+            Some(group) => Some(format!(
+                "lease {name:?} belongs to the shard group {group:?} (its member {holder:?}), not to {:?}: member {:?} of {:?} would have the same Lease name; give the group or the identity another name",
+                self.group, self.me, self.group
+            )),
+            None => Some(format!(
+                "lease {name:?} is not a shard group's (no label {GROUP_LABEL}; a LeaderElector's, held by {holder:?}?): member {:?} of {:?} would have the same Lease name; give the group, the identity or the elector's Lease another name",
+                self.me, self.group
+            )),
+        }
+    }
+
+    fn refused(&mut self, why: &str) {
+        let _ = self.changes.send(GroupChange::Conflict(why.to_owned()));
     }
 
     fn stopping(&mut self) {

@@ -32,6 +32,10 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 
+/// The label that names a shard group member's group on its Lease (an elector's Lease never
+/// carries it).
+pub(crate) const GROUP_LABEL: &str = "kube-watcher.io/shard-group";
+
 /// client-go's `JitterFactor`: the renew deadline must exceed 1.2 retry periods.
 const JITTER_FACTOR: f64 = 1.2;
 
@@ -117,6 +121,26 @@ impl LeaseTimings {
     }
 }
 
+/// Checks a Lease name, or a part of one, as kube-apiserver checks object names: an RFC 1123
+/// subdomain (dot-separated parts of lower-case letters, digits and '-', each starting and
+/// ending with a letter or digit), here at most `max` characters. Two such parts joined by a
+/// '-' make one too.
+fn check_name(field: &str, value: &str, max: usize) -> Result<()> {
+    let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    let part = |p: &str| {
+        !p.is_empty() && p.chars().all(|c| alnum(c) || c == '-') && p.starts_with(alnum) && p.ends_with(alnum)
+    };
+    if !value.is_empty() && value.len() <= max && value.split('.').all(part) {
+        return Ok(());
+    }
+    Err(Error::config(
+        field,
+        format!(
+            "{value:?}: must be 1 to {max} characters, dot-separated parts of lower-case letters, digits and '-', each starting and ending with a letter or digit (it names a Lease; the API server would refuse it)"
+        ),
+    ))
+}
+
 /// A change of leadership, as [`LeaderElector::changes`](crate::LeaderElector::changes) reports
 /// it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -155,6 +179,21 @@ mod tests {
         assert_eq!(LeaseTimings::default(), timings(15.0, 10.0, 2.0));
         LeaseTimings::default().validate().unwrap();
         assert_eq!(LeaseTimings::default().lease_seconds(), 15);
+    }
+
+    /// Names kube-apiserver refuses (as tests/real checks for the same rule) are refused
+    /// before any request.
+    #[test]
+    fn lease_names_are_rfc_1123_subdomains() {
+        for good in ["a", "pod-indexer", "web-0", "a.b", "a-b.c-d.e", "0"] {
+            check_name("identity", good, 253).unwrap();
+        }
+        for bad in ["", "a..b", ".a", "a.", "-a", "a-", "a.-b", "a-.b", "A", "a_b", "a b", "ä"] {
+            let e = check_name("identity", bad, 253).unwrap_err().to_string();
+            assert!(e.contains("identity") && e.contains(&format!("{bad:?}")), "{bad:?}: {e}");
+        }
+        assert!(check_name("group", &"a".repeat(64), 63).is_err());
+        check_name("group", &"a".repeat(63), 63).unwrap();
     }
 
     #[test]

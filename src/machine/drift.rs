@@ -1,7 +1,13 @@
 //! The drift check's comparison: a metadata-only list (key → resourceVersion) against the store.
 //!
-//! The list is at resourceVersion `list` ≥ the store's position `pos` (it was asked for with
-//! `NotOlderThan` `pos`). Only differences that no change after `pos` can explain are drift:
+//! The list is at resourceVersion `list`, and the store's position `pos` is how far its watch is
+//! known to have come: every change of the watch's scope up to `pos` has reached it. That is the
+//! resume RV, or, when newer, the list version of the last check once a watch opened after that
+//! check ended cleanly (a watch is sent every change after its RV first, so it has covered that
+//! version even when none of those changes were in its scope: `Machine::drift_position`). The
+//! resume RV alone is not enough: lists carry the whole cluster's version, and without bookmarks
+//! a quiet scope's resume RV never reaches it. Only differences that no change after `pos` can
+//! explain are drift:
 //! - a listed object at a version ≤ `pos` must be in the store at exactly that version;
 //! - a stored object missing from the list was deleted at some version ≤ `list`. When
 //!   `list == pos` that delete should have reached us: drift. Otherwise it may have happened

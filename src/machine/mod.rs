@@ -83,17 +83,47 @@ pub(crate) enum Input<'a> {
     Idle,
     /// The watch request or stream failed.
     WatchFailed(Error),
-    /// A drift check finished: how many objects were out of step, or why it could not tell.
-    DriftChecked(Result<usize, Error>),
+    /// A sharded watcher's streaming list was not requested: the list that asks first whether
+    /// the server filters the shard failed. It says nothing about streaming lists: they are
+    /// retried after the backoff.
+    ProbeFailed(Error),
+    /// A drift check finished: how many objects were out of step and the version of the list
+    /// it compared with, or why it could not tell.
+    DriftChecked(Result<Checked<'a>, Error>),
 }
 
 /// A watch event, reduced to what the machine needs; the worker keeps the object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum WatchInput<'a> {
-    Added { resource_version: &'a str },
-    Modified { resource_version: &'a str },
-    Deleted { resource_version: &'a str },
-    Bookmark { resource_version: &'a str, initial_events_end: bool },
+    Added {
+        resource_version: &'a str,
+    },
+    Modified {
+        resource_version: &'a str,
+    },
+    Deleted {
+        resource_version: &'a str,
+    },
+    Bookmark {
+        resource_version: &'a str,
+        initial_events_end: bool,
+    },
+    /// An object event a sharded watcher dropped unread (another shard's object: `Config::shard`
+    /// with a server that does not filter). The store does not change, but the watch has come
+    /// this far: like a bookmark, it moves the resume RV and the version the store reflects
+    /// (every change of the shard's objects up to it has arrived) (docs/protocol.md §14.4).
+    Dropped {
+        resource_version: &'a str,
+    },
+}
+
+/// What a drift check found (`Input::DriftChecked`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Checked<'a> {
+    /// Objects out of step with the server.
+    pub(crate) mismatched: usize,
+    /// The resourceVersion of the list the store was compared with (empty: none sent).
+    pub(crate) list: &'a str,
 }
 
 /// What one [`Machine::step`] asks of the worker: effects to apply in order, then one next move.
@@ -136,8 +166,9 @@ pub(crate) enum Next {
     /// Request one list page, apply each of its items to the relist in progress (as
     /// `Effect::InitApply` does), then feed back `Input::Page` or `Input::ListFailed`.
     List(ListParams),
-    /// Compare the store with a metadata-only list made with these parameters, at the store's
-    /// resourceVersion `rv`; feed back `Input::DriftChecked`.
+    /// Compare the store with a metadata-only list made with these parameters; `rv` is how far
+    /// the watch is known to have come (`src/machine/drift.rs`): the resume RV, or the list
+    /// version of the last check once a later watch covered it. Feed back `Input::DriftChecked`.
     DriftCheck { params: ListParams, rv: String },
     /// Open a watch; `idle` is the per-read timeout to use.
     Watch { params: WatchParams, idle: Duration },
@@ -197,6 +228,13 @@ pub(crate) struct Machine {
     last_sync: Option<Instant>,
     /// When the store was last known to match the server: a completed sync or drift check.
     last_verified: Option<Instant>,
+    /// The list version of the last drift check that found nothing out of step, until a watch
+    /// opened after it ends cleanly (see `Machine::drift_position`).
+    checked_at: Option<String>,
+    /// A version the watch has covered although its own position (moved only by the events
+    /// and bookmarks of its scope) may be older: a drift check's list version, after a watch
+    /// opened after that check ended cleanly. Forgotten at every sync.
+    covered: Option<String>,
 }
 
 /// A state to be in and the move that leaves it: what each handler returns.
@@ -213,6 +251,8 @@ impl Machine {
             streaming_unsupported: false,
             last_sync: None,
             last_verified: None,
+            checked_at: None,
+            covered: None,
         }
     }
 
@@ -303,6 +343,9 @@ impl Machine {
                 fx.push(Effect::InitApply);
                 (State::StreamInit { resume, opened, last_seen: now }, Next::ReadOn)
             }
+            // Another shard's initial object: nothing to apply, and, as every initial event's,
+            // its version says nothing of the list's (docs/protocol.md §2.3).
+            Input::Event(WatchInput::Dropped { .. }) => (State::StreamInit { resume, opened, last_seen }, Next::ReadOn),
             Input::Event(WatchInput::Bookmark { resource_version, initial_events_end: true }) => {
                 self.progress();
                 self.last_sync = Some(now);
@@ -323,6 +366,8 @@ impl Machine {
                 fallback(self, "the stream ended before the end-of-initial-events bookmark", fx, resume)
             }
             Input::WatchFailed(e) => self.recover(e, Failed::StreamInit { resume }, now, fx),
+            // Nothing began: no relist in progress to abandon.
+            Input::ProbeFailed(e) => self.fail(e, true, State::Sync { resume, reason: RelistReason::Error }, now, fx),
             input => self.unexpected(State::StreamInit { resume, opened, last_seen }, input, now, fx),
         }
     }
@@ -342,7 +387,9 @@ impl Machine {
                         fx.push(Effect::Delete);
                         resource_version
                     }
-                    WatchInput::Bookmark { resource_version, .. } => resource_version,
+                    WatchInput::Bookmark { resource_version, .. } | WatchInput::Dropped { resource_version } => {
+                        resource_version
+                    }
                 };
                 if !fx.is_empty() {
                     self.progress();
@@ -368,6 +415,11 @@ impl Machine {
             }
             Input::WatchEnded => {
                 log::trace!("watch ended cleanly at resourceVersion {rv}");
+                // Opened after the last drift check, it was sent every change of its scope up to
+                // that check's list first: it has covered that version, events or not.
+                if let Some(list) = self.checked_at.take() {
+                    self.covered = Some(list);
+                }
                 self.request(State::Watch { rv }, now, fx)
             }
             Input::WatchFailed(e) => self.recover(e, Failed::Watch { rv }, now, fx),
@@ -376,11 +428,20 @@ impl Machine {
     }
 
     /// A drift check finished.
-    fn on_drift_checked(&mut self, rv: String, result: Result<usize>, now: Instant, fx: &mut Vec<Effect>) -> Then {
+    fn on_drift_checked(
+        &mut self,
+        rv: String,
+        result: Result<Checked<'_>>,
+        now: Instant,
+        fx: &mut Vec<Effect>,
+    ) -> Then {
         self.last_verified = Some(now);
         match result {
-            Ok(0) => self.request(State::Watch { rv }, now, fx),
-            Ok(n) => {
+            Ok(Checked { mismatched: 0, list }) => {
+                self.checked_at = known(list);
+                self.request(State::Watch { rv }, now, fx)
+            }
+            Ok(Checked { mismatched: n, .. }) => {
                 log::info!("drift check: {n} objects out of step with the server; relisting");
                 self.request(State::Sync { resume: None, reason: RelistReason::Drift }, now, fx)
             }
@@ -453,6 +514,9 @@ impl Machine {
         match state {
             State::Sync { resume, reason } => {
                 fx.push(Effect::Relist(reason));
+                // What a watch covered is of the store before the sync.
+                self.checked_at = None;
+                self.covered = None;
                 if self.config.wants_streaming() && !self.streaming_unsupported {
                     let rv = resume.clone().or_else(|| self.any_rv());
                     let timeout = self.watch_timeout(now);
@@ -482,7 +546,8 @@ impl Machine {
                         version_match: Some(VersionMatch::NotOlderThan),
                         ..ListParams::default()
                     };
-                    return (State::Checking { rv: rv.clone() }, Next::DriftCheck { params, rv });
+                    let at = self.drift_position(&rv);
+                    return (State::Checking { rv }, Next::DriftCheck { params, rv: at });
                 }
                 let timeout = self.watch_timeout(now);
                 let stall = self.stall_for(timeout);
@@ -554,6 +619,19 @@ impl Machine {
         let next =
             left(self.config.relist_interval, self.last_sync).min(left(self.config.drift_check, self.last_verified));
         if next == Duration::MAX { base } else { base.min(next).max(Duration::from_secs(1)) }
+    }
+
+    /// How far the watch is known to have come, for a drift check: its resume RV, or what it
+    /// covered (`covered`) when that is newer. The resume RV moves only with the events and
+    /// bookmarks of the watch's scope, so without bookmarks a quiet scope (a namespace of a
+    /// watcher over several, say) stays behind the lists' versions, which are the whole
+    /// cluster's: its checks could then never confirm a suspect (`drift.rs`). Numeric
+    /// versions only, as `drift.rs` compares them.
+    fn drift_position(&self, rv: &str) -> String {
+        match (&self.covered, rv.parse::<u64>()) {
+            (Some(covered), Ok(at)) if covered.parse::<u64>().is_ok_and(|c| c > at) => covered.clone(),
+            _ => rv.to_owned(),
+        }
     }
 
     fn stall_for(&self, timeout: Duration) -> Duration {
@@ -793,6 +871,38 @@ mod tests {
         let step = m.step(Input::WatchEnded, now + Duration::from_secs(60));
         assert_eq!(watch_params(&step.next).resource_version.as_deref(), Some("50"));
         assert!(effects(&step).is_empty(), "a clean end re-watches without relisting: {step:?}");
+    }
+
+    /// An event of another shard, dropped unread by a sharded watcher whose server does not
+    /// filter, moves the watch on as a bookmark does: resuming from the last event of its own
+    /// shard would meet 410 Gone sooner than needed. Among a streaming list's initial events it
+    /// moves nothing.
+    #[test]
+    fn a_dropped_event_of_another_shard_moves_the_resume_rv_as_a_bookmark_does() {
+        let (mut m, now) = watching(Config::default(), "42");
+        m.step(Input::Event(WatchInput::Added { resource_version: "43" }), now);
+        let step = m.step(Input::Event(WatchInput::Dropped { resource_version: "47" }), now);
+        assert_eq!(step, read_on(&[Effect::Reached("47".into())]));
+        let step = m.step(Input::Event(WatchInput::Dropped { resource_version: "" }), now);
+        assert_eq!(step, read_on(&[]), "no version read: nothing moves");
+        // Data arrived: the stall clock restarts (a shard group's follower reads with a short
+        // idle timeout, and a watch of only other shards' events is not a dead one).
+        let State::Watching { stall, .. } = m.state.clone() else { panic!() };
+        let later = now + stall - Duration::from_secs(1);
+        m.step(Input::Event(WatchInput::Dropped { resource_version: "48" }), later);
+        assert_eq!(m.step(Input::Idle, now + stall), read_on(&[]));
+        // It counts as an event: a watch that saw only dropped ones and ended at once is fine.
+        let step = m.step(Input::WatchEnded, now + stall);
+        assert_eq!(watch_params(&step.next).resource_version.as_deref(), Some("48"));
+        assert!(effects(&step).is_empty(), "{step:?}");
+        // Streaming: an initial event of another shard neither applies nor moves anything.
+        let mut m = Machine::new(Config::default().streaming_lists(), 1);
+        m.step(Input::Start, now);
+        m.step(Input::WatchOpened, now);
+        let step = m.step(Input::Event(WatchInput::Dropped { resource_version: "3" }), now);
+        assert_eq!(step, read_on(&[]));
+        let marker = WatchInput::Bookmark { resource_version: "9", initial_events_end: true };
+        assert_eq!(m.step(Input::Event(marker), now), read_on(&[Effect::InitDone(Some("9".into()))]));
     }
 
     /// A relist in progress counts from `InitDone`: until then the store shows, and reports the
@@ -1039,7 +1149,7 @@ mod tests {
         assert_eq!((params.version_match, params.limit), (Some(VersionMatch::NotOlderThan), None));
         // In step: watch on, and the next check is a full interval away.
         let later = now + Duration::from_secs(32);
-        let step = m.step(Input::DriftChecked(Ok(0)), later);
+        let step = m.step(Input::DriftChecked(Ok(Checked { mismatched: 0, list: "7" })), later);
         assert_eq!(watch_params(&step.next).timeout, Duration::from_secs(30));
         m.step(Input::WatchOpened, later);
         let step = m.step(Input::WatchEnded, later + Duration::from_secs(30));
@@ -1047,12 +1157,49 @@ mod tests {
         // A mismatch relists; a failed check is reported and the watch goes on.
         let mut m2 = Machine::new(Config::default(), 1);
         m2.state = State::Checking { rv: "6".into() };
-        let step = m2.step(Input::DriftChecked(Ok(2)), later);
+        let step = m2.step(Input::DriftChecked(Ok(Checked { mismatched: 2, list: "7" })), later);
         assert!(step.effects.contains(&Effect::Relist(RelistReason::Drift)), "{step:?}");
         m2.state = State::Checking { rv: "6".into() };
         let step = m2.step(Input::DriftChecked(Err(Error::transport("drift", "reset"))), later);
         assert!(matches!(step.effects[0], Effect::Report(_)), "{step:?}");
         assert_eq!(watch_params(&step.next).resource_version.as_deref(), Some("6"));
+    }
+
+    /// Without bookmarks a quiet scope's resume RV stays at its last own event, while the lists
+    /// of its drift checks are at the cluster's version: its checks could never confirm a
+    /// suspect. A watch opened after a check that ends cleanly has covered that check's list
+    /// version, and the next check is made at it; a watch that failed covers nothing, and a
+    /// sync forgets it.
+    #[test]
+    fn a_drift_check_is_made_at_what_a_clean_watch_after_the_last_one_covered() {
+        let config = Config::default().drift_check(Duration::from_secs(30));
+        let (mut m, now) = watching(config, "5");
+        let at = |step: &Step| match &step.next {
+            Next::DriftCheck { params, rv } => (rv.clone(), params.resource_version.clone().unwrap_or_default()),
+            other => panic!("expected a drift check, got {other:?}"),
+        };
+        let t = |s: u64| now + Duration::from_secs(s);
+        assert_eq!(at(&m.step(Input::WatchEnded, t(31))), ("5".into(), "5".into()));
+        m.step(Input::DriftChecked(Ok(Checked { mismatched: 0, list: "20" })), t(31));
+        // The next watch fails: it covered nothing.
+        m.step(Input::WatchOpened, t(31));
+        m.step(Input::WatchFailed(Error::transport("watch", "reset")), t(40));
+        assert_eq!(at(&m.step(Input::Start, t(62))), ("5".into(), "5".into()));
+        m.step(Input::DriftChecked(Ok(Checked { mismatched: 0, list: "21" })), t(62));
+        // This one ends cleanly, without an event: it was sent everything up to 21.
+        m.step(Input::WatchOpened, t(62));
+        let step = m.step(Input::WatchEnded, t(93));
+        assert_eq!(at(&step), ("21".into(), "5".into()), "compared at 21, watching on from 5");
+        // A resume RV newer than what was covered wins.
+        m.step(Input::DriftChecked(Ok(Checked { mismatched: 0, list: "22" })), t(93));
+        m.step(Input::WatchOpened, t(93));
+        m.step(Input::Event(WatchInput::Modified { resource_version: "25" }), t(94));
+        assert_eq!(at(&m.step(Input::WatchEnded, t(124))), ("25".into(), "25".into()));
+        // A mismatch relists; what was covered is of the store before it.
+        m.step(Input::DriftChecked(Ok(Checked { mismatched: 1, list: "26" })), t(124));
+        m.step(Input::Page { resource_version: Some("9"), continue_token: None }, t(125));
+        m.step(Input::WatchOpened, t(125));
+        assert_eq!(at(&m.step(Input::WatchEnded, t(156))), ("9".into(), "9".into()));
     }
 
     mod streaming {
@@ -1123,6 +1270,18 @@ mod tests {
             assert!(matches!(&step.next, Next::Wait(_)));
             let step = m.step(Input::Start, now);
             assert!(watch_params(&step.next).send_initial_events);
+        }
+
+        /// A sharded watcher asks whether the server filters before its streaming list; when
+        /// that fails (even with a refusal), the streaming list is retried, never given up.
+        #[test]
+        fn a_failed_shard_probe_retries_the_streaming_list_after_the_backoff() {
+            let (mut m, now, _) = start();
+            let step = m.step(Input::ProbeFailed(api(403, "Forbidden", false)), now);
+            assert!(matches!(&step.next, Next::Wait(_)), "{step:?}");
+            assert!(matches!(effects(&step)[..], [Effect::Report(_)]), "{step:?}");
+            let step = m.step(Input::Start, now);
+            assert!(watch_params(&step.next).send_initial_events, "{step:?}");
         }
 
         #[test]

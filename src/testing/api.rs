@@ -82,7 +82,13 @@ pub(crate) fn status(code: u16, reason: &str, message: &str, details: Option<Val
     if !reason.is_empty() {
         s["reason"] = Value::String(reason.to_string());
     }
-    if let Some(d) = details {
+    if let Some(mut d) = details {
+        // Go leaves an empty group out: the core group's details have none.
+        if let Some(map) = d.as_object_mut()
+            && map.get("group").and_then(Value::as_str) == Some("")
+        {
+            map.remove("group");
+        }
         s["details"] = d;
     }
     s
@@ -129,7 +135,9 @@ pub(crate) fn too_large_status(wanted: &str, current: u64) -> Value {
     )
 }
 
-fn error_response(err: &FakeError, rt: &ResourceType) -> Response {
+/// The real server's answer to `err`; `name`: the object's, for an invalid one (`""` when
+/// the request named none).
+fn error_response(err: &FakeError, rt: &ResourceType, name: &str) -> Response {
     let (reason, message, details) = match err {
         FakeError::NotFound { resource, name } => (
             "NotFound",
@@ -149,7 +157,16 @@ fn error_response(err: &FakeError, rt: &ResourceType) -> Response {
             Some(json!({"name": name, "group": rt.group, "kind": rt.plural})),
         ),
         FakeError::Invalid { message } => {
-            ("Invalid", format!("{} is invalid: {message}", rt.kind), Some(json!({"group": rt.group, "kind": rt.kind})))
+            // `field: detail`, as kube-apiserver's field errors read; the kind qualified by its
+            // group, as its `Invalid` status names it.
+            let kind = if rt.group.is_empty() { rt.kind.clone() } else { format!("{}.{}", rt.kind, rt.group) };
+            let mut details = json!({"name": name, "group": rt.group, "kind": rt.kind});
+            if let Some((field, detail)) = message.split_once(": ").filter(|(f, _)| f.starts_with("metadata.")) {
+                let reason =
+                    if detail.starts_with("Required value") { "FieldValueRequired" } else { "FieldValueInvalid" };
+                details["causes"] = json!([{"reason": reason, "message": detail, "field": field}]);
+            }
+            ("Invalid", format!("{kind} {name:?} is invalid: {message}"), Some(details))
         }
         FakeError::Serde { message } => ("BadRequest", message.clone(), None),
     };

@@ -491,6 +491,35 @@ impl FakeApiServer {
         self.shared.lock().tokens.push((token.to_string(), user.to_string()));
     }
 
+    /// Accepts another bearer token, authenticating as `user`, a user with no RBAC grant: every
+    /// request on a resource (list, get, watch, create, update, patch, delete) is refused with
+    /// 403 `Forbidden` in kube-apiserver's words, `pods is forbidden: User "u" cannot list
+    /// resource "pods" in API group "" in the namespace "ns"`. Discovery, `/version` and the
+    /// health endpoints stay open to it, as the real server's default roles leave them to any
+    /// authenticated user.
+    ///
+    /// # Examples
+    /// ```
+    /// use k8s_openapi::api::core::v1::Pod;
+    /// use kube_watcher::{Api, Client, KubeconfigOptions, ListParams};
+    ///
+    /// let server = kube_watcher::testing::FakeApiServer::builder().token("admin-token").start();
+    /// server.add_restricted_token("nobody-token", "nobody");
+    /// let kubeconfig = server.kubeconfig().replace("admin-token", "nobody-token");
+    /// let options = KubeconfigOptions { allow_http_credentials: true, ..KubeconfigOptions::default() };
+    /// let client = Client::from_kubeconfig_yaml(&kubeconfig, &options)?;
+    /// let pods: Api<Pod> = Api::namespaced(client, "shop");
+    /// let e = pods.list(&ListParams::default()).unwrap_err();
+    /// assert_eq!(e.status(), Some(403));
+    /// assert!(e.to_string().contains(r#"User "nobody" cannot list resource "pods""#), "{e}");
+    /// # Ok::<(), kube_watcher::Error>(())
+    /// ```
+    pub fn add_restricted_token(&self, token: &str, user: &str) {
+        let mut state = self.shared.lock();
+        state.tokens.push((token.to_string(), user.to_string()));
+        state.restricted.push(user.to_string());
+    }
+
     /// Stops accepting a bearer token (requests with it get 401 from now on).
     pub fn revoke_token(&self, token: &str) {
         self.shared.lock().tokens.retain(|(t, _)| t != token);

@@ -67,6 +67,7 @@ pub(crate) fn start(settings: Settings) -> io::Result<FakeApiServer> {
             faults: VecDeque::new(),
             requests: VecDeque::new(),
             tokens: settings.tokens.clone(),
+            restricted: Vec::new(),
             rng: Rng::new(settings.seed.wrapping_add(1)),
             holds: Vec::new(),
             watch_epoch: 0,
@@ -288,6 +289,8 @@ struct Admitted {
     route: Route,
     class: Class,
     authorized: bool,
+    /// The 403 of a user without grants, for a request on a resource.
+    forbidden: Option<Response>,
     /// The scripted fault it takes, if any.
     fault: Option<Fault>,
     /// The hold gate it waits at, if any.
@@ -301,7 +304,7 @@ struct Admitted {
 fn handle_request(shared: &Arc<ServerCore>, conn: &mut Conn, mut req: Request) -> io::Result<Flow> {
     let arrived = Instant::now();
     req.protobuf = !shared.settings.json_only && api::protobuf::accepted_first(&req);
-    let Admitted { route, class, authorized, fault, gate, epoch } = admit(shared, conn, &req);
+    let Admitted { route, class, authorized, forbidden, fault, gate, epoch } = admit(shared, conn, &req);
     if let Some(id) = gate
         && let Some(flow) = wait_at_gate(shared, conn, id)
     {
@@ -309,6 +312,10 @@ fn handle_request(shared: &Arc<ServerCore>, conn: &mut Conn, mut req: Request) -
     }
     if !authorized {
         let resp = status_response(401, "Unauthorized", "Unauthorized", None);
+        send(conn, &req, resp)?;
+        return Ok(Flow::KeepAlive);
+    }
+    if let Some(resp) = forbidden {
         send(conn, &req, resp)?;
         return Ok(Flow::KeepAlive);
     }
@@ -398,6 +405,8 @@ fn admit(shared: &Arc<ServerCore>, conn: &Conn, req: &Request) -> Admitted {
     let auth_required =
         !state.tokens.is_empty() || !shared.settings.tokens.is_empty() || shared.settings.client_ca_required;
     let authorized = !auth_required || user.is_some();
+    let forbidden =
+        user.as_ref().filter(|u| state.restricted.contains(u)).and_then(|u| forbid(&state, req, &route, class, u));
     trace!("fake api server: {} {} ({class:?})", req.method, req.path);
     state.requests.push_back(RecordedRequest {
         method: req.method.clone(),
@@ -429,7 +438,60 @@ fn admit(shared: &Arc<ServerCore>, conn: &Conn, req: &Request) -> Admitted {
     if gate.is_some() {
         shared.notify();
     }
-    Admitted { route, class, authorized, fault, gate, epoch: state.watch_epoch }
+    Admitted { route, class, authorized, forbidden, fault, gate, epoch: state.watch_epoch }
+}
+
+/// RBAC's refusal of a request on a resource by `user`, who has no grant, in kube-apiserver's
+/// words (seen in tests/real/auth.rs and compared in tests/real/differential.rs): `pods is
+/// forbidden: User "u" cannot list resource "pods" in API group "" in the namespace "ns"`, the
+/// object's name quoted after the resource when the request names one. `None` for what any
+/// authenticated user may read (discovery, `/version`, health), as the real default roles allow.
+fn forbid(state: &State, req: &Request, route: &Route, class: Class, user: &str) -> Option<Response> {
+    let (idx, ns, name, sub) = match route {
+        Route::Collection { idx, ns, .. } => (*idx, ns, None, None),
+        Route::Object { idx, ns, name, sub, .. } => (*idx, ns, Some(name), sub.as_ref()),
+        _ => return None,
+    };
+    let rt = &state.store.types.get(idx)?.rt;
+    let verb = match (req.method.as_str(), class, name.is_some()) {
+        (_, Class::Watch, _) => "watch",
+        ("GET", _, false) => "list",
+        ("GET", _, true) => "get",
+        ("POST", ..) => "create",
+        ("PUT", ..) => "update",
+        ("PATCH", ..) => "patch",
+        ("DELETE", _, false) => "deletecollection",
+        ("DELETE", _, true) => "delete",
+        _ => return None,
+    };
+    let what = match (name, class) {
+        (Some(n), c) if c != Class::Watch => format!("{} {n:?}", rt.resource_name()),
+        _ => rt.resource_name(),
+    };
+    let resource = match sub {
+        Some(s) => format!("{}/{s}", rt.plural),
+        None => rt.plural.clone(),
+    };
+    // A namespace is its own namespace, to the authorizer.
+    let own_namespace = (rt.built_in && rt.group.is_empty() && rt.plural == "namespaces").then_some(name).flatten();
+    let scope = match (ns, own_namespace) {
+        (Some(ns), _) if rt.namespaced => format!("in the namespace {ns:?}"),
+        (_, Some(name)) => format!("in the namespace {name:?}"),
+        _ => "at the cluster scope".to_owned(),
+    };
+    let message = format!(
+        "{what} is forbidden: User {user:?} cannot {verb} resource {resource:?} in API group {:?} {scope}",
+        rt.group
+    );
+    let mut details = serde_json::Map::new();
+    if let Some(n) = name.filter(|_| class != Class::Watch) {
+        details.insert("name".into(), n.as_str().into());
+    }
+    if !rt.group.is_empty() {
+        details.insert("group".into(), rt.group.as_str().into());
+    }
+    details.insert("kind".into(), rt.plural.as_str().into());
+    Some(api::status_response(403, "Forbidden", &message, Some(serde_json::Value::Object(details))))
 }
 
 /// Holds the request until the test releases the gate; `Some` when the client left first.

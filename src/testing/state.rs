@@ -38,6 +38,9 @@ pub(crate) struct State {
     pub requests: VecDeque<RecordedRequest>,
     /// Accepted bearer tokens and the user each authenticates as.
     pub tokens: Vec<(String, String)>,
+    /// Users without any grant: their requests on resources get 403
+    /// ([`FakeApiServer::add_restricted_token`](super::FakeApiServer::add_restricted_token)).
+    pub restricted: Vec<String>,
     /// Randomness for watch timeouts.
     pub rng: Rng,
     /// Armed and holding request gates ([`FakeApiServer::hold`]).

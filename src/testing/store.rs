@@ -213,6 +213,28 @@ fn content_without_server_fields(obj: &Value) -> Value {
     copy
 }
 
+/// Whether kube-apiserver keeps a `metadata.generation` for objects of `rt`: custom resources
+/// and the built-in types whose spec a controller acts on do; ConfigMaps, Secrets, Services,
+/// Namespaces, Leases, Nodes and the like have none (seen on the real server: their protobuf
+/// carries generation 0, compared in tests/real/differential.rs).
+fn has_generation(rt: &ResourceType) -> bool {
+    const WITH_GENERATION: [&str; 12] = [
+        "pods",
+        "replicationcontrollers",
+        "deployments",
+        "replicasets",
+        "statefulsets",
+        "daemonsets",
+        "jobs",
+        "cronjobs",
+        "horizontalpodautoscalers",
+        "poddisruptionbudgets",
+        "ingresses",
+        "networkpolicies",
+    ];
+    !rt.built_in || WITH_GENERATION.contains(&rt.plural.as_str())
+}
+
 /// Everything but metadata and status (what bumps `generation`).
 fn spec_part(obj: &Value) -> Value {
     let mut copy = obj.clone();
@@ -346,6 +368,9 @@ impl Store {
             name = format!("{prefix}{}", self.rng.suffix(5));
         }
         let rt = self.types[idx].rt.clone();
+        if let Some(problem) = name_problem(&rt, &name) {
+            return Err(FakeError::Invalid { message: format!("metadata.name: Invalid value: {name:?}: {problem}") });
+        }
         let key = make_key(&ns, &name);
         if self.types[idx].objects.contains_key(&key) {
             return Err(FakeError::AlreadyExists { resource: rt.resource_name(), name });
@@ -362,7 +387,11 @@ impl Store {
         m.insert("name".into(), Value::String(name));
         m.insert("uid".into(), Value::String(uid));
         m.insert("resourceVersion".into(), Value::String(rv.to_string()));
-        m.insert("generation".into(), json!(1));
+        if has_generation(&rt) {
+            m.insert("generation".into(), json!(1));
+        } else {
+            m.remove("generation");
+        }
         m.insert("creationTimestamp".into(), Value::String(rfc3339(SystemTime::now())));
         m.remove("deletionTimestamp");
         m.remove("deletionGracePeriodSeconds");
@@ -424,7 +453,11 @@ impl Store {
                     None => m.remove(f),
                 };
             }
-            m.insert("generation".into(), json!(if bump_generation { generation + 1 } else { generation }));
+            if has_generation(&rt) {
+                m.insert("generation".into(), json!(if bump_generation { generation + 1 } else { generation }));
+            } else {
+                m.remove("generation");
+            }
             m.insert("resourceVersion".into(), Value::String(old_rv.clone()));
         }
         if content_without_server_fields(&obj) == content_without_server_fields(&old) {
@@ -497,6 +530,28 @@ impl Store {
         let start = t.log.partition_point(|c| c.rv <= rv);
         Ok(t.log.range(start..).cloned().collect())
     }
+}
+
+/// What kube-apiserver says of an object name it refuses, in its words: most types' names are
+/// RFC 1123 subdomains of at most 253 characters. Namespaces and Services have rules of their
+/// own, which the fake does not check.
+fn name_problem(rt: &ResourceType, name: &str) -> Option<&'static str> {
+    if rt.built_in && rt.group.is_empty() && (rt.plural == "namespaces" || rt.plural == "services") {
+        return None;
+    }
+    if name.len() > 253 {
+        return Some("must be no more than 253 characters");
+    }
+    let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    let part = |p: &str| {
+        !p.is_empty() && p.chars().all(|c| alnum(c) || c == '-') && p.starts_with(alnum) && p.ends_with(alnum)
+    };
+    if name.split('.').all(part) {
+        return None;
+    }
+    Some(
+        "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+    )
 }
 
 #[cfg(test)]

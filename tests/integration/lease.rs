@@ -255,6 +255,35 @@ fn bad_settings_are_refused_naming_the_field() {
     let all = Api::<Lease>::all(Client::from_url(&server.url()).unwrap());
     let e = LeaderElector::start(all, "lock", "a", LeaseTimings::default()).unwrap_err();
     assert!(e.to_string().contains("Api::namespaced"), "{e}");
+    // A name the API server would refuse (422) is refused at once, not retried forever.
+    for name in ["", "a..b", "Lock", "lock-"] {
+        let e = LeaderElector::start(leases(&server), name, "a", LeaseTimings::default()).unwrap_err();
+        assert!(matches!(e, kube_watcher::Error::Config { .. }) && e.to_string().contains(&format!("{name:?}")), "{e}");
+    }
+}
+
+/// Two electors with one identity (a copy-pasted name, `$HOSTNAME` shared in a container):
+/// each would take the other's renewals for its own and both would lead. The newcomer finds
+/// its identity's Lease renewed by someone else within a retry period, says so (an error in
+/// the log) and stays a standby; it takes over once the first lets go.
+#[test]
+fn two_electors_with_one_identity_do_not_both_lead() {
+    let server = FakeApiServer::start();
+    let first = start(&server, "same");
+    assert!(first.wait_until_leader(WAIT));
+    let second = start(&server, "same");
+    // Many of the first's renewals later (each a chance for the second to take the Lease).
+    let renewals = |n: i32| {
+        let since = spec(&server).renew_time.unwrap().0;
+        eventually("the first renews", || {
+            assert!(!second.is_leader(), "both lead");
+            spec(&server).renew_time.unwrap().0.as_millisecond() >= since.as_millisecond() + i64::from(n) * 100
+        });
+    };
+    renewals(20);
+    assert!(first.is_leader() && !second.is_leader());
+    first.stop();
+    assert!(second.wait_until_leader(WAIT), "the second takes over the released Lease");
 }
 
 /// Leases are listed and watched like any type, in protobuf (the fake answers it for Leases)

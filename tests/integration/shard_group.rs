@@ -348,8 +348,10 @@ fn a_deleted_lease_of_a_live_member_is_not_taken_over_at_once() {
     eventually("two members", || [&a, &b].iter().all(|r| r.group.members().len() == 2));
     stores_settle("two replicas", &server, &[&a, &b]);
     assert!(!store_uids(&b.watcher).is_empty());
-    // b cannot write from now on (nor create its Lease again): it holds its share until its
-    // renew deadline, and a must not take it before then.
+    // b cannot renew from now on: it holds its share until its renew deadline, and a must not
+    // take it before then. (Here b still reads the group and yields to a's claim as soon as a
+    // writes one; the group model, `src/lease/group_model.rs`, reaches the case where it
+    // cannot, and fails without the rule that keeps a deleted Lease live.)
     refuse_renewals(&server, "b");
     server.delete::<Lease>(Some("apps"), "pods-b").unwrap();
     // Checked at every sample: no pod in both stores, until a holds them all.
@@ -409,4 +411,93 @@ fn a_renewed_member_whose_group_lists_fail_keeps_its_share() {
     assert_eq!(deleted, 0, "no object left the store");
     assert_eq!(store_uids(&a.watcher).len(), 20);
     server.clear_faults();
+}
+
+fn join_as(server: &FakeApiServer, group: &str, identity: &str) -> ShardGroup {
+    let leases: Api<Lease> = Api::namespaced(Client::from_url(&server.url()).unwrap(), "apps");
+    ShardGroup::join(leases, group, identity, timings()).unwrap()
+}
+
+/// The first `Conflict` a member reports.
+fn conflict(group: &ShardGroup) -> String {
+    loop {
+        match group.changes().recv_timeout(WAIT).expect("a change") {
+            GroupChange::Conflict(why) => return why,
+            _ => continue,
+        }
+    }
+}
+
+/// Member "b-c" of group "a" and member "c" of group "a-b" would hold one Lease, "a-b-c":
+/// the second to come finds a Lease of another group under its name, says so, and holds
+/// nothing; the first is not disturbed.
+#[test]
+fn a_lease_name_taken_by_another_group_is_refused_clearly() {
+    let server = FakeApiServer::start();
+    let first = join_as(&server, "a", "b-c");
+    eventually("the first holds everything", || first.shard() == Some(Shard::of(0, 1).unwrap()));
+    let second = join_as(&server, "a-b", "c");
+    let why = conflict(&second);
+    assert!(why.contains("\"a-b-c\"") && why.contains("shard group \"a\"") && why.contains("another name"), "{why}");
+    assert_eq!(second.shard(), None);
+    assert_eq!(first.shard(), Some(Shard::of(0, 1).unwrap()));
+    let lease = server.get::<Lease>(Some("apps"), "a-b-c").unwrap();
+    assert_eq!(lease.metadata.labels.unwrap()["kube-watcher.io/shard-group"], "a", "never written by the second");
+}
+
+/// A LeaderElector's Lease "pods-leader" and member "leader" of group "pods": whichever
+/// comes second refuses the other's Lease (the member says so on `changes()`; the elector
+/// never leads).
+#[test]
+fn an_electors_lease_and_a_members_never_share_a_name() {
+    let server = FakeApiServer::start();
+    let leases: Api<Lease> = Api::namespaced(Client::from_url(&server.url()).unwrap(), "apps");
+    let elector = kube_watcher::LeaderElector::start(leases.clone(), "pods-leader", "e", timings()).unwrap();
+    assert!(elector.wait_until_leader(WAIT));
+    let member = join_as(&server, "pods", "leader");
+    let why = conflict(&member);
+    assert!(why.contains("\"pods-leader\"") && why.contains("LeaderElector"), "{why}");
+    assert_eq!(member.shard(), None);
+    assert!(elector.is_leader());
+    drop((elector, member));
+
+    let server = FakeApiServer::start();
+    let leases: Api<Lease> = Api::namespaced(Client::from_url(&server.url()).unwrap(), "apps");
+    let member = join_as(&server, "pods", "leader");
+    eventually("the member holds everything", || member.shard() == Some(Shard::of(0, 1).unwrap()));
+    let elector = kube_watcher::LeaderElector::start(leases, "pods-leader", "e", timings()).unwrap();
+    let reads =
+        || server.requests().iter().filter(|r| r.path.ends_with("/leases/pods-leader") && r.method == "GET").count();
+    let before = reads();
+    eventually("the elector read the Lease several times", || reads() >= before + 5);
+    assert!(!elector.is_leader());
+    let lease = server.get::<Lease>(Some("apps"), "pods-leader").unwrap();
+    assert_eq!(lease.spec.unwrap().holder_identity.as_deref(), Some("leader"));
+    assert_eq!(member.shard(), Some(Shard::of(0, 1).unwrap()));
+}
+
+/// Two members with one identity share one Lease: the second to come sees it renewed by
+/// someone else, says so, and holds nothing, instead of both holding everything.
+#[test]
+fn two_members_with_one_identity_do_not_both_hold_a_share() {
+    let server = FakeApiServer::start();
+    let first = join(&server, "same");
+    eventually("the first holds everything", || first.shard() == Some(Shard::of(0, 1).unwrap()));
+    let second = join(&server, "same");
+    let why = conflict(&second);
+    assert!(why.contains("another process holds it as \"same\""), "{why}");
+    assert_eq!(second.shard(), None);
+    assert_eq!(first.shard(), Some(Shard::of(0, 1).unwrap()));
+}
+
+/// Names the API server would refuse for the Lease are refused by `join`, naming the field.
+#[test]
+fn names_that_cannot_name_a_lease_are_refused() {
+    let server = FakeApiServer::start();
+    let leases: Api<Lease> = Api::namespaced(Client::from_url(&server.url()).unwrap(), "apps");
+    for (group, identity, field) in [("pods", "a..b", "identity"), ("pods", "Web-0", "identity"), ("a.", "x", "group")]
+    {
+        let e = ShardGroup::join(leases.clone(), group, identity, timings()).unwrap_err();
+        assert!(matches!(e, kube_watcher::Error::Config { .. }) && e.to_string().contains(field), "{e}");
+    }
 }

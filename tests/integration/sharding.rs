@@ -498,11 +498,14 @@ fn another_shards_object_from_a_filtering_server_is_dropped_and_reported_once() 
     let w = Watcher::new(pods(&server), Config::default().shard(shard.clone()).wire_format(WireFormat::Json)).unwrap();
     w.store().wait_until_ready(WAIT).unwrap();
     let foreign_uid = (0..).map(|i| format!("uid-{i}")).find(|u| !shard.contains(u)).unwrap();
+    // At the server's current version, as an event the server sent would be: the watch resumes
+    // from a dropped event's version too (docs/protocol.md §14.4).
     let line = serde_json::json!({
         "type": "ADDED",
         "object": {
             "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": "intruder", "namespace": "apps", "uid": foreign_uid, "resourceVersion": "999"}
+            "metadata": {"name": "intruder", "namespace": "apps", "uid": foreign_uid,
+                         "resourceVersion": server.resource_version()}
         }
     });
     for _ in 0..2 {
@@ -588,6 +591,104 @@ fn synced_shard_is_set_when_the_sync_is_announced() {
                 check.join().unwrap(),
                 "round {round}, watcher {i}: the sync was announced before stats() knew its shard"
             );
+        }
+    }
+}
+
+/// A sharded watcher whose server does not filter drops the other shards' events unread, but
+/// the watch has come as far as each of them: it resumes from the newest event the server
+/// sent, not from the last one of its own shard (docs/protocol.md §14.4). A quiet shard
+/// without bookmarks used to resume from its last own version and, once the history was
+/// compacted past it, meet 410 Gone and relist although nothing it missed was gone.
+#[test]
+fn events_of_other_shards_move_the_version_the_watch_resumes_from() {
+    for format in [WireFormat::Json, WireFormat::Protobuf] {
+        let server = sharded_server(false);
+        create_pods(&server, 0..8);
+        let shard = Shard::of(0, 2).unwrap();
+        // Long watches: the only end is the one this test makes.
+        let config = Config::default()
+            .shard(shard.clone())
+            .disable_bookmarks()
+            .timeout(std::time::Duration::from_secs(300))
+            .wire_format(format);
+        let w = Watcher::new(pods(&server), config).unwrap();
+        w.store().wait_until_ready(WAIT).unwrap();
+        let listed = w.store().resource_version().unwrap();
+        // Changes of the other shard's objects only.
+        let theirs: Vec<Pod> = server.list::<Pod>().into_iter().filter(|p| !shard.contains(&uid(p))).collect();
+        assert!(!theirs.is_empty());
+        for mut p in theirs {
+            p.metadata.annotations = Some([("touched".to_owned(), "1".to_owned())].into());
+            server.replace(&p).unwrap();
+        }
+        let newest = server.resource_version();
+        assert_ne!(newest, listed);
+        // The store reflects them as it would a bookmark: every change of its shard up to there.
+        w.store().wait_for_version(&newest, WAIT).expect("the dropped events move the store's version");
+        // Resuming from the list's version is 410 Gone from now on; from the newest, it is not.
+        server.compact();
+        server.end_watches();
+        let from_newest = |r: &kube_watcher::testing::RecordedRequest| {
+            r.watch && r.query_param("resourceVersion") == Some(newest.as_str())
+        };
+        eventually("a watch from the newest version", || server.requests().iter().any(from_newest));
+        // A change of its own shard arrives over that watch, with no relist.
+        let mine = (0..)
+            .map(|i| server.create(&pod("apps", &format!("mine{i}"))).unwrap())
+            .find(|p| shard.contains(&uid(p)))
+            .unwrap();
+        eventually("the shard's new object", || store_uids(&w).contains(&uid(&mine)));
+        let stats = w.stats();
+        assert_eq!((stats.relists.total(), stats.relists.expired), (1, 0), "{format:?}: {stats:?}");
+        w.stop();
+    }
+}
+
+/// A streaming list carries no list metadata: before it, a sharded watcher asks whether the
+/// server filters (a list of at most one object). When that question meets a fault, the
+/// streaming list waits until it is answered, so `stats().shard_filter` is known once the list
+/// is complete, as after a paged list. It used to stay `None` until the stream ended.
+#[test]
+fn the_shard_filter_is_known_once_a_streaming_list_completes_after_its_probe_failed() {
+    use kube_watcher::testing::{Fault, Match};
+    let faults = || {
+        [
+            (
+                "503",
+                Fault::Status {
+                    code: 503,
+                    reason: "ServiceUnavailable".into(),
+                    message: "busy".into(),
+                    retry_after: None,
+                },
+            ),
+            ("truncated", Fault::TruncateBody),
+            (
+                "403",
+                Fault::Status { code: 403, reason: "Forbidden".into(), message: "not now".into(), retry_after: None },
+            ),
+        ]
+    };
+    for (filtering, by) in [(true, ShardFilter::Server), (false, ShardFilter::Client)] {
+        for (label, fault) in faults() {
+            let label = format!("filtering={filtering} {label}");
+            let server = sharded_server(filtering);
+            create_pods(&server, 0..6);
+            server.push_fault(Match::List, fault);
+            // The stream outlives the test: nothing but the probe's retry can tell the filter.
+            let config = Config::default()
+                .streaming_lists()
+                .shard(Shard::of(0, 2).unwrap())
+                .timeout(std::time::Duration::from_secs(300))
+                .backoff(kube_watcher::Backoff { initial: ms(5), max: ms(20), ..Default::default() });
+            let w = Watcher::new(pods(&server), config).unwrap();
+            w.store().wait_until_ready(WAIT).unwrap();
+            let stats = w.stats();
+            assert_eq!(stats.shard_filter, Some(by), "{label}: {stats:?}");
+            assert_eq!(stats.relists.streaming_fallback, 0, "{label}: streaming lists were not given up");
+            assert_eq!(server.pending_faults(), 0, "{label}: the probe met the fault");
+            w.stop();
         }
     }
 }

@@ -1,11 +1,17 @@
 //! The fake against the real server: the same raw requests to `FakeApiServer` and to
 //! kube-apiserver, and what a client can observe of the answers compared (status, `reason`,
-//! message, list metadata, the streaming list's end marker). docs/fidelity.md is the table of
-//! what was compared and of what differs on purpose.
+//! message, list metadata, the streaming list's end marker, Lease conflicts, RBAC's 403, the end
+//! of a watch at its timeout, protobuf bytes, aggregated discovery). docs/fidelity.md is the
+//! table of what was compared and of what differs on purpose.
 
 use std::io::{BufRead, BufReader};
 
-use kube_watcher::testing::FakeApiServer;
+use std::collections::BTreeMap;
+use std::io::Read;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube_watcher::testing::{FakeApiServer, ResourceType};
 use serde_json::{Value, json};
 
 use crate::bed::Bed;
@@ -37,6 +43,17 @@ impl Raw {
     fn fake(server: &FakeApiServer) -> Raw {
         let agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
         Raw { base: server.url(), token: None, agent }
+    }
+
+    /// The fake, with a bearer token.
+    fn fake_as(server: &FakeApiServer, token: &str) -> Raw {
+        Raw { token: Some(token.to_owned()), ..Raw::fake(server) }
+    }
+
+    /// The real server, as the user of the token in the bed's file `token_file`.
+    fn real_as(bed: &Bed, token_file: &str) -> Raw {
+        let token = std::fs::read_to_string(bed.run_file(token_file)).unwrap();
+        Raw { token: Some(token.trim().to_owned()), ..Raw::real(bed) }
     }
 
     fn real(bed: &Bed) -> Raw {
@@ -79,6 +96,20 @@ impl Raw {
         Answer { status, body: serde_json::from_str(&text).unwrap_or(Value::Null) }
     }
 
+    /// A GET with `accept`: status, `Content-Type`, `Transfer-Encoding`, and the body's bytes
+    /// (an error reading the body, such as a chunked body cut short, fails the test).
+    fn get_bytes(&self, path: &str, accept: &str) -> (u16, String, Option<String>, Vec<u8>) {
+        let url = format!("{}{path}", self.base);
+        let auth = self.token.as_ref().map(|t| format!("Bearer {t}")).unwrap_or_default();
+        let response = self.agent.get(&url).header("authorization", &auth).header("accept", accept).call().unwrap();
+        let header = |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let (status, content_type, encoding) =
+            (response.status().as_u16(), header("content-type").unwrap_or_default(), header("transfer-encoding"));
+        let mut body = Vec::new();
+        response.into_body().into_reader().read_to_end(&mut body).expect("the body ends cleanly");
+        (status, content_type, encoding, body)
+    }
+
     /// The lines of a watch, until `done` says so (each line one event, as JSON).
     fn watch_until(&self, path: &str, mut done: impl FnMut(&Value) -> bool) -> Vec<Value> {
         let url = format!("{}{path}", self.base);
@@ -102,6 +133,10 @@ fn cm(name: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": {"app": "web"}}, "data": {"k": "v"}})
 }
 
+fn lease(name: &str) -> Value {
+    json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": name}, "spec": {"holderIdentity": "a"}})
+}
+
 /// Runs `scenario` against the fake (in namespace `ns`) and the real server (in a namespace of
 /// its own), returning both answers' lists.
 fn both<T>(bed: &Bed, what: &str, scenario: impl Fn(&Raw, &str) -> T) -> (T, T) {
@@ -122,6 +157,7 @@ fn error_answers_match_the_real_servers() {
     let Some(bed) = Bed::shared() else { return };
     let (fake, real) = both(&bed, "diff-errors", |raw, ns| {
         let cms = format!("/api/v1/namespaces/{ns}/configmaps");
+        let leases = format!("/apis/coordination.k8s.io/v1/namespaces/{ns}/leases");
         let created = raw.send("POST", &cms, Some(&cm("a")));
         assert_eq!(created.status, 201, "{created:?}");
         let mut stale = created.body.clone();
@@ -138,6 +174,14 @@ fn error_answers_match_the_real_servers() {
                 "an unknown field in a field selector",
                 raw.send("GET", &format!("{cms}?fieldSelector=spec.nope%3Dx"), None),
             ),
+            ("a name that is not an RFC 1123 subdomain", raw.send("POST", &cms, Some(&cm("a..b")))),
+            ("an upper-case name", raw.send("POST", &cms, Some(&cm("A")))),
+            ("a name of 254 characters", raw.send("POST", &cms, Some(&cm(&"a".repeat(254))))),
+            (
+                "no name",
+                raw.send("POST", &cms, Some(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}}))),
+            ),
+            ("a Lease name that is not a subdomain", raw.send("POST", &leases, Some(&lease("pods-a..b")))),
         ]
         .into_iter()
         .map(|(what, a)| (what, a.status, a.reason().to_owned(), plain(a.message(), ns)))
@@ -222,4 +266,313 @@ fn a_built_in_type_takes_a_body_without_kind() {
         (a.status, a.body["kind"].clone(), a.body["apiVersion"].clone())
     });
     assert_eq!(fake, real);
+}
+
+/// Lease writes as leader election makes them: an update of a Lease that does not exist creates
+/// it (Leases allow create-on-update), unless the update carries a uid; a create of an existing
+/// one and an update from a stale read are refused with 409, an update without a
+/// resourceVersion with 422 (Leases allow no unconditional update).
+#[test]
+fn lease_conflicts_match_the_real_servers() {
+    let Some(bed) = Bed::shared() else { return };
+    let lease = |name: &str, holder: &str| {
+        json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": name},
+               "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15}})
+    };
+    let (fake, real) = both(&bed, "diff-leases", |raw, ns| {
+        let leases = format!("/apis/coordination.k8s.io/v1/namespaces/{ns}/leases");
+        let created = raw.send("PUT", &format!("{leases}/lock"), Some(&lease("lock", "a")));
+        let mut stale = created.body.clone();
+        stale["spec"]["holderIdentity"] = json!("b");
+        let renewed = raw.send("PUT", &format!("{leases}/lock"), Some(&stale));
+        let mut with_uid = lease("gone", "a");
+        with_uid["metadata"]["uid"] = json!("0a6f8d1e-0000-4000-8000-000000000000");
+        let mut with_version = lease("later", "a");
+        with_version["metadata"]["resourceVersion"] = json!("5");
+        let mut cm = cm("missing");
+        cm["metadata"]["namespace"] = json!(ns);
+        vec![
+            ("an update of a missing Lease", created),
+            ("an update from the current read", renewed),
+            ("a create of an existing Lease", raw.send("POST", &leases, Some(&lease("lock", "c")))),
+            ("an update from a stale read", raw.send("PUT", &format!("{leases}/lock"), Some(&stale))),
+            (
+                "an update without a resourceVersion",
+                raw.send("PUT", &format!("{leases}/lock"), Some(&lease("lock", "d"))),
+            ),
+            ("an update of a missing Lease with a uid", raw.send("PUT", &format!("{leases}/gone"), Some(&with_uid))),
+            (
+                "an update of a missing Lease with a resourceVersion",
+                raw.send("PUT", &format!("{leases}/later"), Some(&with_version)),
+            ),
+            (
+                "an update of a missing ConfigMap",
+                raw.send("PUT", &format!("/api/v1/namespaces/{ns}/configmaps/missing"), Some(&cm)),
+            ),
+        ]
+        .into_iter()
+        .map(|(what, a)| {
+            let holder = a.body["spec"]["holderIdentity"].clone();
+            (what, a.status, a.reason().to_owned(), plain(a.message(), ns), a.body["details"].clone(), holder)
+        })
+        .collect::<Vec<_>>()
+    });
+    assert_eq!(fake.len(), real.len());
+    for (f, r) in fake.iter().zip(&real) {
+        assert_eq!(f, r, "{}", f.0);
+    }
+}
+
+/// A user without any RBAC grant: 403 `Forbidden` naming the verb, the resource, its group and
+/// the namespace (or the cluster scope); the fake's restricted tokens answer the same.
+#[test]
+fn rbac_refusals_match_the_real_servers() {
+    let Some(bed) = Bed::shared() else { return };
+    let scenario = |raw: &Raw, ns: &str| {
+        let cms = format!("/api/v1/namespaces/{ns}/configmaps");
+        vec![
+            ("a list", raw.send("GET", &format!("/api/v1/namespaces/{ns}/pods"), None)),
+            ("a get", raw.send("GET", &format!("{cms}/x"), None)),
+            ("a create", raw.send("POST", &cms, Some(&cm("x")))),
+            ("a delete", raw.send("DELETE", &format!("{cms}/x"), None)),
+            ("a watch across namespaces", raw.send("GET", "/apis/coordination.k8s.io/v1/leases?watch=true", None)),
+            ("a cluster-scoped get", raw.send("GET", "/api/v1/namespaces/kube-system", None)),
+        ]
+        .into_iter()
+        .map(|(what, a)| (what, a.status, a.reason().to_owned(), plain(a.message(), ns), a.body["details"].clone()))
+        .collect::<Vec<_>>()
+    };
+    let server = FakeApiServer::builder().token("admin-token").start();
+    server.add_restricted_token("restricted-token", "kw-restricted");
+    let fake = scenario(&Raw::fake_as(&server, "restricted-token"), "diff");
+    let ns = bed.namespace("diff-forbidden");
+    let real = scenario(&Raw::real_as(&bed, "restricted.token"), &ns);
+    for (f, r) in fake.iter().zip(&real) {
+        assert_eq!(f, r, "{}", f.0);
+    }
+    // Discovery stays open to it on both.
+    let accept = "application/json";
+    assert_eq!(Raw::fake_as(&server, "restricted-token").get_bytes("/api", accept).0, 200);
+    assert_eq!(Raw::real_as(&bed, "restricted.token").get_bytes("/api", accept).0, 200);
+}
+
+/// When `timeoutSeconds` runs out with nothing to send, both end the watch's chunked body
+/// cleanly (the last, empty chunk), with no Status and no line at all.
+#[test]
+fn a_watch_ends_cleanly_at_its_timeout() {
+    let Some(bed) = Bed::shared() else { return };
+    let (fake, real) = both(&bed, "diff-timeout", |raw, ns| {
+        let cms = format!("/api/v1/namespaces/{ns}/configmaps");
+        assert_eq!(raw.send("POST", &cms, Some(&cm("a"))).status, 201);
+        let listed = raw.send("GET", &cms, None);
+        let rv = listed.body["metadata"]["resourceVersion"].as_str().unwrap().to_owned();
+        let (status, content_type, encoding, body) =
+            raw.get_bytes(&format!("{cms}?watch=true&timeoutSeconds=1&resourceVersion={rv}"), "application/json");
+        (status, content_type, encoding, String::from_utf8_lossy(&body).into_owned())
+    });
+    assert_eq!(fake, real);
+    assert_eq!(real, (200, "application/json".to_owned(), Some("chunked".to_owned()), String::new()));
+}
+
+/// The fields of a protobuf message, each as (field number, its bytes as written: key and all).
+type Fields = Vec<(u64, Vec<u8>)>;
+
+/// The [`Fields`] of the message `b`.
+fn proto_fields(mut b: &[u8]) -> Fields {
+    fn varint(b: &mut &[u8]) -> u64 {
+        let (mut v, mut shift) = (0u64, 0);
+        loop {
+            let byte = b[0];
+            *b = &b[1..];
+            v |= u64::from(byte & 0x7f) << shift;
+            if byte < 0x80 {
+                return v;
+            }
+            shift += 7;
+        }
+    }
+    let mut fields = Vec::new();
+    while !b.is_empty() {
+        let start = b;
+        let key = varint(&mut b);
+        match key & 7 {
+            0 => {
+                varint(&mut b);
+            }
+            2 => {
+                let n = usize::try_from(varint(&mut b)).unwrap();
+                b = &b[n..];
+            }
+            1 => b = &b[8..],
+            5 => b = &b[4..],
+            w => panic!("wire type {w}"),
+        }
+        fields.push((key >> 3, start[..start.len() - b.len()].to_vec()));
+    }
+    fields
+}
+
+/// The payload of a length-delimited field as `proto_fields` returns it.
+fn payload(field: &[u8]) -> &[u8] {
+    let mut b = field;
+    for _ in 0..2 {
+        // the key, then the length: one varint each
+        while b[0] >= 0x80 {
+            b = &b[1..];
+        }
+        b = &b[1..];
+    }
+    b
+}
+
+/// A GET answer in protobuf with what must differ between two servers taken out: the
+/// envelope's `raw` object, with `metadata.uid` (5), `resourceVersion` (6), `creationTimestamp`
+/// (8) and `managedFields` (17) dropped. Returns the envelope's other fields and the rest of
+/// the object, field by field.
+fn normalised(envelope: &[u8]) -> (Fields, Fields, Fields) {
+    assert_eq!(&envelope[..4], b"k8s\0", "the protobuf envelope's magic");
+    let unknown = proto_fields(&envelope[4..]);
+    let raw = unknown.iter().find(|(n, _)| *n == 2).expect("raw");
+    let object = proto_fields(payload(&raw.1));
+    let meta = object.iter().find(|(n, _)| *n == 1).expect("metadata");
+    let meta: Vec<_> = proto_fields(payload(&meta.1)).into_iter().filter(|(n, _)| ![5, 6, 8, 17].contains(n)).collect();
+    let rest = object.into_iter().filter(|(n, _)| *n != 1).collect();
+    (unknown.into_iter().filter(|(n, _)| *n != 2).collect(), meta, rest)
+}
+
+/// The same objects in protobuf, from both: each is created on the real server, read back as
+/// JSON (with the server's defaults), created as that JSON on the fake, and read in protobuf
+/// from both. The bytes must be the same but for uid, resourceVersion, creation time and
+/// managedFields, which each server writes its own.
+#[test]
+fn objects_in_protobuf_match_the_real_servers_bytes() {
+    let Some(bed) = Bed::shared() else { return };
+    let ns = bed.namespace("diff-protobuf");
+    let real = Raw::real(&bed);
+    let server = FakeApiServer::start();
+    let fake = Raw::fake(&server);
+    let objects = [
+        (
+            format!("/api/v1/namespaces/{ns}/configmaps"),
+            json!({"metadata": {"name": "settings", "labels": {"app": "web"}, "annotations": {"note": "hi"}},
+                   "data": {"mode": "fast", "empty": ""}, "binaryData": {"blob": "AAEC"}}),
+            ResourceType::of::<ConfigMap>(),
+        ),
+        (
+            format!("/api/v1/namespaces/{ns}/pods"),
+            json!({"metadata": {"name": "web", "labels": {"app": "web"}},
+                   "spec": {"containers": [{"name": "c", "image": "registry.example/app:1",
+                                            "ports": [{"containerPort": 8080}],
+                                            "env": [{"name": "MODE", "value": "fast"}],
+                                            "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}}),
+            ResourceType::of::<Pod>(),
+        ),
+        (
+            format!("/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"),
+            json!({"metadata": {"name": "lock"},
+                   "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15,
+                            "renewTime": "2026-11-28T21:00:00.123456Z", "leaseTransitions": 2}}),
+            ResourceType::of::<Lease>(),
+        ),
+    ];
+    const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+    for (collection, body, rt) in objects {
+        let name = body["metadata"]["name"].as_str().unwrap().to_owned();
+        let created = real.send("POST", &collection, Some(&body));
+        assert_eq!(created.status, 201, "{created:?}");
+        let mut stored = created.body.clone();
+        let meta = stored["metadata"].as_object_mut().unwrap();
+        for key in ["uid", "resourceVersion", "creationTimestamp", "managedFields"] {
+            meta.remove(key);
+        }
+        meta.insert("namespace".into(), json!("diff"));
+        server.create_value(&rt, stored).unwrap();
+        let fake_path = format!("{}/{name}", collection.replace(&ns, "diff"));
+        let (f_status, f_type, _, f_bytes) = fake.get_bytes(&fake_path, PROTOBUF);
+        let (r_status, r_type, _, r_bytes) = real.get_bytes(&format!("{collection}/{name}"), PROTOBUF);
+        assert_eq!((f_status, f_type.as_str()), (r_status, r_type.as_str()), "{collection}");
+        let (f_envelope, f_meta, f_rest) = normalised(&f_bytes);
+        let (r_envelope, r_meta, r_rest) = normalised(&r_bytes);
+        assert_eq!(f_envelope, r_envelope, "{collection}: the envelope's type and encoding");
+        // The namespace's name differs: compare it apart.
+        let ns_field = |m: &[(u64, Vec<u8>)]| m.iter().find(|(n, _)| *n == 3).map(|(_, b)| payload(b).to_vec());
+        assert_eq!(ns_field(&f_meta), Some(b"diff".to_vec()));
+        assert_eq!(ns_field(&r_meta), Some(ns.as_bytes().to_vec()));
+        let other = |m: Vec<(u64, Vec<u8>)>| m.into_iter().filter(|(n, _)| *n != 3).collect::<BTreeMap<_, _>>();
+        assert_eq!(other(f_meta), other(r_meta), "{collection}: metadata");
+        assert_eq!(f_rest, r_rest, "{collection}: the object's other fields, byte for byte");
+    }
+}
+
+/// Aggregated discovery, entry by entry, for every resource the fake serves: scope, singular
+/// name, kind, verbs, short names, categories, and the subresources the fake serves.
+#[test]
+fn aggregated_discovery_matches_the_real_servers_for_the_fakes_types() {
+    let Some(bed) = Bed::shared() else { return };
+    const ACCEPT: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json";
+    let entries = |raw: &Raw| {
+        let mut out = BTreeMap::new();
+        for path in ["/api", "/apis"] {
+            let (status, content_type, _, body) = raw.get_bytes(path, ACCEPT);
+            assert_eq!(status, 200);
+            assert!(content_type.contains("as=APIGroupDiscoveryList"), "{content_type}");
+            let doc: Value = serde_json::from_slice(&body).unwrap();
+            assert_eq!(doc["kind"], "APIGroupDiscoveryList");
+            for group in doc["items"].as_array().unwrap() {
+                let g = group["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+                for version in group["versions"].as_array().unwrap() {
+                    let v = version["version"].as_str().unwrap().to_owned();
+                    for r in version["resources"].as_array().unwrap() {
+                        let sorted = |key: &str| {
+                            let mut l: Vec<String> = r[key]
+                                .as_array()
+                                .map(|a| a.iter().map(|s| s.as_str().unwrap().to_owned()).collect())
+                                .unwrap_or_default();
+                            l.sort();
+                            l
+                        };
+                        let subresources: BTreeMap<String, (Value, Value)> = r["subresources"]
+                            .as_array()
+                            .map(|subs| {
+                                subs.iter()
+                                    .map(|s| {
+                                        let mut verbs = s["verbs"].clone();
+                                        verbs.as_array_mut().unwrap().sort_by_key(|v| v.to_string());
+                                        (
+                                            s["subresource"].as_str().unwrap().to_owned(),
+                                            (verbs, s["responseKind"].clone()),
+                                        )
+                                    })
+                                    .collect()
+                            })
+                            .unwrap_or_default();
+                        let entry = (
+                            r["scope"].clone(),
+                            r["singularResource"].clone(),
+                            r["responseKind"].clone(),
+                            sorted("verbs"),
+                            sorted("shortNames"),
+                            sorted("categories"),
+                            subresources,
+                        );
+                        out.insert((g.clone(), v.clone(), r["resource"].as_str().unwrap().to_owned()), entry);
+                    }
+                }
+            }
+        }
+        out
+    };
+    let server = FakeApiServer::start();
+    let fake = entries(&Raw::fake(&server));
+    let real = entries(&Raw::real(&bed));
+    assert!(fake.len() >= 10, "{fake:?}");
+    for (key, f) in &fake {
+        let r = real.get(key).unwrap_or_else(|| panic!("{key:?}: served by the fake, not by the real server"));
+        assert_eq!((&f.0, &f.1, &f.2, &f.3, &f.4, &f.5), (&r.0, &r.1, &r.2, &r.3, &r.4, &r.5), "{key:?}");
+        // The real server has subresources the fake does not serve (pods/exec, pods/log, ...):
+        // each one the fake lists must be the real one.
+        for (sub, fs) in &f.6 {
+            assert_eq!(Some(fs), r.6.get(sub), "{key:?}: subresource {sub}");
+        }
+    }
 }

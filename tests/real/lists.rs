@@ -117,19 +117,28 @@ fn a_large_list_arrives_compressed() {
 }
 
 /// PodTemplates have no watch cache on the bed, so lists with a continue token go to etcd, and a
-/// compaction expires the token.
+/// compaction expires the token. etcd keeps the revision it compacted at readable, so a write
+/// comes between the token and each compaction: without one (when no other test happened to
+/// write meanwhile) the token stayed valid and the test failed.
 #[test]
 fn an_expired_continue_token_restarts_the_list() {
     let Some(bed) = Bed::shared() else { return };
     let ns = bed.namespace("expired");
     let api: Api<PodTemplate> = Api::namespaced(bed.client(), &ns);
+    let others: Api<ConfigMap> = Api::namespaced(bed.client(), &ns);
+    let mut writes = 0;
+    let mut compact_past_now = || {
+        writes += 1;
+        others.create(&config_map(&ns, &format!("revision-{writes}"), "v")).unwrap();
+        bed.compact();
+    };
     for i in 0..12 {
         api.create(&pod_template(&ns, &format!("t-{i}"))).unwrap();
     }
     // The one-shot call shows the server's answer itself.
     let first = api.list(&ListParams::default().limit(2)).unwrap();
     let token = first.continue_token.clone().expect("a continue token");
-    bed.compact();
+    compact_past_now();
     let e = api.list(&ListParams::default().limit(2).continue_token(&token)).unwrap_err();
     assert_eq!(e.status(), Some(410), "{e}");
 
@@ -138,7 +147,7 @@ fn an_expired_continue_token_restarts_the_list() {
         Watcher::builder(api.clone()).config(Config::default().page_size(2)).channel_capacity(1).start().unwrap();
     watcher.receiver(); // a consumer that does not read yet: the list waits for it
     until("the first page is read", || watcher.stats().lists >= 1);
-    bed.compact();
+    compact_past_now();
     let seen = collect_until(&watcher, |seen| seen.iter().any(|e| e == "InitDone"));
     let stats = watcher.stats();
     assert_eq!(stats.relists.expired, 1, "{stats:?} {seen:?}");

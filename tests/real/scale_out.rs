@@ -219,3 +219,50 @@ fn a_shard_group_splits_the_pods_through_a_join_and_a_leave() {
         assert_eq!(uids(r.watcher.store().state().iter().map(|p| &**p)), uids(&want));
     }
 }
+
+/// The first `GroupChange::Conflict` a member reports.
+fn conflict(group: &ShardGroup) -> String {
+    loop {
+        if let kube_watcher::GroupChange::Conflict(why) = group.changes().recv_timeout(WAIT).expect("a change") {
+            return why;
+        }
+    }
+}
+
+/// On real Leases (whose `renewTime` the server keeps in microseconds, and sends back in
+/// protobuf or JSON): a member never takes its own renewals for a twin's; a second process
+/// with its identity does, and holds nothing; a member whose Lease name is an elector's
+/// refuses it, and the elector keeps leading.
+#[test]
+fn twins_and_clashing_lease_names_are_refused_and_hold_nothing() {
+    let Some(bed) = Bed::shared() else { return };
+    let ns = bed.namespace("twins");
+    let leases: Api<Lease> = Api::namespaced(bed.client_of(User::Admin), &ns);
+    let first = ShardGroup::join(leases.clone(), "pods", "same", timings()).unwrap();
+    until("the first holds everything", || first.shard() == Some(Shard::of(0, 1).unwrap()));
+    // Renewed many times since: its own writes, as the server stored them, are its own.
+    let renewals = |n: usize| {
+        let before = leases.get("pods-same").unwrap().metadata.resource_version.unwrap();
+        let mut seen = BTreeSet::from([before]);
+        until("renewals", || {
+            seen.insert(leases.get("pods-same").unwrap().metadata.resource_version.unwrap());
+            seen.len() > n
+        });
+    };
+    renewals(4);
+    assert_eq!(first.shard(), Some(Shard::of(0, 1).unwrap()));
+
+    let second = ShardGroup::join(leases.clone(), "pods", "same", timings()).unwrap();
+    let why = conflict(&second);
+    assert!(why.contains("another process holds it as \"same\""), "{why}");
+    renewals(4);
+    assert_eq!(second.shard(), None);
+    assert_eq!(first.shard(), Some(Shard::of(0, 1).unwrap()));
+
+    let elector = LeaderElector::start(leases.clone(), "pods-leader", "e", timings()).unwrap();
+    assert!(elector.wait_until_leader(WAIT));
+    let member = ShardGroup::join(leases, "pods", "leader", timings()).unwrap();
+    let why = conflict(&member);
+    assert!(why.contains("\"pods-leader\"") && why.contains("LeaderElector"), "{why}");
+    assert!(elector.is_leader() && member.shard().is_none());
+}

@@ -75,24 +75,35 @@ pub(crate) fn item_in_shard(item: Item<'_>, shard: &Shard) -> bool {
     }
 }
 
-/// Whether a watch event (a JSON line or a protobuf frame, in `encoding`) is kept by `shard`:
-/// an object event whose object's uid or namespace the shard holds, and every bookmark and
-/// error. Read off the bytes before any decode; what cannot be read is kept, for the decoder
-/// to report.
-pub(crate) fn event_in_shard(encoding: Encoding, bytes: &[u8], shard: &Shard) -> bool {
+/// A watch event of another shard's object, which a sharded watcher drops unread (see
+/// [`event_outside_shard`]); all that is kept of it is the resourceVersion it carries (`None`
+/// when none could be read), which the watch has moved past (docs/protocol.md §14.4).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Outside<'a> {
+    pub(crate) resource_version: Option<Cow<'a, str>>,
+}
+
+/// Whether a watch event (a JSON line or a protobuf frame, in `encoding`) is dropped by
+/// `shard`: `Some` for an object event whose object's uid or namespace the shard does not hold;
+/// `None` (kept) for the shard's own objects and every bookmark and error. Read off the bytes
+/// before any decode; what cannot be read is kept, for the decoder to report.
+pub(crate) fn event_outside_shard<'a>(encoding: Encoding, bytes: &'a [u8], shard: &Shard) -> Option<Outside<'a>> {
     let object_event = |ty: &[u8]| matches!(ty, b"ADDED" | b"MODIFIED" | b"DELETED");
+    let peeked = |id: Peeked<'a>| {
+        (!peeked_in_shard(&id, shard)).then(|| Outside { resource_version: id.resource_version.map(Cow::Borrowed) })
+    };
     match encoding {
         Encoding::Json => match peek::event_object(bytes) {
-            Some((ty, _)) if !object_event(ty) => true,
+            Some((ty, _)) if !object_event(ty) => None,
             Some((_, object)) => match peek::identity(object) {
-                Some(id) => peeked_in_shard(&id, shard),
-                None => json_in_shard(bytes, &["object"], shard),
+                Some(id) => peeked(id),
+                None => json_outside_shard(bytes, &["object"], shard),
             },
-            None => json_in_shard(bytes, &["object"], shard),
+            None => json_outside_shard(bytes, &["object"], shard),
         },
         Encoding::Protobuf => match proto::event_peek(bytes) {
-            Some((_, Some(id))) => peeked_in_shard(&id, shard),
-            Some((_, None)) | None => true,
+            Some((_, Some(id))) => peeked(id),
+            Some((_, None)) | None => None,
         },
     }
 }
@@ -106,15 +117,21 @@ fn peeked_in_shard(id: &Peeked<'_>, shard: &Shard) -> bool {
 /// value parsed, the object found under `path`, and its uid or namespace (missing: empty, as
 /// the server reads it). Not JSON, or not an object event: kept.
 fn json_in_shard(bytes: &[u8], path: &[&str], shard: &Shard) -> bool {
-    let Ok(value) = serde_json::from_slice::<serde_json::Value>(bytes) else { return true };
+    json_outside_shard(bytes, path, shard).is_none()
+}
+
+/// [`json_in_shard`], with the resourceVersion of an object it drops.
+fn json_outside_shard<'a>(bytes: &[u8], path: &[&str], shard: &Shard) -> Option<Outside<'a>> {
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(bytes) else { return None };
     if !path.is_empty() && !matches!(value.get("type").and_then(|t| t.as_str()), Some("ADDED" | "MODIFIED" | "DELETED"))
     {
-        return true;
+        return None;
     }
-    let object = path.iter().try_fold(&value, |v, key| v.get(key));
-    let field = if shard.is_by_namespace() { "namespace" } else { "uid" };
-    let found = object.and_then(|o| o.get("metadata")).and_then(|m| m.get(field)).and_then(|v| v.as_str());
-    shard.contains(found.unwrap_or_default())
+    let meta = path.iter().try_fold(&value, |v, key| v.get(key)).and_then(|o| o.get("metadata"));
+    let field = |name: &str| meta.and_then(|m| m.get(name)).and_then(|v| v.as_str());
+    let found = field(if shard.is_by_namespace() { "namespace" } else { "uid" });
+    (!shard.contains(found.unwrap_or_default()))
+        .then(|| Outside { resource_version: field("resourceVersion").map(|rv| Cow::Owned(rv.to_owned())) })
 }
 
 /// Who a list item is that did not decode (lenient; see [`identity`]).
@@ -713,28 +730,46 @@ mod tests {
         }
 
         #[test]
-        fn watch_events_of_other_shards_are_told_and_bookmarks_and_errors_kept() {
+        fn watch_events_of_other_shards_are_told_with_their_version_and_bookmarks_and_errors_kept() {
             let shard = Shard::of(1, 2).unwrap();
             let (ours, theirs) = uids(&shard);
+            let kept = |encoding, bytes: &[u8]| event_outside_shard(encoding, bytes, &shard).is_none();
             for (uid, want) in [(&ours, true), (&theirs, false)] {
                 for ty in ["ADDED", "MODIFIED", "DELETED"] {
                     let line = serde_json::to_vec(&json!({"type": ty, "object": pod(uid, "a")})).unwrap();
-                    assert_eq!(event_in_shard(Encoding::Json, &line, &shard), want, "{ty} json");
+                    assert_eq!(kept(Encoding::Json, &line), want, "{ty} json");
                     let reordered = serde_json::to_vec(&json!({"object": pod(uid, "a"), "type": ty})).unwrap();
-                    assert_eq!(event_in_shard(Encoding::Json, &reordered, &shard), want, "{ty} json, type last");
-                    assert_eq!(event_in_shard(Encoding::Protobuf, &frame(ty, &pod(uid, "a")), &shard), want, "{ty} pb");
+                    assert_eq!(kept(Encoding::Json, &reordered), want, "{ty} json, type last");
+                    assert_eq!(kept(Encoding::Protobuf, &frame(ty, &pod(uid, "a"))), want, "{ty} pb");
                 }
             }
+            // A dropped event still tells how far the watch came: its object's resourceVersion.
+            let at = |rv: &'static str| Some(Outside { resource_version: Some(Cow::Borrowed(rv)) });
+            let line = serde_json::to_vec(&json!({"type": "MODIFIED", "object": pod(&theirs, "a")})).unwrap();
+            assert_eq!(event_outside_shard(Encoding::Json, &line, &shard), at("1"));
+            let frame_bytes = frame("DELETED", &pod(&theirs, "a"));
+            assert_eq!(event_outside_shard(Encoding::Protobuf, &frame_bytes, &shard), at("1"));
+            // The lenient path (an escape in the uid) reads it too; none written: none told.
+            let escaped = format!(
+                r#"{{"type":"ADDED","object":{{"metadata":{{"uid":"{}","resourceVersion":"7"}}}}}}"#,
+                theirs.replace('-', "\\u002d")
+            );
+            assert_eq!(event_outside_shard(Encoding::Json, escaped.as_bytes(), &shard), at("7"));
+            let bare = format!(r#"{{"type":"ADDED","object":{{"metadata":{{"uid":"{theirs}"}}}}}}"#);
+            assert_eq!(
+                event_outside_shard(Encoding::Json, bare.as_bytes(), &shard),
+                Some(Outside { resource_version: None })
+            );
             let bookmark =
                 br#"{"type":"BOOKMARK","object":{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"9"}}}"#;
-            assert!(event_in_shard(Encoding::Json, bookmark, &shard));
+            assert!(kept(Encoding::Json, bookmark));
             let error = br#"{"type":"ERROR","object":{"kind":"Status","code":410}}"#;
-            assert!(event_in_shard(Encoding::Json, error, &shard));
+            assert!(kept(Encoding::Json, error));
             let pb_bookmark =
                 frame("BOOKMARK", &json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"resourceVersion": "9"}}));
-            assert!(event_in_shard(Encoding::Protobuf, &pb_bookmark, &shard));
+            assert!(kept(Encoding::Protobuf, &pb_bookmark));
             // Not readable: kept, for the decoder to report.
-            assert!(event_in_shard(Encoding::Json, b"{not json", &shard));
+            assert!(kept(Encoding::Json, b"{not json"));
         }
 
         #[test]

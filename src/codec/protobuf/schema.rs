@@ -177,6 +177,9 @@ pub(crate) fn parse(text: &'static str) -> Result<Schema, String> {
             }
             fields.push(Field { number, name: (!inline).then_some(field), ty, omit_zero });
         }
+        // Ascending numbers: the order Go's generated marshallers write fields in, which the
+        // encoder follows (the fake's bytes are the real server's: tests/real/differential.rs).
+        fields.sort_by_key(|f| f.number);
         let max = fields.iter().map(|f| f.number).max().unwrap_or(0);
         let mut by_number = vec![u16::MAX; max as usize + 1];
         for (i, f) in fields.iter().enumerate() {

@@ -50,11 +50,19 @@ fn aggregated_list(state: &State, groups: &[(String, Vec<String>)]) -> Response 
 }
 
 /// One resource of an aggregated document: the fields of [`api_resources`]' entries, with its
-/// subresources nested.
+/// subresources nested. A built-in type's `responseKind` names the kind only (group and
+/// version empty: the resource's own), a custom resource's names all three, as kube-apiserver
+/// writes them (tests/real/differential.rs compares the two documents).
 fn aggregated_resource(rt: &ResourceType) -> Value {
-    let kind = json!({"group": rt.group, "version": rt.version, "kind": rt.kind});
-    let mut subresources =
-        vec![json!({"subresource": "status", "responseKind": kind, "verbs": ["get", "patch", "update"]})];
+    let kind = if rt.built_in {
+        json!({"group": "", "version": "", "kind": rt.kind})
+    } else {
+        json!({"group": rt.group, "version": rt.version, "kind": rt.kind})
+    };
+    let mut subresources = Vec::new();
+    if has_status(rt) {
+        subresources.push(json!({"subresource": "status", "responseKind": kind, "verbs": ["get", "patch", "update"]}));
+    }
     if super::write::has_scale(rt) {
         subresources.push(json!({
             "subresource": "scale", "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
@@ -64,7 +72,7 @@ fn aggregated_resource(rt: &ResourceType) -> Value {
     let mut r = json!({
         "resource": rt.plural, "responseKind": kind,
         "scope": if rt.namespaced { "Namespaced" } else { "Cluster" },
-        "singularResource": singular(rt), "verbs": VERBS, "subresources": subresources,
+        "singularResource": singular(rt), "verbs": verbs(rt), "subresources": subresources,
     });
     if !rt.short_names.is_empty() {
         r["shortNames"] = json!(rt.short_names);
@@ -78,13 +86,57 @@ fn aggregated_resource(rt: &ResourceType) -> Value {
 /// The verbs every served type allows.
 const VERBS: [&str; 8] = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
 
+/// The verbs of `rt`: all of [`VERBS`], but namespaces cannot be deleted as a collection.
+fn verbs(rt: &ResourceType) -> Vec<&'static str> {
+    let namespaces = rt.built_in && rt.group.is_empty() && rt.plural == "namespaces";
+    VERBS.into_iter().filter(|v| !(namespaces && *v == "deletecollection")).collect()
+}
+
+/// Whether discovery lists a `status` subresource for `rt`: built-in types without a status
+/// (ConfigMaps, Secrets, Leases, ...) have none on the real server; custom resources keep it
+/// (the fake does not know whether their definition declares one).
+fn has_status(rt: &ResourceType) -> bool {
+    const NO_STATUS: [&str; 16] = [
+        "configmaps",
+        "secrets",
+        "events",
+        "endpoints",
+        "serviceaccounts",
+        "leases",
+        "podtemplates",
+        "limitranges",
+        "controllerrevisions",
+        "endpointslices",
+        "roles",
+        "rolebindings",
+        "clusterroles",
+        "clusterrolebindings",
+        "priorityclasses",
+        "storageclasses",
+    ];
+    !(rt.built_in && NO_STATUS.contains(&rt.plural.as_str()))
+}
+
 fn singular(rt: &ResourceType) -> String {
     rt.singular.clone().unwrap_or_else(|| rt.kind.to_ascii_lowercase())
 }
 
 /// `kubectl get all` lists these.
 fn categories(rt: &ResourceType) -> Option<[&'static str; 1]> {
-    (rt.built_in && matches!(rt.plural.as_str(), "pods" | "deployments" | "services")).then_some(["all"])
+    let all = matches!(
+        rt.plural.as_str(),
+        "pods"
+            | "services"
+            | "replicationcontrollers"
+            | "deployments"
+            | "replicasets"
+            | "statefulsets"
+            | "daemonsets"
+            | "jobs"
+            | "cronjobs"
+            | "horizontalpodautoscalers"
+    );
+    (rt.built_in && all).then_some(["all"])
 }
 
 /// The named groups and their versions, in the order `/apis` lists them.
@@ -182,7 +234,7 @@ pub(super) fn api_resources(shared: &ServerCore, g: &str, v: &str) -> Response {
         let rt = &t.rt;
         let mut r = json!({
             "name": rt.plural, "singularName": singular(rt), "namespaced": rt.namespaced, "kind": rt.kind,
-            "verbs": VERBS,
+            "verbs": verbs(rt),
         });
         if !rt.short_names.is_empty() {
             r["shortNames"] = json!(rt.short_names);
@@ -191,10 +243,12 @@ pub(super) fn api_resources(shared: &ServerCore, g: &str, v: &str) -> Response {
             r["categories"] = json!(categories);
         }
         resources.push(r);
-        resources.push(json!({
-            "name": format!("{}/status", rt.plural), "singularName": "", "namespaced": rt.namespaced,
-            "kind": rt.kind, "verbs": ["get", "patch", "update"],
-        }));
+        if has_status(rt) {
+            resources.push(json!({
+                "name": format!("{}/status", rt.plural), "singularName": "", "namespaced": rt.namespaced,
+                "kind": rt.kind, "verbs": ["get", "patch", "update"],
+            }));
+        }
         if super::write::has_scale(rt) {
             resources.push(json!({
                 "name": format!("{}/scale", rt.plural), "singularName": "", "namespaced": rt.namespaced,

@@ -11,7 +11,9 @@ pub(super) fn get(shared: &ServerCore, req: &Request, idx: usize, key: &str, nam
     let rt = state.store.types[idx].rt.clone();
     match state.store.types[idx].objects.get(key) {
         Some(obj) => Response::json(200, &render(&rt, obj, repr)),
-        None => error_response(&FakeError::NotFound { resource: rt.resource_name(), name: name.to_string() }, &rt),
+        None => {
+            error_response(&FakeError::NotFound { resource: rt.resource_name(), name: name.to_string() }, &rt, name)
+        }
     }
 }
 
@@ -79,12 +81,13 @@ pub(super) fn create(shared: &ServerCore, req: &Request, idx: usize, ns: Option<
     if req.param("dryRun").is_some() {
         return Response::json(201, &obj);
     }
+    let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_owned();
     let result = state.store.create(idx, obj, ns);
     drop(state);
     shared.notify();
     match result {
         Ok(obj) => Response::json(201, &obj),
-        Err(e) => error_response(&e, &rt),
+        Err(e) => error_response(&e, &rt, &name),
     }
 }
 
@@ -118,7 +121,11 @@ pub(super) fn update(
     if status_only {
         let key = make_key(ns.unwrap_or_default(), name);
         let Some(current) = state.store.types[idx].objects.get(&key).cloned() else {
-            return error_response(&FakeError::NotFound { resource: rt.resource_name(), name: name.to_string() }, &rt);
+            return error_response(
+                &FakeError::NotFound { resource: rt.resource_name(), name: name.to_string() },
+                &rt,
+                name,
+            );
         };
         let mut merged = (*current).clone();
         merged["status"] = obj.get("status").cloned().unwrap_or(Value::Null);
@@ -168,7 +175,7 @@ pub(super) fn update(
         shared.notify();
         return match result {
             Ok(obj) => Response::json(201, &obj),
-            Err(e) => error_response(&e, &rt),
+            Err(e) => error_response(&e, &rt, name),
         };
     }
     let result = state.store.replace(idx, obj, ns);
@@ -176,7 +183,7 @@ pub(super) fn update(
     shared.notify();
     match result {
         Ok(obj) => Response::json(200, &obj),
-        Err(e) => error_response(&e, &rt),
+        Err(e) => error_response(&e, &rt, name),
     }
 }
 
@@ -399,7 +406,11 @@ pub(super) fn patch(
     let state = shared.lock();
     let rt = state.store.types[idx].rt.clone();
     let Some(current) = state.store.types[idx].objects.get(key).cloned() else {
-        return error_response(&FakeError::NotFound { resource: rt.resource_name(), name: name.to_string() }, &rt);
+        return error_response(
+            &FakeError::NotFound { resource: rt.resource_name(), name: name.to_string() },
+            &rt,
+            name,
+        );
     };
     drop(state);
     let mut obj = (*current).clone();
@@ -437,7 +448,11 @@ pub(super) fn scale(shared: &ServerCore, req: &Request, idx: usize, ns: Option<&
     let state = shared.lock();
     let rt = state.store.types[idx].rt.clone();
     let Some(current) = state.store.types[idx].objects.get(&key).cloned() else {
-        return error_response(&FakeError::NotFound { resource: rt.resource_name(), name: name.to_string() }, &rt);
+        return error_response(
+            &FakeError::NotFound { resource: rt.resource_name(), name: name.to_string() },
+            &rt,
+            name,
+        );
     };
     drop(state);
     let mut wanted = scale_of(&current);
@@ -476,7 +491,7 @@ pub(super) fn scale(shared: &ServerCore, req: &Request, idx: usize, ns: Option<&
     shared.notify();
     match result {
         Ok(obj) => Response::json(200, &scale_of(&obj)),
-        Err(e) => error_response(&e, &rt),
+        Err(e) => error_response(&e, &rt, name),
     }
 }
 
@@ -490,7 +505,7 @@ pub(super) fn delete(shared: &ServerCore, req: &Request, idx: usize, key: &str) 
                 let have = current.pointer(&format!("/metadata/{field}")).and_then(Value::as_str);
                 if have != Some(want) {
                     let name = super::super::store::key_name(key).to_string();
-                    return error_response(&FakeError::Conflict { resource: rt.resource_name(), name }, &rt);
+                    return error_response(&FakeError::Conflict { resource: rt.resource_name(), name }, &rt, "");
                 }
             }
         }
@@ -509,7 +524,7 @@ pub(super) fn delete(shared: &ServerCore, req: &Request, idx: usize, key: &str) 
                             "uid": obj.pointer("/metadata/uid")}
             }),
         ),
-        Err(e) => error_response(&e, &rt),
+        Err(e) => error_response(&e, &rt, super::super::store::key_name(key)),
     }
 }
 
