@@ -84,6 +84,10 @@
 //! the sync). Use `--events 0`: events change the pods the store holds, so a relist of the
 //! listed pods would find them all changed.
 //!
+//! `--render-as-sent` (server): render every pod as it is sent, from a template (filled in a few
+//! microseconds, checked against the generator at start), as above 200k pods; by default
+//! pods up to 200k are rendered at start.
+//!
 //! `--varied` (server): pods of 50 deployments that differ as a real cluster's do
 //! (`benches/support/varied_pod.rs`: random uids, container ids and image digests) instead of
 //! copies of one pod that differ in a few numbers; the client needs `--varied` too, to look
@@ -142,6 +146,9 @@ struct Args {
     /// Server: filter lists and watches by `shardSelector` and echo `shardInfo`, as a
     /// Kubernetes 1.36 server with `ShardedListAndWatch` does (without it, it is ignored).
     filter_shards: bool,
+    /// Server: render pods as they are sent (from templates) whatever their number; by
+    /// default only above [`RENDER_AT_START`].
+    render_as_sent: bool,
     /// Client: the pods and watch events it waits for (`--pods` and `--events`, or their
     /// shard's part).
     want: (usize, usize),
@@ -175,6 +182,7 @@ fn parse_args() -> Result<Args, String> {
         wire: None,
         shard: None,
         filter_shards: false,
+        render_as_sent: false,
         want: (0, 0),
         page_size: None,
         consumer_rate: None,
@@ -208,6 +216,7 @@ fn parse_args() -> Result<Args, String> {
             }
             "--varied" => a.varied = true,
             "--filter-shards" => a.filter_shards = true,
+            "--render-as-sent" => a.render_as_sent = true,
             "--shard" => {
                 let v = value()?;
                 let (i, n) = v.split_once('/').ok_or("--shard: I/N")?;
@@ -729,7 +738,8 @@ fn serve(args: &Args) {
     let listener = TcpListener::bind(("127.0.0.1", args.port)).expect("bind");
     let addr = listener.local_addr().expect("addr");
     let started = Instant::now();
-    let pods = Arc::new(Pods::new(args.pods, args.varied));
+    let at_start = args.pods <= RENDER_AT_START && !args.render_as_sent;
+    let pods = Arc::new(Pods::new(args.pods, args.varied, at_start));
     let sample = pods.n.min(1000);
     let avg =
         |f: &dyn Fn(usize) -> usize| (0..sample).map(|k| f(k * pods.n / sample.max(1))).sum::<usize>() / sample.max(1);
@@ -780,74 +790,164 @@ struct Pods {
     json: Vec<String>,
     /// Every pod's protobuf (a bare `Pod` message), likewise.
     pb: Vec<Vec<u8>>,
-    /// Rendered on the fly, varied pods come from one template per deployment and restart
-    /// count (see [`Template`]), made when first needed.
+    /// Rendered as they are sent, pods come from one template per deployment and restart
+    /// count (varied) or one for all (see [`Template`]), made when first needed.
     templates: std::sync::Mutex<std::collections::HashMap<(usize, u64), Arc<Template>>>,
 }
 
-/// A varied pod of one deployment with placeholders for the values each pod has of its own
-/// (`varied_pod::PodValues`), as JSON and as protobuf: filling them in costs a few
-/// microseconds, where rendering and encoding a pod costs ~0.5 ms (serde_json values, then the
-/// crate's JSON-to-protobuf encoder), which made the server, not the client, the bottleneck of
-/// a million-pod sync.
+/// A pod with holes for the values each pod has of its own (`realistic_pod::Values`,
+/// `varied_pod::PodValues`), as JSON and as protobuf, each cut once into pieces: producing a
+/// pod copies the pieces and writes the values in the holes, a few microseconds where
+/// rendering and encoding it costs ~0.5 ms (serde_json values, then the crate's JSON-to-protobuf
+/// encoder), which made the server, not the client, the bottleneck of a million-pod sync.
+/// Values may differ in width from pod to pod (IPs, resourceVersions): the protobuf pieces say
+/// which length prefixes hold holes, and those are written anew for each pod. [`Pods::new`]
+/// checks templated pods against the generators at start, byte for byte.
 struct Template {
-    json: String,
+    json: Vec<u8>,
     pb: Vec<u8>,
+    json_pieces: Vec<Piece>,
+    pb_pieces: Vec<Piece>,
 }
 
-/// The placeholders of a [`Template`]: strings that no pod holds, each a whole field's value.
-/// The creation time's is a real time (protobuf encodes times as seconds): one before any pod's,
-/// whose seconds take as many bytes as theirs.
+/// A piece of a [`Template`].
+enum Piece {
+    /// The template's bytes `start..end`, as they are.
+    Bytes(usize, usize),
+    /// Hole `k`'s value.
+    Hole(usize),
+    /// The creation time's seconds (protobuf: a varint).
+    Seconds,
+    /// A length-delimited protobuf payload that holds holes: its length (a varint), then it.
+    Len(Vec<Piece>),
+}
+
+/// The placeholder of the creation time (a hole of varied pods): a real time, since protobuf
+/// encodes times as seconds, one before any pod's and whose seconds take as many bytes.
 const PLACEHOLDER_CREATED: &str = "2000-01-01T00:00:00Z";
 const PLACEHOLDER_SECONDS: u64 = 946_684_800;
 
+/// The placeholder of hole `k`: a string no pod holds.
+fn placeholder(k: usize) -> String {
+    format!("~{k:02}~")
+}
+
+/// Varied pods' holes, in this order (the creation time is hole 2).
+const VARIED_HOLES: usize = 11;
+/// Realistic pods' holes.
+const REALISTIC_HOLES: usize = 9;
+
 impl Template {
-    fn of(i: usize, restarts: u64) -> Template {
-        let placeholders = PodValues {
-            name: "@@name@@".into(),
-            token_volume: "@@token-volume@@".into(),
-            created: PLACEHOLDER_CREATED.into(),
-            uid: "@@uid@@".into(),
-            node: "@@node@@".into(),
-            pod_ip: "@@pod-ip@@".into(),
-            host_ip: "@@host-ip@@".into(),
-            restarts,
-            container_ids: (0..3).map(|k| format!("@@container-{k}@@")).collect(),
+    /// The template of pod `i`'s kind: its deployment's and restart count's (varied), or the
+    /// one of every realistic pod.
+    fn of(i: usize, varied: bool) -> Template {
+        let p = placeholder;
+        let json = if varied {
+            let placeholders = PodValues {
+                name: p(0),
+                token_volume: p(1),
+                created: PLACEHOLDER_CREATED.into(),
+                uid: p(3),
+                node: p(4),
+                pod_ip: p(5),
+                host_ip: p(6),
+                restarts: PodValues::of(i).restarts,
+                container_ids: (7..10).map(p).collect(),
+            };
+            render_varied_with(i, &placeholders, &p(10))
+        } else {
+            let placeholders = RealisticValues {
+                namespace: p(0),
+                name: p(1),
+                uid: p(2),
+                volume: p(3),
+                node: p(4),
+                host_ip: p(5),
+                pod_ip: p(6),
+                container_id: p(7),
+            };
+            render_pod_with(&placeholders, &p(8))
         };
-        let json = render_varied_with(i, &placeholders, "@@rv@@");
-        let pb = protobuf::pod(&json);
-        Template { json, pb }
-    }
-
-    /// (placeholder, value) for pod `v` at `rv`.
-    fn substitutions(v: &PodValues, rv: &str) -> Vec<(String, String)> {
-        let mut subs = vec![
-            ("@@name@@".to_owned(), v.name.clone()),
-            ("@@token-volume@@".to_owned(), v.token_volume.clone()),
-            ("@@uid@@".to_owned(), v.uid.clone()),
-            ("@@node@@".to_owned(), v.node.clone()),
-            ("@@pod-ip@@".to_owned(), v.pod_ip.clone()),
-            ("@@host-ip@@".to_owned(), v.host_ip.clone()),
-            ("@@rv@@".to_owned(), rv.to_owned()),
-        ];
-        subs.extend(v.container_ids.iter().enumerate().map(|(k, id)| (format!("@@container-{k}@@"), id.clone())));
-        subs
-    }
-
-    fn json(&self, v: &PodValues, rv: &str) -> String {
-        let mut out = self.json.replace(PLACEHOLDER_CREATED, &v.created);
-        for (placeholder, value) in Template::substitutions(v, rv) {
-            out = out.replace(&format!("\"{placeholder}\""), &format!("\"{value}\""));
+        let holes = if varied { VARIED_HOLES } else { REALISTIC_HOLES };
+        let mut markers: Vec<Vec<u8>> = (0..holes).map(|k| p(k).into_bytes()).collect();
+        if varied {
+            markers[2] = PLACEHOLDER_CREATED.as_bytes().to_vec();
         }
-        out
+        let markers: Vec<&[u8]> = markers.iter().map(Vec::as_slice).collect();
+        let pb = protobuf::pod(&json);
+        let mut json_pieces = Vec::new();
+        split_at_holes(json.as_bytes(), 0, &markers, &mut json_pieces);
+        let seconds = varied.then_some(PLACEHOLDER_SECONDS);
+        let pb_pieces = protobuf::pieces(&pb, 0, &markers, seconds).expect("a pod's protobuf is a message");
+        Template { json: json.into_bytes(), pb, json_pieces, pb_pieces }
     }
 
-    fn pb(&self, v: &PodValues, rv: &str) -> Vec<u8> {
-        let subs = Template::substitutions(v, rv);
-        let subs: Vec<(&[u8], &[u8])> = subs.iter().map(|(p, v)| (p.as_bytes(), v.as_bytes())).collect();
+    /// The JSON of the pod with the hole values `values`.
+    fn json(&self, values: &[String]) -> String {
+        let mut out = Vec::with_capacity(self.json.len() + 256);
+        write_pieces(&self.json_pieces, &self.json, values, 0, &mut out);
+        // OK: the template is JSON text and the values are strings.
+        String::from_utf8(out).expect("JSON text")
+    }
+
+    /// The protobuf of the pod with the hole values `values` (the creation time's, hole 2 of a
+    /// varied pod, is also written as seconds).
+    fn pb(&self, values: &[String]) -> Vec<u8> {
+        let seconds = values.get(2).map_or(0, |t| unix_seconds(t));
         let mut out = Vec::with_capacity(self.pb.len() + 256);
-        protobuf::patch(&self.pb, &subs, (PLACEHOLDER_SECONDS, unix_seconds(&v.created)), &mut out);
+        write_pieces(&self.pb_pieces, &self.pb, values, seconds, &mut out);
         out
+    }
+}
+
+/// `b` (the template's bytes from `base`) as pieces, cut at every placeholder of `markers`.
+fn split_at_holes(b: &[u8], base: usize, markers: &[&[u8]], out: &mut Vec<Piece>) {
+    let (mut at, mut i) = (0, 0);
+    while i < b.len() {
+        match markers.iter().position(|m| b[i..].starts_with(m)) {
+            Some(k) => {
+                if at < i {
+                    out.push(Piece::Bytes(base + at, base + i));
+                }
+                out.push(Piece::Hole(k));
+                i += markers[k].len();
+                at = i;
+            }
+            None => i += 1,
+        }
+    }
+    if at < b.len() {
+        out.push(Piece::Bytes(base + at, base + b.len()));
+    }
+}
+
+/// The number of bytes `pieces` write.
+fn pieces_len(pieces: &[Piece], values: &[String], seconds: u64) -> usize {
+    pieces
+        .iter()
+        .map(|p| match p {
+            Piece::Bytes(start, end) => end - start,
+            Piece::Hole(k) => values[*k].len(),
+            Piece::Seconds => protobuf::varint_len(seconds),
+            Piece::Len(inner) => {
+                let n = pieces_len(inner, values, seconds);
+                protobuf::varint_len(n as u64) + n
+            }
+        })
+        .sum()
+}
+
+fn write_pieces(pieces: &[Piece], template: &[u8], values: &[String], seconds: u64, out: &mut Vec<u8>) {
+    for p in pieces {
+        match p {
+            Piece::Bytes(start, end) => out.extend_from_slice(&template[*start..*end]),
+            Piece::Hole(k) => out.extend_from_slice(values[*k].as_bytes()),
+            Piece::Seconds => protobuf::varint(out, seconds),
+            Piece::Len(inner) => {
+                protobuf::varint(out, pieces_len(inner, values, seconds) as u64);
+                write_pieces(inner, template, values, seconds, out);
+            }
+        }
     }
 }
 
@@ -866,32 +966,46 @@ fn unix_seconds(t: &str) -> u64 {
 }
 
 impl Pods {
-    fn new(n: usize, varied: bool) -> Pods {
+    /// `n` pods, rendered at start if `at_start`, else as they are sent.
+    fn new(n: usize, varied: bool, at_start: bool) -> Pods {
         let templates = Default::default();
         let mut pods = Pods { n, varied, json: Vec::new(), pb: Vec::new(), templates };
-        if n <= RENDER_AT_START {
+        if at_start {
             pods.json = (0..n).map(|i| pods.render(i)).collect();
             pods.pb = pods.json.iter().map(|p| protobuf::pod(p)).collect();
-        } else if varied {
-            // The templates must render what the generator does: checked on a sample.
+        } else {
+            // The templates must give what the generators do: checked on a sample.
             for i in (0..n).step_by(n / 200 + 1) {
-                let rv = (LIST_RV - 1 - i as u64).to_string();
-                let (v, t) = (PodValues::of(i), pods.template(i));
-                let json = render_varied_pod(i, LIST_RV - 1 - i as u64);
-                assert_eq!(t.json(&v, &rv), json, "pod {i}'s JSON from its template");
-                assert_eq!(t.pb(&v, &rv), protobuf::pod(&json), "pod {i}'s protobuf from its template");
+                let json = pods.render(i);
+                assert_eq!(pods.json(i), json, "pod {i}'s JSON from its template");
+                assert_eq!(pods.pb(i), protobuf::pod(&json), "pod {i}'s protobuf from its template");
             }
         }
         pods
     }
 
-    /// Pod `i`'s template (varied pods).
-    fn template(&self, i: usize) -> Arc<Template> {
-        let restarts = PodValues::of(i).restarts;
+    /// Pod `i`'s template and hole values.
+    fn templated(&self, i: usize) -> (Arc<Template>, Vec<String>) {
+        let rv = (LIST_RV - 1 - i as u64).to_string();
+        let (key, values) = if self.varied {
+            let v = PodValues::of(i);
+            let key = (deployment(i), v.restarts);
+            let PodValues { name, token_volume, created, uid, node, pod_ip, host_ip, container_ids, .. } = v;
+            let mut values = vec![name, token_volume, created, uid, node, pod_ip, host_ip];
+            values.extend(container_ids);
+            values.push(rv);
+            (key, values)
+        } else {
+            let RealisticValues { namespace, name, uid, volume, node, host_ip, pod_ip, container_id } =
+                RealisticValues::of(i);
+            ((0, 0), vec![namespace, name, uid, volume, node, host_ip, pod_ip, container_id, rv])
+        };
         let mut templates = self.templates.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        Arc::clone(templates.entry((deployment(i), restarts)).or_insert_with(|| Arc::new(Template::of(i, restarts))))
+        let template = templates.entry(key).or_insert_with(|| Arc::new(Template::of(i, self.varied)));
+        (Arc::clone(template), values)
     }
 
+    /// Pod `i` from the generator (slow: serde_json values for varied pods).
     fn render(&self, i: usize) -> String {
         let rv = LIST_RV - 1 - i as u64;
         if self.varied { render_varied_pod(i, rv) } else { render_pod(i, rv) }
@@ -901,10 +1015,10 @@ impl Pods {
     fn json(&self, i: usize) -> std::borrow::Cow<'_, str> {
         match self.json.get(i) {
             Some(p) => p.as_str().into(),
-            None if self.varied => {
-                self.template(i).json(&PodValues::of(i), &(LIST_RV - 1 - i as u64).to_string()).into()
+            None => {
+                let (template, values) = self.templated(i);
+                template.json(&values).into()
             }
-            None => self.render(i).into(),
         }
     }
 
@@ -912,8 +1026,10 @@ impl Pods {
     fn pb(&self, i: usize) -> std::borrow::Cow<'_, [u8]> {
         match self.pb.get(i) {
             Some(p) => p.as_slice().into(),
-            None if self.varied => self.template(i).pb(&PodValues::of(i), &(LIST_RV - 1 - i as u64).to_string()).into(),
-            None => protobuf::pod(&self.render(i)).into(),
+            None => {
+                let (template, values) = self.templated(i);
+                template.pb(&values).into()
+            }
         }
     }
 
@@ -936,12 +1052,12 @@ struct ServerState {
     /// Watches answered with a 410 so far (`--relists`).
     expired: AtomicUsize,
     /// The last shard selector asked for, and which pods it holds (`--filter-shards`).
-    shard: std::sync::Mutex<Option<(String, Arc<Vec<bool>>)>>,
+    shard: std::sync::Mutex<Option<(String, Arc<ShardPods>)>>,
 }
 
 /// The pods of the shard `selector` names (percent-encoded, as in the query), computed once
 /// per selector; `None` for a selector that does not parse (a real server would refuse it).
-fn shard_pods(selector: &str, pods: &Pods, state: &ServerState) -> Option<(String, Arc<Vec<bool>>)> {
+fn shard_pods(selector: &str, pods: &Pods, state: &ServerState) -> Option<Arc<ShardPods>> {
     let mut text = Vec::with_capacity(selector.len());
     let mut bytes = selector.bytes();
     while let Some(b) = bytes.next() {
@@ -955,13 +1071,26 @@ fn shard_pods(selector: &str, pods: &Pods, state: &ServerState) -> Option<(Strin
     }
     let text = String::from_utf8(text).ok()?;
     let mut cached = state.shard.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some((s, keep)) = cached.as_ref().filter(|(s, _)| *s == text) {
-        return Some((s.clone(), Arc::clone(keep)));
+    if let Some(known) = cached.as_ref().filter(|(s, _)| *s == text) {
+        return Some(Arc::clone(&known.1));
     }
     let shard = kube_watcher::Shard::parse(&text).ok()?;
-    let keep: Arc<Vec<bool>> = Arc::new((0..pods.n).map(|i| shard.contains(&pods.uid(i))).collect());
-    *cached = Some((shard.selector(), Arc::clone(&keep)));
-    Some((shard.selector(), keep))
+    // Each pod's uid is hashed from its index, without rendering the pod.
+    let keep: Vec<bool> = (0..pods.n).map(|i| shard.contains(&pods.uid(i))).collect();
+    let ours = (0..pods.n).filter(|&i| keep[i]).collect();
+    let known = Arc::new(ShardPods { selector: shard.selector(), keep, ours });
+    *cached = Some((text, Arc::clone(&known)));
+    Some(known)
+}
+
+/// The pods of one shard (`--filter-shards`).
+struct ShardPods {
+    /// The shard's selector, as `Shard::selector` writes it.
+    selector: String,
+    /// Whether each pod is the shard's.
+    keep: Vec<bool>,
+    /// The shard's pods, in order.
+    ours: Vec<usize>,
 }
 
 /// How the server answers (see the module docs).
@@ -1076,7 +1205,7 @@ fn handle(conn: TcpStream, pods: &Pods, opts: ServerOpts, state: &ServerState) -
             continue;
         }
         let shard = param("shardSelector").filter(|_| opts.filter_shards).and_then(|s| shard_pods(s, pods, state));
-        let keep = shard.as_ref().map(|(_, keep)| keep.as_slice());
+        let keep = shard.as_ref().map(|s| s.keep.as_slice());
         // A streaming list (a watch with `sendInitialEvents=true`, what client-go's informers
         // ask for by default since 1.35): every pod as ADDED, then the BOOKMARK that ends the
         // initial events, then the watch goes on as any other (docs/protocol.md §7.4).
@@ -1157,10 +1286,9 @@ fn handle(conn: TcpStream, pods: &Pods, opts: ServerOpts, state: &ServerState) -
         }
         let limit: usize = param("limit").and_then(|v| v.parse().ok()).filter(|l| *l > 0).unwrap_or(pods.n);
         let limit = limit.min(opts.page_cap);
-        if let Some((selector, keep)) = &shard {
+        if let Some(ShardPods { selector, ours, .. }) = shard.as_deref() {
             // The shard's pods, paged by their position among them; `shardInfo` echoes the
             // selector. (No relists or gzip here.)
-            let ours: Vec<usize> = (0..pods.n).filter(|&i| keep[i]).collect();
             let start: usize = param("continue").and_then(|v| v.parse().ok()).unwrap_or(0).min(ours.len());
             let end = start.saturating_add(limit).min(ours.len());
             let next = (end < ours.len()).then_some(end);
@@ -1262,7 +1390,7 @@ mod protobuf {
 
     pub const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
 
-    fn varint(out: &mut Vec<u8>, mut v: u64) {
+    pub fn varint(out: &mut Vec<u8>, mut v: u64) {
         while v >= 0x80 {
             out.push((v as u8) | 0x80);
             v >>= 7;
@@ -1314,62 +1442,88 @@ mod protobuf {
         out
     }
 
-    fn read_varint(b: &mut &[u8]) -> u64 {
+    /// The varint at `b[*pos..]`, moving `pos` past it; `None` past the end.
+    fn read_varint(b: &[u8], pos: &mut usize) -> Option<u64> {
         let mut v = 0u64;
         for shift in (0..64).step_by(7) {
-            let byte = b[0];
-            *b = &b[1..];
+            let byte = *b.get(*pos)?;
+            *pos += 1;
             v |= u64::from(byte & 0x7f) << shift;
             if byte & 0x80 == 0 {
-                break;
+                return Some(v);
             }
         }
-        v
+        None
     }
 
-    /// `msg` (a message of this server's encoding, with a template's placeholders) with every
-    /// length-delimited field that is exactly a placeholder of `subs` set to its value, every
-    /// field 1 of value `seconds.0` (a time's seconds) set to `seconds.1`, and the lengths of
-    /// the messages around them written anew. A field that holds a placeholder deeper is taken
-    /// as a message (`Template`'s check at start shows that only messages do).
-    pub fn patch(mut b: &[u8], subs: &[(&[u8], &[u8])], seconds: (u64, u64), out: &mut Vec<u8>) {
-        let mut sentinel = vec![1 << 3];
-        varint(&mut sentinel, seconds.0);
+    /// The bytes of `v` as a varint.
+    pub fn varint_len(v: u64) -> usize {
+        (64 - v.max(1).leading_zeros() as usize).div_ceil(7)
+    }
+
+    /// The message `b` (a template's protobuf from `base`, with the placeholders `markers`) as
+    /// [`Piece`]s: a length-delimited field that holds a placeholder is a [`Piece::Len`] of
+    /// the hole (exactly a placeholder), of its fields (a payload that reads as a message whose
+    /// fields are all varints and length-delimited, as this server writes them), or else of a
+    /// string cut at its placeholders; a field 1 varint of `seconds` (a time's) is
+    /// [`Piece::Seconds`]. `None` if `b` does not read as such a message. A string that happened
+    /// to read as one would come out wrong: [`Pods::new`]'s check at start would say so.
+    pub fn pieces(b: &[u8], base: usize, markers: &[&[u8]], seconds: Option<u64>) -> Option<Vec<Piece>> {
+        let sentinel = seconds.map(|s| {
+            let mut key_and_value = vec![1 << 3];
+            varint(&mut key_and_value, s);
+            key_and_value
+        });
         let holds = |payload: &[u8], pattern: &[u8]| payload.windows(pattern.len()).any(|w| w == pattern);
-        while !b.is_empty() {
-            let start = b;
-            let key = read_varint(&mut b);
-            out.extend_from_slice(&start[..start.len() - b.len()]);
+        let (mut out, mut pos, mut copied) = (Vec::new(), 0, 0);
+        let flush = |out: &mut Vec<Piece>, copied: &mut usize, to: usize| {
+            if *copied < to {
+                out.push(Piece::Bytes(base + *copied, base + to));
+            }
+        };
+        while pos < b.len() {
+            let key = read_varint(b, &mut pos)?;
+            if key >> 3 == 0 {
+                return None;
+            }
             match key & 7 {
                 0 => {
-                    let before = b;
-                    let v = read_varint(&mut b);
-                    if key == 1 << 3 && v == seconds.0 {
-                        varint(out, seconds.1);
-                    } else {
-                        out.extend_from_slice(&before[..before.len() - b.len()]);
+                    let at = pos;
+                    let v = read_varint(b, &mut pos)?;
+                    if key == 1 << 3 && Some(v) == seconds {
+                        flush(&mut out, &mut copied, at);
+                        out.push(Piece::Seconds);
+                        copied = pos;
                     }
                 }
                 2 => {
-                    let len = read_varint(&mut b) as usize;
-                    let (payload, rest) = b.split_at(len);
-                    b = rest;
-                    if let Some((_, value)) = subs.iter().find(|(p, _)| *p == payload) {
-                        varint(out, value.len() as u64);
-                        out.extend_from_slice(value);
-                    } else if holds(payload, &sentinel) || subs.iter().any(|(p, _)| holds(payload, p)) {
-                        let mut inner = Vec::with_capacity(payload.len() + 64);
-                        patch(payload, subs, seconds, &mut inner);
-                        varint(out, inner.len() as u64);
-                        out.extend_from_slice(&inner);
-                    } else {
-                        varint(out, len as u64);
-                        out.extend_from_slice(payload);
+                    let at = pos;
+                    let len = usize::try_from(read_varint(b, &mut pos)?).ok()?;
+                    let payload = b.get(pos..pos.checked_add(len)?)?;
+                    let start = pos;
+                    pos += len;
+                    let has_hole = markers.iter().any(|m| holds(payload, m))
+                        || sentinel.as_ref().is_some_and(|s| holds(payload, s));
+                    if !has_hole {
+                        continue;
                     }
+                    flush(&mut out, &mut copied, at);
+                    let inner = match markers.iter().position(|m| *m == payload) {
+                        Some(k) => vec![Piece::Hole(k)],
+                        None => pieces(payload, base + start, markers, seconds).unwrap_or_else(|| {
+                            let mut inner = Vec::new();
+                            split_at_holes(payload, base + start, markers, &mut inner);
+                            inner
+                        }),
+                    };
+                    out.push(Piece::Len(inner));
+                    copied = pos;
                 }
-                other => panic!("wire type {other}: not in a pod"),
+                _ => return None,
             }
         }
+        flush(&mut out, &mut copied, b.len());
+        Some(out)
     }
 
     /// A rendered pod's bare `Pod` message (no envelope, as a list item).
@@ -1581,7 +1735,7 @@ mod protobuf {
 
 #[path = "../benches/support/realistic_pod.rs"]
 mod realistic_pod;
-use realistic_pod::{render_pod, uid as pod_uid};
+use realistic_pod::{Values as RealisticValues, render_pod, render_pod_with, uid as pod_uid};
 #[path = "../benches/support/varied_pod.rs"]
 mod varied_pod;
 use varied_pod::{PodValues, deployment, render_varied_pod, render_varied_with, varied_key, varied_uid};
