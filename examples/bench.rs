@@ -51,7 +51,8 @@
 //! Server (`--serve`): a minimal HTTP/1.1 server with `--pods` pods of about
 //! 6.4 KB of JSON each (rendered at start up to 200k pods; above that, each as it is sent,
 //! from its index alone, so that a million cost neither 10 GB nor minutes before the first
-//! answer, but CPU for every pod sent) (labels, annotations, managedFields, two containers with env and
+//! answer: a template per kind of pod with holes for its own values, ~15 µs a pod, checked
+//! against the generators at start) (labels, annotations, managedFields, two containers with env and
 //! resources, status with conditions), served in pages of `limit` with continue tokens, and
 //! `--events` MODIFIED events (rendered as they are sent, in chunks like a busy apiserver) on
 //! the first watch; later watches stay open and quiet. It prints its URL and runs until killed.
@@ -776,10 +777,10 @@ fn serve(args: &Args) {
 }
 
 /// Up to this many pods the server renders and encodes them all at start; above it, each pod
-/// is rendered (and encoded) as it is sent, from its index alone, so that a million pods
+/// is made as it is sent, from its index alone (from a [`Template`]), so that a million pods
 /// (6 GB of JSON and 3-4 GB of protobuf) cost the server neither that memory nor minutes
-/// before its first answer. It then spends CPU on every pod it sends: on a machine shared with
-/// the client, the client's sync competes with it.
+/// before its first answer. It then spends ~15 µs of CPU on every pod it sends (on a machine
+/// shared with the client, a fraction of what the client spends on it).
 const RENDER_AT_START: usize = 200_000;
 
 /// The pods the server serves: pod `i` at resourceVersion `LIST_RV - 1 - i`.
