@@ -50,8 +50,11 @@
 //! `{"peer":"kube-watcher","mode":"idle-check","idle_s":…,"worker_voluntary_switches":…,"worker_nonvoluntary_switches":…,"worker_wakeups_per_s":…,"process_wakeups_per_s":…,"stop_us":…}`
 //! (process: all threads, the sleeping main thread's one switch included).
 //!
-//! Server (`--serve`): a minimal HTTP/1.1 server with `--pods` pre-rendered pods of about
-//! 6.4 KB of JSON each (labels, annotations, managedFields, two containers with env and
+//! Server (`--serve`): a minimal HTTP/1.1 server with `--pods` pods of about
+//! 6.4 KB of JSON each (rendered at start up to 200k pods; above that, each as it is sent,
+//! from its index alone, so that a million cost neither 10 GB nor minutes before the first
+//! answer: a template per kind of pod with holes for its own values, ~15 µs a pod, checked
+//! against the generators at start) (labels, annotations, managedFields, two containers with env and
 //! resources, status with conditions), served in pages of `limit` with continue tokens, and
 //! `--events` MODIFIED events (rendered as they are sent, in chunks like a busy apiserver) on
 //! the first watch; later watches stay open and quiet. It prints its URL and runs until killed.
@@ -84,9 +87,18 @@
 //! the sync). Use `--events 0`: events change the pods the store holds, so a relist of the
 //! listed pods would find them all changed.
 //!
+//! `--render-as-sent` (server): render every pod as it is sent, from a template (filled in a few
+//! microseconds, checked against the generator at start), as above 200k pods; by default
+//! pods up to 200k are rendered at start.
+//!
 //! `--varied` (server): pods of 50 deployments that differ as a real cluster's do
-//! (`benches/support/varied_pod.rs`) instead of copies of one pod that differ in a few numbers;
-//! the client needs `--varied` too, to look them up when it times `get()`.
+//! (`benches/support/varied_pod.rs`: random uids, container ids and image digests) instead of
+//! copies of one pod that differ in a few numbers; the client needs `--varied` too, to look
+//! them up when it times `get()` and, with `--shard`, to know which are its shard's.
+//!
+//! A replica of a 1M-pod cluster (docs/performance.md, "A replica of a 1M-pod cluster"):
+//! `--serve --pods 1000000 --events 0 --varied [--filter-shards]` and `--url … --pods 1000000
+//! --events 0 --varied --shard 0/4 --mode compressed --skip-managed-fields`.
 //!
 //! The global allocator is the application's choice (the library never sets one): built here,
 //! glibc's malloc. `benches/alloc` is a cargo project of its own that builds this same file with
@@ -139,6 +151,9 @@ struct Args {
     /// Server: filter lists and watches by `shardSelector` and echo `shardInfo`, as a
     /// Kubernetes 1.36 server with `ShardedListAndWatch` does (without it, it is ignored).
     filter_shards: bool,
+    /// Server: render pods as they are sent (from templates) whatever their number; by
+    /// default only above [`RENDER_AT_START`].
+    render_as_sent: bool,
     /// Client: the pods and watch events it waits for (`--pods` and `--events`, or their
     /// shard's part).
     want: (usize, usize),
@@ -173,6 +188,7 @@ fn parse_args() -> Result<Args, String> {
         wire: None,
         shard: None,
         filter_shards: false,
+        render_as_sent: false,
         want: (0, 0),
         page_size: None,
         consumer_rate: None,
@@ -207,6 +223,7 @@ fn parse_args() -> Result<Args, String> {
             }
             "--varied" => a.varied = true,
             "--filter-shards" => a.filter_shards = true,
+            "--render-as-sent" => a.render_as_sent = true,
             "--shard" => {
                 let v = value()?;
                 let (i, n) = v.split_once('/').ok_or("--shard: I/N")?;
@@ -251,12 +268,8 @@ fn parse_args() -> Result<Args, String> {
     }
     a.want = (a.pods, a.events);
     if let Some((i, n)) = a.shard {
-        if a.varied {
-            return Err("--shard: not with --varied".into());
-        }
-        // OK: checked above.
         let shard = kube_watcher::Shard::of(i, n).map_err(|e| e.to_string())?;
-        let ours: Vec<bool> = (0..a.pods).map(|p| shard.contains(&pod_uid(p))).collect();
+        let ours: Vec<bool> = (0..a.pods).map(|p| shard.contains(&pod_uid_of(p, a.varied))).collect();
         a.want = (ours.iter().filter(|o| **o).count(), (0..a.events).filter(|e| ours[e % a.pods.max(1)]).count());
     }
     Ok(a)
@@ -566,8 +579,7 @@ fn measure<K: Watchable>(watcher: Watcher<K>, args: &Args, start: Instant) -> Re
     }
     let events_per_s = if watch.is_zero() { 0.0 } else { args.want.1 as f64 / watch.as_secs_f64() };
     let (cache_len, max_rss, cpu_total_ms) = (store.len(), max_rss_kb(), cpu_ms());
-    // A shard holds some of the pods `get_latency` looks up: it is not timed then.
-    let (get_median, get_p99) = if args.shard.is_some() { (0.0, 0.0) } else { get_latency(&store, args) };
+    let (get_median, get_p99) = get_latency(&store, args)?;
     // Idle in the watch: the server sends nothing after the last event.
     std::thread::sleep(Duration::from_millis(50));
     if let Some(secs) = args.idle_check {
@@ -635,11 +647,20 @@ fn measure<K: Watchable>(watcher: Watcher<K>, args: &Args, start: Instant) -> Re
 }
 
 /// The median and 99th percentile of one `Store::get`'s wall time in microseconds, over 1000
-/// pods spread across the cache (in the compact modes each get decodes).
-fn get_latency<K: Watchable>(store: &kube_watcher::Store<K>, args: &Args) -> (f64, f64) {
+/// pods spread across the cache (in the compact modes each get decodes); with `--shard`, 1000
+/// pods of the shard.
+fn get_latency<K: Watchable>(store: &kube_watcher::Store<K>, args: &Args) -> Result<(f64, f64), String> {
+    let shard = args.shard.map(|(i, n)| kube_watcher::Shard::of(i, n)).transpose().map_err(|e| e.to_string())?;
+    let n = args.pods.max(1);
+    // Spread over the pods, each moved on to the next one of the shard.
+    let pods: Vec<usize> = (0..1000)
+        .filter_map(|k| {
+            (k * n / 1000..n).find(|&i| shard.as_ref().is_none_or(|s| s.contains(&pod_uid_of(i, args.varied))))
+        })
+        .collect();
     let mut missing = 0;
-    let mut times: Vec<f64> = (0..1000)
-        .map(|k| k * args.pods.max(1) / 1000)
+    let mut times: Vec<f64> = pods
+        .into_iter()
         .map(|i| {
             let (ns, name) =
                 if args.varied { varied_key(i) } else { (format!("ns-{}", i % 50), format!("web-{i:06}")) };
@@ -655,8 +676,11 @@ fn get_latency<K: Watchable>(store: &kube_watcher::Store<K>, args: &Args) -> (f6
     if missing > 0 {
         eprintln!("get(): {missing} of 1000 pods not found (a server with --varied needs a client with --varied)");
     }
+    if times.is_empty() {
+        return Ok((0.0, 0.0));
+    }
     times.sort_by(f64::total_cmp);
-    (times[times.len() / 2], times[times.len() * 99 / 100])
+    Ok((times[times.len() / 2], times[times.len() * 99 / 100]))
 }
 
 /// `stop()`'s wall time in microseconds.
@@ -726,13 +750,22 @@ const INITIAL_EVENTS_END: &str = r#"{"kind":"Pod","apiVersion":"v1","metadata":{
 fn serve(args: &Args) {
     let listener = TcpListener::bind(("127.0.0.1", args.port)).expect("bind");
     let addr = listener.local_addr().expect("addr");
-    let render = if args.varied { render_varied_pod } else { render_pod };
-    let pods: Arc<Vec<String>> = Arc::new((0..args.pods).map(|i| render(i, LIST_RV - 1 - i as u64)).collect());
-    let avg = pods.iter().map(String::len).sum::<usize>() / pods.len().max(1);
+    let started = Instant::now();
+    let at_start = args.pods <= RENDER_AT_START && !args.render_as_sent;
+    let pods = Arc::new(Pods::new(args.pods, args.varied, at_start));
+    let sample = pods.n.min(1000);
+    let avg =
+        |f: &dyn Fn(usize) -> usize| (0..sample).map(|k| f(k * pods.n / sample.max(1))).sum::<usize>() / sample.max(1);
+    let (json, pb) = (avg(&|i| pods.json(i).len()), avg(&|i| pods.pb(i).len()));
     println!("http://{addr}");
     eprintln!(
-        "serving {} pods (about {avg} bytes of JSON each), {} events on the first watch",
-        pods.len(),
+        "serving {} pods (about {json} bytes of JSON and {pb} of protobuf each, {}), {} events on the first watch",
+        pods.n,
+        if pods.json.is_empty() {
+            "rendered as they are sent".to_owned()
+        } else {
+            format!("rendered and encoded in {:?}", started.elapsed())
+        },
         args.events
     );
     let opts = ServerOpts {
@@ -745,18 +778,284 @@ fn serve(args: &Args) {
         relist_changed: args.relist_changed,
         filter_shards: args.filter_shards,
     };
-    let started = Instant::now();
-    let encoded: Arc<Vec<Vec<u8>>> = Arc::new(pods.iter().map(|p| protobuf::pod(p)).collect());
-    let avg = encoded.iter().map(Vec::len).sum::<usize>() / encoded.len().max(1);
-    eprintln!("(and about {avg} bytes of protobuf each, encoded in {:?})", started.elapsed());
     let state = Arc::new(ServerState::default());
     for conn in listener.incoming().flatten() {
-        let (pods, encoded) = (Arc::clone(&pods), Arc::clone(&encoded));
+        let pods = Arc::clone(&pods);
         let state = Arc::clone(&state);
         std::thread::spawn(move || {
-            let _ = handle(conn, (&pods, &encoded), opts, &state);
+            let _ = handle(conn, &pods, opts, &state);
         });
     }
+}
+
+/// Up to this many pods the server renders and encodes them all at start; above it, each pod
+/// is made as it is sent, from its index alone (from a [`Template`]), so that a million pods
+/// (6 GB of JSON and 3-4 GB of protobuf) cost the server neither that memory nor minutes
+/// before its first answer. It then spends ~15 µs of CPU on every pod it sends (on a machine
+/// shared with the client, a fraction of what the client spends on it).
+const RENDER_AT_START: usize = 200_000;
+
+/// The pods the server serves: pod `i` at resourceVersion `LIST_RV - 1 - i`.
+struct Pods {
+    n: usize,
+    varied: bool,
+    /// Every pod's JSON, rendered at start; empty above [`RENDER_AT_START`] pods.
+    json: Vec<String>,
+    /// Every pod's protobuf (a bare `Pod` message), likewise.
+    pb: Vec<Vec<u8>>,
+    /// Rendered as they are sent, pods come from one template per deployment and restart
+    /// count (varied) or one for all (see [`Template`]), made when first needed.
+    templates: std::sync::Mutex<std::collections::HashMap<(usize, u64), Arc<Template>>>,
+}
+
+/// A pod with holes for the values each pod has of its own (`realistic_pod::Values`,
+/// `varied_pod::PodValues`), as JSON and as protobuf, each cut once into pieces: producing a
+/// pod copies the pieces and writes the values in the holes, a few microseconds where
+/// rendering and encoding it costs ~0.5 ms (serde_json values, then the crate's JSON-to-protobuf
+/// encoder), which made the server, not the client, the bottleneck of a million-pod sync.
+/// Values may differ in width from pod to pod (IPs, resourceVersions): the protobuf pieces say
+/// which length prefixes hold holes, and those are written anew for each pod. [`Pods::new`]
+/// checks templated pods against the generators at start, byte for byte.
+struct Template {
+    json: Vec<u8>,
+    pb: Vec<u8>,
+    json_pieces: Vec<Piece>,
+    pb_pieces: Vec<Piece>,
+}
+
+/// A piece of a [`Template`].
+enum Piece {
+    /// The template's bytes `start..end`, as they are.
+    Bytes(usize, usize),
+    /// Hole `k`'s value.
+    Hole(usize),
+    /// The creation time's seconds (protobuf: a varint).
+    Seconds,
+    /// A length-delimited protobuf payload that holds holes: its length (a varint), then it.
+    Len(Vec<Piece>),
+}
+
+/// The placeholder of the creation time (a hole of varied pods): a real time, since protobuf
+/// encodes times as seconds, one before any pod's and whose seconds take as many bytes.
+const PLACEHOLDER_CREATED: &str = "2000-01-01T00:00:00Z";
+const PLACEHOLDER_SECONDS: u64 = 946_684_800;
+
+/// The placeholder of hole `k`: a string no pod holds.
+fn placeholder(k: usize) -> String {
+    format!("~{k:02}~")
+}
+
+/// Varied pods' holes, in this order (the creation time is hole 2).
+const VARIED_HOLES: usize = 11;
+/// Realistic pods' holes.
+const REALISTIC_HOLES: usize = 9;
+
+impl Template {
+    /// The template of pod `i`'s kind: its deployment's and restart count's (varied), or the
+    /// one of every realistic pod.
+    fn of(i: usize, varied: bool) -> Template {
+        let p = placeholder;
+        let json = if varied {
+            let placeholders = PodValues {
+                name: p(0),
+                token_volume: p(1),
+                created: PLACEHOLDER_CREATED.into(),
+                uid: p(3),
+                node: p(4),
+                pod_ip: p(5),
+                host_ip: p(6),
+                restarts: PodValues::of(i).restarts,
+                container_ids: (7..10).map(p).collect(),
+            };
+            render_varied_with(i, &placeholders, &p(10))
+        } else {
+            let placeholders = RealisticValues {
+                namespace: p(0),
+                name: p(1),
+                uid: p(2),
+                volume: p(3),
+                node: p(4),
+                host_ip: p(5),
+                pod_ip: p(6),
+                container_id: p(7),
+            };
+            render_pod_with(&placeholders, &p(8))
+        };
+        let holes = if varied { VARIED_HOLES } else { REALISTIC_HOLES };
+        let mut markers: Vec<Vec<u8>> = (0..holes).map(|k| p(k).into_bytes()).collect();
+        if varied {
+            markers[2] = PLACEHOLDER_CREATED.as_bytes().to_vec();
+        }
+        let markers: Vec<&[u8]> = markers.iter().map(Vec::as_slice).collect();
+        let pb = protobuf::pod(&json);
+        let mut json_pieces = Vec::new();
+        split_at_holes(json.as_bytes(), 0, &markers, &mut json_pieces);
+        let seconds = varied.then_some(PLACEHOLDER_SECONDS);
+        let pb_pieces = protobuf::pieces(&pb, 0, &markers, seconds).expect("a pod's protobuf is a message");
+        Template { json: json.into_bytes(), pb, json_pieces, pb_pieces }
+    }
+
+    /// The JSON of the pod with the hole values `values`.
+    fn json(&self, values: &[String]) -> String {
+        let mut out = Vec::with_capacity(self.json.len() + 256);
+        write_pieces(&self.json_pieces, &self.json, values, 0, &mut out);
+        // OK: the template is JSON text and the values are strings.
+        String::from_utf8(out).expect("JSON text")
+    }
+
+    /// The protobuf of the pod with the hole values `values` (the creation time's, hole 2 of a
+    /// varied pod, is also written as seconds).
+    fn pb(&self, values: &[String]) -> Vec<u8> {
+        let seconds = values.get(2).map_or(0, |t| unix_seconds(t));
+        let mut out = Vec::with_capacity(self.pb.len() + 256);
+        write_pieces(&self.pb_pieces, &self.pb, values, seconds, &mut out);
+        out
+    }
+}
+
+/// `b` (the template's bytes from `base`) as pieces, cut at every placeholder of `markers`.
+fn split_at_holes(b: &[u8], base: usize, markers: &[&[u8]], out: &mut Vec<Piece>) {
+    let (mut at, mut i) = (0, 0);
+    while i < b.len() {
+        match markers.iter().position(|m| b[i..].starts_with(m)) {
+            Some(k) => {
+                if at < i {
+                    out.push(Piece::Bytes(base + at, base + i));
+                }
+                out.push(Piece::Hole(k));
+                i += markers[k].len();
+                at = i;
+            }
+            None => i += 1,
+        }
+    }
+    if at < b.len() {
+        out.push(Piece::Bytes(base + at, base + b.len()));
+    }
+}
+
+/// The number of bytes `pieces` write.
+fn pieces_len(pieces: &[Piece], values: &[String], seconds: u64) -> usize {
+    pieces
+        .iter()
+        .map(|p| match p {
+            Piece::Bytes(start, end) => end - start,
+            Piece::Hole(k) => values[*k].len(),
+            Piece::Seconds => protobuf::varint_len(seconds),
+            Piece::Len(inner) => {
+                let n = pieces_len(inner, values, seconds);
+                protobuf::varint_len(n as u64) + n
+            }
+        })
+        .sum()
+}
+
+fn write_pieces(pieces: &[Piece], template: &[u8], values: &[String], seconds: u64, out: &mut Vec<u8>) {
+    for p in pieces {
+        match p {
+            Piece::Bytes(start, end) => out.extend_from_slice(&template[*start..*end]),
+            Piece::Hole(k) => out.extend_from_slice(values[*k].as_bytes()),
+            Piece::Seconds => protobuf::varint(out, seconds),
+            Piece::Len(inner) => {
+                protobuf::varint(out, pieces_len(inner, values, seconds) as u64);
+                write_pieces(inner, template, values, seconds, out);
+            }
+        }
+    }
+}
+
+/// Seconds since 1970 of a `YYYY-MM-DDTHH:MM:SSZ` time (the varied pods' form).
+fn unix_seconds(t: &str) -> u64 {
+    let n = |r: std::ops::Range<usize>| t.get(r).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0);
+    let (y, m, d) = (n(0..4), n(5..7), n(8..10));
+    // Days from the civil date (the proleptic Gregorian calendar; March-based years).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    (days * 86_400 + n(11..13) * 3600 + n(14..16) * 60 + n(17..19)) as u64
+}
+
+impl Pods {
+    /// `n` pods, rendered at start if `at_start`, else as they are sent.
+    fn new(n: usize, varied: bool, at_start: bool) -> Pods {
+        let templates = Default::default();
+        let mut pods = Pods { n, varied, json: Vec::new(), pb: Vec::new(), templates };
+        if at_start {
+            pods.json = (0..n).map(|i| pods.render(i)).collect();
+            pods.pb = pods.json.iter().map(|p| protobuf::pod(p)).collect();
+        } else {
+            // The templates must give what the generators do: checked on a sample, and on the
+            // last pods (the shortest resourceVersions).
+            for i in (0..n).step_by(n / 200 + 1).chain(n.saturating_sub(3)..n) {
+                let json = pods.render(i);
+                assert_eq!(pods.json(i), json, "pod {i}'s JSON from its template");
+                assert_eq!(pods.pb(i), protobuf::pod(&json), "pod {i}'s protobuf from its template");
+            }
+        }
+        pods
+    }
+
+    /// Pod `i`'s template and hole values.
+    fn templated(&self, i: usize) -> (Arc<Template>, Vec<String>) {
+        let rv = (LIST_RV - 1 - i as u64).to_string();
+        let (key, values) = if self.varied {
+            let v = PodValues::of(i);
+            let key = (deployment(i), v.restarts);
+            let PodValues { name, token_volume, created, uid, node, pod_ip, host_ip, container_ids, .. } = v;
+            let mut values = vec![name, token_volume, created, uid, node, pod_ip, host_ip];
+            values.extend(container_ids);
+            values.push(rv);
+            (key, values)
+        } else {
+            let RealisticValues { namespace, name, uid, volume, node, host_ip, pod_ip, container_id } =
+                RealisticValues::of(i);
+            ((0, 0), vec![namespace, name, uid, volume, node, host_ip, pod_ip, container_id, rv])
+        };
+        let mut templates = self.templates.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let template = templates.entry(key).or_insert_with(|| Arc::new(Template::of(i, self.varied)));
+        (Arc::clone(template), values)
+    }
+
+    /// Pod `i` from the generator (slow: serde_json values for varied pods).
+    fn render(&self, i: usize) -> String {
+        let rv = LIST_RV - 1 - i as u64;
+        if self.varied { render_varied_pod(i, rv) } else { render_pod(i, rv) }
+    }
+
+    /// Pod `i`'s JSON.
+    fn json(&self, i: usize) -> std::borrow::Cow<'_, str> {
+        match self.json.get(i) {
+            Some(p) => p.as_str().into(),
+            None => {
+                let (template, values) = self.templated(i);
+                template.json(&values).into()
+            }
+        }
+    }
+
+    /// Pod `i`'s protobuf.
+    fn pb(&self, i: usize) -> std::borrow::Cow<'_, [u8]> {
+        match self.pb.get(i) {
+            Some(p) => p.as_slice().into(),
+            None => {
+                let (template, values) = self.templated(i);
+                template.pb(&values).into()
+            }
+        }
+    }
+
+    /// Pod `i`'s uid, without rendering it.
+    fn uid(&self, i: usize) -> String {
+        pod_uid_of(i, self.varied)
+    }
+}
+
+/// The uid of the bench's pod `i` (`--varied` or not), without rendering the pod.
+fn pod_uid_of(i: usize, varied: bool) -> String {
+    if varied { varied_uid(i) } else { pod_uid(i) }
 }
 
 /// What the server's connections share.
@@ -767,12 +1066,12 @@ struct ServerState {
     /// Watches answered with a 410 so far (`--relists`).
     expired: AtomicUsize,
     /// The last shard selector asked for, and which pods it holds (`--filter-shards`).
-    shard: std::sync::Mutex<Option<(String, Arc<Vec<bool>>)>>,
+    shard: std::sync::Mutex<Option<(String, Arc<ShardPods>)>>,
 }
 
 /// The pods of the shard `selector` names (percent-encoded, as in the query), computed once
 /// per selector; `None` for a selector that does not parse (a real server would refuse it).
-fn shard_pods(selector: &str, n: usize, state: &ServerState) -> Option<(String, Arc<Vec<bool>>)> {
+fn shard_pods(selector: &str, pods: &Pods, state: &ServerState) -> Option<Arc<ShardPods>> {
     let mut text = Vec::with_capacity(selector.len());
     let mut bytes = selector.bytes();
     while let Some(b) = bytes.next() {
@@ -786,13 +1085,26 @@ fn shard_pods(selector: &str, n: usize, state: &ServerState) -> Option<(String, 
     }
     let text = String::from_utf8(text).ok()?;
     let mut cached = state.shard.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some((s, keep)) = cached.as_ref().filter(|(s, _)| *s == text) {
-        return Some((s.clone(), Arc::clone(keep)));
+    if let Some(known) = cached.as_ref().filter(|(s, _)| *s == text) {
+        return Some(Arc::clone(&known.1));
     }
     let shard = kube_watcher::Shard::parse(&text).ok()?;
-    let keep: Arc<Vec<bool>> = Arc::new((0..n).map(|i| shard.contains(&pod_uid(i))).collect());
-    *cached = Some((shard.selector(), Arc::clone(&keep)));
-    Some((shard.selector(), keep))
+    // Each pod's uid is hashed from its index, without rendering the pod.
+    let keep: Vec<bool> = (0..pods.n).map(|i| shard.contains(&pods.uid(i))).collect();
+    let ours = (0..pods.n).filter(|&i| keep[i]).collect();
+    let known = Arc::new(ShardPods { selector: shard.selector(), keep, ours });
+    *cached = Some((text, Arc::clone(&known)));
+    Some(known)
+}
+
+/// The pods of one shard (`--filter-shards`).
+struct ShardPods {
+    /// The shard's selector, as `Shard::selector` writes it.
+    selector: String,
+    /// Whether each pod is the shard's.
+    keep: Vec<bool>,
+    /// The shard's pods, in order.
+    ours: Vec<usize>,
 }
 
 /// How the server answers (see the module docs).
@@ -870,12 +1182,7 @@ fn answer_status(out: &mut impl Write, status: &str, body: &[u8]) -> std::io::Re
     out.flush()
 }
 
-fn handle(
-    conn: TcpStream,
-    (pods, encoded): (&[String], &[Vec<u8>]),
-    opts: ServerOpts,
-    state: &ServerState,
-) -> std::io::Result<()> {
+fn handle(conn: TcpStream, pods: &Pods, opts: ServerOpts, state: &ServerState) -> std::io::Result<()> {
     conn.set_nodelay(true)?;
     let mut reader = BufReader::new(conn.try_clone()?);
     let mut out = std::io::BufWriter::with_capacity(256 * 1024, conn);
@@ -911,10 +1218,8 @@ fn handle(
             answer_status(&mut out, "404 Not Found", body)?;
             continue;
         }
-        let shard = param("shardSelector")
-            .filter(|_| opts.filter_shards && !opts.varied)
-            .and_then(|s| shard_pods(s, pods.len(), state));
-        let keep = shard.as_ref().map(|(_, keep)| keep.as_slice());
+        let shard = param("shardSelector").filter(|_| opts.filter_shards).and_then(|s| shard_pods(s, pods, state));
+        let keep = shard.as_ref().map(|s| s.keep.as_slice());
         // A streaming list (a watch with `sendInitialEvents=true`, what client-go's informers
         // ask for by default since 1.35): every pod as ADDED, then the BOOKMARK that ends the
         // initial events, then the watch goes on as any other (docs/protocol.md §7.4).
@@ -928,7 +1233,7 @@ fn handle(
             continue;
         }
         if param("watch").is_some() && pb {
-            if protobuf::watch(&mut out, &mut reader, encoded, keep, initial, opts, state)? {
+            if protobuf::watch(&mut out, &mut reader, pods, keep, initial, opts, state)? {
                 continue;
             }
             return Ok(());
@@ -938,10 +1243,10 @@ fn handle(
             out.flush()?;
             if initial {
                 let mut body = Chunked::new(&mut out, 64 * 1024);
-                for (i, pod) in pods.iter().enumerate() {
+                for i in 0..pods.n {
                     if keep.is_none_or(|k| k[i]) {
                         body.write_all(br#"{"type":"ADDED","object":{"kind":"Pod","apiVersion":"v1","#)?;
-                        body.write_all(&pod.as_bytes()[1..])?;
+                        body.write_all(&pods.json(i).as_bytes()[1..])?;
                         body.write_all(b"}\n")?;
                     }
                 }
@@ -955,7 +1260,7 @@ fn handle(
                 let mut body = Chunked::new(&mut out, 64 * 1024);
                 let mut line = String::with_capacity(16 * 1024);
                 for e in 0..opts.events {
-                    let i = e % pods.len().max(1);
+                    let i = e % pods.n.max(1);
                     if keep.is_some_and(|k| !k[i]) {
                         continue;
                     }
@@ -968,7 +1273,7 @@ fn handle(
                         // Rendering a varied pod costs this server more than the client spends
                         // on it: an event is the listed pod with its resourceVersion changed.
                         let listed = format!(r#""resourceVersion":"{}""#, LIST_RV - 1 - i as u64);
-                        line.push_str(&pods[i].replacen(&listed, &format!(r#""resourceVersion":"{rv}""#), 1)[1..]);
+                        line.push_str(&pods.json(i).replacen(&listed, &format!(r#""resourceVersion":"{rv}""#), 1)[1..]);
                     } else {
                         line.push_str(&render_pod(i, rv)[1..]);
                     }
@@ -993,17 +1298,16 @@ fn handle(
             let _ = reader.read(&mut sink);
             return Ok(());
         }
-        let limit: usize = param("limit").and_then(|v| v.parse().ok()).filter(|l| *l > 0).unwrap_or(pods.len());
+        let limit: usize = param("limit").and_then(|v| v.parse().ok()).filter(|l| *l > 0).unwrap_or(pods.n);
         let limit = limit.min(opts.page_cap);
-        if let Some((selector, keep)) = &shard {
+        if let Some(ShardPods { selector, ours, .. }) = shard.as_deref() {
             // The shard's pods, paged by their position among them; `shardInfo` echoes the
             // selector. (No relists or gzip here.)
-            let ours: Vec<usize> = (0..pods.len()).filter(|&i| keep[i]).collect();
             let start: usize = param("continue").and_then(|v| v.parse().ok()).unwrap_or(0).min(ours.len());
             let end = start.saturating_add(limit).min(ours.len());
             let next = (end < ours.len()).then_some(end);
             if pb {
-                protobuf::list_of(&mut out, encoded, &ours[start..end], next, selector, opts)?;
+                protobuf::list_of(&mut out, pods, &ours[start..end], next, selector, opts)?;
                 continue;
             }
             let cont = next.map(|n| format!(r#","continue":"{n}""#)).unwrap_or_default();
@@ -1017,38 +1321,36 @@ fn handle(
                 if n > 0 {
                     body.write_all(b",")?;
                 }
-                body.write_all(pods[i].as_bytes())?;
+                body.write_all(pods.json(i).as_bytes())?;
             }
             body.write_all(b"]}")?;
             body.finish()?;
             out.flush()?;
             continue;
         }
-        let start: usize = param("continue").and_then(|v| v.parse().ok()).unwrap_or(0).min(pods.len());
-        let end = start.saturating_add(limit).min(pods.len());
+        let start: usize = param("continue").and_then(|v| v.parse().ok()).unwrap_or(0).min(pods.n);
+        let end = start.saturating_add(limit).min(pods.n);
         if pb {
-            protobuf::list(&mut out, encoded, (start, end), opts, state)?;
+            protobuf::list(&mut out, pods, (start, end), opts, state)?;
             continue;
         }
-        let cont = if end < pods.len() { format!(r#","continue":"{end}""#) } else { String::new() };
+        let cont = if end < pods.n { format!(r#","continue":"{end}""#) } else { String::new() };
         let head = format!(
             r#"{{"kind":"PodList","apiVersion":"v1","metadata":{{"resourceVersion":"{LIST_RV}"{cont}}},"items":["#
         );
         // `--relist-changed`: in a relist's list, every so many pods have a new version.
         let relist = state.expired.load(Ordering::SeqCst);
-        let changed: Vec<String>;
-        let page: &[String] = if relist > 0 && opts.relist_changed > 0 {
-            let every = (100 / opts.relist_changed).max(1);
-            let rv = |i: usize| LIST_RV + 10_000_000 * relist as u64 + i as u64;
-            changed = (start..end)
-                .map(
-                    |i| if i % every == 0 { render_relisted(&pods[i], i, rv(i), opts.varied) } else { pods[i].clone() },
-                )
-                .collect();
-            &changed
-        } else {
-            &pods[start..end]
-        };
+        let every = if relist > 0 && opts.relist_changed > 0 { (100 / opts.relist_changed).max(1) } else { 0 };
+        let rv = |i: usize| LIST_RV + 10_000_000 * relist as u64 + i as u64;
+        let page: Vec<std::borrow::Cow<'_, str>> = (start..end)
+            .map(|i| {
+                if every > 0 && i % every == 0 {
+                    render_relisted(&pods.json(i), i, rv(i), opts.varied).into()
+                } else {
+                    pods.json(i)
+                }
+            })
+            .collect();
         let size = head.len() + page.iter().map(|p| p.len() + 1).sum::<usize>() + 2;
         let gzip = opts.gzip && accepts_gzip && size > GZIP_ABOVE;
         write!(out, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n")?;
@@ -1059,11 +1361,11 @@ fn handle(
         let body = Chunked::new(&mut out, opts.chunk);
         let body = if gzip {
             let mut z = flate2::write::GzEncoder::new(body, flate2::Compression::fast());
-            write_list(&mut z, &head, page)?;
+            write_list(&mut z, &head, &page)?;
             z.finish()?
         } else {
             let mut body = body;
-            write_list(&mut body, &head, page)?;
+            write_list(&mut body, &head, &page)?;
             body
         };
         body.finish()?;
@@ -1082,7 +1384,7 @@ fn render_relisted(listed: &str, i: usize, rv: u64, varied: bool) -> String {
 }
 
 /// A page of the pod list: `head`, the pods separated by commas, `]}`.
-fn write_list(w: &mut impl Write, head: &str, page: &[String]) -> std::io::Result<()> {
+fn write_list(w: &mut impl Write, head: &str, page: &[std::borrow::Cow<'_, str>]) -> std::io::Result<()> {
     w.write_all(head.as_bytes())?;
     for (n, pod) in page.iter().enumerate() {
         if n > 0 {
@@ -1102,7 +1404,7 @@ mod protobuf {
 
     pub const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
 
-    fn varint(out: &mut Vec<u8>, mut v: u64) {
+    pub fn varint(out: &mut Vec<u8>, mut v: u64) {
         while v >= 0x80 {
             out.push((v as u8) | 0x80);
             v >>= 7;
@@ -1154,6 +1456,90 @@ mod protobuf {
         out
     }
 
+    /// The varint at `b[*pos..]`, moving `pos` past it; `None` past the end.
+    fn read_varint(b: &[u8], pos: &mut usize) -> Option<u64> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let byte = *b.get(*pos)?;
+            *pos += 1;
+            v |= u64::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                return Some(v);
+            }
+        }
+        None
+    }
+
+    /// The bytes of `v` as a varint.
+    pub fn varint_len(v: u64) -> usize {
+        (64 - v.max(1).leading_zeros() as usize).div_ceil(7)
+    }
+
+    /// The message `b` (a template's protobuf from `base`, with the placeholders `markers`) as
+    /// [`Piece`]s: a length-delimited field that holds a placeholder is a [`Piece::Len`] of
+    /// the hole (exactly a placeholder), of its fields (a payload that reads as a message whose
+    /// fields are all varints and length-delimited, as this server writes them), or else of a
+    /// string cut at its placeholders; a field 1 varint of `seconds` (a time's) is
+    /// [`Piece::Seconds`]. `None` if `b` does not read as such a message. A string that happened
+    /// to read as one would come out wrong: [`Pods::new`]'s check at start would say so.
+    pub fn pieces(b: &[u8], base: usize, markers: &[&[u8]], seconds: Option<u64>) -> Option<Vec<Piece>> {
+        let sentinel = seconds.map(|s| {
+            let mut key_and_value = vec![1 << 3];
+            varint(&mut key_and_value, s);
+            key_and_value
+        });
+        let holds = |payload: &[u8], pattern: &[u8]| payload.windows(pattern.len()).any(|w| w == pattern);
+        let (mut out, mut pos, mut copied) = (Vec::new(), 0, 0);
+        let flush = |out: &mut Vec<Piece>, copied: &mut usize, to: usize| {
+            if *copied < to {
+                out.push(Piece::Bytes(base + *copied, base + to));
+            }
+        };
+        while pos < b.len() {
+            let key = read_varint(b, &mut pos)?;
+            if key >> 3 == 0 {
+                return None;
+            }
+            match key & 7 {
+                0 => {
+                    let at = pos;
+                    let v = read_varint(b, &mut pos)?;
+                    if key == 1 << 3 && Some(v) == seconds {
+                        flush(&mut out, &mut copied, at);
+                        out.push(Piece::Seconds);
+                        copied = pos;
+                    }
+                }
+                2 => {
+                    let at = pos;
+                    let len = usize::try_from(read_varint(b, &mut pos)?).ok()?;
+                    let payload = b.get(pos..pos.checked_add(len)?)?;
+                    let start = pos;
+                    pos += len;
+                    let has_hole = markers.iter().any(|m| holds(payload, m))
+                        || sentinel.as_ref().is_some_and(|s| holds(payload, s));
+                    if !has_hole {
+                        continue;
+                    }
+                    flush(&mut out, &mut copied, at);
+                    let inner = match markers.iter().position(|m| *m == payload) {
+                        Some(k) => vec![Piece::Hole(k)],
+                        None => pieces(payload, base + start, markers, seconds).unwrap_or_else(|| {
+                            let mut inner = Vec::new();
+                            split_at_holes(payload, base + start, markers, &mut inner);
+                            inner
+                        }),
+                    };
+                    out.push(Piece::Len(inner));
+                    copied = pos;
+                }
+                _ => return None,
+            }
+        }
+        flush(&mut out, &mut copied, b.len());
+        Some(out)
+    }
+
     /// A rendered pod's bare `Pod` message (no envelope, as a list item).
     pub fn pod(json: &str) -> Vec<u8> {
         let mut value: serde_json::Value = serde_json::from_str(json).expect("a rendered pod is JSON");
@@ -1199,14 +1585,14 @@ mod protobuf {
     /// One page of pods `start..end` as an enveloped `PodList`.
     pub fn list(
         out: &mut impl Write,
-        encoded: &[Vec<u8>],
+        pods: &Pods,
         (start, end): (usize, usize),
         opts: ServerOpts,
         state: &ServerState,
     ) -> std::io::Result<()> {
         let mut meta = Vec::new();
         field(&mut meta, 2, LIST_RV.to_string().as_bytes());
-        if end < encoded.len() {
+        if end < pods.n {
             field(&mut meta, 3, end.to_string().as_bytes());
         }
         let relist = state.expired.load(Ordering::SeqCst);
@@ -1214,9 +1600,9 @@ mod protobuf {
         let items: Vec<std::borrow::Cow<'_, [u8]>> = (start..end)
             .map(|i| {
                 if every > 0 && i % every == 0 {
-                    with_rv(&encoded[i], LIST_RV + 10_000_000 * relist as u64 + i as u64).into()
+                    with_rv(&pods.pb(i), LIST_RV + 10_000_000 * relist as u64 + i as u64).into()
                 } else {
-                    encoded[i].as_slice().into()
+                    pods.pb(i)
                 }
             })
             .collect();
@@ -1227,7 +1613,7 @@ mod protobuf {
     /// `ListMeta` carries `shardInfo` (field 5, `ShardInfo` {1 selector}).
     pub fn list_of(
         out: &mut impl Write,
-        encoded: &[Vec<u8>],
+        pods: &Pods,
         items: &[usize],
         next: Option<usize>,
         selector: &str,
@@ -1241,7 +1627,7 @@ mod protobuf {
         let mut info = Vec::new();
         field(&mut info, 1, selector.as_bytes());
         field(&mut meta, 5, &info);
-        let items: Vec<std::borrow::Cow<'_, [u8]>> = items.iter().map(|&i| encoded[i].as_slice().into()).collect();
+        let items: Vec<std::borrow::Cow<'_, [u8]>> = items.iter().map(|&i| pods.pb(i)).collect();
         write_list(out, &meta, &items, opts)
     }
 
@@ -1303,7 +1689,7 @@ mod protobuf {
     pub fn watch(
         out: &mut impl Write,
         reader: &mut impl Read,
-        encoded: &[Vec<u8>],
+        pods: &Pods,
         keep: Option<&[bool]>,
         initial: bool,
         opts: ServerOpts,
@@ -1315,10 +1701,10 @@ mod protobuf {
         if initial {
             let mut body = Chunked::new(&mut *out, 64 * 1024);
             let mut ev = Vec::with_capacity(16 * 1024);
-            for (i, pod) in encoded.iter().enumerate() {
+            for i in 0..pods.n {
                 if keep.is_none_or(|k| k[i]) {
                     ev.clear();
-                    frame("ADDED", "Pod", pod, &mut ev);
+                    frame("ADDED", "Pod", &pods.pb(i), &mut ev);
                     body.write_all(&ev)?;
                 }
             }
@@ -1331,12 +1717,12 @@ mod protobuf {
             let mut body = Chunked::new(&mut *out, 64 * 1024);
             let mut ev = Vec::with_capacity(16 * 1024);
             for e in 0..opts.events {
-                let i = e % encoded.len().max(1);
+                let i = e % pods.n.max(1);
                 if keep.is_some_and(|k| !k[i]) {
                     continue;
                 }
                 ev.clear();
-                frame("MODIFIED", "Pod", &with_rv(&encoded[i], LIST_RV + 1 + e as u64), &mut ev);
+                frame("MODIFIED", "Pod", &with_rv(&pods.pb(i), LIST_RV + 1 + e as u64), &mut ev);
                 body.write_all(&ev)?;
             }
             body.flush()?;
@@ -1363,7 +1749,7 @@ mod protobuf {
 
 #[path = "../benches/support/realistic_pod.rs"]
 mod realistic_pod;
-use realistic_pod::{render_pod, uid as pod_uid};
+use realistic_pod::{Values as RealisticValues, render_pod, render_pod_with, uid as pod_uid};
 #[path = "../benches/support/varied_pod.rs"]
 mod varied_pod;
-use varied_pod::{render_varied_pod, varied_key};
+use varied_pod::{PodValues, deployment, render_varied_pod, render_varied_with, varied_key, varied_uid};

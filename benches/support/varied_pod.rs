@@ -174,6 +174,71 @@ fn suffix(i: usize) -> String {
         .collect()
 }
 
+/// What pod `i` draws first from its own generator (after its deployment): the token volume's
+/// name, the creation time and the uid. Drawn first so that [`varied_uid`] needs nothing else.
+fn pod_ids(pr: &mut Rng) -> (String, String, String) {
+    let token_volume = format!("kube-api-access-{}", pr.alnum(5));
+    let created = format!(
+        "2025-0{}-{:02}T{:02}:{:02}:{:02}Z",
+        1 + pr.below(9),
+        1 + pr.below(28),
+        pr.below(24),
+        pr.below(60),
+        pr.below(60)
+    );
+    let uid = pr.uuid();
+    (token_volume, created, uid)
+}
+
+/// Pod `i`'s uid (which a sharded bench client and a filtering bench server hash), without
+/// rendering the pod.
+#[allow(dead_code)] // benches/micro.rs renders pods but never asks their uid
+pub fn varied_uid(i: usize) -> String {
+    let (_, mut pr) = Deployment::of(i);
+    pod_ids(&mut pr).2
+}
+
+/// The values pod `i` has of its own; everything else about it is its deployment's, the same
+/// for every pod of it (so that a server can render a deployment's pods from one template:
+/// examples/bench.rs).
+pub struct PodValues {
+    pub name: String,
+    pub token_volume: String,
+    /// The creation time (also the start time, and every condition's and managedFields'
+    /// time).
+    pub created: String,
+    pub uid: String,
+    pub node: String,
+    pub pod_ip: String,
+    pub host_ip: String,
+    pub restarts: u64,
+    /// Each container's `containerID` (as many as the deployment's pods have containers, or
+    /// more).
+    pub container_ids: Vec<String>,
+}
+
+impl PodValues {
+    /// Pod `i`'s.
+    pub fn of(i: usize) -> PodValues {
+        let (dep, mut pr) = Deployment::of(i);
+        let (token_volume, created, uid) = pod_ids(&mut pr);
+        let name = format!("{}-{}", dep.replica_set, suffix(i));
+        let node = format!("ip-10-{}-{}-{}.eu-west-1.compute.internal", pr.below(4), pr.below(256), pr.below(256));
+        let pod_ip = format!("10.{}.{}.{}", 100 + pr.below(4), pr.below(256), pr.below(256));
+        let host_ip = format!("10.{}.{}.{}", pr.below(4), pr.below(256), pr.below(256));
+        let restarts = if pr.below(10) == 0 { pr.below(5) } else { 0 };
+        // The last draws: one more than a pod of the deployment uses changes nothing before.
+        let container_ids = (0..3).map(|_| format!("containerd://{}", pr.hex(64))).collect();
+        PodValues { name, token_volume, created, uid, node, pod_ip, host_ip, restarts, container_ids }
+    }
+}
+
+/// The deployment of pod `i` (0..50): its pods differ only in their [`PodValues`].
+#[allow(dead_code)] // benches/micro.rs renders pods but never asks their deployment
+pub fn deployment(i: usize) -> usize {
+    Deployment::of(i).0.d
+}
+
 /// Pod `i`'s namespace and name.
 pub fn varied_key(i: usize) -> (String, String) {
     let (dep, _) = Deployment::of(i);
@@ -183,7 +248,13 @@ pub fn varied_key(i: usize) -> (String, String) {
 /// Pod `i` at resourceVersion `rv` (everything but the resourceVersion is the same for the same
 /// `i`: a MODIFIED event of the same pod).
 pub fn render_varied_pod(i: usize, rv: u64) -> String {
-    let (dep, mut pr) = Deployment::of(i);
+    render_varied_with(i, &PodValues::of(i), &rv.to_string())
+}
+
+/// A pod of pod `i`'s deployment with the values `v` at resourceVersion `rv`.
+pub fn render_varied_with(i: usize, v: &PodValues, rv: &str) -> String {
+    let (dep, _) = Deployment::of(i);
+    let PodValues { name, token_volume, created, uid, node, pod_ip, host_ip, restarts, container_ids } = v;
     let Deployment { d, app, namespace: ns, team, replica_set, mut rng } = dep;
     let dr = &mut rng;
     let rs_uid = dr.uuid();
@@ -268,7 +339,6 @@ pub fn render_varied_pod(i: usize, rv: u64) -> String {
         .collect();
     let cpu = ["250m", "500m", "1", "2", "4"][dr.below(5) as usize];
     let memory = ["256Mi", "512Mi", "1Gi", "2Gi", "4Gi"][dr.below(5) as usize];
-    let token_volume = format!("kube-api-access-{}", pr.alnum(5));
     let mut containers = Vec::new();
     let mut images = Vec::new();
     for c in 0..containers_n {
@@ -307,20 +377,6 @@ pub fn render_varied_pod(i: usize, rv: u64) -> String {
         images.push((name, image, dr.hex(64)));
     }
 
-    let created = format!(
-        "2025-0{}-{:02}T{:02}:{:02}:{:02}Z",
-        1 + pr.below(9),
-        1 + pr.below(28),
-        pr.below(24),
-        pr.below(60),
-        pr.below(60)
-    );
-    let uid = pr.uuid();
-    let name = format!("{replica_set}-{}", suffix(i));
-    let node = format!("ip-10-{}-{}-{}.eu-west-1.compute.internal", pr.below(4), pr.below(256), pr.below(256));
-    let pod_ip = format!("10.{}.{}.{}", 100 + pr.below(4), pr.below(256), pr.below(256));
-    let host_ip = format!("10.{}.{}.{}", pr.below(4), pr.below(256), pr.below(256));
-
     let container_fields: Map<String, Value> = images
         .iter()
         .map(|(n, _, _)| {
@@ -339,13 +395,13 @@ pub fn render_varied_pod(i: usize, rv: u64) -> String {
          "fieldsV1": {"f:status": {"f:conditions": {"k:{\"type\":\"Ready\"}": {".": {}, "f:lastProbeTime": {}, "f:lastTransitionTime": {}, "f:status": {}, "f:type": {}}}, "f:containerStatuses": {}, "f:hostIP": {}, "f:phase": {}, "f:podIP": {}, "f:podIPs": {}, "f:startTime": {}}},
          "subresource": "status"}
     ]);
-    let restarts = if pr.below(10) == 0 { pr.below(5) } else { 0 };
     let statuses: Vec<Value> = images
         .iter()
-        .map(|(n, image, sha)| {
+        .zip(container_ids)
+        .map(|((n, image, sha), container_id)| {
             let repository = image.split(':').next().unwrap_or_default();
             json!({"name": n, "state": {"running": {"startedAt": created}}, "lastState": {}, "ready": true, "restartCount": restarts,
-                   "image": image, "imageID": format!("{repository}@sha256:{sha}"), "containerID": format!("containerd://{}", pr.hex(64)), "started": true})
+                   "image": image, "imageID": format!("{repository}@sha256:{sha}"), "containerID": container_id, "started": true})
         })
         .collect();
     let condition =
@@ -360,7 +416,7 @@ pub fn render_varied_pod(i: usize, rv: u64) -> String {
     }
     let grace = [30, 60, 10][dr.below(3) as usize];
     let pod = json!({
-        "metadata": {"name": name, "generateName": format!("{replica_set}-"), "namespace": ns, "uid": uid, "resourceVersion": rv.to_string(),
+        "metadata": {"name": name, "generateName": format!("{replica_set}-"), "namespace": ns, "uid": uid, "resourceVersion": rv,
             "creationTimestamp": created, "labels": labels, "annotations": annotations,
             "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": replica_set, "uid": rs_uid, "controller": true, "blockOwnerDeletion": true}],
             "managedFields": managed},
