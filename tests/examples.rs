@@ -885,31 +885,46 @@ fn bench_get(url: &str, path: &str, gzip: bool) -> (String, Vec<usize>, Vec<u8>)
 
 /// [`bench_get`] with the request headers `headers` (each line ending in CRLF).
 fn bench_get_with(url: &str, path: &str, headers: &str) -> (String, Vec<usize>, Vec<u8>) {
+    let (headers, mut reader) = bench_open(url, path, headers);
+    assert!(headers.contains("Transfer-Encoding: chunked"), "{headers}");
+    let (mut chunks, mut body) = (Vec::new(), Vec::new());
+    loop {
+        let data = read_chunk(&mut reader);
+        if data.is_empty() {
+            return (headers, chunks, body);
+        }
+        chunks.push(data.len());
+        body.extend_from_slice(&data);
+    }
+}
+
+/// Sends one GET of `path` (with `headers`, each line ending in CRLF) to the bench server and
+/// reads the answer's head: (the head, the connection to read the body from). The read timeout
+/// bounds a server that stops answering.
+fn bench_open(url: &str, path: &str, headers: &str) -> (String, BufReader<std::net::TcpStream>) {
     use std::io::Write;
     let addr = url.strip_prefix("http://").unwrap();
     let conn = std::net::TcpStream::connect(addr).unwrap();
     conn.set_read_timeout(Some(RUN_TIMEOUT)).unwrap();
     write!(&conn, "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{headers}\r\n").unwrap();
     let mut reader = BufReader::new(conn);
-    let mut headers = String::new();
-    while !headers.ends_with("\r\n\r\n") {
-        assert!(reader.read_line(&mut headers).unwrap() > 0, "the connection closed in the headers: {headers}");
+    let mut head = String::new();
+    while !head.ends_with("\r\n\r\n") {
+        assert!(reader.read_line(&mut head).unwrap() > 0, "the connection closed in the headers: {head}");
     }
-    assert!(headers.contains("Transfer-Encoding: chunked"), "{headers}");
-    let (mut chunks, mut body) = (Vec::new(), Vec::new());
-    loop {
-        let mut size = String::new();
-        reader.read_line(&mut size).unwrap();
-        let size = usize::from_str_radix(size.trim_end(), 16).unwrap();
-        let mut data = vec![0; size + 2];
-        reader.read_exact(&mut data).unwrap();
-        assert_eq!(&data[size..], b"\r\n", "a chunk ends with CRLF");
-        if size == 0 {
-            return (headers, chunks, body);
-        }
-        chunks.push(size);
-        body.extend_from_slice(&data[..size]);
-    }
+    (head, reader)
+}
+
+/// The data of the next chunk of a chunked body; empty for the last chunk.
+fn read_chunk(reader: &mut impl BufRead) -> Vec<u8> {
+    let mut size = String::new();
+    reader.read_line(&mut size).unwrap();
+    let size = usize::from_str_radix(size.trim_end(), 16).unwrap();
+    let mut data = vec![0; size + 2];
+    reader.read_exact(&mut data).unwrap();
+    assert_eq!(&data[size..], b"\r\n", "a chunk ends with CRLF");
+    data.truncate(size);
+    data
 }
 
 /// Runs `bench --serve ARGS` and `check` with the URL it printed; the server is killed
@@ -1016,21 +1031,9 @@ fn bench_server_renders_pods_as_sent_as_the_generators_do() {
 /// watch's events, each object with its kind; without `allowWatchBookmarks` it is refused.
 #[test]
 fn bench_server_answers_a_streaming_list() {
-    use std::io::Write;
     let args = ["--serve", "--pods", "3", "--events", "2", "--port", "0"];
     with_bench_server(&args, |url| {
-        let addr = url.strip_prefix("http://").unwrap();
-        let get = |query: &str| {
-            let conn = std::net::TcpStream::connect(addr).unwrap();
-            conn.set_read_timeout(Some(RUN_TIMEOUT)).unwrap();
-            write!(&conn, "GET /api/v1/pods?{query} HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
-            let mut reader = BufReader::new(conn);
-            let mut headers = String::new();
-            while !headers.ends_with("\r\n\r\n") {
-                assert!(reader.read_line(&mut headers).unwrap() > 0, "closed in the headers: {headers}");
-            }
-            (headers, reader)
-        };
+        let get = |query: &str| bench_open(url, &format!("/api/v1/pods?{query}"), "");
         let (refused, _) = get("watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan");
         assert!(refused.starts_with("HTTP/1.1 422 "), "{refused}");
         let (headers, mut reader) =
@@ -1039,13 +1042,9 @@ fn bench_server_answers_a_streaming_list() {
         // The watch stays open after its events: read chunks until six lines have come.
         let (mut body, mut events) = (Vec::new(), Vec::<serde_json::Value>::new());
         while events.len() < 6 {
-            let mut size = String::new();
-            reader.read_line(&mut size).unwrap();
-            let size = usize::from_str_radix(size.trim_end(), 16).unwrap();
-            assert!(size > 0, "the watch ended after {events:?}");
-            let mut data = vec![0; size + 2];
-            reader.read_exact(&mut data).unwrap();
-            body.extend_from_slice(&data[..size]);
+            let data = read_chunk(&mut reader);
+            assert!(!data.is_empty(), "the watch ended after {events:?}");
+            body.extend_from_slice(&data);
             while let Some(end) = body.iter().position(|&b| b == b'\n') {
                 let line: Vec<u8> = body.drain(..=end).collect();
                 events.push(serde_json::from_slice(&line).unwrap());
