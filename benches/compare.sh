@@ -152,12 +152,11 @@ if [ "${SKIP_BUILD:-0}" != 1 ]; then
     done
 fi
 
+# shellcheck source=benches/common.sh
+. "$root/benches/common.sh"
 server_pid=""
 cleanup() { if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; fi; }
 trap cleanup EXIT
-
-# CPU seconds (user+system) used so far by a pid.
-cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{ sub(/.*\) /, ""); print ($12 + $13) / hz }' "/proc/$1/stat"; }
 
 # run_one PEER_NAME LABEL PODS EVENTS CLIENT_CMD...   (PEER_NAME replaces the line's "peer")
 run_one() {
@@ -165,28 +164,15 @@ run_one() {
     shift 4
     local log
     log=$(mktemp /tmp/kw-compare-server.XXXXXX)
-    "$kw_bin" --serve --pods "$pods" --events "$events" --port 0 "${server_args[@]}" > "$log" 2>&1 &
-    server_pid=$!
-    local url=""
-    for _ in $(seq 1 600); do
-        url=$(grep -m1 '^http://' "$log" || true)
-        [ -n "$url" ] && break
-        sleep 0.1
-    done
-    [ -n "$url" ] || { echo "server did not start: $(cat "$log")" >&2; exit 1; }
+    start_bench_server "$log" --pods "$pods" --events "$events" --port 0 ${server_args[@]+"${server_args[@]}"}
+    server_pid=$bench_server_pid
+    local url=$bench_server_url
     sleep 0.2 # let the server finish its startup output
     local cpu0 load0 t0 line cpu1 load1 t1
     cpu0=$(cpu_s "$server_pid")
     load0=$(cut -d' ' -f1 /proc/loadavg)
     t0=$(date +%s.%N)
-    # The client's own CPU time (user + system, all its threads), whatever the peer: its
-    # rusage as a child of this wrapper.
-    line=$(python3 -c 'import resource, subprocess, sys
-p = subprocess.run(sys.argv[1:], stdout=subprocess.PIPE)
-if p.returncode: sys.exit(p.returncode)
-u = resource.getrusage(resource.RUSAGE_CHILDREN)
-print(p.stdout.decode().strip().rstrip("}") + ",\"client_cpu_s\":%.3f}" % (u.ru_utime + u.ru_stime))' \
-        "$@" --url "$url" --pods "$pods" --events "$events")
+    line=$(with_client_cpu "$@" --url "$url" --pods "$pods" --events "$events")
     t1=$(date +%s.%N)
     cpu1=$(cpu_s "$server_pid")
     load1=$(cut -d' ' -f1 /proc/loadavg)

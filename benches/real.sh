@@ -66,6 +66,8 @@ echo "building the bench, the peers and the loader" >&2
 (cd "$root/benches/peers/kube-rs" && CARGO_TARGET_DIR=$(dirname "$(dirname "$kr_bin")") cargo build -q --release)
 (cd "$root/benches/peers/client-go" && go build -o "$cg_bin" . && go build -o "$load_bin" ./load)
 
+# shellcheck source=benches/common.sh
+. "$root/benches/common.sh"
 started_bed=0
 alive() { [ -f "$run/$1.pid" ] && kill -0 "$(cat "$run/$1.pid")" 2> /dev/null; }
 if ! alive apiserver; then
@@ -89,17 +91,10 @@ held=$(count_pods)
 if [ "$held" -lt "$pods" ]; then
     echo "filling the server: $held pods there, $pods wanted" >&2
     log=$(mktemp /tmp/kw-real-server.XXXXXX)
-    "$kw_bin" --serve --pods "$pods" --events 1 --port 0 > "$log" 2>&1 &
-    server=$!
-    url=""
-    for _ in $(seq 1 600); do
-        url=$(grep -m1 '^http://' "$log" || true)
-        [ -n "$url" ] && break
-        sleep 0.1
-    done
-    [ -n "$url" ] || { echo "bench server did not start: $(cat "$log")" >&2; exit 1; }
+    start_bench_server "$log" --pods "$pods" --events 1 --port 0
+    server=$bench_server_pid
     t0=$SECONDS
-    "$load_bin" fill --from "$url" --kubeconfig "$kubeconfig" 2>&1 | tail -n 1 >&2
+    "$load_bin" fill --from "$bench_server_url" --kubeconfig "$kubeconfig" 2>&1 | tail -n 1 >&2
     kill "$server"; wait "$server" 2> /dev/null || true; server=""
     rm -f "$log"
     held=$(count_pods)
@@ -108,8 +103,6 @@ fi
 [ "$held" -ge "$pods" ] || { echo "the server holds $held pods, fewer than $pods" >&2; exit 1; }
 # Every peer waits for all the pods the server holds (earlier runs' may be more than --pods).
 pods=$held
-
-cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{ sub(/.*\) /, ""); print ($12 + $13) / hz }' "/proc/$1/stat"; }
 
 # run_one NAME CLIENT_CMD...
 run_one() {
@@ -124,12 +117,7 @@ run_one() {
     api=$(cat "$run/apiserver.pid")
     etcd=$(cat "$run/etcd.pid")
     a0=$(cpu_s "$api"); e0=$(cpu_s "$etcd"); t0=$(date +%s.%N); load0=$(cut -d' ' -f1 /proc/loadavg)
-    line=$(python3 -c 'import resource, subprocess, sys
-p = subprocess.run(sys.argv[1:], stdout=subprocess.PIPE)
-if p.returncode: sys.exit(p.returncode)
-u = resource.getrusage(resource.RUSAGE_CHILDREN)
-print(p.stdout.decode().strip().rstrip("}") + ",\"client_cpu_s\":%.3f}" % (u.ru_utime + u.ru_stime))' \
-        "$@" --kubeconfig "$kubeconfig" --pods "$pods" --events "$events")
+    line=$(with_client_cpu "$@" --kubeconfig "$kubeconfig" --pods "$pods" --events "$events")
     t1=$(date +%s.%N); a1=$(cpu_s "$api"); e1=$(cpu_s "$etcd")
     kill "$writer"; wait "$writer" 2> /dev/null || true; writer=""
     local writes
