@@ -43,7 +43,7 @@ static PLAIN: [bool; 256] = plain_table();
 /// True when `input` is one JSON value (plus surrounding whitespace) that serde_json accepts.
 #[cfg_attr(not(feature = "simd"), allow(dead_code))] // without simd-json, serde_json checks
 pub(crate) fn is_valid(input: &[u8]) -> bool {
-    Checker { b: input, i: 0 }.value(true).is_some()
+    Checker { b: input, i: 0, base: 0 }.value(true).is_some()
 }
 
 /// What [`container_prefix`] found at the start of its input.
@@ -64,7 +64,7 @@ pub(crate) fn container_prefix(input: &[u8]) -> Prefix {
     if !matches!(input.first(), Some(b'{' | b'[')) {
         return Prefix::Other;
     }
-    let mut c = Checker { b: input, i: 0 };
+    let mut c = Checker { b: input, i: 0, base: 0 };
     match c.value(false) {
         Some(()) => Prefix::Complete(c.i),
         // Every check stops at the first byte it cannot accept; only running out of input
@@ -79,6 +79,54 @@ pub(crate) fn container_prefix(input: &[u8]) -> Prefix {
 struct Checker<'a> {
     b: &'a [u8],
     i: usize,
+    /// How deeply nested the value [`Checker::value`] reads already is (a [`Cursor`]'s walk).
+    base: usize,
+}
+
+/// A cursor for walks that copy parts of a JSON value and leave others out
+/// (`codec/skip/json.rs`): each step checks what it passes by the rules of [`is_valid`], so a
+/// walk that reaches the end has checked the whole input.
+pub(crate) struct Cursor<'a>(Checker<'a>);
+
+impl<'a> Cursor<'a> {
+    pub(crate) fn new(input: &'a [u8]) -> Self {
+        Cursor(Checker { b: input, i: 0, base: 0 })
+    }
+
+    /// The offset of the next byte.
+    pub(crate) fn at(&self) -> usize {
+        self.0.i
+    }
+
+    pub(crate) fn peek(&self) -> Option<u8> {
+        self.0.peek()
+    }
+
+    /// Steps over the byte [`Cursor::peek`] showed.
+    pub(crate) fn bump(&mut self) {
+        self.0.i += 1;
+    }
+
+    /// Skips JSON whitespace.
+    pub(crate) fn ws(&mut self) {
+        self.0.ws();
+    }
+
+    /// A whole string, from its opening quote (which must be next) to its closing one.
+    pub(crate) fn string(&mut self) -> Option<()> {
+        if self.0.peek()? != b'"' {
+            return None;
+        }
+        self.0.i += 1;
+        self.0.string()
+    }
+
+    /// One value (whitespace before it skipped), inside `depth` open arrays and objects: the
+    /// nesting limit counts them.
+    pub(crate) fn value(&mut self, depth: usize) -> Option<()> {
+        self.0.base = depth;
+        self.0.value(false)
+    }
 }
 
 impl Checker<'_> {
@@ -101,7 +149,7 @@ impl Checker<'_> {
                         self.i += 1;
                     } else {
                         depth += 1;
-                        if depth > MAX_DEPTH {
+                        if self.base + depth > MAX_DEPTH {
                             return None;
                         }
                         objects |= 1 << depth;
@@ -117,7 +165,7 @@ impl Checker<'_> {
                         self.i += 1;
                     } else {
                         depth += 1;
-                        if depth > MAX_DEPTH {
+                        if self.base + depth > MAX_DEPTH {
                             return None;
                         }
                         objects &= !(1 << depth);

@@ -284,7 +284,7 @@ mod tests {
 
     /// Decodes with the build's decoder, and checks the serde_json-only path agrees.
     fn ev(line: &[u8]) -> Result<WatchEvent<ConfigMap>, String> {
-        let plain = watch_event_plain::<ConfigMap>(line, false, None).map(|_| ());
+        let plain = watch_event_plain::<ConfigMap>(line, false).map(|_| ());
         let got = watch_event(line, false, &mut Scratch::default(), None).map(|(e, _)| e);
         assert_eq!(plain.is_ok(), got.is_ok(), "serde_json and the build's decoder disagree");
         got
@@ -501,7 +501,7 @@ mod tests {
                 watch_event::<ConfigMap>(line, keep_raw, &mut Scratch::default(), None).is_err(),
                 "keep_raw={keep_raw}"
             );
-            assert!(watch_event_json::<ConfigMap>(line, keep_raw, None).is_err(), "keep_raw={keep_raw}");
+            assert!(watch_event_json::<ConfigMap>(line, keep_raw).is_err(), "keep_raw={keep_raw}");
         }
         let twice = br#"{"type":"ADDED","object":{},"object":{}}"#;
         assert!(watch_event::<ConfigMap>(twice, false, &mut Scratch::default(), None).is_err());
@@ -511,7 +511,7 @@ mod tests {
     fn a_raw_control_byte_between_tokens_is_rejected_by_every_decoder() {
         let line = b"{\"type\":\"ERROR\",\"object\":{\"code\":4\x0810,\"reason\":\"Expired\"}}";
         assert!(watch_event::<ConfigMap>(line, false, &mut Scratch::default(), None).is_err());
-        assert!(watch_event_json::<ConfigMap>(line, false, None).is_err());
+        assert!(watch_event_json::<ConfigMap>(line, false).is_err());
         assert!(object::<StatusBody>(br#"{"code":4"#, &mut Scratch::default()).is_err());
         assert!(object::<StatusBody>(b"{\"code\":4\x0810}", &mut Scratch::default()).is_err());
     }

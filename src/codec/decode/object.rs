@@ -11,6 +11,8 @@ use crate::error::{DecodeError, snippet};
 /// Reusable buffers for decoding; with the `simd` feature, simd-json parses a copy in place.
 #[derive(Default)]
 pub(crate) struct Scratch {
+    /// The input without its skipped fields (`codec/skip/json.rs`).
+    pub(super) pruned: Vec<u8>,
     #[cfg(feature = "simd")]
     bytes: Vec<u8>,
     #[cfg(feature = "simd")]
@@ -45,16 +47,47 @@ impl Scratch {
 }
 
 /// Decodes one JSON object (a list item, a GET answer, a compact store entry); `checked`: it
-/// already passed the strict syntax check (the list scanner's); the fields of `skip` are stepped
-/// over, not decoded.
+/// already passed the strict syntax check (the list scanner's); the fields of `skip` are left
+/// out of a copy that the decoders read (`codec/skip/json.rs`).
 pub(super) fn json<K: DeserializeOwned>(
     bytes: &[u8],
     checked: bool,
     scratch: &mut Scratch,
     skip: Option<&Node>,
 ) -> Result<K, String> {
+    if let Some(node) = skip {
+        let mut pruned = std::mem::take(&mut scratch.pruned);
+        let decoded = prune(bytes, node, &mut pruned).map(|()| whole(&pruned, true, scratch));
+        scratch.pruned = pruned;
+        if let Some(decoded) = decoded {
+            return decoded;
+        }
+    }
+    whole(bytes, checked, scratch)
+}
+
+/// Copies `bytes` without the fields of `node` into `out`; `None` when the copy cannot be made
+/// (invalid JSON by the strict check), and the input is decoded as it is. Invalid UTF-8 is
+/// found here too, in the input whole: the decoders would otherwise never see the bytes left
+/// out, and every path gives the same verdict.
+pub(super) fn prune(bytes: &[u8], node: &Node, out: &mut Vec<u8>) -> Option<()> {
+    utf8(bytes).ok()?;
+    skip::json::pruned(bytes, node, out)
+}
+
+/// Whether `bytes` are UTF-8 (the error as serde_json's path words it).
+pub(super) fn utf8(bytes: &[u8]) -> Result<(), String> {
     #[cfg(feature = "simd")]
-    if let Some(obj) = scratch.simd(bytes, checked, |de| skip::decode::<K, _>(de, skip).ok()) {
+    if simdutf8::basic::from_utf8(bytes).is_ok() {
+        return Ok(());
+    }
+    std::str::from_utf8(bytes).map(drop).map_err(|e| format!("invalid UTF-8: {e}"))
+}
+
+/// Decodes one JSON object as it is.
+fn whole<K: DeserializeOwned>(bytes: &[u8], checked: bool, scratch: &mut Scratch) -> Result<K, String> {
+    #[cfg(feature = "simd")]
+    if let Some(obj) = scratch.simd(bytes, checked, |de| K::deserialize(de).ok()) {
         return Ok(obj);
     }
     let _ = (scratch, checked); // serde_json checks as it decodes
@@ -62,7 +95,7 @@ pub(super) fn json<K: DeserializeOwned>(
     // would otherwise accept invalid bytes inside fields it skips.
     let text = std::str::from_utf8(bytes).map_err(|e| format!("invalid UTF-8: {e}"))?;
     let mut de = serde_json::Deserializer::from_str(text);
-    let obj = skip::decode(&mut de, skip).map_err(|e| e.to_string())?;
+    let obj = K::deserialize(&mut de).map_err(|e| e.to_string())?;
     de.end().map_err(|e| e.to_string())?;
     Ok(obj)
 }

@@ -9,9 +9,9 @@ use serde::Deserialize;
 use serde::de::{DeserializeOwned, DeserializeSeed, Deserializer, Error as _, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
-use super::object::Scratch;
+use super::object::{self, Scratch};
 use super::status::StatusBody;
-use crate::codec::skip::{self, Node};
+use crate::codec::skip::{self, Node, json::Line};
 use crate::error::snippet;
 
 /// One decoded watch event.
@@ -111,39 +111,63 @@ impl Kind {
 ///
 /// One pass: the API server writes `type` before `object`, so the object is decoded straight into
 /// its final type. If `object` comes first, or `keep_raw` asks for the object's bytes (compact
-/// store mode), it is kept as a raw slice and decoded from there. The fields of `skip` are
-/// stepped over, not decoded (`codec/skip`).
+/// store mode), it is kept as a raw slice and decoded from there. The fields of `skip` are left
+/// out of a copy of the line that the decoders read (`codec/skip/json.rs`); the raw slice is the
+/// object as it came, with them.
 pub(crate) fn watch_event<'a, K: DeserializeOwned>(
     line: &'a [u8],
     keep_raw: bool,
     scratch: &mut Scratch,
     skip: Option<&Node>,
 ) -> Result<(WatchEvent<K>, Option<&'a [u8]>), String> {
+    if let Some(node) = skip {
+        let mut pruned = std::mem::take(&mut scratch.pruned);
+        let decoded = match object::utf8(line).ok().and_then(|()| skip::json::watch_line(line, node, &mut pruned)) {
+            Some(Line::Pruned(object)) => Some(
+                whole::<K>(&pruned, false, true, scratch).map(|(event, _)| (event, keep_raw.then(|| &line[object]))),
+            ),
+            // Nothing to skip, or not valid JSON: the line as it is.
+            Some(Line::Whole) | None => None,
+        };
+        scratch.pruned = pruned;
+        if let Some(decoded) = decoded {
+            return decoded;
+        }
+    }
+    whole(line, keep_raw, false, scratch)
+}
+
+/// [`watch_event`] of a line read as it is; `checked`: it passed the strict syntax check.
+fn whole<'a, K: DeserializeOwned>(
+    line: &'a [u8],
+    keep_raw: bool,
+    checked: bool,
+    scratch: &mut Scratch,
+) -> Result<(WatchEvent<K>, Option<&'a [u8]>), String> {
     #[cfg(feature = "simd")]
     if !keep_raw
         && let Some(event) =
-            scratch.simd(line, false, |de| match de.deserialize_map(EnvelopeVisitor(false, skip, PhantomData)) {
+            scratch.simd(line, checked, |de| match de.deserialize_map(EnvelopeVisitor(false, PhantomData)) {
                 Ok((Ok(event), None)) => Some(event),
                 _ => None,
             })
     {
         return Ok((event, None));
     }
-    let _ = scratch;
-    watch_event_plain(line, keep_raw, skip)
+    let _ = (scratch, checked);
+    watch_event_plain(line, keep_raw)
 }
 
 /// [`watch_event`] with serde_json only (what runs without the `simd` feature, and after
-/// simd-json failed).
-pub(super) fn watch_event_plain<'a, K: DeserializeOwned>(
-    line: &'a [u8],
+/// simd-json failed), of a line read as it is.
+pub(super) fn watch_event_plain<K: DeserializeOwned>(
+    line: &[u8],
     keep_raw: bool,
-    skip: Option<&Node>,
-) -> Result<(WatchEvent<K>, Option<&'a [u8]>), String> {
-    match watch_event_json(line, keep_raw, skip) {
+) -> Result<(WatchEvent<K>, Option<&[u8]>), String> {
+    match watch_event_json(line, keep_raw) {
         // Decoded straight into `K`, a bad object fails the whole line; read it again keeping
         // the object's bytes, to tell a broken line from an object that is not a `K`.
-        Err(e) if !keep_raw => match watch_event_json::<K>(line, true, skip) {
+        Err(e) if !keep_raw => match watch_event_json::<K>(line, true) {
             Ok((event @ WatchEvent::Undecodable { .. }, _)) => Ok((event, None)),
             _ => Err(e),
         },
@@ -152,23 +176,22 @@ pub(super) fn watch_event_plain<'a, K: DeserializeOwned>(
 }
 
 /// One serde_json pass over a watch line.
-pub(super) fn watch_event_json<'a, K: DeserializeOwned>(
-    line: &'a [u8],
+pub(super) fn watch_event_json<K: DeserializeOwned>(
+    line: &[u8],
     keep_raw: bool,
-    skip: Option<&Node>,
-) -> Result<(WatchEvent<K>, Option<&'a [u8]>), String> {
+) -> Result<(WatchEvent<K>, Option<&[u8]>), String> {
     // See `object`: the raw path needs valid UTF-8, so the direct one checks it too.
     let text = std::str::from_utf8(line).map_err(|e| format!("invalid UTF-8: {e}"))?;
     let mut de = serde_json::Deserializer::from_str(text);
-    let (event, raw) = de.deserialize_map(EnvelopeVisitor(keep_raw, skip, PhantomData)).map_err(|e| e.to_string())?;
+    let (event, raw) = de.deserialize_map(EnvelopeVisitor(keep_raw, PhantomData)).map_err(|e| e.to_string())?;
     de.end().map_err(|e| e.to_string())?;
     Ok((event?, raw.map(|r| r.get().as_bytes())))
 }
 
-/// The envelope of a watch line: whether to keep the object's bytes, and the fields to skip.
-struct EnvelopeVisitor<'s, K>(bool, Option<&'s Node>, PhantomData<K>);
+/// The envelope of a watch line: whether to keep the object's bytes.
+struct EnvelopeVisitor<K>(bool, PhantomData<K>);
 
-impl<'de, K: DeserializeOwned> Visitor<'de> for EnvelopeVisitor<'_, K> {
+impl<'de, K: DeserializeOwned> Visitor<'de> for EnvelopeVisitor<K> {
     /// The outer error is a syntax error of the line; the inner one is about the event.
     type Value = (Result<WatchEvent<K>, String>, Option<&'de RawValue>);
 
@@ -187,9 +210,7 @@ impl<'de, K: DeserializeOwned> Visitor<'de> for EnvelopeVisitor<'_, K> {
                 "object" if event.is_some() || raw.is_some() => return Err(A::Error::duplicate_field("object")),
                 "type" => kind = Some(Kind::parse(&map.next_value::<Cow<'de, str>>()?)),
                 "object" => match kind {
-                    Some(Ok(k)) if !keep_raw => {
-                        event = Some(map.next_value_seed(ObjectSeed::<K>(k, self.1, PhantomData))?)
-                    }
+                    Some(Ok(k)) if !keep_raw => event = Some(map.next_value_seed(ObjectSeed::<K>(k, PhantomData))?),
                     _ => raw = Some(map.next_value()?),
                 },
                 _ => {
@@ -206,21 +227,19 @@ impl<'de, K: DeserializeOwned> Visitor<'de> for EnvelopeVisitor<'_, K> {
             (Some(ev), _) => Ok(ev),
             (None, Some(raw)) => {
                 let mut de = serde_json::Deserializer::from_str(raw.get());
-                ObjectSeed::<K>(kind, self.1, PhantomData).deserialize(&mut de).map_err(|e| e.to_string()).or_else(
-                    |message| {
-                        let change = match kind {
-                            Kind::Added => Change::Added,
-                            Kind::Modified => Change::Modified,
-                            Kind::Deleted => Change::Deleted,
-                            Kind::Bookmark | Kind::Error => return Err(message),
-                        };
-                        // Valid JSON with a name: an object this type cannot hold, not a broken line.
-                        match identity(raw.get().as_bytes()) {
-                            Some(id) if id.name.is_some() => Ok(WatchEvent::Undecodable { kind: change, id, message }),
-                            _ => Err(message),
-                        }
-                    },
-                )
+                ObjectSeed::<K>(kind, PhantomData).deserialize(&mut de).map_err(|e| e.to_string()).or_else(|message| {
+                    let change = match kind {
+                        Kind::Added => Change::Added,
+                        Kind::Modified => Change::Modified,
+                        Kind::Deleted => Change::Deleted,
+                        Kind::Bookmark | Kind::Error => return Err(message),
+                    };
+                    // Valid JSON with a name: an object this type cannot hold, not a broken line.
+                    match identity(raw.get().as_bytes()) {
+                        Some(id) if id.name.is_some() => Ok(WatchEvent::Undecodable { kind: change, id, message }),
+                        _ => Err(message),
+                    }
+                })
             }
             (None, None) => Err("watch event without \"object\"".to_owned()),
         };
@@ -232,17 +251,17 @@ impl<'de, K: DeserializeOwned> Visitor<'de> for EnvelopeVisitor<'_, K> {
 ///
 /// Any error aborts the whole line (a parser cannot go on after an error inside a value); the
 /// message is labelled with the event type.
-struct ObjectSeed<'s, K>(Kind, Option<&'s Node>, PhantomData<K>);
+struct ObjectSeed<K>(Kind, PhantomData<K>);
 
-impl<'de, K: DeserializeOwned> DeserializeSeed<'de> for ObjectSeed<'_, K> {
+impl<'de, K: DeserializeOwned> DeserializeSeed<'de> for ObjectSeed<K> {
     type Value = WatchEvent<K>;
 
     fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<Self::Value, D::Error> {
         let label = |e: D::Error, what: &str| D::Error::custom(format!("{what} object: {e}"));
         Ok(match self.0 {
-            Kind::Added => WatchEvent::Added(skip::decode(de, self.1).map_err(|e| label(e, "ADDED"))?),
-            Kind::Modified => WatchEvent::Modified(skip::decode(de, self.1).map_err(|e| label(e, "MODIFIED"))?),
-            Kind::Deleted => WatchEvent::Deleted(skip::decode(de, self.1).map_err(|e| label(e, "DELETED"))?),
+            Kind::Added => WatchEvent::Added(K::deserialize(de).map_err(|e| label(e, "ADDED"))?),
+            Kind::Modified => WatchEvent::Modified(K::deserialize(de).map_err(|e| label(e, "MODIFIED"))?),
+            Kind::Deleted => WatchEvent::Deleted(K::deserialize(de).map_err(|e| label(e, "DELETED"))?),
             Kind::Bookmark => {
                 let b = BookmarkObject::deserialize(de).map_err(|e| label(e, "BOOKMARK"))?;
                 let resource_version = b

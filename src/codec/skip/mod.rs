@@ -4,10 +4,12 @@
 //! `spec.containers.env`), a map entry named by its key in brackets
 //! (`metadata.annotations[kubectl.kubernetes.io/last-applied-configuration]`). A path through a
 //! list applies to every element. [`Paths::new`] parses and checks a set of paths against the
-//! watched type's shape ([`probe`]) and builds the tree the decoders follow ([`Node`], read by
-//! [`prune`]'s deserializer adapter, which steps over each named field instead of decoding it,
-//! and by [`proto`], which copies an object's protobuf without them for the compact stores).
+//! watched type's shape ([`probe`]) and builds the tree the decoders follow ([`Node`]): [`json`]
+//! copies a JSON object without the named fields before simd-json or serde_json reads it,
+//! [`prune`]'s deserializer adapter steps over them while the protobuf decoder reads, and
+//! [`proto`] copies an object's protobuf without them for the compact stores.
 
+pub(crate) mod json;
 mod probe;
 pub(crate) mod proto;
 mod prune;

@@ -1,8 +1,8 @@
-//! A serde `Deserializer` adapter that steps over skipped fields: wrapped around any decoder's
-//! deserializer (serde_json, simd-json, the protobuf one), it reads each key of an object on a
-//! skipped path itself, and for a skipped one consumes the value with `IgnoredAny` (which every
-//! decoder steps over without building anything) and never shows the key to the type's visitor,
-//! so the type keeps its default for the field. Below a key no skipped path goes through, the
+//! A serde `Deserializer` adapter that steps over skipped fields: wrapped around the protobuf
+//! decoder's deserializer (the JSON decoders read a copy without them, `json.rs`), it reads
+//! each key of an object on a skipped path itself, and for a skipped one consumes the value
+//! with `IgnoredAny` (which the decoder steps over without building anything) and never shows
+//! the key to the type's visitor, so the type keeps its default for the field. Below a key no skipped path goes through, the
 //! decoder's own deserializer is handed over unwrapped: only the objects on a path pay for it.
 
 use std::fmt;
