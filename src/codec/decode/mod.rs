@@ -28,7 +28,7 @@ pub(crate) use watch::{Change, Identity, WatchEvent, identity, watch_event};
 
 use std::borrow::Cow;
 
-use crate::codec::skip::{self, Node};
+use crate::codec::skip::Node;
 use status::StatusBody;
 
 use crate::shard::Shard;
@@ -223,7 +223,7 @@ pub(crate) enum Kept<'a> {
 }
 
 /// The bytes a compact store keeps of an object that came as `raw` and was decoded stepping
-/// over the fields of `skip`: the wire's bytes without those fields (`codec/skip/proto.rs` for
+/// over the fields of `skip`: the wire's bytes without those fields (`codec/protobuf/prune.rs` for
 /// protobuf), so that they decode ([`compact`]) to the object as it was decoded. JSON whose
 /// fields are skipped is re-encoded by the caller. `Err` names what in the bytes could not be
 /// read.
@@ -237,17 +237,17 @@ pub(crate) fn kept<'a>(raw: Raw<'a>, skip: Option<&Node>) -> Result<Kept<'a>, St
             });
         }
         (Raw::Json(_), Some(_)) => return Ok(Kept::Reencode("JSON whose fields are skipped")),
-        (Raw::Enveloped(bytes), Some(node)) => skip::proto::enveloped(bytes, node)?,
+        (Raw::Enveloped(bytes), Some(node)) => crate::codec::protobuf::prune::enveloped(bytes, node)?,
         (Raw::Message { index, bytes }, Some(node)) => {
             match crate::codec::protobuf::schema::schema().type_meta(index) {
-                Some(types) => skip::proto::message(index, types, bytes, node)?,
+                Some(types) => crate::codec::protobuf::prune::message(index, types, bytes, node)?,
                 None => return Ok(Kept::Reencode("not a kind of the protobuf schema table")),
             }
         }
     };
     Ok(match pruned {
-        skip::proto::Pruned::Bytes(bytes) => Kept::Bytes(Cow::Owned(bytes)),
-        skip::proto::Pruned::Unfit(why) => Kept::Reencode(why),
+        crate::codec::protobuf::prune::Pruned::Bytes(bytes) => Kept::Bytes(Cow::Owned(bytes)),
+        crate::codec::protobuf::prune::Pruned::Unfit(why) => Kept::Reencode(why),
     })
 }
 
@@ -789,6 +789,176 @@ mod tests {
             let meta =
                 list(&serde_json::to_vec(&none).unwrap()[..], 1 << 20, |_| -> Result<(), ()> { Ok(()) }).unwrap();
             assert_eq!(meta.shard_selector, None);
+        }
+    }
+
+    /// Skipped fields (`codec/skip`) through every decoder: JSON objects and watch lines (simd-json
+    /// where built, and serde_json), protobuf list items and watch frames.
+    mod skipping {
+        use super::*;
+        use crate::codec::protobuf::{self as pb, en};
+        use crate::codec::skip::{Paths, clear};
+        use k8s_openapi::api::core::v1::Pod;
+
+        fn pod() -> serde_json::Value {
+            serde_json::json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {
+                    "name": "a", "namespace": "n", "uid": "u", "resourceVersion": "7",
+                    "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{\"big\":1}", "keep": "me"},
+                    "managedFields": [{"manager": "kubectl", "operation": "Apply", "fieldsV1": {"f:spec": {}}}],
+                    "labels": {"app": "web"}
+                },
+                "spec": {"containers": [
+                    {"name": "c1", "image": "i", "env": [{"name": "A", "value": "1"}]},
+                    {"name": "c2", "image": "j", "env": [{"name": "B", "value": "2"}]}
+                ]},
+                "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+            })
+        }
+
+        fn paths(list: &[&str]) -> Paths {
+            Paths::new::<Pod>(&list.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap()
+        }
+
+        /// `text` (a Pod's JSON) decoded skipping `node` by each JSON path.
+        fn json_paths(text: &str, node: Option<&Node>) -> Vec<Result<Pod, String>> {
+            let line = format!(r#"{{"type":"ADDED","object":{text}}}"#);
+            let event = |keep_raw| {
+                watch_event::<Pod>(line.as_bytes(), keep_raw, &mut Scratch::default(), node).and_then(
+                    |(e, raw)| match e {
+                        WatchEvent::Added(pod) => {
+                            if keep_raw {
+                                assert_eq!(raw, Some(text.as_bytes()), "the kept bytes are the object as it came");
+                            }
+                            Ok(pod)
+                        }
+                        WatchEvent::Undecodable { message, .. } => Err(message),
+                        other => panic!("{other:?}"),
+                    },
+                )
+            };
+            vec![object::json::<Pod>(text.as_bytes(), false, &mut Scratch::default(), node), event(false), event(true)]
+        }
+
+        /// `value` (a Pod) in protobuf, decoded skipping `node` as a list item and a watch event.
+        fn protobuf_paths(value: &serde_json::Value, node: Option<&Node>) -> Vec<Result<Pod, String>> {
+            let body = pb::encode(value).unwrap();
+            let envelope = pb::envelope(&body).unwrap();
+            let index = crate::codec::protobuf::schema::schema().kind("v1", "Pod").unwrap();
+            let item = proto::item::<Pod>(index, None, envelope.raw, node);
+            let mut raw_ext = Vec::new();
+            en::bytes(&mut raw_ext, 1, &body);
+            let mut frame = Vec::new();
+            en::bytes(&mut frame, 1, b"MODIFIED");
+            en::bytes(&mut frame, 2, &raw_ext);
+            let event = proto::watch_event::<Pod>(&frame, node).map(|(e, _)| match e {
+                WatchEvent::Modified(pod) => pod,
+                other => panic!("{other:?}"),
+            });
+            // A list item carries no apiVersion and kind of its own.
+            vec![item.map(|pod| Pod { ..pod }), event]
+        }
+
+        #[test]
+        fn a_skipped_decode_equals_a_full_decode_with_the_fields_cleared() {
+            let skip = paths(&[
+                "metadata.managedFields",
+                "metadata.annotations[kubectl.kubernetes.io/last-applied-configuration]",
+                "spec.containers.env",
+                "status.conditions",
+            ]);
+            let node = skip.root().unwrap();
+            let value = pod();
+            let mut cleared = value.clone();
+            clear(&mut cleared, node);
+            let want: Pod = serde_json::from_value(cleared).unwrap();
+            let got = json_paths(&value.to_string(), Some(node)).into_iter().chain(protobuf_paths(&value, Some(node)));
+            for (i, got) in got.enumerate() {
+                let got = got.unwrap();
+                assert_eq!(got, want, "path {i}");
+                assert!(got.metadata.managed_fields.is_none());
+                assert_eq!(got.metadata.annotations.as_ref().unwrap().len(), 1);
+                assert!(got.spec.as_ref().unwrap().containers.iter().all(|c| c.env.is_none() && c.image.is_some()));
+                assert!(got.status.as_ref().unwrap().conditions.is_none());
+                assert_eq!(got.status.as_ref().unwrap().phase.as_deref(), Some("Running"));
+            }
+            // And nothing is skipped without a tree.
+            let full: Pod = serde_json::from_value(value.clone()).unwrap();
+            for got in json_paths(&value.to_string(), None).into_iter().chain(protobuf_paths(&value, None)) {
+                assert_eq!(got.unwrap(), full);
+            }
+        }
+
+        #[test]
+        fn a_map_whose_every_entry_is_skipped_decodes_empty_in_both_forms() {
+            let skip = paths(&["metadata.annotations[kubectl.kubernetes.io/last-applied-configuration]"]);
+            let mut value = pod();
+            value["metadata"]["annotations"] =
+                serde_json::json!({"kubectl.kubernetes.io/last-applied-configuration": "{}"});
+            let got =
+                json_paths(&value.to_string(), skip.root()).into_iter().chain(protobuf_paths(&value, skip.root()));
+            for got in got {
+                assert_eq!(got.unwrap().metadata.annotations, Some(Default::default()));
+            }
+        }
+
+        #[test]
+        fn a_skipped_value_is_stepped_over_even_when_it_is_not_of_the_fields_type() {
+            // The value is never decoded, so a wrong type there is not an error.
+            let text = r#"{"metadata":{"name":"a","managedFields":"not a list"}}"#;
+            let skip = paths(&["metadata.managedFields"]);
+            for (i, got) in json_paths(text, skip.root()).into_iter().enumerate() {
+                assert_eq!(got.unwrap().metadata.name.as_deref(), Some("a"), "path {i}");
+            }
+            // Not skipped, it is an error.
+            assert!(json_paths(text, None).iter().all(Result::is_err));
+        }
+
+        #[test]
+        fn a_field_the_type_requires_and_a_watcher_skips_is_its_default_in_every_path() {
+            // k8s-openapi gives a missing required field its default, as the JSON path does.
+            let skip = paths(&["spec.containers.name"]);
+            let value = pod();
+            let got =
+                json_paths(&value.to_string(), skip.root()).into_iter().chain(protobuf_paths(&value, skip.root()));
+            for (i, got) in got.enumerate() {
+                let pod = got.unwrap();
+                let containers = &pod.spec.as_ref().unwrap().containers;
+                assert!(containers.iter().all(|c| c.name.is_empty() && c.image.is_some()), "path {i}");
+            }
+        }
+
+        #[test]
+        fn keys_with_escapes_are_read_all_the_same() {
+            let text = r#"{"metadata":{"name":"a","annotations":{"k\u0065ep":"x","drop\/me":"y"}}}"#;
+            let skip = paths(&["metadata.annotations[drop/me]"]);
+            for got in json_paths(text, skip.root()) {
+                let annotations = got.unwrap().metadata.annotations.unwrap();
+                assert_eq!(annotations.keys().collect::<Vec<_>>(), ["keep"]);
+            }
+        }
+
+        #[test]
+        fn a_bad_object_is_told_in_the_decoders_words_skipped_fields_or_not() {
+            let skip = paths(&["metadata.managedFields"]);
+            // Where an error is: in the line, or in the copy without the skipped fields.
+            let what = |e: String| e.split(" at line ").next().unwrap().to_owned();
+            for text in [
+                r#"{"metadata":{"name":"a","managedFields":[1,]}}"#,
+                r#"{"metadata":{"managedFields":[],"name":1}}"#,
+                r#"{"metadata":{"name":"a","managedFields":[]},"spec":{"containers":[{"image":7}]}}"#,
+            ] {
+                let with: Vec<String> =
+                    json_paths(text, skip.root()).into_iter().map(|r| what(r.unwrap_err())).collect();
+                let without: Vec<String> = json_paths(text, None).into_iter().map(|r| what(r.unwrap_err())).collect();
+                assert_eq!(with, without, "{text}");
+            }
+            // Invalid UTF-8 in a skipped field too.
+            let mut bytes = br#"{"metadata":{"name":"a","managedFields":["#.to_vec();
+            bytes.extend_from_slice(b"\"\xff\"]}}");
+            let got = object::json::<Pod>(&bytes, false, &mut Scratch::default(), skip.root());
+            assert!(got.unwrap_err().contains("UTF-8"));
         }
     }
 }

@@ -59,6 +59,7 @@ pub(super) fn json<K: DeserializeOwned>(
         let mut pruned = std::mem::take(&mut scratch.pruned);
         let decoded = prune(bytes, node, &mut pruned).map(|()| whole(&pruned, true, scratch));
         scratch.pruned = pruned;
+        // An error's line and column are then the copy's (see `codec/skip/json.rs`).
         if let Some(decoded) = decoded {
             return decoded;
         }

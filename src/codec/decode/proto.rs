@@ -8,7 +8,6 @@
 //! (`1` name, `3` namespace, `5` uid, `6` resourceVersion, `12` annotations).
 
 use std::io::{self, BufRead, BufReader, Read};
-use std::marker::PhantomData;
 
 use serde::de::DeserializeOwned;
 
@@ -19,7 +18,7 @@ use super::watch::{Change, INITIAL_EVENTS_END, Identity, WatchEvent};
 use crate::codec::protobuf::de::{self, Ctx, Reader, Wire};
 use crate::codec::protobuf::schema::{self, Type};
 use crate::codec::protobuf::{self as pb, MAGIC};
-use crate::codec::skip::{self, Node};
+use crate::codec::skip::Node;
 use crate::error::snippet;
 
 fn ctx() -> Ctx {
@@ -74,7 +73,7 @@ pub(crate) fn item<K: DeserializeOwned>(
 ) -> Result<K, String> {
     let head = types.map(|(api_version, kind)| [("apiVersion", api_version), ("kind", kind)]);
     let head = head.as_ref().map_or(&[][..], |h| &h[..]);
-    de::message_seed(ctx(), index, bytes, head, Skipping::<K>(skip, PhantomData)).map_err(|e| e.to_string())
+    de::message(ctx(), index, bytes, head, skip).map_err(|e| e.to_string())
 }
 
 fn text(bytes: &[u8]) -> Option<&str> {
@@ -193,8 +192,7 @@ pub(crate) fn watch_event<'a, K: DeserializeOwned>(
             let decoded = match schema.kind(envelope.api_version, envelope.kind) {
                 Some(index) => {
                     let head = [("apiVersion", envelope.api_version), ("kind", envelope.kind)];
-                    de::message_seed(ctx(), index, envelope.raw, &head, Skipping::<K>(skip, PhantomData))
-                        .map_err(|e| e.to_string())
+                    de::message(ctx(), index, envelope.raw, &head, skip).map_err(|e| e.to_string())
                 }
                 None => Err(format!(
                     "kind {:?} of apiVersion {:?} has no protobuf form known to this client",
@@ -227,26 +225,6 @@ pub(crate) fn watch_event<'a, K: DeserializeOwned>(
             .map(|status| (WatchEvent::Error(status), None))
             .map_err(|e| format!("ERROR object: {e}")),
         None => bookmark(envelope.raw).map(|b| (b, None)),
-    }
-}
-
-/// Decodes a `K` with the fields of `.0` stepped over (`codec/skip`).
-struct Skipping<'s, K>(Option<&'s Node>, PhantomData<K>);
-
-// By hand: a derive would want `K: Clone`.
-impl<K> Clone for Skipping<'_, K> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-
-impl<K> Copy for Skipping<'_, K> {}
-
-impl<'de, K: DeserializeOwned> serde::de::DeserializeSeed<'de> for Skipping<'_, K> {
-    type Value = K;
-
-    fn deserialize<D: serde::Deserializer<'de>>(self, de: D) -> Result<K, D::Error> {
-        skip::decode(de, self.0)
     }
 }
 

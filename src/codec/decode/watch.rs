@@ -123,6 +123,7 @@ pub(crate) fn watch_event<'a, K: DeserializeOwned>(
     if let Some(node) = skip {
         let mut pruned = std::mem::take(&mut scratch.pruned);
         let decoded = match object::utf8(line).ok().and_then(|()| skip::json::watch_line(line, node, &mut pruned)) {
+            // An error's line and column are the copy's (see `codec/skip/json.rs`).
             Some(Line::Pruned(object)) => Some(
                 whole::<K>(&pruned, false, true, scratch).map(|(event, _)| (event, keep_raw.then(|| &line[object]))),
             ),

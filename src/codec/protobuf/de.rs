@@ -27,6 +27,7 @@ use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
 use serde::forward_to_deserialize_any;
 
 use super::schema::{Field, Message, Schema, Type};
+use crate::codec::skip::{Child, Node};
 
 /// Messages nest far less deeply than this in every built-in type.
 const MAX_DEPTH: u32 = 64;
@@ -210,29 +211,20 @@ impl Ctx {
 }
 
 /// Reads `bytes` as the message `index` of `schema`, as a map of its JSON fields; `head` entries
-/// (`apiVersion` and `kind` from the envelope) come first.
+/// (`apiVersion` and `kind` from the envelope) come first. The fields of `skip` are never shown
+/// (`codec/skip`): a skipped record is stepped over as an unknown one is. A repeated field met
+/// in a second run makes it read the object again (see [`Ctx::split_runs`]).
 pub(crate) fn message<'de, T: de::Deserialize<'de>>(
     ctx: Ctx,
     index: usize,
     bytes: &'de [u8],
     head: &'de [(&'static str, &'de str)],
+    skip: Option<&'de Node>,
 ) -> Result<T, Error> {
-    message_seed(ctx, index, bytes, head, std::marker::PhantomData)
-}
-
-/// [`message`], read by `seed` (which may wrap this deserializer in another, as `codec/skip` does).
-/// A repeated field met in a second run makes it read the object again (see [`Ctx::split_runs`]).
-pub(crate) fn message_seed<'de, S: DeserializeSeed<'de> + Clone>(
-    ctx: Ctx,
-    index: usize,
-    bytes: &'de [u8],
-    head: &'de [(&'static str, &'de str)],
-    seed: S,
-) -> Result<S::Value, Error> {
     let read = |ctx: Ctx| {
-        let mut fields = Fields::new(ctx, index, bytes, 0)?;
+        let mut fields = Fields::new(ctx, index, bytes, 0, skip)?;
         fields.head = head;
-        seed.clone().deserialize(MessageDe(Some(fields)))
+        T::deserialize(MessageDe(Some(fields)))
     };
     match read(ctx) {
         Err(e) if e.is_split() => read(Ctx { split_runs: true, ..ctx }),
@@ -254,8 +246,12 @@ struct Fields<'de> {
     done: u64,
     /// An inlined message whose fields are being handed out as this one's.
     inner: Option<Box<Fields<'de>>>,
+    /// The skipped fields at this message (an inlined one shares its parent's: JSON shows its
+    /// fields as the parent's).
+    skip: Option<&'de Node>,
 }
 
+/// A field whose key was handed out.
 enum Pending<'de> {
     Head(&'de str),
     One(&'static Field, Wire<'de>),
@@ -364,14 +360,15 @@ impl<'de> Records<'de> {
 }
 
 impl<'de> Fields<'de> {
-    fn new(ctx: Ctx, index: usize, bytes: &'de [u8], depth: u32) -> Result<Self, Error> {
+    fn new(ctx: Ctx, index: usize, bytes: &'de [u8], depth: u32, skip: Option<&'de Node>) -> Result<Self, Error> {
         let Some(message) = ctx.schema.messages.get(index) else {
             return err("no such message");
         };
         if depth > MAX_DEPTH {
             return err(format!("{} is nested more than {MAX_DEPTH} deep", message.name));
         }
-        Ok(Fields { ctx, message, reader: Reader::new(bytes), depth, head: &[], pending: None, done: 0, inner: None })
+        let reader = Reader::new(bytes);
+        Ok(Fields { ctx, message, reader, depth, head: &[], pending: None, done: 0, inner: None, skip })
     }
 
     /// The records of a repeated or map field met at `start` for the first time (`None` if it was
@@ -440,9 +437,12 @@ impl<'de> MapAccess<'de> for Fields<'de> {
     type Error = Error;
 
     fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, Error> {
-        if let Some(((name, value), rest)) = self.head.split_first() {
+        while let Some(((name, value), rest)) = self.head.split_first() {
             let (name, value) = (*name, *value);
             self.head = rest;
+            if matches!(child(self.skip, name), Some(Child::Skip)) {
+                continue;
+            }
             self.pending = Some(Pending::Head(value));
             return seed.deserialize(de::value::BorrowedStrDeserializer::new(name)).map(Some);
         }
@@ -467,9 +467,13 @@ impl<'de> MapAccess<'de> for Fields<'de> {
                 let (Type::Message(index), Wire::Bytes(bytes)) = (&field.ty, wire) else {
                     return Err(self.at(field, Error("an inlined field must be a message".into())));
                 };
-                self.inner = Some(Box::new(Fields::new(self.ctx, *index, bytes, self.depth + 1)?));
+                self.inner = Some(Box::new(Fields::new(self.ctx, *index, bytes, self.depth + 1, self.skip)?));
                 continue;
             };
+            // A skipped field is stepped over record by record, as an unknown one.
+            if let Some(Child::Skip) = child(self.skip, name) {
+                continue;
+            }
             match &field.ty {
                 Type::Repeated(element) => {
                     let Some(records) = self.records(field, number, &start, packable(element))? else { continue };
@@ -498,10 +502,13 @@ impl<'de> MapAccess<'de> for Fields<'de> {
         match self.pending.take() {
             Some(Pending::Head(value)) => seed.deserialize(de::value::BorrowedStrDeserializer::new(value)),
             Some(Pending::One(field, wire)) => {
-                seed.deserialize(ValueDe { ctx, ty: &field.ty, wire, depth: depth + 1 }).map_err(|e| self.at(field, e))
+                let skip = below(self.skip, field);
+                let value = ValueDe { ctx, ty: &field.ty, wire, depth: depth + 1, skip };
+                seed.deserialize(value).map_err(|e| self.at(field, e))
             }
             Some(Pending::All(field, records)) => {
-                let value = seed.deserialize(AllDe { ctx, field, records, depth: depth + 1 });
+                let skip = below(self.skip, field);
+                let value = seed.deserialize(AllDe { ctx, field, records, depth: depth + 1, skip });
                 value.map_err(|e| self.at(field, e))
             }
             None => err("a value was asked for before its key"),
@@ -579,6 +586,24 @@ pub(super) struct ValueDe<'de> {
     pub(super) ty: &'static Type,
     pub(super) wire: Wire<'de>,
     pub(super) depth: u32,
+    /// What is skipped below this value (a message's fields, a map's entries, each element's).
+    pub(super) skip: Option<&'de Node>,
+}
+
+/// What the tree of skipped fields says of the key `name` at `skip`.
+#[inline]
+fn child<'n>(skip: Option<&'n Node>, name: &str) -> Option<&'n Child> {
+    skip?.child(name)
+}
+
+/// What is skipped below a field that is not skipped itself (asked again when its value is
+/// read, which keeps `Pending`, moved with every message, small).
+#[inline]
+fn below<'n>(skip: Option<&'n Node>, field: &Field) -> Option<&'n Node> {
+    match child(skip, field.name?) {
+        Some(Child::Into(below)) => Some(below),
+        _ => None,
+    }
 }
 
 /// The safe way from bytes to a `&str`. With the `simd` feature, simdutf8 (simd-json's own UTF-8

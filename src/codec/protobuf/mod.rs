@@ -16,6 +16,7 @@
 pub(crate) mod de;
 pub(crate) mod en;
 mod error;
+pub(crate) mod prune;
 pub(crate) mod schema;
 mod time;
 
@@ -86,7 +87,7 @@ pub(crate) fn object<T: DeserializeOwned>(body: &[u8]) -> Result<T, Error> {
         )));
     };
     let head = [("apiVersion", envelope.api_version), ("kind", envelope.kind)];
-    de::message(ctx, index, envelope.raw, &head)
+    de::message(ctx, index, envelope.raw, &head, None)
 }
 
 /// Encodes an object's JSON form (with `apiVersion` and `kind`) as an enveloped protobuf body.

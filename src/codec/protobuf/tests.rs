@@ -137,7 +137,7 @@ fn repeated_numbers_read_packed_and_unpacked() {
 
 fn read_message(name: &str, bytes: &[u8]) -> Result<Value, Error> {
     let ctx = Ctx::new(schema::schema());
-    de::message(ctx, ctx.schema.message(name).unwrap(), bytes, &[])
+    de::message(ctx, ctx.schema.message(name).unwrap(), bytes, &[], None)
 }
 
 #[test]
@@ -293,7 +293,7 @@ fn lists_get_their_exact_capacity() {
     let ctx = Ctx::new(schema::schema());
     let index = ctx.schema.message("core.v1.ContainerRestartRuleOnExitCodes").unwrap();
     let rule: k8s_openapi::api::core::v1::ContainerRestartRuleOnExitCodes =
-        de::message(ctx, index, &rule, &[]).unwrap();
+        de::message(ctx, index, &rule, &[], None).unwrap();
     let values = rule.values.unwrap();
     assert_eq!((values.as_slice(), values.capacity()), (&[7, 1, 300, 2][..], 4));
 }

@@ -15,6 +15,8 @@
 //! own. A walk that fails leaves the input to the plain decoders, whose error then names the
 //! problem in their usual words. (The check is stricter than serde_json in two places, see
 //! `syntax.rs`: an input only serde_json accepts is decoded whole, with the skipped fields.)
+//! An object that the copy shows to be no `K` (a field of the wrong type, or a required one
+//! skipped) is refused as the copy's decoder words it: its line and column count in the copy.
 //! Nesting is bounded by the check's limit, so no input recurses deeper than that.
 //! UTF-8 is the caller's to check.
 

@@ -5,18 +5,15 @@
 //! (`metadata.annotations[kubectl.kubernetes.io/last-applied-configuration]`). A path through a
 //! list applies to every element. [`Paths::new`] parses and checks a set of paths against the
 //! watched type's shape ([`probe`]) and builds the tree the decoders follow ([`Node`]): [`json`]
-//! copies a JSON object without the named fields before simd-json or serde_json reads it,
-//! [`prune`]'s deserializer adapter steps over them while the protobuf decoder reads, and
-//! [`proto`] copies an object's protobuf without them for the compact stores.
+//! copies a JSON object without the named fields before simd-json or serde_json reads it, the
+//! protobuf decoder (`codec/protobuf/de.rs`) steps over their records as it reads, and
+//! `codec/protobuf/prune.rs` copies an object's protobuf without them for the compact stores.
+//! Neither wraps a decoder in an adapter: a type's `Deserialize` impl, which for the Kubernetes
+//! types reaches hundreds of others, is compiled once per decoder, and a program that watches a
+//! type builds faster for it.
 
 pub(crate) mod json;
 mod probe;
-pub(crate) mod proto;
-mod prune;
-
-#[cfg(any(test, feature = "fuzzing"))]
-pub(crate) use prune::clear;
-pub(crate) use prune::decode;
 
 use serde::de::DeserializeOwned;
 
@@ -187,6 +184,30 @@ impl Paths {
     #[inline]
     pub(crate) fn root(&self) -> Option<&Node> {
         self.root.as_ref()
+    }
+}
+
+/// Removes the skipped fields from a decoded JSON value: what a decode that skips them must
+/// equal, once the value is decoded as the type (tests and the fuzzing entry points).
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) fn clear(value: &mut serde_json::Value, node: &Node) {
+    match value {
+        serde_json::Value::Object(map) => {
+            for (key, child) in &node.children {
+                match child {
+                    Child::Skip => {
+                        map.remove(&**key);
+                    }
+                    Child::Into(below) => {
+                        if let Some(v) = map.get_mut(&**key) {
+                            clear(v, below);
+                        }
+                    }
+                }
+            }
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(|item| clear(item, node)),
+        _ => {}
     }
 }
 

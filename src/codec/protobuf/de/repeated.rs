@@ -7,6 +7,7 @@ use serde::forward_to_deserialize_any;
 
 use super::{Ctx, Error, Reader, Records, ValueDe, Wire, err, utf8};
 use crate::codec::protobuf::schema::{Field, Type};
+use crate::codec::skip::{Child, Node};
 
 /// Every record of one repeated or map field, from its first record on.
 pub(super) struct AllDe<'de> {
@@ -14,16 +15,18 @@ pub(super) struct AllDe<'de> {
     pub(super) field: &'static Field,
     pub(super) records: Records<'de>,
     pub(super) depth: u32,
+    /// What is skipped in each element, or which entries of a map (by key) and below them.
+    pub(super) skip: Option<&'de Node>,
 }
 
 impl<'de> de::Deserializer<'de> for AllDe<'de> {
     type Error = Error;
 
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        let (ctx, records, depth) = (self.ctx, self.records, self.depth);
+        let (ctx, records, depth, skip) = (self.ctx, self.records, self.depth, self.skip);
         match &self.field.ty {
-            Type::Map(ty) => visitor.visit_map(Entries { ctx, ty, records, value: None, depth }),
-            Type::Repeated(ty) => visitor.visit_seq(Elements { ctx, ty, records, packed: None, depth }),
+            Type::Map(ty) => visitor.visit_map(Entries { ctx, ty, records, value: None, depth, skip }),
+            Type::Repeated(ty) => visitor.visit_seq(Elements { ctx, ty, records, packed: None, depth, skip }),
             _ => err("not a repeated field"),
         }
     }
@@ -39,6 +42,8 @@ pub(super) struct Elements<'de> {
     pub(super) records: Records<'de>,
     pub(super) packed: Option<Reader<'de>>,
     pub(super) depth: u32,
+    /// What is skipped in each element.
+    pub(super) skip: Option<&'de Node>,
 }
 
 impl<'de> SeqAccess<'de> for Elements<'de> {
@@ -50,7 +55,8 @@ impl<'de> SeqAccess<'de> for Elements<'de> {
                 if !packed.at_end() {
                     let v = packed.varint()?;
                     self.records.values = self.records.values.saturating_sub(1);
-                    let value = ValueDe { ctx: self.ctx, ty: self.ty, wire: Wire::Varint(v), depth: self.depth };
+                    let value =
+                        ValueDe { ctx: self.ctx, ty: self.ty, wire: Wire::Varint(v), depth: self.depth, skip: None };
                     return seed.deserialize(value).map(Some);
                 }
                 self.packed = None;
@@ -61,7 +67,7 @@ impl<'de> SeqAccess<'de> for Elements<'de> {
                 continue;
             }
             self.records.values = self.records.values.saturating_sub(1);
-            let value = ValueDe { ctx: self.ctx, ty: self.ty, wire, depth: self.depth };
+            let value = ValueDe { ctx: self.ctx, ty: self.ty, wire, depth: self.depth, skip: self.skip };
             return seed.deserialize(value).map(Some);
         }
     }
@@ -76,34 +82,44 @@ struct Entries<'de> {
     ctx: Ctx,
     ty: &'static Type,
     records: Records<'de>,
-    value: Option<Option<Wire<'de>>>,
+    /// The value of the entry whose key was handed out, and what is skipped below it.
+    value: Option<(Option<Wire<'de>>, Option<&'de Node>)>,
     depth: u32,
+    /// The entries skipped by key, and what is skipped below the others.
+    skip: Option<&'de Node>,
 }
 
 impl<'de> MapAccess<'de> for Entries<'de> {
     type Error = Error;
 
     fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, Error> {
-        let Some(wire) = self.records.next()? else { return Ok(None) };
-        let Wire::Bytes(entry) = wire else {
-            return err("a map entry that is not length-delimited");
-        };
-        let (mut key, mut value) = ("", None);
-        let mut reader = Reader::new(entry);
-        while let Some((n, w)) = reader.next()? {
-            match (n, w) {
-                (1, Wire::Bytes(b)) => key = utf8(b)?,
-                (1, _) => return err("a map key that is not a string"),
-                (2, w) => value = Some(w),
-                _ => {}
+        loop {
+            let Some(wire) = self.records.next()? else { return Ok(None) };
+            let Wire::Bytes(entry) = wire else {
+                return err("a map entry that is not length-delimited");
+            };
+            let (mut key, mut value) = ("", None);
+            let mut reader = Reader::new(entry);
+            while let Some((n, w)) = reader.next()? {
+                match (n, w) {
+                    (1, Wire::Bytes(b)) => key = utf8(b)?,
+                    (1, _) => return err("a map key that is not a string"),
+                    (2, w) => value = Some(w),
+                    _ => {}
+                }
             }
+            let below = match self.skip.and_then(|node| node.child(key)) {
+                Some(Child::Skip) => continue,
+                Some(Child::Into(below)) => Some(below),
+                None => None,
+            };
+            self.value = Some((value, below));
+            return seed.deserialize(de::value::BorrowedStrDeserializer::new(key)).map(Some);
         }
-        self.value = Some(value);
-        seed.deserialize(de::value::BorrowedStrDeserializer::new(key)).map(Some)
     }
 
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, Error> {
-        let Some(value) = self.value.take() else {
+        let Some((value, skip)) = self.value.take() else {
             return err("a map value was asked for before its key");
         };
         // An absent value is the type's zero value: an empty string or message.
@@ -111,7 +127,7 @@ impl<'de> MapAccess<'de> for Entries<'de> {
             Type::Int | Type::Bool => Wire::Varint(0),
             _ => Wire::Bytes(&[]),
         });
-        seed.deserialize(ValueDe { ctx: self.ctx, ty: self.ty, wire, depth: self.depth })
+        seed.deserialize(ValueDe { ctx: self.ctx, ty: self.ty, wire, depth: self.depth, skip })
     }
 
     fn size_hint(&self) -> Option<usize> {

@@ -10,6 +10,7 @@ use super::repeated::Elements;
 use super::{Error, Fields, Reader, Records, ValueDe, Wire, err, packable, utf8};
 use crate::codec::protobuf::schema::Type;
 use crate::codec::protobuf::{MAGIC, base64, time};
+use crate::codec::skip;
 
 pub(super) fn seconds_nanos(bytes: &[u8]) -> Result<(i64, i64), Error> {
     let (mut seconds, mut nanos) = (0i64, 0i64);
@@ -109,12 +110,23 @@ impl<'de> de::Deserializer<'de> for ValueDe<'de> {
                 // and a valid text is parsed to the same value.
                 let json = |e: serde_json::Error| Error(format!("embedded JSON: {e}"));
                 let text = utf8(raw).map_err(|_| Error("embedded JSON that is not UTF-8".into()))?;
+                // Fields skipped inside it: the JSON without them, read as a value (it is untyped
+                // JSON, `serde_json::Value` or the like, which only a path into it reaches).
+                let mut pruned = Vec::new();
+                if let Some(node) = self.skip
+                    && skip::json::pruned(raw, node, &mut pruned).is_some()
+                {
+                    let value: serde_json::Value = serde_json::from_slice(&pruned).map_err(json)?;
+                    return value.deserialize_any(visitor).map_err(json);
+                }
                 let mut de = serde_json::Deserializer::from_str(text);
                 let value = de.deserialize_any(visitor).map_err(json)?;
                 de.end().map_err(json)?;
                 Ok(value)
             }
-            (Type::Message(index), Wire::Bytes(b)) => visitor.visit_map(Fields::new(self.ctx, *index, b, self.depth)?),
+            (Type::Message(index), Wire::Bytes(b)) => {
+                visitor.visit_map(Fields::new(self.ctx, *index, b, self.depth, self.skip)?)
+            }
             (Type::Wrapped(inner), Wire::Bytes(b)) => {
                 // The wrapper holds the list (field 1) alone, in one run as Go writes it; should
                 // anything follow the run, the rest is counted too.
@@ -123,7 +135,8 @@ impl<'de> de::Deserializer<'de> for ValueDe<'de> {
                     (records, end) if end == b.len() => records,
                     _ => Records::survey(&reader, 1, packable(inner))?.0,
                 };
-                visitor.visit_seq(Elements { ctx: self.ctx, ty: inner, records, packed: None, depth: self.depth })
+                let (ctx, depth, skip) = (self.ctx, self.depth, self.skip);
+                visitor.visit_seq(Elements { ctx, ty: inner, records, packed: None, depth, skip })
             }
             _ => self.mismatch(),
         }

@@ -1,7 +1,7 @@
 //! An object's protobuf without the skipped fields, copied record by record and never decoded:
 //! what the compact store modes keep of an object a watcher decoded skipping fields.
 //!
-//! The walk follows the same tree as the deserializer adapter (`prune.rs`), matched against the
+//! The walk follows the same tree of skipped paths as the decoder (`de.rs`), matched against the
 //! schema table's JSON names: a record whose field a path names is left out, one a path goes
 //! through is rewritten (its own records walked the same way and its length written anew, by
 //! `en::nested`), and every other record is copied as it is. Each record of a repeated field is
@@ -23,10 +23,10 @@
 //! Every length is checked by the reader before it is used. The output is never longer than the
 //! input, plus the envelope.
 
-use super::{Child, Node};
-use crate::codec::protobuf::de::{Error, Reader, Wire};
-use crate::codec::protobuf::schema::{self, Field, Message, Schema, Type};
-use crate::codec::protobuf::{self as pb, en};
+use super::de::{Error, Reader, Wire};
+use super::schema::{self, Field, Message, Schema, Type};
+use super::{self as pb, en};
+use crate::codec::skip::{Child, Node};
 
 /// Messages nest far less deeply than this in every built-in type (the decoder's own bound).
 const MAX_DEPTH: u32 = 64;
@@ -307,8 +307,8 @@ fn length_delimited(wire: Wire<'_>) -> Result<&[u8], Stop> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Paths, clear};
     use super::*;
+    use crate::codec::skip::{Paths, clear};
     use k8s_openapi::api::core::v1::Pod;
     use serde_json::json;
 
