@@ -3,9 +3,9 @@
 //! `scripts/apiserver.sh test`: the script starts the bed, runs `cargo test --test real` with
 //! `KUBE_WATCHER_TESTBED` pointing at it, and stops it.
 //!
-//! Without `KUBE_WATCHER_TESTBED` every test here says it skipped and passes, so a plain
-//! `cargo test` (which has no Go and no bed) stays as it was; `.ci/run` runs the script, and
-//! prints one line when the machine has no Go.
+//! A plain `cargo test` (which has no Go and no bed) does not build this suite (`test = false`
+//! in Cargo.toml). Run by name without `KUBE_WATCHER_TESTBED`, every test here says it skipped
+//! and passes; `.ci/run` runs the script, and prints one line when the machine has no Go.
 //!
 //! Each test works in namespaces of its own and ends by comparing what the library holds with a
 //! fresh list from the server (`common::same_as_server`). Tests that stop or restart a server
