@@ -110,20 +110,8 @@ impl Walk<'_, '_> {
     /// value: `true` when it wrote it, `false` when it only checked it and the member is left
     /// out.
     fn members(&mut self, depth: usize, mut member: impl FnMut(&mut Self, &[u8]) -> Option<bool>) -> Option<()> {
-        if self.c.peek()? != b'{' {
-            return None;
-        }
-        self.c.bump();
-        self.out.push(b'{');
-        self.c.ws();
-        if self.c.peek()? == b'}' {
-            self.c.bump();
-            self.out.push(b'}');
+        if self.open(b'{', b'}', depth)? {
             return Some(());
-        }
-        // An empty container does not count, as in the syntax check.
-        if depth > MAX_DEPTH {
-            return None;
         }
         let mut first = true;
         loop {
@@ -166,16 +154,8 @@ impl Walk<'_, '_> {
 
     /// An array at the cursor, the `depth`th open container: each element walked with `node`.
     fn elements(&mut self, node: &Node, depth: usize) -> Option<()> {
-        self.c.bump();
-        self.out.push(b'[');
-        self.c.ws();
-        if self.c.peek()? == b']' {
-            self.c.bump();
-            self.out.push(b']');
+        if self.open(b'[', b']', depth)? {
             return Some(());
-        }
-        if depth > MAX_DEPTH {
-            return None;
         }
         loop {
             self.value(node, depth)?;
@@ -194,6 +174,25 @@ impl Walk<'_, '_> {
                 _ => return None,
             }
         }
+    }
+
+    /// The opening bracket of the `depth`th open container, which must be next, and whitespace
+    /// after it: `true` when the container is empty (and closed), `false` when a first member or
+    /// element follows.
+    fn open(&mut self, open: u8, close: u8, depth: usize) -> Option<bool> {
+        if self.c.peek()? != open {
+            return None;
+        }
+        self.c.bump();
+        self.out.push(open);
+        self.c.ws();
+        if self.c.peek()? == close {
+            self.c.bump();
+            self.out.push(close);
+            return Some(true);
+        }
+        // An empty container does not count, as in the syntax check.
+        (depth <= MAX_DEPTH).then_some(false)
     }
 
     /// One value at the cursor, checked and copied as it is.
