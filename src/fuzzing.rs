@@ -227,6 +227,31 @@ pub fn strict_syntax(input: &[u8]) -> bool {
     crate::codec::syntax::is_valid(input)
 }
 
+/// Panics unless the walk that copies JSON without skipped fields (`codec/skip/json.rs`, with
+/// the paths the entry points skip) agrees with the strict syntax check on `input`, and, where
+/// both accept it, its copy is valid JSON that serde_json reads as `input` with those fields
+/// removed. Returns the check's verdict.
+pub fn pruned_json(input: &[u8]) -> bool {
+    let valid = crate::codec::syntax::is_valid(input);
+    let paths = skip::Paths::new::<serde_json::Value>(&SKIPPED.map(String::from));
+    let Some(node) = paths.as_ref().ok().and_then(skip::Paths::root) else {
+        panic!("the skipped paths fit any JSON: {:?}", paths.err())
+    };
+    let show = || String::from_utf8_lossy(input).into_owned();
+    let mut out = Vec::new();
+    let pruned = skip::json::pruned(input, node, &mut out).is_some();
+    assert_eq!(pruned, valid, "the pruning walk and the syntax check disagree on {:?}", show());
+    if pruned {
+        assert!(crate::codec::syntax::is_valid(&out), "a pruned copy that is not valid: {:?}", show());
+        if let Ok(mut want) = serde_json::from_slice::<serde_json::Value>(input) {
+            skip::clear(&mut want, node);
+            let got = serde_json::from_slice::<serde_json::Value>(&out);
+            assert_eq!(got.ok(), Some(want), "the pruned copy of {:?}", show());
+        }
+    }
+    valid
+}
+
 /// Splits `reader` into lines of at most `max` bytes, as a watch stream is read; returns the
 /// complete lines. A read that times out (`TimedOut` or `WouldBlock`, as a socket read timeout
 /// reports) is retried, and the line it interrupted must come out whole. Stops at the end, at a
