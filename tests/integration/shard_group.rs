@@ -346,8 +346,12 @@ fn a_deleted_lease_of_a_live_member_is_not_taken_over_at_once() {
     create_pods(&server, 0..40);
     let (a, b) = (replica(&server, "a"), replica(&server, "b"));
     eventually("two members", || [&a, &b].iter().all(|r| r.group.members().len() == 2));
+    // Settled stores may still be a's alone, before b's claim is written: wait for b's share.
+    eventually("b holds a share", || {
+        while b.watcher.try_recv().is_ok() {}
+        !store_uids(&b.watcher).is_empty()
+    });
     stores_settle("two replicas", &server, &[&a, &b]);
-    assert!(!store_uids(&b.watcher).is_empty());
     // b cannot renew from now on: it holds its share until its renew deadline, and a must not
     // take it before then. (Here b still reads the group and yields to a's claim as soon as a
     // writes one; the group model, `src/lease/group_model.rs`, reaches the case where it
