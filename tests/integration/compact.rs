@@ -176,3 +176,74 @@ fn returns_every_object_as_the_server_has_it(wire: WireFormat) {
         assert_eq!(*got, p, "{wire:?} {name}");
     }
 }
+
+/// The objects of the `InitApply` events on `rx` up to the first `InitDone`, by name.
+fn listed(
+    rx: &crossbeam_channel::Receiver<Result<kube_watcher::Event<Pod>, kube_watcher::Error>>,
+) -> BTreeMap<String, Pod> {
+    let deadline = std::time::Instant::now() + WAIT;
+    let mut seen = BTreeMap::new();
+    loop {
+        match rx.recv_deadline(deadline) {
+            Ok(Ok(kube_watcher::Event::InitApply(p))) => {
+                let name = p.metadata.name.clone().unwrap_or_default();
+                assert!(seen.insert(name.clone(), (*p).clone()).is_none(), "{name} listed twice");
+            }
+            Ok(Ok(kube_watcher::Event::InitDone)) => return seen,
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => panic!("error event: {e}"),
+            Err(e) => panic!("no InitDone ({e}) after {} objects", seen.len()),
+        }
+    }
+}
+
+/// While a list is read, an `InitApply` goes to a consumer that keeps up with the object decoded
+/// off the wire, and to one that is behind as its entry, decoded when it goes out: both must
+/// receive the same objects, those the store answers with (after the transform, if any).
+#[test]
+fn a_compact_stores_consumer_gets_the_same_objects_whether_it_keeps_up_or_not() {
+    for mode in MODES {
+        for transform in [false, true] {
+            gets_the_same_objects_whether_it_keeps_up_or_not(mode, transform);
+        }
+    }
+}
+
+fn gets_the_same_objects_whether_it_keeps_up_or_not(mode: (&str, WireFormat), transform: bool) {
+    let server = server();
+    // Far more than a channel holds before entries stay undecoded (128), in one page.
+    let n = 600;
+    for i in 0..n {
+        server.create(&deployment_pod(i)).unwrap();
+    }
+    let relabel = |p: &mut Pod| p.metadata.labels = Some(BTreeMap::from([("seen".to_owned(), "1".to_owned())]));
+    let start = || {
+        let api: Api<Pod> = Api::all(Client::from_url(&server.url()).unwrap());
+        let b = Watcher::builder(api);
+        let b = if transform { b.transform(relabel) } else { b };
+        in_mode(b, mode, Config::default().page_size(0)).start().unwrap()
+    };
+    // Read from the start, on a thread of its own.
+    let prompt = start();
+    let rx = prompt.receiver().clone();
+    let reader = std::thread::spawn(move || listed(&rx));
+    // Read only once the store is ready: the list went by without it.
+    let late = start();
+    let rx = late.receiver().clone();
+    late.store().wait_until_ready(WAIT).unwrap();
+    let behind = listed(&rx);
+    let kept_up = reader.join().unwrap();
+    let what = format!("{mode:?}, transform: {transform}");
+    assert_eq!(kept_up.len(), n, "{what}");
+    assert_eq!(behind.len(), n, "{what}");
+    for mut truth in server.list::<Pod>() {
+        if transform {
+            relabel(&mut truth);
+        }
+        let name = truth.metadata.name.clone().unwrap();
+        assert_eq!(kept_up[&name], truth, "{what}: {name}, to the consumer that kept up");
+        assert_eq!(behind[&name], truth, "{what}: {name}, to the consumer that was behind");
+        let stored = prompt.store().get(&ObjectRef::new(&name).within("apps")).unwrap();
+        assert_eq!(*stored, truth, "{what}: {name}, in the store");
+    }
+}

@@ -157,6 +157,24 @@ impl<K> Kept<K> {
         }
     }
 
+    /// Frees, here, up to `n` of the oldest kept objects, as far as nobody else holds them any
+    /// more: called for each object decoded off the wire that a list hands over, so that freeing
+    /// goes along with decoding, one object out for one in, as without a consumer. Freed in a
+    /// batch (`free`), the pods of 64 events overflowed glibc's per-size caches and made it
+    /// sort and merge the chunks (`malloc_consolidate`, `unlink_chunk`; docs/performance.md, "A
+    /// replica of a 1M-pod cluster").
+    fn free_oldest(&mut self, n: usize) {
+        for _ in 0..n {
+            match self.objects.front() {
+                Some((obj, len)) if Arc::strong_count(obj) == 1 => {
+                    self.bytes = self.bytes.saturating_sub(*len);
+                    self.objects.pop_front();
+                }
+                _ => break,
+            }
+        }
+    }
+
     /// Frees, here, the kept objects nobody else holds any more.
     fn free(&mut self) {
         let mut freed = 0;
@@ -271,12 +289,19 @@ impl<K: Watchable> Delivery<K> {
         let decode = self.decode;
         if self.relist && self.backlog.len() < self.pending.saturating_add(DEFER_SLACK) {
             // A list body is being read: events go out in batches, and only as far as that never
-            // waits for a consumer. In the compact modes an `InitApply` waits as its entry and is
-            // decoded again when it goes out, even for a consumer that keeps up: holding the
-            // objects decoded off the wire instead (up to `KEEP` of them) made a 30k-pod sync
-            // with a consumer 1.4× faster but left 30% more steady RSS, freed objects between
-            // the entries allocated meanwhile (docs/performance.md "Relists").
+            // waits for a consumer. In the compact modes an `InitApply` keeps the object decoded
+            // off the wire while it is to be decoded for a consumer when it goes out anyway (its
+            // batch is not full and a consumer keeps up: `decoded_soon`); otherwise it waits as
+            // its entry, decoded again if and when it goes out, so a list that the consumers are
+            // behind on holds no decoded objects (docs/performance.md, "A replica of a 1M-pod
+            // cluster", has both measured).
+            let ahead = self.backlog.len();
+            let decoded = ahead < BATCH && subscribers::decoded_soon(&subs, ahead);
+            if decoded {
+                self.kept.free_oldest(2);
+            }
             let items = events.drain(..).map(|ev| match (ev, &encoded) {
+                (Event::InitApply(obj), Some(encoded)) if decoded => Held::Decoded(obj, encoded.len()),
                 (Event::InitApply(_), Some(encoded)) => Held::InitApply(encoded.clone(), decode),
                 (ev, _) => Held::Item(Ok(ev)),
             });

@@ -39,6 +39,10 @@ pub(super) enum Held<K> {
     /// An `InitApply` of a compact store mode, held as the store holds its object and decoded
     /// when it goes out: a list that a consumer is behind on holds no decoded objects.
     InitApply(Encoded, Decode<K>),
+    /// An `InitApply` of a compact store mode with the object decoded off the wire, held while
+    /// a consumer keeps up (see [`decoded_soon`]), with the object's encoded length: it goes out
+    /// as it is, not decoded again from the entry.
+    Decoded(Arc<K>, usize),
 }
 
 impl<K> Held<K> {
@@ -47,6 +51,7 @@ impl<K> Held<K> {
     pub(super) fn into_item(self) -> Option<Item<K>> {
         match self {
             Held::Item(item) => Some(item),
+            Held::Decoded(obj, _) => Some(Ok(Event::InitApply(obj))),
             Held::InitApply(encoded, decode) => match encoded.bytes().and_then(|bytes| decode(&bytes)) {
                 Ok(obj) => Some(Ok(Event::InitApply(Arc::new(obj)))),
                 Err(e) => {
@@ -63,6 +68,15 @@ impl<K> Held<K> {
 /// to (`KEEP` in delivery/mod.rs), so that the consumer's drop of such an object is rarely the
 /// last one (see `Kept` there).
 const DECODED_WAITING: usize = 128;
+
+/// Whether an `InitApply` of a compact store mode, put into a backlog behind `ahead` items, is
+/// to be decoded for some consumer of `subs` when it goes out, as far as can be told now: a
+/// lagging consumer takes every item at once, a blocking one while its channel holds fewer than
+/// [`DECODED_WAITING`] events. Then the object decoded off the wire may wait in the backlog
+/// instead of its entry ([`Held::Decoded`]), and the decode from the entry is saved.
+pub(super) fn decoded_soon<K>(subs: &[Sub<K>], ahead: usize) -> bool {
+    subs.iter().any(|s| s.lagging || s.tx.len().saturating_add(ahead) < DECODED_WAITING)
+}
 
 /// One consumer's channel, and its state for the delivery decision.
 ///
@@ -317,8 +331,9 @@ impl<K> Subscribers<K> {
     /// after it stays, so each consumer still gets its items in order; a consumer found gone is
     /// forgotten. Each call's work is the items it delivers plus one (the backlog is never
     /// moved as a whole), so a consumer that is behind costs nothing per event. Used while a
-    /// response body is being read. `decoded` is shown each object decoded here from a
-    /// compact entry, with its encoded length.
+    /// response body is being read. `decoded` is shown the object of each compact store mode's
+    /// `InitApply` sent here (decoded here from its entry, or held decoded), with its encoded
+    /// length.
     pub(super) fn deliver_ready(&self, backlog: &mut Backlog<K>, part: usize, decoded: &mut dyn FnMut(&Arc<K>, usize)) {
         let mut gone = Vec::new();
         while let Some((subs, held)) = backlog.pop_front() {
@@ -327,15 +342,16 @@ impl<K> Subscribers<K> {
             if subs.is_empty() {
                 continue;
             }
-            let encoded = match &held {
-                Held::InitApply(encoded, _) => Some(encoded.len()),
-                Held::Item(_) => None,
+            let (encoded, decoded_here) = match &held {
+                Held::InitApply(encoded, _) => (Some(encoded.len()), true),
+                Held::Decoded(_, len) => (Some(*len), false),
+                Held::Item(_) => (None, false),
             };
             // An entry is decoded only for a consumer whose channel holds few events: decoded
             // objects waiting in a channel are memory the compact store modes do not have
             // otherwise, and the channel may hold a thousand of them. It waits here, as the
-            // entry, for the next call.
-            if encoded.is_some() && subs.iter().all(|s| !s.lagging && s.tx.len() >= DECODED_WAITING) {
+            // entry, for the next call. (An object already decoded is memory either way.)
+            if decoded_here && subs.iter().all(|s| !s.lagging && s.tx.len() >= DECODED_WAITING) {
                 backlog.push_front((subs, held));
                 self.worked(1);
                 break;
