@@ -11,8 +11,9 @@ use crate::error::{DecodeError, snippet};
 /// Reusable buffers for decoding; with the `simd` feature, simd-json parses a copy in place.
 #[derive(Default)]
 pub(crate) struct Scratch {
-    /// The input without its skipped fields (`codec/skip/json.rs`).
-    pub(super) pruned: Vec<u8>,
+    /// The input without its skipped fields (`codec/skip/json.rs`), lent out by
+    /// [`Scratch::pruning`].
+    pruned: Vec<u8>,
     #[cfg(feature = "simd")]
     bytes: Vec<u8>,
     #[cfg(feature = "simd")]
@@ -20,6 +21,15 @@ pub(crate) struct Scratch {
 }
 
 impl Scratch {
+    /// Runs `f` with the buffer for a copy without skipped fields, taken out of `self` for the
+    /// time, so that `f` can decode the copy with the other buffers.
+    pub(super) fn pruning<T>(&mut self, f: impl FnOnce(&mut Vec<u8>, &mut Scratch) -> T) -> T {
+        let mut pruned = std::mem::take(&mut self.pruned);
+        let out = f(&mut pruned, self);
+        self.pruned = pruned;
+        out
+    }
+
     /// Runs `f` on a simd-json deserializer over a copy of `input` (simd-json rewrites its
     /// input). `None` when simd-json fails: the caller then decodes with serde_json, which also
     /// gives the error its usual wording.
@@ -55,14 +65,12 @@ pub(super) fn json<K: DeserializeOwned>(
     scratch: &mut Scratch,
     skip: Option<&Node>,
 ) -> Result<K, String> {
-    if let Some(node) = skip {
-        let mut pruned = std::mem::take(&mut scratch.pruned);
-        let decoded = prune(bytes, node, &mut pruned).map(|()| whole(&pruned, true, scratch));
-        scratch.pruned = pruned;
-        // An error's line and column are then the copy's (see `codec/skip/json.rs`).
-        if let Some(decoded) = decoded {
-            return decoded;
-        }
+    // An error's line and column are then the copy's (see `codec/skip/json.rs`).
+    if let Some(node) = skip
+        && let Some(decoded) =
+            scratch.pruning(|pruned, scratch| prune(bytes, node, pruned).map(|()| whole(pruned, true, scratch)))
+    {
+        return decoded;
     }
     whole(bytes, checked, scratch)
 }

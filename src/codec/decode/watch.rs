@@ -120,20 +120,19 @@ pub(crate) fn watch_event<'a, K: DeserializeOwned>(
     scratch: &mut Scratch,
     skip: Option<&Node>,
 ) -> Result<(WatchEvent<K>, Option<&'a [u8]>), String> {
-    if let Some(node) = skip {
-        let mut pruned = std::mem::take(&mut scratch.pruned);
-        let decoded = match object::utf8(line).ok().and_then(|()| skip::json::watch_line(line, node, &mut pruned)) {
-            // An error's line and column are the copy's (see `codec/skip/json.rs`).
-            Some(Line::Pruned(object)) => Some(
-                whole::<K>(&pruned, false, true, scratch).map(|(event, _)| (event, keep_raw.then(|| &line[object]))),
-            ),
-            // Nothing to skip, or not valid JSON: the line as it is.
-            Some(Line::Whole) | None => None,
-        };
-        scratch.pruned = pruned;
-        if let Some(decoded) = decoded {
-            return decoded;
-        }
+    if let Some(node) = skip
+        && let Some(decoded) = scratch.pruning(|pruned, scratch| {
+            match object::utf8(line).ok().and_then(|()| skip::json::watch_line(line, node, pruned)) {
+                // An error's line and column are the copy's (see `codec/skip/json.rs`).
+                Some(Line::Pruned(object)) => Some(
+                    whole::<K>(pruned, false, true, scratch).map(|(event, _)| (event, keep_raw.then(|| &line[object]))),
+                ),
+                // Nothing to skip, or not valid JSON: the line as it is.
+                Some(Line::Whole) | None => None,
+            }
+        })
+    {
+        return decoded;
     }
     whole(line, keep_raw, false, scratch)
 }

@@ -251,12 +251,12 @@ struct Fields<'de> {
     skip: Option<&'de Node>,
 }
 
-/// A field whose key was handed out.
+/// A field whose key was handed out, and what is skipped below it.
 enum Pending<'de> {
     Head(&'de str),
-    One(&'static Field, Wire<'de>),
+    One(&'static Field, Wire<'de>, Option<&'de Node>),
     /// A repeated or map field: its records, from its first one on.
-    All(&'static Field, Records<'de>),
+    All(&'static Field, Records<'de>, Option<&'de Node>),
 }
 
 /// Every record of one field number in the rest of a message (or in its first run: see
@@ -440,7 +440,7 @@ impl<'de> MapAccess<'de> for Fields<'de> {
         while let Some(((name, value), rest)) = self.head.split_first() {
             let (name, value) = (*name, *value);
             self.head = rest;
-            if matches!(child(self.skip, name), Some(Child::Skip)) {
+            if let Some(Child::Skip) = self.skip.and_then(|node| node.child(name)) {
                 continue;
             }
             self.pending = Some(Pending::Head(value));
@@ -471,23 +471,25 @@ impl<'de> MapAccess<'de> for Fields<'de> {
                 continue;
             };
             // A skipped field is stepped over record by record, as an unknown one.
-            if let Some(Child::Skip) = child(self.skip, name) {
-                continue;
-            }
+            let below = match self.skip.and_then(|node| node.child(name)) {
+                Some(Child::Skip) => continue,
+                Some(Child::Into(below)) => Some(below),
+                None => None,
+            };
             match &field.ty {
                 Type::Repeated(element) => {
                     let Some(records) = self.records(field, number, &start, packable(element))? else { continue };
-                    self.pending = Some(Pending::All(field, records));
+                    self.pending = Some(Pending::All(field, records, below));
                 }
                 Type::Map(_) => {
                     let Some(records) = self.records(field, number, &start, false)? else { continue };
-                    self.pending = Some(Pending::All(field, records));
+                    self.pending = Some(Pending::All(field, records, below));
                 }
                 ty => {
                     if is_zero(ty, wire, field.omit_zero).map_err(|e| self.at(field, e))? {
                         continue;
                     }
-                    self.pending = Some(Pending::One(field, wire));
+                    self.pending = Some(Pending::One(field, wire, below));
                 }
             }
             return seed.deserialize(de::value::BorrowedStrDeserializer::new(name)).map(Some);
@@ -501,13 +503,11 @@ impl<'de> MapAccess<'de> for Fields<'de> {
         let (ctx, depth) = (self.ctx, self.depth);
         match self.pending.take() {
             Some(Pending::Head(value)) => seed.deserialize(de::value::BorrowedStrDeserializer::new(value)),
-            Some(Pending::One(field, wire)) => {
-                let skip = below(self.skip, field);
+            Some(Pending::One(field, wire, skip)) => {
                 let value = ValueDe { ctx, ty: &field.ty, wire, depth: depth + 1, skip };
                 seed.deserialize(value).map_err(|e| self.at(field, e))
             }
-            Some(Pending::All(field, records)) => {
-                let skip = below(self.skip, field);
+            Some(Pending::All(field, records, skip)) => {
                 let value = seed.deserialize(AllDe { ctx, field, records, depth: depth + 1, skip });
                 value.map_err(|e| self.at(field, e))
             }
@@ -588,22 +588,6 @@ pub(super) struct ValueDe<'de> {
     pub(super) depth: u32,
     /// What is skipped below this value (a message's fields, a map's entries, each element's).
     pub(super) skip: Option<&'de Node>,
-}
-
-/// What the tree of skipped fields says of the key `name` at `skip`.
-#[inline]
-fn child<'n>(skip: Option<&'n Node>, name: &str) -> Option<&'n Child> {
-    skip?.child(name)
-}
-
-/// What is skipped below a field that is not skipped itself (asked again when its value is
-/// read, which keeps `Pending`, moved with every message, small).
-#[inline]
-fn below<'n>(skip: Option<&'n Node>, field: &Field) -> Option<&'n Node> {
-    match child(skip, field.name?) {
-        Some(Child::Into(below)) => Some(below),
-        _ => None,
-    }
 }
 
 /// The safe way from bytes to a `&str`. With the `simd` feature, simdutf8 (simd-json's own UTF-8

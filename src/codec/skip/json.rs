@@ -58,15 +58,14 @@ pub(crate) fn watch_line(input: &[u8], node: &Node, out: &mut Vec<u8>) -> Option
     let mut object: Option<Range<usize>> = None;
     walk.members(1, |walk, key| {
         let start = walk.c.at();
-        match key {
-            b"\"object\"" => walk.value(node, 1)?,
-            _ => walk.copy(1)?,
-        }
-        let span = start..walk.c.at();
-        match key {
-            b"\"type\"" => kind = Some(span),
-            b"\"object\"" => object = Some(span),
-            _ => {}
+        if key == b"\"object\"" {
+            walk.value(node, 1)?;
+            object = Some(start..walk.c.at());
+        } else {
+            walk.copy(1)?;
+            if key == b"\"type\"" {
+                kind = Some(start..walk.c.at());
+            }
         }
         Some(true)
     })?;
