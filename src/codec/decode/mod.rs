@@ -890,6 +890,32 @@ mod tests {
         }
 
         #[test]
+        fn fields_skipped_inside_embedded_json_are_left_out_in_every_path() {
+            // fieldsV1 is embedded JSON in protobuf: each entry's text without `f:spec` is kept
+            // until the object is decoded (more entries than one chunk of kept texts holds).
+            let skip = paths(&["metadata.managedFields.fieldsV1.f:spec"]);
+            let node = skip.root().unwrap();
+            let mut value = pod();
+            value["metadata"]["managedFields"] = (0..9)
+                .map(|i| {
+                    let fields =
+                        serde_json::json!({"f:spec": {"f:x": {}}, "f:metadata": {"f:labels": {format!("f:{i}"): {}}}});
+                    serde_json::json!({"manager": format!("m{i}"), "operation": "Apply", "fieldsV1": fields})
+                })
+                .collect();
+            let mut cleared = value.clone();
+            clear(&mut cleared, node);
+            let want: Pod = serde_json::from_value(cleared).unwrap();
+            let entries = want.metadata.managed_fields.as_ref().unwrap();
+            assert_eq!(entries.len(), 9);
+            assert!(entries.iter().all(|e| e.fields_v1.as_ref().unwrap().0.get("f:spec").is_none()));
+            let got = json_paths(&value.to_string(), Some(node)).into_iter().chain(protobuf_paths(&value, Some(node)));
+            for (i, got) in got.enumerate() {
+                assert_eq!(got.unwrap(), want, "path {i}");
+            }
+        }
+
+        #[test]
         fn a_map_whose_every_entry_is_skipped_decodes_empty_in_both_forms() {
             let skip = paths(&["metadata.annotations[kubectl.kubernetes.io/last-applied-configuration]"]);
             let mut value = pod();

@@ -15,15 +15,11 @@ use super::list::{Form, Item, ListError, ListMeta};
 use super::peek::Peeked;
 use super::status::StatusBody;
 use super::watch::{Change, INITIAL_EVENTS_END, Identity, WatchEvent};
-use crate::codec::protobuf::de::{self, Ctx, Reader, Wire};
+use crate::codec::protobuf::de::{self, Reader, Wire};
 use crate::codec::protobuf::schema::{self, Type};
 use crate::codec::protobuf::{self as pb, MAGIC};
 use crate::codec::skip::Node;
 use crate::error::snippet;
-
-fn ctx() -> Ctx {
-    Ctx::new(schema::schema())
-}
 
 /// The message of an item of the list kind `list_kind` in `api_version`: the element type of
 /// the list's field `2` (`items`).
@@ -73,7 +69,7 @@ pub(crate) fn item<K: DeserializeOwned>(
 ) -> Result<K, String> {
     let head = types.map(|(api_version, kind)| [("apiVersion", api_version), ("kind", kind)]);
     let head = head.as_ref().map_or(&[][..], |h| &h[..]);
-    de::message(ctx(), index, bytes, head, skip).map_err(|e| e.to_string())
+    de::message(schema::schema(), index, bytes, head, skip).map_err(|e| e.to_string())
 }
 
 fn text(bytes: &[u8]) -> Option<&str> {
@@ -192,7 +188,7 @@ pub(crate) fn watch_event<'a, K: DeserializeOwned>(
             let decoded = match schema.kind(envelope.api_version, envelope.kind) {
                 Some(index) => {
                     let head = [("apiVersion", envelope.api_version), ("kind", envelope.kind)];
-                    de::message(ctx(), index, envelope.raw, &head, skip).map_err(|e| e.to_string())
+                    de::message(schema::schema(), index, envelope.raw, &head, skip).map_err(|e| e.to_string())
                 }
                 None => Err(format!(
                     "kind {:?} of apiVersion {:?} has no protobuf form known to this client",

@@ -21,7 +21,7 @@
 //! `repeated.rs`. The two read each other's values (a wrapped list's elements, each element's
 //! value) through `ValueDe`, declared here, so neither imports the other.
 
-use std::fmt;
+use std::cell::OnceCell;
 
 use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
 use serde::forward_to_deserialize_any;
@@ -193,20 +193,37 @@ fn bad_wire_type(wire: u64, key: u64) -> Error {
     Error(format!("wire type {wire} of field {} is not supported", key >> 3))
 }
 
-/// What every part of the deserializer needs: the schema, and how repeated fields are counted.
+/// What every part of the deserializer needs: the schema, how repeated fields are counted, and
+/// where embedded JSON without its skipped fields is kept.
 #[derive(Clone, Copy)]
-pub(crate) struct Ctx {
+pub(crate) struct Ctx<'de> {
     pub(crate) schema: &'static Schema,
     /// Whether a repeated field's records may come in several runs: then each is counted over
     /// the rest of its message (a pass per repeated field, to the message's end). Otherwise only
     /// its first run is, and a second run of it is an error of the first read ([`Error::split`]),
-    /// after which [`message_seed`] reads the object again with this set.
+    /// after which [`message`] reads the object again with this set.
     split_runs: bool,
+    texts: &'de Texts,
 }
 
-impl Ctx {
-    pub(crate) fn new(schema: &'static Schema) -> Self {
-        Ctx { schema, split_runs: false }
+/// Embedded JSON texts without their skipped fields, kept until the object is decoded: the JSON
+/// decoder borrows strings from them as it does from the input. Chunks of cells that are set
+/// once, so a text handed out stays where it is while more are added.
+#[derive(Default)]
+pub(super) struct Texts {
+    texts: [OnceCell<String>; 4],
+    more: OnceCell<Box<Texts>>,
+}
+
+impl Texts {
+    pub(super) fn keep(&self, mut text: String) -> &str {
+        let mut chunk = self;
+        loop {
+            if let Some(cell) = chunk.texts.iter().find(|cell| cell.get().is_none()) {
+                return cell.get_or_init(|| std::mem::take(&mut text));
+            }
+            chunk = chunk.more.get_or_init(Box::default);
+        }
     }
 }
 
@@ -214,27 +231,29 @@ impl Ctx {
 /// (`apiVersion` and `kind` from the envelope) come first. The fields of `skip` are never shown
 /// (`codec/skip`): a skipped record is stepped over as an unknown one is. A repeated field met
 /// in a second run makes it read the object again (see [`Ctx::split_runs`]).
-pub(crate) fn message<'de, T: de::Deserialize<'de>>(
-    ctx: Ctx,
+pub(crate) fn message<T: de::DeserializeOwned>(
+    schema: &'static Schema,
     index: usize,
-    bytes: &'de [u8],
-    head: &'de [(&'static str, &'de str)],
-    skip: Option<&'de Node>,
+    bytes: &[u8],
+    head: &[(&'static str, &str)],
+    skip: Option<&Node>,
 ) -> Result<T, Error> {
-    let read = |ctx: Ctx| {
+    let read = |split_runs: bool| {
+        let texts = Texts::default();
+        let ctx = Ctx { schema, split_runs, texts: &texts };
         let mut fields = Fields::new(ctx, index, bytes, 0, skip)?;
         fields.head = head;
         T::deserialize(MessageDe(Some(fields)))
     };
-    match read(ctx) {
-        Err(e) if e.is_split() => read(Ctx { split_runs: true, ..ctx }),
+    match read(false) {
+        Err(e) if e.is_split() => read(true),
         read => read,
     }
 }
 
 /// The fields of one message, as serde map entries.
 struct Fields<'de> {
-    ctx: Ctx,
+    ctx: Ctx<'de>,
     message: &'static Message,
     reader: Reader<'de>,
     depth: u32,
@@ -337,7 +356,7 @@ impl<'de> Records<'de> {
 
     /// The records of `number` from `from` (at the first of them) as `ctx` says to count them
     /// ([`Ctx::split_runs`]), and where their run ends when they are one.
-    fn of(ctx: Ctx, from: &Reader<'de>, number: u64, packable: bool) -> Result<(Self, Option<usize>), Error> {
+    fn of(ctx: Ctx<'_>, from: &Reader<'de>, number: u64, packable: bool) -> Result<(Self, Option<usize>), Error> {
         if ctx.split_runs {
             Self::survey(from, number, packable)
         } else {
@@ -360,7 +379,7 @@ impl<'de> Records<'de> {
 }
 
 impl<'de> Fields<'de> {
-    fn new(ctx: Ctx, index: usize, bytes: &'de [u8], depth: u32, skip: Option<&'de Node>) -> Result<Self, Error> {
+    fn new(ctx: Ctx<'de>, index: usize, bytes: &'de [u8], depth: u32, skip: Option<&'de Node>) -> Result<Self, Error> {
         let Some(message) = ctx.schema.messages.get(index) else {
             return err("no such message");
         };
@@ -395,7 +414,7 @@ impl<'de> Fields<'de> {
         Ok(Some(records))
     }
 
-    /// `e`, said to be about `field` (a split run passes as it is, for `message_seed`).
+    /// `e`, said to be about `field` (a split run passes as it is, for [`message`]).
     #[cold]
     fn at(&self, field: &Field, e: Error) -> Error {
         if e.is_split() {
@@ -433,10 +452,10 @@ fn is_zero(ty: &Type, wire: Wire<'_>, omit_zero: bool) -> Result<bool, Error> {
     })
 }
 
-impl<'de> MapAccess<'de> for Fields<'de> {
-    type Error = Error;
-
-    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, Error> {
+impl<'de> Fields<'de> {
+    /// The next field's JSON name, its value set aside for `next_value_seed`; `None` at the end.
+    /// Not generic, so compiled once: `next_key_seed` only hands the name to its seed.
+    fn next_key(&mut self) -> Result<Option<&'static str>, Error> {
         while let Some(((name, value), rest)) = self.head.split_first() {
             let (name, value) = (*name, *value);
             self.head = rest;
@@ -444,15 +463,12 @@ impl<'de> MapAccess<'de> for Fields<'de> {
                 continue;
             }
             self.pending = Some(Pending::Head(value));
-            return seed.deserialize(de::value::BorrowedStrDeserializer::new(name)).map(Some);
+            return Ok(Some(name));
         }
         loop {
             if let Some(inner) = &mut self.inner {
-                // Not `seed` by value twice: an inlined message's key is handed out from here.
-                match inner.next_key_seed(PhantomSeed)? {
-                    Some(name) => {
-                        return seed.deserialize(de::value::BorrowedStrDeserializer::new(name)).map(Some);
-                    }
+                match inner.next_key()? {
+                    Some(name) => return Ok(Some(name)),
                     None => self.inner = None,
                 }
             }
@@ -492,7 +508,18 @@ impl<'de> MapAccess<'de> for Fields<'de> {
                     self.pending = Some(Pending::One(field, wire, below));
                 }
             }
-            return seed.deserialize(de::value::BorrowedStrDeserializer::new(name)).map(Some);
+            return Ok(Some(name));
+        }
+    }
+}
+
+impl<'de> MapAccess<'de> for Fields<'de> {
+    type Error = Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, Error> {
+        match self.next_key()? {
+            Some(name) => seed.deserialize(de::value::BorrowedStrDeserializer::new(name)).map(Some),
+            None => Ok(None),
         }
     }
 
@@ -513,27 +540,6 @@ impl<'de> MapAccess<'de> for Fields<'de> {
             }
             None => err("a value was asked for before its key"),
         }
-    }
-}
-
-/// The key of an inlined message's field: its name, which outlives the input.
-struct PhantomSeed;
-
-impl<'de> DeserializeSeed<'de> for PhantomSeed {
-    type Value = &'de str;
-
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<&'de str, D::Error> {
-        struct Name;
-        impl<'de> Visitor<'de> for Name {
-            type Value = &'de str;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a field name")
-            }
-            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<&'de str, E> {
-                Ok(v)
-            }
-        }
-        d.deserialize_str(Name)
     }
 }
 
@@ -582,7 +588,7 @@ use value::{raw_json, seconds_nanos};
 /// One value of a field (or a map value, or a repeated element), read by its `Deserializer`
 /// impl in `value.rs`; declared here because `repeated.rs` builds it too.
 pub(super) struct ValueDe<'de> {
-    pub(super) ctx: Ctx,
+    pub(super) ctx: Ctx<'de>,
     pub(super) ty: &'static Type,
     pub(super) wire: Wire<'de>,
     pub(super) depth: u32,

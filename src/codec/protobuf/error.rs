@@ -14,7 +14,7 @@ const SPLIT: &str = "a repeated field in more than one run (read again, counting
 impl Error {
     /// A repeated field met again after its first run, where only that run was counted: the
     /// object is read again, counting all of them (`de::Ctx`). Passed up unchanged by the
-    /// decoder's own wrappers, so that `de::message_seed` recognises it.
+    /// decoder's own wrappers, so that `de::message` recognises it.
     pub(crate) fn split() -> Self {
         Error(SPLIT.to_owned())
     }

@@ -24,7 +24,7 @@ use base64::Engine as _;
 use serde::de::DeserializeOwned;
 
 pub(crate) use de::Error;
-use de::{Ctx, Reader, Wire};
+use de::{Reader, Wire};
 
 /// The first four bytes of every enveloped object.
 pub(crate) const MAGIC: &[u8] = b"k8s\0";
@@ -79,15 +79,15 @@ pub(crate) fn envelope(body: &[u8]) -> Result<Envelope<'_>, Error> {
 /// kind included); field numbers the table does not know are skipped.
 pub(crate) fn object<T: DeserializeOwned>(body: &[u8]) -> Result<T, Error> {
     let envelope = envelope(body)?;
-    let ctx = Ctx::new(schema::schema());
-    let Some(index) = ctx.schema.kind(envelope.api_version, envelope.kind) else {
+    let schema = schema::schema();
+    let Some(index) = schema.kind(envelope.api_version, envelope.kind) else {
         return Err(Error(format!(
             "kind {:?} of apiVersion {:?} has no protobuf form known to this client",
             envelope.kind, envelope.api_version
         )));
     };
     let head = [("apiVersion", envelope.api_version), ("kind", envelope.kind)];
-    de::message(ctx, index, envelope.raw, &head, None)
+    de::message(schema, index, envelope.raw, &head, None)
 }
 
 /// Encodes an object's JSON form (with `apiVersion` and `kind`) as an enveloped protobuf body.

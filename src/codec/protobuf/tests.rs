@@ -136,8 +136,8 @@ fn repeated_numbers_read_packed_and_unpacked() {
 }
 
 fn read_message(name: &str, bytes: &[u8]) -> Result<Value, Error> {
-    let ctx = Ctx::new(schema::schema());
-    de::message(ctx, ctx.schema.message(name).unwrap(), bytes, &[], None)
+    let schema = schema::schema();
+    de::message(schema, schema.message(name).unwrap(), bytes, &[], None)
 }
 
 #[test]
@@ -290,10 +290,10 @@ fn lists_get_their_exact_capacity() {
     assert_eq!(env[5].name, "LATE");
     let packed = Writer::default().varint(1).varint(300).varint(2).done();
     let rule = Writer::default().int(2, 7).str(1, "In").bytes(2, &packed).done();
-    let ctx = Ctx::new(schema::schema());
-    let index = ctx.schema.message("core.v1.ContainerRestartRuleOnExitCodes").unwrap();
+    let schema = schema::schema();
+    let index = schema.message("core.v1.ContainerRestartRuleOnExitCodes").unwrap();
     let rule: k8s_openapi::api::core::v1::ContainerRestartRuleOnExitCodes =
-        de::message(ctx, index, &rule, &[], None).unwrap();
+        de::message(schema, index, &rule, &[], None).unwrap();
     let values = rule.values.unwrap();
     assert_eq!((values.as_slice(), values.capacity()), (&[7, 1, 300, 2][..], 4));
 }
@@ -326,4 +326,44 @@ fn embedded_json_reads_as_serde_json_reads_it() {
             (a, b) => panic!("{}: ours {a:?}, serde_json's {b:?}", String::from_utf8_lossy(text)),
         }
     }
+}
+
+#[test]
+fn embedded_json_reads_into_a_typed_struct_with_or_without_skipped_fields() {
+    // A type of one's own for embedded JSON (a ControllerRevision's `data` is a RawExtension)
+    // asks for a struct, an enum, an option, not for any value: serde_json reads the text, or
+    // what is left of it once a skipped field is out, with the method the type asked for.
+    #[derive(serde::Deserialize, Debug, PartialEq)]
+    struct Revision {
+        data: Data,
+        revision: i64,
+    }
+    #[derive(serde::Deserialize, Debug, PartialEq)]
+    struct Data {
+        name: String,
+        replicas: Option<i32>,
+        strategy: Strategy,
+    }
+    #[derive(serde::Deserialize, Debug, PartialEq)]
+    enum Strategy {
+        Rolling,
+    }
+    let text = br#"{"name":"web","replicas":3,"strategy":"Rolling","extra":[1,2]}"#;
+    let revision = Writer::default().bytes(2, &Writer::default().bytes(1, text).done()).int(3, 7).done();
+    let schema = schema::schema();
+    let index = schema.message("apps.v1.ControllerRevision").unwrap();
+    let read = |skip: &[&str]| -> Result<Revision, Error> {
+        let skip: Vec<String> = skip.iter().map(|s| s.to_string()).collect();
+        let paths = crate::codec::skip::Paths::new::<Revision>(&skip).unwrap();
+        de::message(schema, index, &revision, &[], paths.root())
+    };
+    let data = |replicas| Data { name: "web".into(), replicas, strategy: Strategy::Rolling };
+    assert_eq!(read(&[]).unwrap(), Revision { data: data(Some(3)), revision: 7 });
+    assert_eq!(read(&["data.replicas"]).unwrap(), Revision { data: data(None), revision: 7 });
+    // A wrong value in it is serde_json's error, said to be about embedded JSON.
+    let bad = br#"{"name":"web","strategy":"Sideways"}"#;
+    let revision = Writer::default().bytes(2, &Writer::default().bytes(1, bad).done()).done();
+    let got: Result<Revision, Error> = de::message(schema, index, &revision, &[], None);
+    let e = got.unwrap_err().to_string();
+    assert!(e.contains("embedded JSON") && e.contains("Sideways"), "{e}");
 }

@@ -11,7 +11,7 @@ use crate::codec::skip::{Child, Node};
 
 /// Every record of one repeated or map field, from its first record on.
 pub(super) struct AllDe<'de> {
-    pub(super) ctx: Ctx,
+    pub(super) ctx: Ctx<'de>,
     pub(super) field: &'static Field,
     pub(super) records: Records<'de>,
     pub(super) depth: u32,
@@ -37,7 +37,7 @@ impl<'de> de::Deserializer<'de> for AllDe<'de> {
 /// The elements of a repeated field: every record with its number (numbers may also come packed,
 /// several varints in one length-delimited record).
 pub(super) struct Elements<'de> {
-    pub(super) ctx: Ctx,
+    pub(super) ctx: Ctx<'de>,
     pub(super) ty: &'static Type,
     pub(super) records: Records<'de>,
     pub(super) packed: Option<Reader<'de>>,
@@ -46,18 +46,16 @@ pub(super) struct Elements<'de> {
     pub(super) skip: Option<&'de Node>,
 }
 
-impl<'de> SeqAccess<'de> for Elements<'de> {
-    type Error = Error;
-
-    fn next_element_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>, Error> {
+impl<'de> Elements<'de> {
+    /// The next element, not yet shown to a seed (this part is compiled once, not per seed).
+    fn next_value(&mut self) -> Result<Option<ValueDe<'de>>, Error> {
         loop {
             if let Some(packed) = &mut self.packed {
                 if !packed.at_end() {
                     let v = packed.varint()?;
                     self.records.values = self.records.values.saturating_sub(1);
-                    let value =
-                        ValueDe { ctx: self.ctx, ty: self.ty, wire: Wire::Varint(v), depth: self.depth, skip: None };
-                    return seed.deserialize(value).map(Some);
+                    let (ctx, ty, depth) = (self.ctx, self.ty, self.depth);
+                    return Ok(Some(ValueDe { ctx, ty, wire: Wire::Varint(v), depth, skip: None }));
                 }
                 self.packed = None;
             }
@@ -67,8 +65,18 @@ impl<'de> SeqAccess<'de> for Elements<'de> {
                 continue;
             }
             self.records.values = self.records.values.saturating_sub(1);
-            let value = ValueDe { ctx: self.ctx, ty: self.ty, wire, depth: self.depth, skip: self.skip };
-            return seed.deserialize(value).map(Some);
+            return Ok(Some(ValueDe { ctx: self.ctx, ty: self.ty, wire, depth: self.depth, skip: self.skip }));
+        }
+    }
+}
+
+impl<'de> SeqAccess<'de> for Elements<'de> {
+    type Error = Error;
+
+    fn next_element_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>, Error> {
+        match self.next_value()? {
+            Some(value) => seed.deserialize(value).map(Some),
+            None => Ok(None),
         }
     }
 
@@ -79,7 +87,7 @@ impl<'de> SeqAccess<'de> for Elements<'de> {
 
 /// The entries of a map field: every record with its number, each a message of key (1) and value (2).
 struct Entries<'de> {
-    ctx: Ctx,
+    ctx: Ctx<'de>,
     ty: &'static Type,
     records: Records<'de>,
     /// The value of the entry whose key was handed out, and what is skipped below it.
@@ -89,10 +97,10 @@ struct Entries<'de> {
     skip: Option<&'de Node>,
 }
 
-impl<'de> MapAccess<'de> for Entries<'de> {
-    type Error = Error;
-
-    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, Error> {
+impl<'de> Entries<'de> {
+    /// The next entry's key, its value set aside for `next_value_seed`; `None` at the end.
+    /// Not generic, so compiled once: `next_key_seed` only hands the key to its seed.
+    fn next_key(&mut self) -> Result<Option<&'de str>, Error> {
         loop {
             let Some(wire) = self.records.next()? else { return Ok(None) };
             let Wire::Bytes(entry) = wire else {
@@ -114,7 +122,18 @@ impl<'de> MapAccess<'de> for Entries<'de> {
                 None => None,
             };
             self.value = Some((value, below));
-            return seed.deserialize(de::value::BorrowedStrDeserializer::new(key)).map(Some);
+            return Ok(Some(key));
+        }
+    }
+}
+
+impl<'de> MapAccess<'de> for Entries<'de> {
+    type Error = Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, Error> {
+        match self.next_key()? {
+            Some(key) => seed.deserialize(de::value::BorrowedStrDeserializer::new(key)).map(Some),
+            None => Ok(None),
         }
     }
 
