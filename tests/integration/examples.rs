@@ -1187,6 +1187,7 @@ const REAL_CLUSTER: &str = "# on a real cluster";
 
 /// The first line of a shell block for the real kube-apiserver that scripts/apiserver.sh builds
 /// (Go, minutes): skipped too; tests/real/ and `scripts/apiserver.sh test` run that server.
+#[cfg_attr(not(all(target_os = "linux", feature = "simd")), allow(dead_code))]
 const REAL_API_SERVER: &str = "# on a real API server";
 
 /// A ```` ```sh ```` block of a document: where it starts (1-based line of its first command)
