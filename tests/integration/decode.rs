@@ -120,7 +120,7 @@ fn peak_growth(f: impl FnOnce()) -> usize {
 
 /// Random cases per test: each run draws new ones (the seed is printed), so runs add up; a
 /// deeper run sets `KUBE_WATCHER_FUZZ_ITERATIONS` (CONTRIBUTING.md has the command). The default keeps
-/// this binary near 20 s of a debug `cargo test` on two cores.
+/// this module near 20 s of a debug `cargo test` on two cores.
 fn iterations() -> usize {
     std::env::var("KUBE_WATCHER_FUZZ_ITERATIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000)
 }
