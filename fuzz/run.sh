@@ -4,12 +4,12 @@
 #
 # cargo-fuzz needs a nightly toolchain (libFuzzer, sanitizer flags). It is installed with
 # `cargo install cargo-fuzz` when missing. WITHOUT A NIGHTLY TOOLCHAIN this script does not
-# fuzz with libFuzzer: it falls back to the stable randomized harness in tests/decode.rs
+# fuzz with libFuzzer: it falls back to the stable randomized harness in tests/integration/decode.rs
 # (seeded mutations of seeds/* and of its own inputs, FUZZ_ITERATIONS per target, release build).
 # Both paths assert that every decoding path gives the same verdict and the same value.
 #
 # A crash leaves its input in fuzz/artifacts/<target>/; turn each into a regression test in
-# tests/decode.rs (see the existing `regression_*` tests) before fixing it.
+# tests/integration/decode.rs (see the existing `regression_*` tests) before fixing it.
 set -euo pipefail
 cd "$(dirname "$0")"
 seconds="${FUZZ_SECONDS:-60}"
@@ -34,8 +34,8 @@ if rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
     exit "$status"
 else
     echo "no nightly toolchain: cargo-fuzz cannot run here." >&2
-    echo "FALLBACK: stable randomized decoder tests (tests/decode.rs), not libFuzzer." >&2
+    echo "FALLBACK: stable randomized decoder tests (tests/integration/decode.rs), not libFuzzer." >&2
     cd ..
     KUBE_WATCHER_FUZZ_ITERATIONS="${FUZZ_ITERATIONS:-200000}" \
-        cargo test --release --features fuzzing,testing --test decode -- --include-ignored randomized
+        cargo test --release --features fuzzing,testing --test integration -- --include-ignored decode::randomized
 fi

@@ -60,7 +60,7 @@ struct Objects<K> {
     /// show, by relists that were then abandoned: `Some(entry)` delivered by `InitApply`, `None`
     /// reported deleted. Consumers believe in `pending` first, then this, then `live`; the next
     /// completed relist reports against that belief, so every incarnation a consumer was given
-    /// gets exactly one `Delete`, recreates during abandoned relists included (tests/model.rs
+    /// gets exactly one `Delete`, recreates during abandoned relists included (tests/integration/model.rs
     /// counts them by uid).
     told: Vec<HashMap<ObjectKey, Option<Entry<K>>>>,
 }

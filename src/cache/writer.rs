@@ -964,7 +964,7 @@ mod tests {
 
     /// A subscriber that attaches while a relist is in progress, after the relist replaced an
     /// incarnation (whose `Delete` the others got then), is told of the replacement by its
-    /// replay: every incarnation it was given still ends in exactly one `Delete` (tests/model.rs
+    /// replay: every incarnation it was given still ends in exactly one `Delete` (tests/integration/model.rs
     /// found this with a late subscriber, seed 621 of 1000).
     #[test]
     fn the_replay_of_a_relist_in_progress_deletes_the_incarnations_it_replaced() {

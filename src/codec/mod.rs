@@ -9,7 +9,7 @@
 //!
 //! No sockets, clocks, threads or locks: what reads a stream reads any `std::io::Read` it is
 //! handed. It imports nothing of the wire, the engine, the store, the machine or auth, only the
-//! crate's vocabulary; the wire imports it (`tests/architecture.rs` keeps it so).
+//! crate's vocabulary; the wire imports it (`tests/integration/architecture.rs` keeps it so).
 
 pub(crate) mod decode;
 pub(crate) mod protobuf;

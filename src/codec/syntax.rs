@@ -1,7 +1,7 @@
 //! A strict JSON syntax check: accepts nothing that serde_json's parser rejects.
 //!
 //! simd-json decodes faster than serde_json but accepts some invalid JSON (a raw control byte
-//! inside a number, found by tests/decode.rs), so every input is checked here first. One pass,
+//! inside a number, found by tests/integration/decode.rs), so every input is checked here first. One pass,
 //! no allocation, strings skipped eight bytes at a time: for a 6 KB pod about 42k instructions
 //! where serde_json's own skip-parse (`IgnoredAny`), which did this job before, takes 77k.
 //!
@@ -15,7 +15,7 @@
 //! UTF-8 is not checked here: simd-json checks it, and the serde_json path checks it first.
 //!
 //! It also refuses valid numbers that the two parsers read as different values, so that simd-json
-//! only ever decodes what serde_json would decode to the same thing (tests/decode.rs compares
+//! only ever decodes what serde_json would decode to the same thing (tests/integration/decode.rs compares
 //! them): `-0`, which serde_json reads as the float -0.0 (an integer field refuses it) and
 //! simd-json as the integer 0; and floats with more than 15 digits or a decimal exponent beyond
 //! ±22, where serde_json's fast conversion may be one unit in the last place off simd-json's

@@ -1,4 +1,4 @@
-//! Seeded random pods and server writes, for the randomized tests (tests/chaos.rs, tests/model.rs).
+//! Seeded random pods and server writes, for the randomized tests (tests/integration/chaos.rs and model.rs).
 
 use std::ops::Range;
 

@@ -605,10 +605,35 @@ fn pipe(mut from_client: BufReader<TcpStream>, mut to_client: TcpStream, upstrea
     down.join().unwrap();
 }
 
-/// A TLS fake server on `port` (0: any), with a CA of its own: a restart on the same port with
-/// a new CA is how a cluster's CA rotation looks to a client.
+/// A TLS fake server on `port`, with a CA of its own: a restart on the same port with a new CA
+/// is how a cluster's CA rotation looks to a client.
 fn tls_server_on(port: u16) -> FakeApiServer {
     FakeApiServer::builder().tls(true).port(port).start()
+}
+
+/// The first server of such a restart ([`tls_server_on`] its port again once it is dropped), on
+/// a port below the range the system hands out for port 0 and for outgoing connections
+/// (`ip_local_port_range`; 32768 and up where it cannot be read): a freed port in that range
+/// was now and then taken by another test's connection or server before the restart could bind
+/// it ("Address already in use"). Below it only an explicit bind takes a port: the ports tried
+/// start at one of this process's own and step past any taken.
+fn tls_server_to_restart() -> FakeApiServer {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    const LOW: usize = 10_000;
+    let first_ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<usize>().ok())
+        .unwrap_or(32_768);
+    let span = first_ephemeral.saturating_sub(LOW);
+    assert!(span >= 1000, "no room for fixed ports below the ephemeral range ({first_ephemeral})");
+    for _ in 0..100 {
+        let offset = (std::process::id() as usize * 97 + NEXT.fetch_add(1, Ordering::Relaxed)) % span;
+        let port = u16::try_from(LOW + offset).unwrap();
+        if let Ok(server) = FakeApiServer::builder().tls(true).port(port).try_start() {
+            return server;
+        }
+    }
+    panic!("no free port below {first_ephemeral} in 100 tries");
 }
 
 /// A kubeconfig whose cluster trusts the CA in the file `ca.pem` beside it, written now.
@@ -621,7 +646,7 @@ fn ca_file_kubeconfig(dir: &TempDir, server: &FakeApiServer) -> Client {
 
 #[test]
 fn a_one_shot_list_trusts_a_rotated_ca_once_the_file_holds_it() {
-    let old = tls_server_on(0);
+    let old = tls_server_to_restart();
     let port = old.addr().port();
     let dir = TempDir::new("rotated-ca-list");
     let client = ca_file_kubeconfig(&dir, &old);
@@ -642,7 +667,7 @@ fn a_one_shot_list_trusts_a_rotated_ca_once_the_file_holds_it() {
 
 #[test]
 fn inline_certificate_authority_data_is_never_read_again() {
-    let old = tls_server_on(0);
+    let old = tls_server_to_restart();
     let port = old.addr().port();
     let client = yaml_client(&kubeconfig(&ca_data_cluster(&old), "    {}")).unwrap();
     assert_eq!(list_pods(client.clone()).unwrap(), 0);
@@ -654,7 +679,7 @@ fn inline_certificate_authority_data_is_never_read_again() {
 
 #[test]
 fn a_watcher_trusts_a_rotated_ca_without_a_restart() {
-    let old = tls_server_on(0);
+    let old = tls_server_to_restart();
     let port = old.addr().port();
     old.create(&pod("a", "before")).unwrap();
     let dir = TempDir::new("rotated-ca-watch");

@@ -167,7 +167,7 @@ fn random_fault(rng: &mut SmallRng) -> (Match, Fault) {
         19 => watch(Fault::EndlessLine),
         20 => list(Fault::GzipBomb { bytes: 24 << 20 }),
         // An endless list is only stopped by the 1 GiB body cap: too slow for this test (the
-        // memory tests in tests/decode.rs cover it).
+        // memory tests in decode.rs cover it).
         _ => any(status(504, "Timeout", None)),
     }
 }
@@ -204,7 +204,7 @@ fn random_writes_and_faults_miss_no_delete_for_an_apply_only_consumer() {
 }
 
 fn chaos(apply_only: bool) {
-    // A fixed seed by default, so CI is reproducible; tests/model.rs covers hundreds of seeds.
+    // A fixed seed by default, so CI is reproducible; model.rs covers hundreds of seeds.
     let seed = env_u64("KUBE_WATCHER_CHAOS_SEED").unwrap_or(DEFAULT_SEED);
     let rounds = env_u64("KUBE_WATCHER_CHAOS_ROUNDS").map_or(DEFAULT_ROUNDS, |n| n as usize);
     eprintln!("chaos seed: {seed} ({rounds} rounds; replay with KUBE_WATCHER_CHAOS_SEED={seed})");

@@ -1,11 +1,14 @@
-//! The integration tests against the fake API server, one module per area, in one test binary.
+//! Every test of `cargo test`, one module per area, in one test binary (`tests/real`, against a
+//! real kube-apiserver, is the only other one; `tests/oracle` is a package of its own).
 //!
 //! Every test binary links the whole crate and instantiates its generic code (watchers, stores,
-//! decoders for each object type) again; sixteen binaries cost a clean `cargo test` more time to
-//! compile and link than their tests take to run. A new area is a new file here with a `mod`
-//! line below (`every_file_here_is_a_module` checks); a test that needs a process of its own
-//! (a global allocator as in `tests/decode.rs`, its own example binaries as in
-//! `tests/examples.rs`) is a file directly in `tests/`. Run one area with
+//! decoders for each object type) again, and `cargo test` runs binaries one after another: the
+//! CPU-bound tests of one never overlapped with the waiting of another. One binary builds once
+//! and runs them all side by side (`RUST_TEST_THREADS` in `.cargo/config.toml`). A new area is
+//! a new file here with a `mod` line below, a folder of them a `mod.rs` with its own
+//! (`every_file_here_is_a_module` checks). Tests share this process: one that needs a process of
+//! its own re-runs itself in one (`decode::alone`, for the memory bounds counted by its global
+//! allocator), and nothing here sets environment variables. Run one area with
 //! `cargo test --test integration watch::`.
 #![cfg(feature = "testing")]
 
@@ -36,6 +39,20 @@ mod undecodable;
 mod watch;
 mod watch_object;
 mod writes;
+
+// The crate as a whole: its layers, its examples and documents, its declared Rust version.
+mod architecture;
+mod examples;
+mod msrv;
+mod readme_testing;
+
+// Hostile input and randomized models: the tests that compute rather than wait.
+#[cfg(feature = "fuzzing")]
+mod decode;
+mod model;
+
+// The fake API server's own tests.
+mod fake_server;
 
 /// Every file here is compiled (see `every_file_is_a_module`).
 #[test]

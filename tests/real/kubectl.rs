@@ -1,4 +1,4 @@
-//! kubectl's checks of tests/fake_server/kubectl.rs, against the real server: what the fake is
+//! kubectl's checks of tests/integration/fake_server/kubectl.rs, against the real server: what the fake is
 //! held to, the real server does too (and where the two differ, docs/fidelity.md says why).
 
 use std::io::{BufRead, BufReader};

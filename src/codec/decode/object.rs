@@ -43,7 +43,7 @@ impl Scratch {
         f: impl for<'de> FnOnce(&mut simd_json::Deserializer<'de>) -> Option<T>,
     ) -> Option<T> {
         // simd-json accepts some invalid JSON that serde_json rejects (a raw control byte
-        // between tokens, found by tests/decode.rs). A strict syntax check first (~4 µs for a
+        // between tokens, found by tests/integration/decode.rs). A strict syntax check first (~4 µs for a
         // 6 KB pod, of the ~20 µs simd-json saves) keeps what is accepted exactly serde_json's.
         if !checked && !syntax::is_valid(input) {
             return None;

@@ -622,7 +622,7 @@ mod tests {
         assert!(event_of::<ConfigMap>(b"\xff").is_err());
     }
 
-    /// Found by tests/decode.rs: a key whose varint runs past the end of the list's message.
+    /// Found by tests/integration/decode.rs: a key whose varint runs past the end of the list's message.
     #[test]
     fn a_key_that_runs_past_the_lists_end_is_malformed_not_a_panic() {
         let mut body = MAGIC.to_vec();

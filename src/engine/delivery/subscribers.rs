@@ -143,7 +143,7 @@ pub(crate) struct Subscribers<K> {
     /// Events dropped for lagging consumers ([`Stats::lagged`]).
     lagged: AtomicU64,
     /// Delivery's work so far: decisions made, and items put into and taken out of backlogs.
-    /// It grows by a constant per event whatever the consumers do (tests/model.rs checks it).
+    /// It grows by a constant per event whatever the consumers do (tests/integration/model.rs checks it).
     work: AtomicU64,
 }
 

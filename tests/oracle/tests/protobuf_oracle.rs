@@ -923,7 +923,7 @@ fn jiff_timestamp(seconds: i64) -> String {
 }
 
 /// Writes the protobuf fuzz seeds (fuzz/seeds/protobuf/*) from this file's objects:
-/// `cargo test --test protobuf_oracle -- --ignored write_fuzz_seeds`.
+/// `cargo test -p kube-watcher-oracle -- --ignored write_fuzz_seeds`.
 #[test]
 #[ignore = "regenerates fuzz/seeds/protobuf; run by hand"]
 fn write_fuzz_seeds() {

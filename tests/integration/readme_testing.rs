@@ -1,5 +1,6 @@
-//! The README's "Testing your own code" example, as it is (tests/examples.rs checks that the
-//! README shows this file after these lines): a test file of a user's, run by `cargo test`.
+//! The README's "Testing your own code" example, as it is (examples.rs checks that the README
+//! shows this file after these lines): a test file of a user's, run by `cargo test`; here a
+//! module of this binary, whose `use` lines and test read the same.
 
 use std::time::Duration;
 

@@ -14,7 +14,7 @@
 //! - nothing panicked, no terminal error arrived, and the request rate stayed bounded;
 //! - after `stop()`, `recv` and `wait_until_ready` return at once; after a terminal error too.
 //!
-//! And what consumers see, and when (tests/delivery.rs has one test per defect this found):
+//! And what consumers see, and when (delivery.rs has one test per defect this found):
 //! besides the watcher's own channel (first read right after the start, often in the middle of
 //! the first list), every run has a slow blocking subscriber, a lagging one
 //! (`SlowConsumer::Lag`, which rebuilds from the store at each lag marker), one dropped midway,
@@ -41,17 +41,14 @@
 //! Reproducible: the default run is seeds 0..400 (set `KUBE_WATCHER_MODEL_SEEDS=n` for more,
 //! `KUBE_WATCHER_MODEL_SEED=s` for one). A failure prints the seed and its setup; thread timing
 //! still varies between runs, so replay a failing seed a few times.
-#![cfg(feature = "testing")]
-
-mod common;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::random::{Write, Writes, is_broken};
-use common::*;
+use crate::common::random::{Write, Writes, is_broken};
+use crate::common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube_watcher::testing::{Chunking, FakeApiServer, Fault, Match, ResourceType, Watch410};
 use kube_watcher::{

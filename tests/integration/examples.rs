@@ -2,7 +2,8 @@
 //! so they cannot rot, and checks that each shows what it promises.
 //!
 //! The binaries are the ones `cargo test` builds next to this test (it builds every example
-//! first). Run alone, build them first: `cargo build --examples && cargo test --test examples`.
+//! first). Run alone, build them first: `cargo build --examples && cargo test --test integration
+//! examples::`.
 #![cfg(feature = "testing")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -19,7 +20,7 @@ use kube_watcher::testing::{FakeApiServer, Fault, Match};
 /// `test = true` cargo would build the example as a test harness instead of the binary the
 /// tests below run.
 #[allow(dead_code, unused_imports)]
-#[path = "../examples/kwatch.rs"]
+#[path = "../../examples/kwatch.rs"]
 mod kwatch;
 
 /// Bound on one example run; the longest (watch_pods) takes about 10 s on an idle machine.
@@ -1091,19 +1092,20 @@ fn read_doc(path: &str) -> String {
     std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(path)).unwrap()
 }
 
-/// The README's "Testing your own code" example is a test file, tests/readme_testing.rs as it is
-/// (after that file's own `//!` lines): a `#[test]` function, which `cargo test` runs there, not
-/// a `main` that a tests/ file would never call.
+/// The README's "Testing your own code" example is a test file, readme_testing.rs here as it is
+/// (after that file's own `//!` lines): a `#[test]` function, which `cargo test` runs (here as a
+/// module of this binary; in a user's `tests/`, as a binary of its own), not a `main` that a
+/// tests/ file would never call.
 #[test]
 fn the_readmes_testing_example_is_a_test_file_that_cargo_test_runs() {
     let readme = read_doc("README.md");
-    let file = read_doc("tests/readme_testing.rs");
+    let file = read_doc("tests/integration/readme_testing.rs");
     let code: String =
         file.lines().skip_while(|l| l.starts_with("//!") || l.is_empty()).map(|l| format!("{l}\n")).collect();
     assert!(code.contains("#[test]\nfn ") && !code.contains("fn main"), "{code}");
     assert!(
         readme.contains(&format!("```rust,no_run\n{code}```\n")),
-        "README.md does not show tests/readme_testing.rs as it is:\n{code}"
+        "README.md does not show tests/integration/readme_testing.rs as it is:\n{code}"
     );
     assert!(
         prose(&readme)
@@ -1185,6 +1187,7 @@ const REAL_CLUSTER: &str = "# on a real cluster";
 
 /// The first line of a shell block for the real kube-apiserver that scripts/apiserver.sh builds
 /// (Go, minutes): skipped too; tests/real/ and `scripts/apiserver.sh test` run that server.
+#[cfg_attr(not(all(target_os = "linux", feature = "simd")), allow(dead_code))]
 const REAL_API_SERVER: &str = "# on a real API server";
 
 /// A ```` ```sh ```` block of a document: where it starts (1-based line of its first command)
@@ -1421,7 +1424,7 @@ fn run_shell_block(block: &ShellBlock, scratch: &std::path::Path) {
 /// The blocks run cargo and name `target/debug`: this runs where `cargo test` built into this
 /// repository's own `target/` with the default features (the blocks' own builds then have
 /// nothing to do), and is skipped, saying so, elsewhere. A block with kubectl needs kubectl
-/// (a failure under `CI=true` without it, as in tests/fake_server/kubectl.rs).
+/// (a failure under `CI=true` without it, as in tests/integration/fake_server/kubectl.rs).
 #[test]
 #[cfg(all(target_os = "linux", feature = "simd"))]
 fn shell_blocks_for_the_fake_server_run_as_printed() {

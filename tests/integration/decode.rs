@@ -1,17 +1,14 @@
 //! Hostile input: randomized decoder tests (the stable-Rust counterpart of `fuzz/`), regression
 //! tests for what fuzzing found, and memory bounds against endless lines, endless lists and
 //! gzip bombs from the server.
-#![cfg(all(feature = "fuzzing", feature = "testing"))]
-
-mod common;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::ErrorKind;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering};
 use std::time::Instant;
 
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube_watcher::fuzzing;
 use kube_watcher::testing::{Fault, Match};
@@ -20,15 +17,25 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 /// Counts live heap bytes and their peak, so memory bounds are asserted on what the process
-/// holds, not on RSS (which the allocator may keep after frees).
+/// holds, not on RSS (which the allocator may keep after frees). It is the allocator of the
+/// whole test binary but counts only in a process that [`alone`] started for one test: there
+/// no other test's allocations blur the peak, and elsewhere the cost is one load of a flag.
 struct Counting;
 
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
+/// Whether [`Counting`] counts: set by [`alone`] in the process it starts, never cleared.
+static COUNTING: AtomicBool = AtomicBool::new(false);
+/// Signed: what was allocated before counting began may be freed after it.
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+static PEAK: AtomicIsize = AtomicIsize::new(0);
 
 fn grew(n: usize) {
+    let n = n as isize;
     let now = LIVE.fetch_add(n, Ordering::Relaxed) + n;
     PEAK.fetch_max(now, Ordering::Relaxed);
+}
+
+fn shrank(n: usize) {
+    LIVE.fetch_sub(n as isize, Ordering::Relaxed);
 }
 
 // SAFETY: forwards every call to the system allocator unchanged; only counts sizes.
@@ -36,7 +43,7 @@ unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: same contract as the caller's.
         let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
+        if !p.is_null() && COUNTING.load(Ordering::Relaxed) {
             grew(layout.size());
         }
         p
@@ -45,14 +52,16 @@ unsafe impl GlobalAlloc for Counting {
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         // SAFETY: same contract as the caller's.
         unsafe { System.dealloc(ptr, layout) };
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        if COUNTING.load(Ordering::Relaxed) {
+            shrank(layout.size());
+        }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         // SAFETY: same contract as the caller's.
         let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if !p.is_null() {
-            LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        if !p.is_null() && COUNTING.load(Ordering::Relaxed) {
+            shrank(layout.size());
             grew(new_size);
         }
         p
@@ -62,26 +71,56 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static ALLOC: Counting = Counting;
 
-/// Tests in this file run one at a time, so one test's allocations do not blur another's peak.
+/// The tests of this module run one at a time: each computes (one core of two), and while one
+/// runs the other tests of the binary still have a core to wait on their servers with.
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Names the test that a process started by [`alone`] is to run.
+const ALONE: &str = "KUBE_WATCHER_TEST_ALONE";
+
+/// Runs `test`, the body of this module's test `name`, in a process of its own with the heap
+/// counted ([`peak_growth`]): this test binary again, running that one test. Its output
+/// (the fuzz seed among it) is passed on; its failure fails the test here.
+fn alone(name: &str, test: impl FnOnce()) {
+    let _serial = serial();
+    if std::env::var_os(ALONE).is_some_and(|v| v == name) {
+        COUNTING.store(true, Ordering::Relaxed);
+        test();
+        return;
+    }
+    // The harness names a test by its path below the crate: `decode::<name>`.
+    let module = module_path!().split_once("::").map_or(module_path!(), |(_, m)| m);
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([&format!("{module}::{name}"), "--exact", "--nocapture", "--test-threads=1"])
+        .env(ALONE, name)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    print!("{stdout}");
+    eprint!("{stderr}");
+    assert!(out.status.success(), "{name}, run alone: {}", out.status);
+    assert!(stdout.contains("test result: ok. 1 passed"), "{name} did not run alone: no test of that name");
+}
+
 const MIB: usize = 1 << 20;
 
-/// Runs `f` and returns the peak growth of live heap bytes while it ran.
+/// Runs `f` and returns the peak growth of live heap bytes while it ran. Only inside [`alone`].
 fn peak_growth(f: impl FnOnce()) -> usize {
+    assert!(COUNTING.load(Ordering::Relaxed), "the heap is counted only in a test run alone()");
     let base = LIVE.load(Ordering::Relaxed);
     PEAK.store(base, Ordering::Relaxed);
     f();
-    PEAK.load(Ordering::Relaxed).saturating_sub(base)
+    PEAK.load(Ordering::Relaxed).saturating_sub(base) as usize
 }
 
 /// Random cases per test: each run draws new ones (the seed is printed), so runs add up; a
 /// deeper run sets `KUBE_WATCHER_FUZZ_ITERATIONS` (CONTRIBUTING.md has the command). The default keeps
-/// this binary near 20 s of a debug `cargo test` on two cores.
+/// this module near 20 s of a debug `cargo test` on two cores.
 fn iterations() -> usize {
     std::env::var("KUBE_WATCHER_FUZZ_ITERATIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000)
 }
@@ -491,56 +530,57 @@ fn protobuf_envelope(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
 
 #[test]
 fn randomized_protobuf_bodies_never_panic_and_memory_stays_linear() {
-    let _serial = serial();
-    let mut rng = SmallRng::seed_from_u64(seed());
-    let seeds = protobuf_seeds();
-    for seed in &seeds {
-        fuzzing::protobuf_object::<serde_json::Value>(seed).unwrap_or_else(|e| panic!("valid seed rejected: {e}"));
-    }
-    // The objects inside the seeds, to mutate behind a valid envelope.
-    let raws: Vec<(String, String, Vec<u8>)> = seeds
-        .iter()
-        .map(|body| {
-            let (mut api_version, mut kind, mut raw) = (String::new(), String::new(), Vec::new());
-            for (number, bytes) in bytes_fields(&body[4..]) {
-                match number {
-                    1 => {
-                        for (n, text) in bytes_fields(bytes) {
-                            let text = String::from_utf8(text.to_vec()).unwrap();
-                            if n == 1 {
-                                api_version = text
-                            } else if n == 2 {
-                                kind = text
+    alone("randomized_protobuf_bodies_never_panic_and_memory_stays_linear", || {
+        let mut rng = SmallRng::seed_from_u64(seed());
+        let seeds = protobuf_seeds();
+        for seed in &seeds {
+            fuzzing::protobuf_object::<serde_json::Value>(seed).unwrap_or_else(|e| panic!("valid seed rejected: {e}"));
+        }
+        // The objects inside the seeds, to mutate behind a valid envelope.
+        let raws: Vec<(String, String, Vec<u8>)> = seeds
+            .iter()
+            .map(|body| {
+                let (mut api_version, mut kind, mut raw) = (String::new(), String::new(), Vec::new());
+                for (number, bytes) in bytes_fields(&body[4..]) {
+                    match number {
+                        1 => {
+                            for (n, text) in bytes_fields(bytes) {
+                                let text = String::from_utf8(text.to_vec()).unwrap();
+                                if n == 1 {
+                                    api_version = text
+                                } else if n == 2 {
+                                    kind = text
+                                }
                             }
                         }
+                        2 => raw = bytes.to_vec(),
+                        _ => {}
                     }
-                    2 => raw = bytes.to_vec(),
-                    _ => {}
                 }
-            }
-            (api_version, kind, raw)
-        })
-        .collect();
-    let objects: Vec<Vec<u8>> = raws.iter().map(|(_, _, raw)| raw.clone()).collect();
-    for _ in 0..iterations() {
-        let body = if rng.random_bool(0.5) {
-            let (a, b) = (pick(&mut rng, &seeds), pick(&mut rng, &seeds));
-            mutate(&mut rng, a, b)
-        } else {
-            let (api_version, kind, raw) = &raws[rng.random_range(0..raws.len())];
-            let other = pick(&mut rng, &objects);
-            protobuf_envelope(api_version, kind, &mutate(&mut rng, raw, other))
-        };
-        // No allocation follows from a length read in the input: what is held stays linear in
-        // the input (an empty message on the wire is 2 bytes, a decoded Container some KiB, as
-        // `{}` is in JSON).
-        let peak = peak_growth(|| {
-            let _ = fuzzing::protobuf_object::<Pod>(&body);
-            let _ = fuzzing::protobuf_object::<k8s_openapi::List<Pod>>(&body);
-            let _ = fuzzing::protobuf_object::<serde_json::Value>(&body);
-        });
-        assert!(peak <= 4096 * body.len() + MIB, "{peak} bytes held decoding {} bytes: {body:?}", body.len());
-    }
+                (api_version, kind, raw)
+            })
+            .collect();
+        let objects: Vec<Vec<u8>> = raws.iter().map(|(_, _, raw)| raw.clone()).collect();
+        for _ in 0..iterations() {
+            let body = if rng.random_bool(0.5) {
+                let (a, b) = (pick(&mut rng, &seeds), pick(&mut rng, &seeds));
+                mutate(&mut rng, a, b)
+            } else {
+                let (api_version, kind, raw) = &raws[rng.random_range(0..raws.len())];
+                let other = pick(&mut rng, &objects);
+                protobuf_envelope(api_version, kind, &mutate(&mut rng, raw, other))
+            };
+            // No allocation follows from a length read in the input: what is held stays linear in
+            // the input (an empty message on the wire is 2 bytes, a decoded Container some KiB, as
+            // `{}` is in JSON).
+            let peak = peak_growth(|| {
+                let _ = fuzzing::protobuf_object::<Pod>(&body);
+                let _ = fuzzing::protobuf_object::<k8s_openapi::List<Pod>>(&body);
+                let _ = fuzzing::protobuf_object::<serde_json::Value>(&body);
+            });
+            assert!(peak <= 4096 * body.len() + MIB, "{peak} bytes held decoding {} bytes: {body:?}", body.len());
+        }
+    });
 }
 
 /// One protobuf watch frame around an enveloped object (docs/protocol.md §12.3): a `WatchEvent`
@@ -574,60 +614,61 @@ fn expected_frames(stream: &[u8], max: usize) -> Vec<Vec<u8>> {
 
 #[test]
 fn randomized_protobuf_watch_frames_and_lists_never_panic_and_stay_bounded() {
-    let _serial = serial();
-    let mut rng = SmallRng::seed_from_u64(seed());
-    let seeds = protobuf_seeds();
-    let (lists, objects): (Vec<Vec<u8>>, Vec<Vec<u8>>) =
-        seeds.into_iter().partition(|body| body.windows(7).any(|w| w == b"PodList"));
-    assert!(!lists.is_empty() && !objects.is_empty());
-    for list in &lists {
-        let (n, _) = fuzzing::protobuf_list::<Pod, _>(&list[..], 1 << 20, ("v1", "Pod"))
-            .unwrap_or_else(|e| panic!("valid list seed rejected: {e}"));
-        assert!(n > 0);
-    }
-    const TYPES: [&str; 5] = ["ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"];
-    for body in &objects {
-        fuzzing::protobuf_watch_event::<serde_json::Value>(&protobuf_frame("ADDED", body)[4..])
-            .unwrap_or_else(|e| panic!("valid event rejected: {e}"));
-    }
-    for _ in 0..iterations() {
-        // A stream of frames, its bytes mutated or (keeping the framing) an object's.
-        let mut stream = Vec::new();
-        for _ in 0..rng.random_range(1..5) {
-            let ty = TYPES[rng.random_range(0..TYPES.len())];
-            let (a, b) = (pick(&mut rng, &objects), pick(&mut rng, &objects));
-            let body = if rng.random_bool(0.5) { mutate(&mut rng, a, b) } else { a.to_vec() };
-            stream.extend(protobuf_frame(ty, &body));
+    alone("randomized_protobuf_watch_frames_and_lists_never_panic_and_stay_bounded", || {
+        let mut rng = SmallRng::seed_from_u64(seed());
+        let seeds = protobuf_seeds();
+        let (lists, objects): (Vec<Vec<u8>>, Vec<Vec<u8>>) =
+            seeds.into_iter().partition(|body| body.windows(7).any(|w| w == b"PodList"));
+        assert!(!lists.is_empty() && !objects.is_empty());
+        for list in &lists {
+            let (n, _) = fuzzing::protobuf_list::<Pod, _>(&list[..], 1 << 20, ("v1", "Pod"))
+                .unwrap_or_else(|e| panic!("valid list seed rejected: {e}"));
+            assert!(n > 0);
         }
-        if rng.random_bool(0.3) {
-            let other = pick(&mut rng, &objects).to_vec();
-            stream = mutate(&mut rng, &stream, &other);
+        const TYPES: [&str; 5] = ["ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"];
+        for body in &objects {
+            fuzzing::protobuf_watch_event::<serde_json::Value>(&protobuf_frame("ADDED", body)[4..])
+                .unwrap_or_else(|e| panic!("valid event rejected: {e}"));
         }
-        let max = rng.random_range(1..(stream.len() + 64));
-        let capacity = rng.random_range(1..64);
-        let whole = fuzzing::protobuf_frames(std::io::BufReader::with_capacity(capacity, &stream[..]), max);
-        assert_eq!(whole, expected_frames(&stream, max));
-        let paused =
-            Pausing { data: &stream, step: rng.random_range(1..64), rng: SmallRng::seed_from_u64(rng.random()) };
-        let resumed = fuzzing::protobuf_frames(std::io::BufReader::with_capacity(capacity, paused), max);
-        assert_eq!(resumed, whole, "frames read with pauses differ from frames read at once");
-        for frame in &whole {
+        for _ in 0..iterations() {
+            // A stream of frames, its bytes mutated or (keeping the framing) an object's.
+            let mut stream = Vec::new();
+            for _ in 0..rng.random_range(1..5) {
+                let ty = TYPES[rng.random_range(0..TYPES.len())];
+                let (a, b) = (pick(&mut rng, &objects), pick(&mut rng, &objects));
+                let body = if rng.random_bool(0.5) { mutate(&mut rng, a, b) } else { a.to_vec() };
+                stream.extend(protobuf_frame(ty, &body));
+            }
+            if rng.random_bool(0.3) {
+                let other = pick(&mut rng, &objects).to_vec();
+                stream = mutate(&mut rng, &stream, &other);
+            }
+            let max = rng.random_range(1..(stream.len() + 64));
+            let capacity = rng.random_range(1..64);
+            let whole = fuzzing::protobuf_frames(std::io::BufReader::with_capacity(capacity, &stream[..]), max);
+            assert_eq!(whole, expected_frames(&stream, max));
+            let paused =
+                Pausing { data: &stream, step: rng.random_range(1..64), rng: SmallRng::seed_from_u64(rng.random()) };
+            let resumed = fuzzing::protobuf_frames(std::io::BufReader::with_capacity(capacity, paused), max);
+            assert_eq!(resumed, whole, "frames read with pauses differ from frames read at once");
+            for frame in &whole {
+                let peak = peak_growth(|| {
+                    let _ = fuzzing::protobuf_watch_event::<Pod>(frame);
+                    let _ = fuzzing::protobuf_watch_event::<serde_json::Value>(frame);
+                });
+                assert!(peak <= 4096 * frame.len() + MIB, "{peak} bytes held decoding a {} byte frame", frame.len());
+            }
+            // A list body, mutated, read in small steps.
+            let (a, b) = (pick(&mut rng, &lists), pick(&mut rng, &objects));
+            let body = mutate(&mut rng, a, b);
+            let max_item = rng.random_range(1..(1 << 16));
+            let step = rng.random_range(1..17);
             let peak = peak_growth(|| {
-                let _ = fuzzing::protobuf_watch_event::<Pod>(frame);
-                let _ = fuzzing::protobuf_watch_event::<serde_json::Value>(frame);
+                let _ = fuzzing::protobuf_list::<Pod, _>(Trickle { data: &body, step }, max_item, ("v1", "Pod"));
             });
-            assert!(peak <= 4096 * frame.len() + MIB, "{peak} bytes held decoding a {} byte frame", frame.len());
+            assert!(peak <= 4096 * body.len() + MIB, "{peak} bytes held reading a {} byte list", body.len());
         }
-        // A list body, mutated, read in small steps.
-        let (a, b) = (pick(&mut rng, &lists), pick(&mut rng, &objects));
-        let body = mutate(&mut rng, a, b);
-        let max_item = rng.random_range(1..(1 << 16));
-        let step = rng.random_range(1..17);
-        let peak = peak_growth(|| {
-            let _ = fuzzing::protobuf_list::<Pod, _>(Trickle { data: &body, step }, max_item, ("v1", "Pod"));
-        });
-        assert!(peak <= 4096 * body.len() + MIB, "{peak} bytes held reading a {} byte list", body.len());
-    }
+    });
 }
 
 #[test]
@@ -683,54 +724,57 @@ fn until_error(w: &Watcher<Pod>, needle: &str, stop_after_init_applies: Option<u
 
 #[test]
 fn an_endless_watch_line_is_cut_at_the_line_limit_with_bounded_memory() {
-    let _serial = serial();
-    let server = server();
-    server.create(&pod("apps", "a")).unwrap();
-    server.push_fault(Match::Watch, Fault::EndlessLine);
-    let grew = peak_growth(|| {
-        let w = Watcher::new(pods(&server), Config::default()).unwrap();
-        let (_, err) = until_error(&w, "line longer than", None);
-        assert!(err.contains("decode watch pods"), "{err}");
-        server.create(&pod("apps", "after")).unwrap();
-        store_matches_server(&w, &server);
-        w.stop();
+    alone("an_endless_watch_line_is_cut_at_the_line_limit_with_bounded_memory", || {
+        let server = server();
+        server.create(&pod("apps", "a")).unwrap();
+        server.push_fault(Match::Watch, Fault::EndlessLine);
+        let grew = peak_growth(|| {
+            let w = Watcher::new(pods(&server), Config::default()).unwrap();
+            let (_, err) = until_error(&w, "line longer than", None);
+            assert!(err.contains("decode watch pods"), "{err}");
+            server.create(&pod("apps", "after")).unwrap();
+            store_matches_server(&w, &server);
+            w.stop();
+        });
+        // The 16 MiB line limit (a Vec may double past it) plus buffers, never the endless line.
+        assert!(grew < 64 * MIB, "heap grew by {} MiB", grew / MIB);
     });
-    // The 16 MiB line limit (a Vec may double past it) plus buffers, never the endless line.
-    assert!(grew < 64 * MIB, "heap grew by {} MiB", grew / MIB);
 }
 
 #[test]
 fn an_endless_list_is_streamed_with_bounded_memory() {
-    let _serial = serial();
-    let server = server();
-    server.push_fault(Match::List, Fault::EndlessList);
-    // About 110 bytes per item: 150 000 items is over 16 MiB of body.
-    let items = 150_000;
-    let grew = peak_growth(|| {
-        let w = Watcher::new(pods(&server), Config::default()).unwrap();
-        let (seen, _) = until_error(&w, "", Some(items));
-        assert_eq!(seen, items);
-        w.stop();
+    alone("an_endless_list_is_streamed_with_bounded_memory", || {
+        let server = server();
+        server.push_fault(Match::List, Fault::EndlessList);
+        // About 110 bytes per item: 150 000 items is over 16 MiB of body.
+        let items = 150_000;
+        let grew = peak_growth(|| {
+            let w = Watcher::new(pods(&server), Config::default()).unwrap();
+            let (seen, _) = until_error(&w, "", Some(items));
+            assert_eq!(seen, items);
+            w.stop();
+        });
+        assert!(grew < 32 * MIB, "heap grew by {} MiB while streaming an endless list", grew / MIB);
     });
-    assert!(grew < 32 * MIB, "heap grew by {} MiB while streaming an endless list", grew / MIB);
 }
 
 #[test]
 fn a_gzip_bomb_list_is_cut_at_the_item_limit_with_bounded_memory() {
-    let _serial = serial();
-    let server = server();
-    server.create(&pod("apps", "a")).unwrap();
-    // 4 GiB once inflated, about 4 MiB on the wire.
-    server.push_fault(Match::List, Fault::GzipBomb { bytes: 4 << 30 });
-    let grew = peak_growth(|| {
-        let w = Watcher::new(pods(&server), Config::default()).unwrap();
-        let (_, err) = until_error(&w, "list item larger than", None);
-        assert!(err.contains("decode list pods"), "{err}");
-        store_matches_server(&w, &server);
-        w.stop();
+    alone("a_gzip_bomb_list_is_cut_at_the_item_limit_with_bounded_memory", || {
+        let server = server();
+        server.create(&pod("apps", "a")).unwrap();
+        // 4 GiB once inflated, about 4 MiB on the wire.
+        server.push_fault(Match::List, Fault::GzipBomb { bytes: 4 << 30 });
+        let grew = peak_growth(|| {
+            let w = Watcher::new(pods(&server), Config::default()).unwrap();
+            let (_, err) = until_error(&w, "list item larger than", None);
+            assert!(err.contains("decode list pods"), "{err}");
+            store_matches_server(&w, &server);
+            w.stop();
+        });
+        // The 16 MiB item limit (a Vec may double past it) plus buffers.
+        assert!(grew < 64 * MIB, "heap grew by {} MiB", grew / MIB);
     });
-    // The 16 MiB item limit (a Vec may double past it) plus buffers.
-    assert!(grew < 64 * MIB, "heap grew by {} MiB", grew / MIB);
 }
 
 /// Found by `randomized_watch_lines_never_panic_and_lines_stay_bounded` (seed
