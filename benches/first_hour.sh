@@ -32,6 +32,8 @@ for round in $(seq 1 "$rounds"); do
     git clone -q "$repo" "$clone"
 
     echo "round $round: demo (load $(load))"
+    # Created before the demo starts, so that the wait below never reads a file not there yet.
+    : > "$clone/demo.out"
     start=$(now)
     (cd "$clone" && CARGO_TARGET_DIR="$clone/target-demo" exec cargo run -q --example kwatch --features testing -- --demo \
         > "$clone/demo.out" 2> "$clone/demo.err") &
