@@ -81,7 +81,7 @@ impl<'de> Plain<'de> {
             Plain::Time(t) => visitor.visit_str(t.as_str()),
             Plain::Bool(b) => visitor.visit_bool(b),
             Plain::Int(i) => visitor.visit_i64(i),
-            Plain::Message(index, bytes) => visitor.visit_map(Fields::new(de.ctx, index, bytes, de.depth, de.skip)?),
+            Plain::Message(index, bytes) => visitor.visit_map(de.fields(index, bytes)?),
             Plain::List(ty, records) => {
                 let (ctx, depth, skip) = (de.ctx, de.depth, de.skip);
                 visitor.visit_seq(Elements { ctx, ty, records, packed: None, depth, skip })
@@ -184,6 +184,12 @@ impl<'de> ValueDe<'de> {
         }))
     }
 
+    /// The fields of this value, a message of the table's `index` held in `bytes`.
+    #[inline]
+    fn fields(&self, index: usize, bytes: &'de [u8]) -> Result<Fields<'de>, Error> {
+        Fields::new(self.ctx, index, bytes, self.depth, self.skip)
+    }
+
     #[cold]
     fn mismatch<T>(&self) -> Result<T, Error> {
         let wire = match self.wire {
@@ -211,7 +217,7 @@ macro_rules! read_then_visit {
     )*};
     (@message $de:ident $visitor:ident) => {
         if let (Type::Message(index), Wire::Bytes(b)) = ($de.ty, $de.wire) {
-            return $visitor.visit_map(Fields::new($de.ctx, *index, b, $de.depth, $de.skip)?);
+            return $visitor.visit_map($de.fields(*index, b)?);
         }
     };
     (@string $de:ident $visitor:ident) => {
