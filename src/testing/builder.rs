@@ -186,6 +186,12 @@ impl FakeApiServerBuilder {
     }
 
     /// Port to listen on (on 127.0.0.1). Defaults to 0, an ephemeral port.
+    ///
+    /// A server started again on the port of one just dropped (a restart, as in a CA rotation
+    /// test) may find it taken for a moment: a child process started at that instant by another
+    /// thread holds a copy of the closed listener until it runs its program. Retry
+    /// [`FakeApiServerBuilder::try_start`] while it fails with `ErrorKind::AddrInUse`, as
+    /// `tls_server_on` in tests/integration/auth.rs does.
     pub fn port(mut self, port: u16) -> Self {
         self.settings.port = port;
         self

@@ -1387,7 +1387,11 @@ fn run_shell_block(block: &ShellBlock, scratch: &std::path::Path) {
         };
         if let Some(expect) = until_ctrl_c {
             // Ended by Ctrl-C, whatever its status (the signal's 130, kubectl's 1, kwatch's 0).
-            assert!((expect.after)(&transcript[started..]), "{}: {line}:\n{}", block.at, transcript.join("\n"));
+            // Its last stderr lines may arrive after the shell's `@@done` on stdout: two pipes,
+            // two reader threads, so wait for them rather than judge at `@@done`.
+            while !(expect.after)(&transcript[started..]) {
+                let _ = next(&mut transcript, "output after Ctrl-C", end_by);
+            }
         } else {
             assert_eq!(status, 0, "{}: {line} failed:\n{}", block.at, transcript.join("\n"));
         }
