@@ -8,7 +8,7 @@
 //! leaves, only its arcs move, each to the member of the point before it. Either way about
 //! 1/n of the space moves, and never between two members that stay (see the tests).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write;
 
 use crate::shard::Shard;
@@ -43,19 +43,28 @@ pub(crate) fn assign<S: AsRef<str>>(members: &[S]) -> BTreeMap<String, Shard> {
     sorted.sort_unstable();
     sorted.dedup();
     // A member decides after every renewal and every change it sees, mostly over the same
-    // members: the last answer of this thread is kept (its points are 128 hashes per member).
+    // members: this thread's last few answers are kept (each is 128 hashes per member and a
+    // sort), a few because members of several groups, or of one group in a test, may share a
+    // thread.
+    const KEPT: usize = 4;
     thread_local! {
-        static LAST: std::cell::RefCell<Option<Assigned>> = const { std::cell::RefCell::new(None) };
+        static LAST: std::cell::RefCell<VecDeque<Assigned>> = const { std::cell::RefCell::new(VecDeque::new()) };
     }
-    let cached = LAST.with_borrow(|last| match last {
-        Some((key, shares)) if key.iter().map(String::as_str).eq(sorted.iter().copied()) => Some(shares.clone()),
-        _ => None,
+    let cached = LAST.with_borrow_mut(|last| {
+        let at = last.iter().position(|(key, _)| key.iter().map(String::as_str).eq(sorted.iter().copied()))?;
+        let hit = last.remove(at)?;
+        let shares = hit.1.clone();
+        last.push_front(hit);
+        Some(shares)
     });
     if let Some(shares) = cached {
         return shares;
     }
     let shares = compute(&sorted);
-    LAST.set(Some((sorted.iter().map(|m| (*m).to_owned()).collect(), shares.clone())));
+    LAST.with_borrow_mut(|last| {
+        last.truncate(KEPT - 1);
+        last.push_front((sorted.iter().map(|m| (*m).to_owned()).collect(), shares.clone()));
+    });
     shares
 }
 

@@ -26,14 +26,24 @@ use std::time::{Duration, Instant};
 use super::assign::assign;
 use crate::shard::Shard;
 
-/// Sorted, disjoint, non-empty half-open ranges of the hash space: a part of it that may be
-/// empty (a [`Shard`] never is).
+/// Sorted, disjoint, non-empty half-open ranges of the hash space, none touching the next: a
+/// part of it that may be empty (a [`Shard`] never is). Every operation keeps that form, so equal
+/// parts are equal values.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Ranges(Vec<(u128, u128)>);
 
 impl Ranges {
+    /// A shard's ranges come sorted, non-empty and without overlaps; those that touch are
+    /// joined here, so that equal parts of the space are equal `Ranges`.
     pub(crate) fn of(shard: Option<&Shard>) -> Ranges {
-        Ranges(shard.map(|s| s.ranges().map(|(a, b)| (u128::from(a), b)).collect()).unwrap_or_default())
+        let mut out: Vec<(u128, u128)> = Vec::new();
+        for (a, b) in shard.into_iter().flat_map(Shard::ranges) {
+            match out.last_mut() {
+                Some(last) if last.1 == u128::from(a) => last.1 = b,
+                _ => out.push((u128::from(a), b)),
+            }
+        }
+        Ranges(out)
     }
 
     /// The shard these ranges make; `None` when empty.
@@ -49,12 +59,12 @@ impl Ranges {
         self.0.is_empty()
     }
 
+    /// Any ranges, made sorted, disjoint and non-empty (the form every operation below keeps
+    /// without it): the tests' reference.
+    #[cfg(test)]
     fn normalized(mut v: Vec<(u128, u128)>) -> Ranges {
         v.retain(|(a, b)| a < b);
-        // The arithmetic below hands over its ranges in order already.
-        if !v.is_sorted() {
-            v.sort_unstable();
-        }
+        v.sort_unstable();
         let mut out: Vec<(u128, u128)> = Vec::with_capacity(v.len());
         for (a, b) in v {
             match out.last_mut() {
@@ -65,27 +75,50 @@ impl Ranges {
         Ranges(out)
     }
 
-    /// Both are sorted: merged in one pass.
+    /// Both are sorted and disjoint: merged in one pass, joining the ranges that
+    /// meet or overlap as they come.
     pub(crate) fn union(&self, other: &Ranges) -> Ranges {
+        if other.0.is_empty() {
+            return self.clone();
+        }
+        if self.0.is_empty() {
+            return other.clone();
+        }
         let (a, b) = (&self.0, &other.0);
-        let (mut out, mut i, mut j) = (Vec::with_capacity(a.len() + b.len()), 0, 0);
-        while i < a.len() || j < b.len() {
-            if j == b.len() || (i < a.len() && a[i] <= b[j]) {
-                out.push(a[i]);
-                i += 1;
-            } else {
-                out.push(b[j]);
-                j += 1;
+        let (mut out, mut i, mut j): (Vec<(u128, u128)>, _, _) = (Vec::with_capacity(a.len() + b.len()), 0, 0);
+        loop {
+            let (start, end) = match (a.get(i), b.get(j)) {
+                (Some(&x), Some(&y)) if x.0 <= y.0 => {
+                    i += 1;
+                    x
+                }
+                (_, Some(&y)) => {
+                    j += 1;
+                    y
+                }
+                (Some(&x), None) => {
+                    i += 1;
+                    x
+                }
+                (None, None) => break,
+            };
+            match out.last_mut() {
+                Some(last) if start <= last.1 => last.1 = last.1.max(end),
+                _ => out.push((start, end)),
             }
         }
-        Ranges::normalized(out)
+        Ranges(out)
     }
 
-    /// Both are sorted and disjoint (`normalized`): one pass over the two, in order.
+    /// Both are sorted and disjoint: one pass over the two, in order.
+    /// The overlaps come out in order and disjoint: only empty ones are left out.
     pub(crate) fn intersect(&self, other: &Ranges) -> Ranges {
         let (mut out, mut i, mut j) = (Vec::new(), 0, 0);
         while let (Some(&(a1, b1)), Some(&(a2, b2))) = (self.0.get(i), other.0.get(j)) {
-            out.push((a1.max(a2), b1.min(b2)));
+            let (a, b) = (a1.max(a2), b1.min(b2));
+            if a < b {
+                out.push((a, b));
+            }
             // The range that ends first meets nothing further in the other.
             if b1 <= b2 {
                 i += 1;
@@ -93,13 +126,17 @@ impl Ranges {
                 j += 1;
             }
         }
-        Ranges::normalized(out)
+        Ranges(out)
     }
 
     /// Both are sorted and disjoint: the ranges of `other` that reach past a range of ours
     /// are the only ones the next range of ours may meet.
+    /// What is left comes out in order and disjoint: only empty pieces are left out.
     pub(crate) fn minus(&self, other: &Ranges) -> Ranges {
-        let (mut out, mut j) = (Vec::new(), 0);
+        if self.0.is_empty() || other.0.is_empty() {
+            return self.clone();
+        }
+        let (mut out, mut j) = (Vec::with_capacity(self.0.len()), 0);
         for &(mut a, b) in &self.0 {
             while other.0.get(j).is_some_and(|&(_, d)| d <= a) {
                 j += 1;
@@ -110,9 +147,11 @@ impl Ranges {
                 }
                 a = a.max(d);
             }
-            out.push((a, b));
+            if a < b {
+                out.push((a, b));
+            }
         }
-        Ranges::normalized(out)
+        Ranges(out)
     }
 
     #[cfg(test)]
@@ -253,8 +292,9 @@ pub(crate) fn decide(
     if !renewed {
         return Decision { target, allowed: Ranges::default(), claim: applied.clone() };
     }
-    let taken = peers.values().fold(blocked.clone(), |acc, c| acc.union(c));
-    let intent = target.minus(&taken);
+    // The target less every range another live member or a released Lease claims, one claim
+    // at a time: what is left only shrinks, where a union of the claims would grow with each.
+    let intent = peers.values().fold(target.minus(blocked), |left, claim| left.minus(claim));
     let allowed = intent.intersect(written);
     let claim = intent.union(applied);
     Decision { target, allowed, claim }
@@ -392,6 +432,7 @@ mod tests {
                 assert_eq!(both.contains(p), a.contains(p) && b.contains(p), "{a:?} ∩ {b:?} at {p}");
                 assert_eq!(only_a.contains(p), a.contains(p) && !b.contains(p), "{a:?} − {b:?} at {p}");
             }
+            assert_eq!(either, Ranges::normalized(either.0.clone()), "normalized");
             assert_eq!(both, Ranges::normalized(both.0.clone()), "normalized");
             assert_eq!(only_a, Ranges::normalized(only_a.0.clone()), "normalized");
         }
@@ -409,6 +450,12 @@ mod tests {
         assert_eq!(Ranges::default().shard(), None);
         assert_eq!(Ranges::of(all().shard().as_ref()), all());
         assert!(a.contains(29) && !a.contains(30) && !a.contains(15));
+        // A shard may list ranges that touch; as Ranges they are one, and stay equal to the
+        // same part of the space made any other way.
+        let touching = Shard::from_ranges([(0u64, 10u128), (10, 20), (30, 40)]).unwrap();
+        assert_eq!(Ranges::of(Some(&touching)), r(&[(0, 20), (30, 40)]));
+        assert_eq!(Ranges::of(Some(&touching)).minus(&r(&[(5, 35)])), r(&[(0, 5), (35, 40)]));
+        assert_eq!(r(&[(0, 5)]).union(&r(&[(5, 10)])), r(&[(0, 10)]));
     }
 
     /// Alone, a member first claims everything, and holds it only after that claim was
