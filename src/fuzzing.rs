@@ -191,6 +191,29 @@ pub fn watch_line<K: DeserializeOwned + Debug>(line: &[u8]) -> Result<String, St
     }
 }
 
+/// A dictionary hashed once, and objects compressed against it as the compressed store does
+/// (`src/cache/lz4.rs`): LZ4 blocks that `lz4_flex::block::decompress_with_dict` reads with the
+/// same dictionary.
+pub struct Compressor(crate::cache::Dictionary);
+
+impl std::fmt::Debug for Compressor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Compressor").field("dictionary", &self.0.bytes().len()).finish()
+    }
+}
+
+impl Compressor {
+    /// Hashes `dictionary` (what the store does each time its dictionary grows).
+    pub fn new(dictionary: &[u8]) -> Compressor {
+        Compressor(crate::cache::Dictionary::new(dictionary.into()))
+    }
+
+    /// `input` as an LZ4 block against the dictionary.
+    pub fn compress(&self, input: &[u8]) -> Vec<u8> {
+        crate::cache::compress(input, &self.0)
+    }
+}
+
 /// The identity scan a relist uses on each listed item (`decode::peek`): whether it answered.
 pub fn peek(json: &[u8]) -> bool {
     decode::peek(json).is_some()

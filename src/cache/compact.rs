@@ -16,6 +16,8 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use super::lz4::{self, Dictionary};
+
 /// How far back LZ4 refers, counted from the byte being compressed. The dictionary grows while
 /// it stays within reach of objects of the size of its samples: a sample is taken only while
 /// the dictionary, the sample and another object of its size fit in this window together
@@ -142,8 +144,9 @@ impl Encoded {
 /// the module documentation). One per watcher thread.
 #[derive(Default)]
 pub(crate) struct Packer {
-    /// The current dictionary (empty before the first object).
-    dictionary: Arc<[u8]>,
+    /// The current dictionary (empty before the first object), hashed once for every object
+    /// compressed against it (src/cache/lz4.rs).
+    dictionary: Dictionary,
     /// Samples chosen for the dictionary, waiting to make up a step.
     waiting: Vec<u8>,
 }
@@ -156,32 +159,33 @@ impl Packer {
             // Far above any line or body the client accepts; kept as it is all the same.
             return Encoded::plain(uid, rv, encoded);
         };
-        let mut bytes = lz4_flex::block::compress_with_dict(encoded, &self.dictionary);
+        let mut bytes = lz4::compress(encoded, &self.dictionary);
         if self.learn(encoded, bytes.len()) {
-            bytes = lz4_flex::block::compress_with_dict(encoded, &self.dictionary);
+            bytes = lz4::compress(encoded, &self.dictionary);
         }
         if bytes.len() >= encoded.len() {
             return Encoded::plain(uid, rv, encoded);
         }
-        Encoded::with(uid, rv, &bytes, Form::Packed { len, dictionary: Arc::clone(&self.dictionary) })
+        Encoded::with(uid, rv, &bytes, Form::Packed { len, dictionary: Arc::clone(self.dictionary.bytes()) })
     }
 
     /// Takes `encoded` (which compressed to `packed` bytes) as a sample when the dictionary does
     /// not cover it well and has room; returns whether the dictionary changed.
     fn learn(&mut self, encoded: &[u8], packed: usize) -> bool {
         let covered = packed.saturating_mul(4) <= encoded.len();
-        let room = WINDOW.saturating_sub(self.dictionary.len() + self.waiting.len());
+        let dictionary = self.dictionary.bytes();
+        let room = WINDOW.saturating_sub(dictionary.len() + self.waiting.len());
         if covered || encoded.len().saturating_mul(2) > room {
             return false;
         }
         self.waiting.extend_from_slice(encoded);
-        if self.waiting.len() < STEP && !self.dictionary.is_empty() {
+        if self.waiting.len() < STEP && !dictionary.is_empty() {
             return false;
         }
-        let mut grown = Vec::with_capacity(self.dictionary.len() + self.waiting.len());
-        grown.extend_from_slice(&self.dictionary);
+        let mut grown = Vec::with_capacity(dictionary.len() + self.waiting.len());
+        grown.extend_from_slice(dictionary);
         grown.append(&mut self.waiting);
-        self.dictionary = grown.into();
+        self.dictionary = Dictionary::new(grown.into());
         true
     }
 }
@@ -251,7 +255,8 @@ mod tests {
             let encoded = packer.pack(None, None, &object);
             assert_eq!(encoded.bytes().unwrap().as_ref(), object.as_slice());
         }
-        assert!(packer.dictionary.len() + 2 * 700 <= WINDOW, "{}", packer.dictionary.len());
+        let dictionary = packer.dictionary.bytes().len();
+        assert!(dictionary + 2 * 700 <= WINDOW, "{dictionary}");
         assert!(!packer.pack(None, None, b"").is_packed());
         let big = vec![b'x'; 3 * WINDOW];
         assert_eq!(packer.pack(None, None, &big).bytes().unwrap().as_ref(), big.as_slice());

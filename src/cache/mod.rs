@@ -17,6 +17,7 @@ use crate::resource::Watchable;
 mod compact;
 mod entry;
 mod index;
+mod lz4;
 mod version;
 mod writer;
 
@@ -25,6 +26,8 @@ pub(crate) use entry::Decode;
 use entry::Entry;
 use index::Indexes;
 pub(crate) use index::{IndexFn, Values};
+#[cfg(feature = "fuzzing")]
+pub(crate) use lz4::{Dictionary, compress};
 pub(crate) use writer::{Indexer, PredicateFn, Seen, Skipped, Unchanged, Writer};
 
 type Map<K> = HashMap<ObjectKey, Entry<K>>;
