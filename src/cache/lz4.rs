@@ -115,16 +115,27 @@ pub(crate) fn compress(input: &[u8], dictionary: &Dictionary) -> Vec<u8> {
             // OK: i < 2^32 for any object the client accepts; a larger one finds no matches
             // in its own bytes past that point, which only costs size.
             *own_slot = u32::try_from(i + 1).unwrap_or(0);
-            // A match in the object itself first (nearer, and may run on), else in the dictionary.
-            let found = earlier
+            // A match in the object itself, or in the dictionary: the longer of the two.
+            let own_match = earlier
                 .filter(|&e| i - e <= MAX_OFFSET && read4(input, e) == four)
-                .map(|e| (i - e, common(&input[e..match_end], &input[i..match_end])))
-                .or_else(|| {
-                    let d = (dictionary.table[hash(four, DICT_HASH_BITS)] as usize).checked_sub(1)?;
-                    let back = dict.len() - d + i;
-                    (back <= MAX_OFFSET && d + MIN_MATCH <= dict.len() && read4(dict, d) == four)
-                        .then(|| (back, common(&dict[d..], &input[i..match_end])))
-                });
+                .map(|e| (i - e, common(&input[e..match_end], &input[i..match_end])));
+            let dict_match = (dictionary.table[hash(four, DICT_HASH_BITS)] as usize).checked_sub(1).and_then(|d| {
+                let back = dict.len() - d + i;
+                if back > MAX_OFFSET || d + MIN_MATCH > dict.len() || read4(dict, d) != four {
+                    return None;
+                }
+                let mut len = common(&dict[d..], &input[i..match_end]);
+                if d + len == dict.len() {
+                    // It runs to the dictionary's end: on into the object's start, as the
+                    // decompressor reads on from the dictionary into what it wrote.
+                    len += common(input, &input[i + len..match_end]);
+                }
+                Some((back, len))
+            });
+            let found = match (own_match, dict_match) {
+                (Some(own), Some(dict)) => Some(if dict.1 > own.1 { dict } else { own }),
+                (own, dict) => own.or(dict),
+            };
             let Some((back, mut len)) = found else {
                 // Skip faster through bytes that find nothing (as LZ4 itself does).
                 i += 1 + ((i - anchor) >> 6);
@@ -150,6 +161,11 @@ pub(crate) fn compress(input: &[u8], dictionary: &Dictionary) -> Vec<u8> {
             sequence(&mut out, &input[anchor..start], Some((back, len)));
             i = start + len;
             anchor = i;
+            // The positions a match jumps over are not looked up; two bytes before its end is
+            // worth remembering for the next (as LZ4 itself does).
+            if let Some(p) = i.checked_sub(2).filter(|p| p + MIN_MATCH <= input.len()) {
+                own[hash(read4(input, p), OWN_HASH_BITS)] = u32::try_from(p + 1).unwrap_or(0);
+            }
         }
     }
     sequence(&mut out, &input[anchor..], None);
