@@ -36,12 +36,9 @@ impl Ranges {
     /// A shard's ranges come sorted, non-empty and without overlaps; those that touch are
     /// joined here, so that equal parts of the space are equal `Ranges`.
     pub(crate) fn of(shard: Option<&Shard>) -> Ranges {
-        let mut out: Vec<(u128, u128)> = Vec::new();
+        let mut out = Vec::new();
         for (a, b) in shard.into_iter().flat_map(Shard::ranges) {
-            match out.last_mut() {
-                Some(last) if last.1 == u128::from(a) => last.1 = b,
-                _ => out.push((u128::from(a), b)),
-            }
+            join(&mut out, u128::from(a), b);
         }
         Ranges(out)
     }
@@ -65,12 +62,9 @@ impl Ranges {
     fn normalized(mut v: Vec<(u128, u128)>) -> Ranges {
         v.retain(|(a, b)| a < b);
         v.sort_unstable();
-        let mut out: Vec<(u128, u128)> = Vec::with_capacity(v.len());
+        let mut out = Vec::with_capacity(v.len());
         for (a, b) in v {
-            match out.last_mut() {
-                Some(last) if a <= last.1 => last.1 = last.1.max(b),
-                _ => out.push((a, b)),
-            }
+            join(&mut out, a, b);
         }
         Ranges(out)
     }
@@ -85,7 +79,7 @@ impl Ranges {
             return other.clone();
         }
         let (a, b) = (&self.0, &other.0);
-        let (mut out, mut i, mut j): (Vec<(u128, u128)>, _, _) = (Vec::with_capacity(a.len() + b.len()), 0, 0);
+        let (mut out, mut i, mut j) = (Vec::with_capacity(a.len() + b.len()), 0, 0);
         loop {
             let (start, end) = match (a.get(i), b.get(j)) {
                 (Some(&x), Some(&y)) if x.0 <= y.0 => {
@@ -102,16 +96,13 @@ impl Ranges {
                 }
                 (None, None) => break,
             };
-            match out.last_mut() {
-                Some(last) if start <= last.1 => last.1 = last.1.max(end),
-                _ => out.push((start, end)),
-            }
+            join(&mut out, start, end);
         }
         Ranges(out)
     }
 
-    /// Both are sorted and disjoint: one pass over the two, in order.
-    /// The overlaps come out in order and disjoint: only empty ones are left out.
+    /// Both are sorted and disjoint: one pass over the two, in order. The overlaps come out in
+    /// order and disjoint: only empty ones are left out.
     pub(crate) fn intersect(&self, other: &Ranges) -> Ranges {
         let (mut out, mut i, mut j) = (Vec::new(), 0, 0);
         while let (Some(&(a1, b1)), Some(&(a2, b2))) = (self.0.get(i), other.0.get(j)) {
@@ -130,8 +121,8 @@ impl Ranges {
     }
 
     /// Both are sorted and disjoint: the ranges of `other` that reach past a range of ours
-    /// are the only ones the next range of ours may meet.
-    /// What is left comes out in order and disjoint: only empty pieces are left out.
+    /// are the only ones the next range of ours may meet. What is left comes out in order and
+    /// disjoint: only empty pieces are left out.
     pub(crate) fn minus(&self, other: &Ranges) -> Ranges {
         if self.0.is_empty() || other.0.is_empty() {
             return self.clone();
@@ -161,6 +152,15 @@ impl Ranges {
         let p = u128::from(point);
         let after = self.0.partition_point(|&(a, _)| a <= p);
         after > 0 && p < self.0[after - 1].1
+    }
+}
+
+/// Appends `[start, end)` to ranges in order, none starting after it: joined with the last one
+/// when the two meet or overlap, so that none touches the next.
+fn join(out: &mut Vec<(u128, u128)>, start: u128, end: u128) {
+    match out.last_mut() {
+        Some(last) if start <= last.1 => last.1 = last.1.max(end),
+        _ => out.push((start, end)),
     }
 }
 
