@@ -45,11 +45,7 @@ impl Dictionary {
         let mut table = vec![0u32; 1 << DICT_HASH_BITS].into_boxed_slice();
         let start = bytes.len().saturating_sub(MAX_OFFSET);
         for p in start..bytes.len().saturating_sub(MIN_MATCH - 1) {
-            // OK: p < 2^32 (a dictionary is at most 64 KiB; `Packer` never makes a longer one,
-            // and a position that does not fit is skipped).
-            if let Ok(slot) = u32::try_from(p + 1) {
-                table[hash(read4(&bytes, p), DICT_HASH_BITS)] = slot;
-            }
+            table[hash(read4(&bytes, p), DICT_HASH_BITS)] = slot(p);
         }
         Dictionary { bytes, table }
     }
@@ -64,6 +60,17 @@ impl Default for Dictionary {
     fn default() -> Dictionary {
         Dictionary::new(Arc::from(&[][..]))
     }
+}
+
+/// A table slot for position `p`: `p + 1`, 0 standing for none. A position past 2^32 - 1 is
+/// not kept (no object or dictionary the client accepts comes near), which only costs size.
+fn slot(p: usize) -> u32 {
+    u32::try_from(p + 1).unwrap_or(0)
+}
+
+/// The position a table slot holds, if any.
+fn position(slot: u32) -> Option<usize> {
+    (slot as usize).checked_sub(1)
 }
 
 /// Four bytes at `p`, as a number (callers check that they are there).
@@ -111,15 +118,13 @@ pub(crate) fn compress(input: &[u8], dictionary: &Dictionary) -> Vec<u8> {
         while i <= last_start {
             let four = read4(input, i);
             let own_slot = &mut own[hash(four, OWN_HASH_BITS)];
-            let earlier = (*own_slot as usize).checked_sub(1);
-            // OK: i < 2^32 for any object the client accepts; a larger one finds no matches
-            // in its own bytes past that point, which only costs size.
-            *own_slot = u32::try_from(i + 1).unwrap_or(0);
+            let earlier = position(*own_slot);
+            *own_slot = slot(i);
             // A match in the object itself, or in the dictionary: the longer of the two.
             let own_match = earlier
                 .filter(|&e| i - e <= MAX_OFFSET && read4(input, e) == four)
                 .map(|e| (i - e, common(&input[e..match_end], &input[i..match_end])));
-            let dict_match = (dictionary.table[hash(four, DICT_HASH_BITS)] as usize).checked_sub(1).and_then(|d| {
+            let dict_match = position(dictionary.table[hash(four, DICT_HASH_BITS)]).and_then(|d| {
                 let back = dict.len() - d + i;
                 if back > MAX_OFFSET || d + MIN_MATCH > dict.len() || read4(dict, d) != four {
                     return None;
@@ -143,7 +148,7 @@ pub(crate) fn compress(input: &[u8], dictionary: &Dictionary) -> Vec<u8> {
             };
             // Grow the match backwards over literals not yet written.
             let mut start = i;
-            while start > anchor && len < match_end {
+            while start > anchor {
                 let before = start - 1;
                 let source = match before.checked_sub(back) {
                     Some(s) => input[s],
@@ -164,7 +169,7 @@ pub(crate) fn compress(input: &[u8], dictionary: &Dictionary) -> Vec<u8> {
             // The positions a match jumps over are not looked up; two bytes before its end is
             // worth remembering for the next (as LZ4 itself does).
             if let Some(p) = i.checked_sub(2).filter(|p| p + MIN_MATCH <= input.len()) {
-                own[hash(read4(input, p), OWN_HASH_BITS)] = u32::try_from(p + 1).unwrap_or(0);
+                own[hash(read4(input, p), OWN_HASH_BITS)] = slot(p);
             }
         }
     }
