@@ -12,12 +12,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::common::{WAIT, eventually};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube_watcher::testing::FakeApiServer;
 use kube_watcher::{Api, Client, Config, KubeconfigOptions, ListParams, Watcher};
-
-const WAIT: Duration = Duration::from_secs(20);
 
 fn b64(data: &str) -> String {
     use base64::Engine as _;
@@ -258,11 +257,7 @@ fn a_refused_connection_to_a_url_with_credentials_does_not_print_them() {
     // Bind and drop: nothing listens on the port any more, once no child process another test
     // is starting holds a copy of the listener (see `tls_server_on`).
     let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let deadline = Instant::now() + WAIT;
-    while TcpStream::connect(("127.0.0.1", port)).is_ok() {
-        assert!(Instant::now() < deadline, "port {port} still accepts connections");
-        thread::sleep(Duration::from_millis(5));
-    }
+    eventually(&format!("port {port} to refuse connections"), || TcpStream::connect(("127.0.0.1", port)).is_err());
     let yaml = kubeconfig(&format!("    server: http://admin:url-s3cret@127.0.0.1:{port}"), "    {}");
     let options = KubeconfigOptions { allow_http_credentials: true, ..KubeconfigOptions::default() };
     let client = Client::from_kubeconfig_yaml(&yaml, &options).unwrap();
