@@ -40,7 +40,8 @@
 # kwj (the same reading JSON: `--wire json`), kws (store-only), kwz (`--mode compressed`,
 # the compressed store, consumer), kwp (`--parallel-sync 2`, consumer), kwc (compact store), kr
 # (kube-rs, which reads JSON: it cannot ask for protobuf), kwm, kwjm and kwzm (kw, kwj and kwz
-# with `--skip-managed-fields`: `without_managed_fields()`), krm (kube-rs clearing managedFields
+# with `--skip-managed-fields`: `without_managed_fields()`), kwl and kwlm (kw and kwm fetching
+# the initial state with a streaming list, `--streaming-lists`, as client-go does), krm (kube-rs clearing managedFields
 # with `.modify()` before its reflector, as its users write it), cg (client-go's SharedInformer,
 # protobuf, its default streaming list: benches/peers/client-go/README.md) and cgm (the same
 # clearing managedFields in `SetTransform`) run (default kw, kwj, kws, kwz, kr). --workloads: watch, sync or both (default both; --quick is watch only).
@@ -205,6 +206,8 @@ run_peer() {
         kwm) run_one kube-watcher-no-managed-fields "$@" "$kwb" ${kw_extra[@]+"${kw_extra[@]}"} --skip-managed-fields ;;
         kwjm) run_one kube-watcher-json-no-managed-fields "$@" "$kwb" ${kw_extra[@]+"${kw_extra[@]}"} --wire json --skip-managed-fields ;;
         kwzm) run_one kube-watcher-compressed-no-managed-fields "$@" "$kwb" ${kw_extra[@]+"${kw_extra[@]}"} --mode compressed --skip-managed-fields ;;
+        kwl) run_one kube-watcher-streaming "$@" "$kwb" ${kw_extra[@]+"${kw_extra[@]}"} --streaming-lists ;;
+        kwlm) run_one kube-watcher-streaming-no-managed-fields "$@" "$kwb" ${kw_extra[@]+"${kw_extra[@]}"} --streaming-lists --skip-managed-fields ;;
         kwp) run_one kube-watcher-parallel-2 "$@" "$kwb" ${kw_extra[@]+"${kw_extra[@]}"} --parallel-sync 2 ;;
         kr) run_one kube-rs "$@" "$peerb" ;;
         krct) run_one kube-rs-current-thread "$@" "$peerb" --current-thread ;;
@@ -212,7 +215,7 @@ run_peer() {
         kwb) run_one kube-watcher-baseline "$@" "$baseline" ;;
         cg) run_one client-go "$@" "$cg_bin" ;;
         cgm) run_one client-go-strip-managed-fields "$@" "$cg_bin" --strip-managed-fields ;;
-        *) echo "unknown peer $peer (kw, kwj, kws, kwc, kwz, kwp, kwm, kwjm, kwzm, kr, krct, krm, cg, cgm, kwb)" >&2; exit 2 ;;
+        *) echo "unknown peer $peer (kw, kwj, kws, kwc, kwz, kwp, kwm, kwjm, kwzm, kwl, kwlm, kr, krct, krm, cg, cgm, kwb)" >&2; exit 2 ;;
     esac
 }
 

@@ -18,7 +18,8 @@
 #      Beside the peer's own line: its CPU (rusage), the CPU kube-apiserver and etcd used while it
 #      ran, and how many writes the writer made in that time.
 # Peers: kw (kube-watcher, protobuf), kwm (the same, without_managed_fields()), kwz / kwzm (the
-# compressed store, without and with managedFields), kr / krm (kube-rs, JSON, without / with
+# compressed store, without and with managedFields), kwl / kwlm (kw and kwm fetching the initial
+# state with a streaming list, `Config::streaming_lists`, as client-go does), kr / krm (kube-rs, JSON, without / with
 # clearing managedFields in `.modify()`), cg / cgm (client-go's informer, protobuf, without / with
 # the managedFields transform). Default: kw,kwm,kr,krm,cg,cgm.
 # A bed this script started is taken down at the end; one that was up stays up (with `nogate`
@@ -40,7 +41,7 @@ while [ $# -gt 0 ]; do
         --runs) runs=$2; shift 2 ;;
         --peers) peer_list=$2; shift 2 ;;
         --out) out=$2; shift 2 ;;
-        -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
         *) echo "unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -139,11 +140,13 @@ run_peer() {
         kwm) run_one kube-watcher-no-managed-fields "$kw_bin" --skip-managed-fields ;;
         kwz) run_one kube-watcher-compressed "$kw_bin" --mode compressed ;;
         kwzm) run_one kube-watcher-compressed-no-managed-fields "$kw_bin" --mode compressed --skip-managed-fields ;;
+        kwl) run_one kube-watcher-streaming "$kw_bin" --streaming-lists ;;
+        kwlm) run_one kube-watcher-streaming-no-managed-fields "$kw_bin" --streaming-lists --skip-managed-fields ;;
         kr) run_one kube-rs "$kr_bin" ;;
         krm) run_one kube-rs-strip-managed-fields "$kr_bin" --strip-managed-fields ;;
         cg) run_one client-go "$cg_bin" ;;
         cgm) run_one client-go-strip-managed-fields "$cg_bin" --strip-managed-fields ;;
-        *) echo "unknown peer $1 (kw, kwm, kwz, kwzm, kr, krm, cg, cgm)" >&2; exit 2 ;;
+        *) echo "unknown peer $1 (kw, kwm, kwz, kwzm, kwl, kwlm, kr, krm, cg, cgm)" >&2; exit 2 ;;
     esac
 }
 

@@ -23,7 +23,7 @@
 //! events in `stats()` instead (what a cache-only program pays). The consumer path also writes
 //! `{"consumer_switches_per_event":…,"worker_switches_per_event":…}` to stderr: how often the
 //! hand-off put the consumer to sleep (Linux `/proc` context-switch counts). It prints
-//! `{"peer":"kube-watcher","wire":"protobuf"|"json","allocator":"glibc"|"mimalloc"|"jemalloc","path":"consumer"|"store","parallel_sync":…,"n":…,"m":…,"initial_sync_ms":…,"watch_ms":…,"events_per_s":…,"skip":…,"sync_cpu_s":…,"watch_cpu_s":…,"cpu_s_per_100k_synced":…,"cpu_s_per_100k_events":…,"cache_len":…,"max_rss_kb":…,"get_us_median":…,"get_us_p99":…}`
+//! `{"peer":"kube-watcher","wire":"protobuf"|"json","allocator":"glibc"|"mimalloc"|"jemalloc","path":"consumer"|"store","list":"paged"|"streaming","parallel_sync":…,"n":…,"m":…,"initial_sync_ms":…,"watch_ms":…,"events_per_s":…,"skip":…,"sync_cpu_s":…,"watch_cpu_s":…,"cpu_s_per_100k_synced":…,"cpu_s_per_100k_events":…,"cache_len":…,"max_rss_kb":…,"get_us_median":…,"get_us_p99":…}`
 //! with the peak RSS from `/proc/self/status` (VmHWM), then `"stop_us":…` at the end: how long
 //! `stop()` took, called while idle in the watch (after the last event, and a 50 ms pause).
 //! The CPU figures are the client process's user + system time (`/proc/self/stat`, every thread,
@@ -34,6 +34,10 @@
 //! `--skip-managed-fields` (client): `WatcherBuilder::without_managed_fields`, so that
 //! `metadata.managedFields` (a quarter of a realistic pod's decoded memory) is never decoded;
 //! the JSON line's `"skip"` says `"managedFields"` or `"none"`.
+//!
+//! `--streaming-lists` (client): `Config::streaming_lists`, the initial state as one watch with
+//! `sendInitialEvents=true` (how client-go's informers fetch it by default) instead of pages of
+//! 500; the JSON line's `"list"` says `"streaming"` or `"paged"`.
 //!
 //! `--parallel-sync N` decodes list items on N helper threads (`WatcherBuilder::parallel_sync`;
 //! default 0, none); the JSON line says which. `--page-size N` sets `Config::page_size` (0: the
@@ -164,6 +168,9 @@ struct Args {
     consumer_rate: Option<u32>,
     /// Client: `WatcherBuilder::without_managed_fields`.
     skip_managed_fields: bool,
+    /// Client: `Config::streaming_lists` (the initial state as a watch with
+    /// `sendInitialEvents=true`, as client-go's informers fetch it) instead of paged lists.
+    streaming_lists: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -193,6 +200,7 @@ fn parse_args() -> Result<Args, String> {
         page_size: None,
         consumer_rate: None,
         skip_managed_fields: false,
+        streaming_lists: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -207,6 +215,7 @@ fn parse_args() -> Result<Args, String> {
             "--mode" => a.mode = value()?,
             "--metadata" => a.mode = "metadata".into(),
             "--store-only" => a.store_only = true,
+            "--streaming-lists" => a.streaming_lists = true,
             "--parallel-sync" => {
                 a.parallel_sync = value()?.parse().map_err(|e| format!("--parallel-sync: {e}"))?;
             }
@@ -261,7 +270,7 @@ fn parse_args() -> Result<Args, String> {
             }
             "--skip-managed-fields" => a.skip_managed_fields = true,
             "-h" | "--help" => {
-                return Err("usage: bench --serve [--pods N] [--events M] [--port P] [--gzip] [--page-cap N] [--chunk-kib K] [--varied]\n       bench --url URL|--kubeconfig FILE [--pods N] [--events M] [--mode typed|compact|compressed|metadata|projection] [--metadata] [--store-only] [--parallel-sync N] [--varied] [--idle-check SECONDS] [--wire json|protobuf] [--page-size N] [--consumer-rate EVENTS_PER_S] [--shard I/N] [--skip-managed-fields]\n       --serve also takes --filter-shards".into());
+                return Err("usage: bench --serve [--pods N] [--events M] [--port P] [--gzip] [--page-cap N] [--chunk-kib K] [--varied]\n       bench --url URL|--kubeconfig FILE [--pods N] [--events M] [--mode typed|compact|compressed|metadata|projection] [--metadata] [--store-only] [--parallel-sync N] [--varied] [--idle-check SECONDS] [--wire json|protobuf] [--page-size N] [--consumer-rate EVENTS_PER_S] [--shard I/N] [--skip-managed-fields] [--streaming-lists]\n       --serve also takes --filter-shards".into());
             }
             other => return Err(format!("unknown argument {other:?}")),
         }
@@ -319,6 +328,9 @@ fn client(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     if let Some(n) = args.page_size {
         config = config.page_size(n);
+    }
+    if args.streaming_lists {
+        config = config.streaming_lists();
     }
     let skip =
         |b: kube_watcher::WatcherBuilder<_>| if args.skip_managed_fields { b.without_managed_fields() } else { b };
@@ -627,9 +639,10 @@ fn measure<K: Watchable>(watcher: Watcher<K>, args: &Args, start: Instant) -> Re
         per_100k(phases.watch_cpu_s, args.events),
     );
     println!(
-        r#"{{"peer":"kube-watcher",{shard}"wire":"{wire}","allocator":"{}","path":"{}","parallel_sync":{},"n":{},"m":{},"initial_sync_ms":{},"watch_ms":{},"events_per_s":{:.0},{cpu},"cache_len":{},"max_rss_kb":{},"cpu_ms":{cpu_total_ms},"get_us_median":{get_median:.1},"get_us_p99":{get_p99:.1},"stop_us":{}}}"#,
+        r#"{{"peer":"kube-watcher",{shard}"wire":"{wire}","allocator":"{}","path":"{}","list":"{}","parallel_sync":{},"n":{},"m":{},"initial_sync_ms":{},"watch_ms":{},"events_per_s":{:.0},{cpu},"cache_len":{},"max_rss_kb":{},"cpu_ms":{cpu_total_ms},"get_us_median":{get_median:.1},"get_us_p99":{get_p99:.1},"stop_us":{}}}"#,
         args.allocator,
         if args.store_only { "store" } else { "consumer" },
+        if args.streaming_lists { "streaming" } else { "paged" },
         args.parallel_sync,
         args.pods,
         args.events,

@@ -231,6 +231,10 @@ impl Config {
     /// Fetch the initial state with a streaming list (`sendInitialEvents=true`) instead of paged
     /// lists. Off by default.
     ///
+    /// Against kube-apiserver it syncs faster: one request instead of one per page (0.67–0.70×
+    /// the time for 10k pods: docs/performance.md, "Streaming lists against paged lists"). The
+    /// server's `WatchList` gate is on by default in Kubernetes 1.32 and from 1.34 on.
+    ///
     /// A server that rejects it, fails it, or ignores it (no end marker within 10 s, or events a
     /// conforming server never sends before the marker) is remembered as not supporting it, and
     /// the watcher falls back to list + watch without probing again.
