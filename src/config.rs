@@ -232,8 +232,10 @@ impl Config {
     /// lists. Off by default.
     ///
     /// Against kube-apiserver it syncs faster: one request instead of one per page (0.67–0.70×
-    /// the time for 10k pods: docs/performance.md, "Streaming lists against paged lists"). The
-    /// server's `WatchList` gate is on by default in Kubernetes 1.32 and from 1.34 on.
+    /// the time for 10k pods: docs/performance.md, "Streaming lists against paged lists, and
+    /// against client-go"). The server's `WatchList` gate is on by default in Kubernetes 1.32
+    /// and from 1.34 on; a server with it off refuses the request and the watcher lists in
+    /// pages at once.
     ///
     /// A server that rejects it, fails it, or ignores it (no end marker within 10 s, or events a
     /// conforming server never sends before the marker) is remembered as not supporting it, and
