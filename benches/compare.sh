@@ -41,8 +41,8 @@
 # the compressed store, consumer), kwp (`--parallel-sync 2`, consumer), kwc (compact store), kr
 # (kube-rs, which reads JSON: it cannot ask for protobuf), kwm, kwjm and kwzm (kw, kwj and kwz
 # with `--skip-managed-fields`: `without_managed_fields()`), kwl and kwlm (kw and kwm fetching
-# the initial state with a streaming list, `--streaming-lists`, as client-go does), krm (kube-rs clearing managedFields
-# with `.modify()` before its reflector, as its users write it), cg (client-go's SharedInformer,
+# the initial state with a streaming list, `--streaming-lists`, as client-go does), krm (kube-rs
+# clearing managedFields with `.modify()` before its reflector, as its users write it), cg (client-go's SharedInformer,
 # protobuf, its default streaming list: benches/peers/client-go/README.md) and cgm (the same
 # clearing managedFields in `SetTransform`) run (default kw, kwj, kws, kwz, kr). --workloads: watch, sync or both (default both; --quick is watch only).
 # --peer-gzip: the kube-rs peer with kube's `gzip` feature (it asks for gzip as kube-watcher's

@@ -19,9 +19,9 @@
 #      ran, and how many writes the writer made in that time.
 # Peers: kw (kube-watcher, protobuf), kwm (the same, without_managed_fields()), kwz / kwzm (the
 # compressed store, without and with managedFields), kwl / kwlm (kw and kwm fetching the initial
-# state with a streaming list, `Config::streaming_lists`, as client-go does), kr / krm (kube-rs, JSON, without / with
-# clearing managedFields in `.modify()`), cg / cgm (client-go's informer, protobuf, without / with
-# the managedFields transform). Default: kw,kwm,kr,krm,cg,cgm.
+# state with a streaming list, `Config::streaming_lists`, as client-go does), kr / krm (kube-rs,
+# JSON, without / with clearing managedFields in `.modify()`), cg / cgm (client-go's informer,
+# protobuf, without / with the managedFields transform). Default: kw,kwm,kr,krm,cg,cgm.
 # A bed this script started is taken down at the end; one that was up stays up (with `nogate`
 # stopped: `scripts/apiserver.sh start nogate` brings it back). The pods stay for the next run.
 set -euo pipefail
