@@ -58,7 +58,13 @@ fn an_undecodable_object_is_skipped_kept_and_reported_once_in_every_list_mode() 
         let server = server();
         create_pods(&server, 0..2);
         server.create_value(&rt, bad_pod("bad")).unwrap();
+        // The watcher's own channel is attached when first read, and a report made before that
+        // is not replayed (only the store's state is): hold the first request until it is.
+        let first = server.hold(Match::Any);
         let w = Watcher::new(pods(&server), config).unwrap();
+        let _ = w.receiver();
+        assert!(first.wait_until_held(WAIT), "{label}: the first request is made");
+        first.release();
 
         // Ready despite it (a streaming list used to fail as a whole, forever), and told once.
         let seen = collect_until(&w, |s| s.iter().any(|e| e == "InitDone"));
