@@ -342,10 +342,25 @@ impl Model {
 
     /// The events that mention `uid`, with the relist markers around them.
     fn story(&self, uid: &str) -> String {
+        // The keys the incarnation was given under ("Apply(ns/name (uid, rv))"), so that the
+        // other incarnations of the same name show too.
+        let keys: Vec<String> = self
+            .log
+            .iter()
+            .filter(|l| !uid.is_empty() && l.contains(uid))
+            .filter_map(|l| {
+                l.split_once('(').and_then(|(_, rest)| rest.split_once(' ')).map(|(key, _)| format!("({key} "))
+            })
+            .collect();
         let lines: Vec<&str> = self
             .log
             .iter()
-            .filter(|l| l.contains(uid) || !l.contains('(') || l.starts_with("Err"))
+            .filter(|l| {
+                l.contains(uid)
+                    || !l.contains('(')
+                    || l.starts_with("Err")
+                    || keys.iter().any(|k| l.contains(k.as_str()))
+            })
             .map(String::as_str)
             .collect();
         format!("events: {lines:?}")
@@ -616,8 +631,10 @@ fn bounded_after_a_drop<K: Watchable>(
     dropped: std::thread::JoinHandle<()>,
 ) -> Result<(), String> {
     let _ = dropped.join();
-    // Namespace `a` is watched in every mode.
-    server.create(&pod("a", "sentinel")).map_err(|e| format!("sentinel: {e}"))?;
+    // Namespaces `a` and `b` are watched in every mode.
+    for ns in &NAMESPACES[..2] {
+        caught_up(consumers, server, ns)?;
+    }
     let deadline = Instant::now() + WAIT;
     loop {
         let arrived = consumers.iter().all(|c| c.model.lock().unwrap().apply_only.contains_key("a/sentinel"));
@@ -635,6 +652,37 @@ fn bounded_after_a_drop<K: Watchable>(
         }
         std::thread::sleep(ms(5));
     }
+}
+
+/// Waits (bounded) until every blocking consumer has had all of namespace `ns`'s events up to
+/// now, so that the checks after `stop()` (which ends delivery) see the whole run. Equal contents
+/// do not say so: with several namespaces, one whose events are still on their way (behind a
+/// relist, or a slow consumer) can match the server already, when what is on its way cancels
+/// out (an object created, given, and deleted), and `stop()` then cut it between the `Apply` and
+/// the `Delete`. A namespace's events reach a consumer in order, a relist's end and its
+/// `Delete`s before the watch's events that follow: so a sentinel is created and changed, until
+/// each such consumer has its change as an `Apply` (a relist in flight may show it as an
+/// `InitApply` instead, before its own end).
+fn caught_up(consumers: &[Consumer], server: &FakeApiServer, ns: &str) -> Result<(), String> {
+    let mut sentinel = server.create(&pod(ns, "sentinel")).map_err(|e| format!("sentinel: {e}"))?;
+    for round in 0..5 {
+        sentinel.metadata.labels.get_or_insert_default().insert("round".into(), round.to_string());
+        sentinel = server.replace(&sentinel).map_err(|e| format!("sentinel: {e}"))?;
+        let shown = format!("{ns}/sentinel {:?})", entry_of(&sentinel));
+        let has =
+            |c: &Consumer, kind: &str| c.model.lock().unwrap().log.iter().any(|l| l == &format!("{kind}({shown}"));
+        let deadline = Instant::now() + WAIT;
+        while !consumers.iter().filter(|c| c.deletes).all(|c| has(c, "Apply") || has(c, "InitApply")) {
+            if Instant::now() > deadline {
+                return Err(format!("the sentinel's change {shown} did not reach every blocking consumer"));
+            }
+            std::thread::sleep(ms(5));
+        }
+        if consumers.iter().filter(|c| c.deletes).all(|c| has(c, "Apply")) {
+            return Ok(());
+        }
+    }
+    Err(format!("namespace {ns}: the sentinel's changes kept arriving inside relists"))
 }
 
 /// Waits (bounded) until the store and every consumer's model equal the server; in the prompt
