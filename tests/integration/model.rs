@@ -669,16 +669,16 @@ fn caught_up(consumers: &[Consumer], server: &FakeApiServer, ns: &str) -> Result
         sentinel.metadata.labels.get_or_insert_default().insert("round".into(), round.to_string());
         sentinel = server.replace(&sentinel).map_err(|e| format!("sentinel: {e}"))?;
         let shown = format!("{ns}/sentinel {:?})", entry_of(&sentinel));
-        let has =
-            |c: &Consumer, kind: &str| c.model.lock().unwrap().log.iter().any(|l| l == &format!("{kind}({shown}"));
+        let (apply, init_apply) = (format!("Apply({shown}"), format!("InitApply({shown}"));
+        let has = |c: &Consumer, line: &str| c.model.lock().unwrap().log.iter().any(|l| l == line);
         let deadline = Instant::now() + WAIT;
-        while !consumers.iter().filter(|c| c.deletes).all(|c| has(c, "Apply") || has(c, "InitApply")) {
+        while !consumers.iter().filter(|c| c.deletes).all(|c| has(c, &apply) || has(c, &init_apply)) {
             if Instant::now() > deadline {
                 return Err(format!("the sentinel's change {shown} did not reach every blocking consumer"));
             }
             std::thread::sleep(ms(5));
         }
-        if consumers.iter().filter(|c| c.deletes).all(|c| has(c, "Apply")) {
+        if consumers.iter().filter(|c| c.deletes).all(|c| has(c, &apply)) {
             return Ok(());
         }
     }
