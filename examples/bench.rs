@@ -35,6 +35,12 @@
 //! `metadata.managedFields` (a quarter of a realistic pod's decoded memory) is never decoded;
 //! the JSON line's `"skip"` says `"managedFields"` or `"none"`.
 //!
+//! `--fields SELECTOR` (client): `Config::fields`, e.g. `spec.nodeName=node-1` for a node
+//! agent's pods (benches/real.sh `--mode agent`; this bench's own server ignores it).
+//!
+//! At the end of the initial sync the client writes `{"synced_ms":…,"sync_cpu_s":…}` to
+//! stderr (benches/real.sh starts its writer then, so that each event it times comes alone).
+//!
 //! `--streaming-lists` (client): `Config::streaming_lists`, the initial state as one watch with
 //! `sendInitialEvents=true` (how client-go's informers fetch it by default) instead of pages of
 //! 500; the JSON line's `"list"` says `"streaming"` or `"paged"`.
@@ -90,6 +96,11 @@
 //! (VmRSS) and the peak during the relists (VmHWM, reset through `/proc/self/clear_refs` after
 //! the sync). Use `--events 0`: events change the pods the store holds, so a relist of the
 //! listed pods would find them all changed.
+//!
+//! `--event-rate R` (server): the first watch's `--events` go out one at a time, each in its
+//! own chunk and flushed, at R a second, as a server sends the events of writes that come one
+//! at a time, instead of back to back in chunks of 64 KiB (docs/performance.md, "Events one at
+//! a time").
 //!
 //! `--render-as-sent` (server): render every pod as it is sent, from a template (filled in a few
 //! microseconds, checked against the generator at start), as above 200k pods; by default
@@ -171,6 +182,12 @@ struct Args {
     /// Client: `Config::streaming_lists` (the initial state as a watch with
     /// `sendInitialEvents=true`, as client-go's informers fetch it) instead of paged lists.
     streaming_lists: bool,
+    /// Client: a field selector (`Config::fields`), e.g. a node agent's `spec.nodeName=node-1`.
+    fields: Option<String>,
+    /// Server: send the watch events one at a time, each in its own chunk, at this many a
+    /// second (`--event-rate`), as a real server under a steady stream of writes does; `None`:
+    /// back to back, in chunks of 64 KiB.
+    event_rate: Option<f64>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -201,6 +218,8 @@ fn parse_args() -> Result<Args, String> {
         consumer_rate: None,
         skip_managed_fields: false,
         streaming_lists: false,
+        event_rate: None,
+        fields: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -269,8 +288,16 @@ fn parse_args() -> Result<Args, String> {
                 a.consumer_rate = Some(rate);
             }
             "--skip-managed-fields" => a.skip_managed_fields = true,
+            "--fields" => a.fields = Some(value()?),
+            "--event-rate" => {
+                let rate: f64 = value()?.parse().map_err(|e| format!("--event-rate: {e}"))?;
+                if !(rate > 0.0 && rate <= 1e6) {
+                    return Err("--event-rate: events a second, above 0 and at most 1000000".into());
+                }
+                a.event_rate = Some(rate);
+            }
             "-h" | "--help" => {
-                return Err("usage: bench --serve [--pods N] [--events M] [--port P] [--gzip] [--page-cap N] [--chunk-kib K] [--varied]\n       bench --url URL|--kubeconfig FILE [--pods N] [--events M] [--mode typed|compact|compressed|metadata|projection] [--metadata] [--store-only] [--parallel-sync N] [--varied] [--idle-check SECONDS] [--wire json|protobuf] [--page-size N] [--consumer-rate EVENTS_PER_S] [--shard I/N] [--skip-managed-fields] [--streaming-lists]\n       --serve also takes --filter-shards".into());
+                return Err("usage: bench --serve [--pods N] [--events M] [--port P] [--gzip] [--page-cap N] [--chunk-kib K] [--varied] [--event-rate R]\n       bench --url URL|--kubeconfig FILE [--pods N] [--events M] [--mode typed|compact|compressed|metadata|projection] [--metadata] [--store-only] [--parallel-sync N] [--varied] [--idle-check SECONDS] [--wire json|protobuf] [--page-size N] [--consumer-rate EVENTS_PER_S] [--shard I/N] [--skip-managed-fields] [--streaming-lists] [--fields SELECTOR]\n       --serve also takes --filter-shards".into());
             }
             other => return Err(format!("unknown argument {other:?}")),
         }
@@ -331,6 +358,9 @@ fn client(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     if args.streaming_lists {
         config = config.streaming_lists();
+    }
+    if let Some(fields) = &args.fields {
+        config = config.fields(fields);
     }
     let skip =
         |b: kube_watcher::WatcherBuilder<_>| if args.skip_managed_fields { b.without_managed_fields() } else { b };
@@ -412,6 +442,13 @@ fn cpu_s() -> f64 {
     (field(14) + field(15)) as f64 / USER_HZ
 }
 
+/// Tells whoever runs the bench that the initial sync is over (`{"synced_ms":…,"sync_cpu_s":…}`
+/// on stderr, as the kube-rs and client-go peers write it): benches/real.sh starts its writer
+/// then, so that every event it times comes alone.
+fn synced(after: Duration, cpu_s: f64) {
+    eprintln!(r#"{{"synced_ms":{},"sync_cpu_s":{cpu_s:.2}}}"#, after.as_millis());
+}
+
 /// The store-only path: no consumer attached (nothing is queued); waits for the store, then
 /// counts applied watch events in `stats()`.
 fn store_only<K: Watchable>(watcher: &Watcher<K>, args: &Args, start: Instant) -> Result<Phases, String> {
@@ -422,6 +459,7 @@ fn store_only<K: Watchable>(watcher: &Watcher<K>, args: &Args, start: Instant) -
     }
     let initial_sync = start.elapsed();
     let sync_cpu_s = cpu_s();
+    synced(initial_sync, sync_cpu_s);
     // Count watch events applied (store-only: no consumer attached, nothing queued).
     let mut first = None;
     let mut cpu_at_first = sync_cpu_s;
@@ -467,6 +505,7 @@ fn consume<K: Watchable>(watcher: &Watcher<K>, args: &Args, start: Instant) -> R
             Event::InitDone if initial_sync.is_none() && watcher.store().len() >= args.want.0 => {
                 initial_sync = Some(start.elapsed());
                 sync_cpu_s = cpu_s();
+                synced(start.elapsed(), sync_cpu_s);
             }
             Event::Apply(_) | Event::Delete(_) if initial_sync.is_some() => {
                 if first.is_none() {
@@ -790,6 +829,7 @@ fn serve(args: &Args) {
         relists: args.relists,
         relist_changed: args.relist_changed,
         filter_shards: args.filter_shards,
+        event_rate: args.event_rate,
     };
     let state = Arc::new(ServerState::default());
     for conn in listener.incoming().flatten() {
@@ -1136,6 +1176,39 @@ struct ServerOpts {
     relist_changed: usize,
     /// Filter by `shardSelector` (`--filter-shards`).
     filter_shards: bool,
+    /// Events one at a time at this many a second (`--event-rate`); `None`: back to back.
+    event_rate: Option<f64>,
+}
+
+/// How the watch events of the first watch go out: back to back in chunks of 64 KiB, as a busy
+/// server sends them, or (`--event-rate`) each alone in its own chunk at a steady rate, as a
+/// server sends the events of writes that come one at a time.
+struct Pace {
+    every: Option<Duration>,
+    start: Instant,
+    sent: u32,
+}
+
+impl Pace {
+    fn new(opts: ServerOpts) -> Pace {
+        Pace { every: opts.event_rate.map(|r| Duration::from_secs_f64(1.0 / r)), start: Instant::now(), sent: 0 }
+    }
+
+    /// The chunk size of the events' body.
+    fn chunk(&self) -> usize {
+        if self.every.is_some() { 0 } else { 64 * 1024 }
+    }
+
+    /// One event was written to `body`: with a rate, it goes out now and the next waits its turn.
+    fn sent(&mut self, body: &mut impl Write) -> std::io::Result<()> {
+        let Some(every) = self.every else { return Ok(()) };
+        body.flush()?;
+        self.sent = self.sent.saturating_add(1);
+        if let Some(wait) = (self.start + every * self.sent).checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        Ok(())
+    }
 }
 
 /// kube-apiserver compresses a response only above this size (and only when asked).
@@ -1269,8 +1342,9 @@ fn handle(conn: TcpStream, pods: &Pods, opts: ServerOpts, state: &ServerState) -
             }
             let first = !state.watched.swap(true, Ordering::SeqCst);
             if first {
-                // Events go out in chunks of 64 KiB, as a busy apiserver's do.
-                let mut body = Chunked::new(&mut out, 64 * 1024);
+                // Events go out in chunks of 64 KiB, as a busy apiserver's do, or paced.
+                let mut pace = Pace::new(opts);
+                let mut body = Chunked::new(&mut out, pace.chunk());
                 let mut line = String::with_capacity(16 * 1024);
                 for e in 0..opts.events {
                     let i = e % pods.n.max(1);
@@ -1292,6 +1366,7 @@ fn handle(conn: TcpStream, pods: &Pods, opts: ServerOpts, state: &ServerState) -
                     }
                     line.push_str("}\n");
                     body.write_all(line.as_bytes())?;
+                    pace.sent(&mut body)?;
                 }
                 body.flush()?;
             }
@@ -1727,7 +1802,8 @@ mod protobuf {
             body.flush()?;
         }
         if !state.watched.swap(true, Ordering::SeqCst) {
-            let mut body = Chunked::new(&mut *out, 64 * 1024);
+            let mut pace = Pace::new(opts);
+            let mut body = Chunked::new(&mut *out, pace.chunk());
             let mut ev = Vec::with_capacity(16 * 1024);
             for e in 0..opts.events {
                 let i = e % pods.n.max(1);
@@ -1737,6 +1813,7 @@ mod protobuf {
                 ev.clear();
                 frame("MODIFIED", "Pod", &with_rv(&pods.pb(i), LIST_RV + 1 + e as u64), &mut ev);
                 body.write_all(&ev)?;
+                pace.sent(&mut body)?;
             }
             body.flush()?;
         }
