@@ -21,14 +21,16 @@
 //! `--events`th `Apply`/`Delete` received (`watch_ms`, from the first to the last). With
 //! `--store-only`, no consumer is attached: it waits until the store is ready and counts applied
 //! events in `stats()` instead (what a cache-only program pays). The consumer path also writes
-//! `{"consumer_switches_per_event":…,"worker_switches_per_event":…}` to stderr: how often the
+//! `{"consumer_switches_per_event":…,"worker_switches_per_event":…,"consumer_us_per_event":…}` to
+//! stderr: the consumer thread's run time per event, and how often the
 //! hand-off put the consumer to sleep (Linux `/proc` context-switch counts). It prints
-//! `{"peer":"kube-watcher","wire":"protobuf"|"json","allocator":"glibc"|"mimalloc"|"jemalloc","path":"consumer"|"store","list":"paged"|"streaming","parallel_sync":…,"n":…,"m":…,"initial_sync_ms":…,"watch_ms":…,"events_per_s":…,"skip":…,"sync_cpu_s":…,"watch_cpu_s":…,"cpu_s_per_100k_synced":…,"cpu_s_per_100k_events":…,"cache_len":…,"max_rss_kb":…,"get_us_median":…,"get_us_p99":…}`
+//! `{"peer":"kube-watcher","wire":"protobuf"|"json","allocator":"glibc"|"mimalloc"|"jemalloc","path":"consumer"|"store","list":"paged"|"streaming","parallel_sync":…,"n":…,"m":…,"initial_sync_ms":…,"watch_ms":…,"events_per_s":…,"skip":…,"sync_cpu_s":…,"watch_cpu_s":…,"watch_us_per_event":…,"cpu_s_per_100k_synced":…,"cpu_s_per_100k_events":…,"cache_len":…,"max_rss_kb":…,"get_us_median":…,"get_us_p99":…}`
 //! with the peak RSS from `/proc/self/status` (VmHWM), then `"stop_us":…` at the end: how long
 //! `stop()` took, called while idle in the watch (after the last event, and a 50 ms pause).
 //! The CPU figures are the client process's user + system time (`/proc/self/stat`, every thread,
 //! 10 ms resolution): until the initial sync ends, and over the watch phase, each also per 100k
-//! objects synced or events received. On a machine shared with the server (and with other
+//! objects synced or events received; `watch_us_per_event` is the watch phase's again, per
+//! event and to the nanosecond (its threads' run time, `/proc/self/task/*/schedstat`). On a machine shared with the server (and with other
 //! work) wall time hides what the program costs its host; CPU time does not.
 //!
 //! `--skip-managed-fields` (client): `WatcherBuilder::without_managed_fields`, so that
@@ -428,6 +430,8 @@ struct Phases {
     sync_cpu_s: f64,
     /// CPU seconds over the watch phase.
     watch_cpu_s: f64,
+    /// The threads' run time over the watch phase, in nanoseconds (see [`threads_run_ns`]).
+    watch_run_ns: u64,
 }
 
 /// The CPU time this process has used so far, user + system, all its threads (those that
@@ -463,6 +467,7 @@ fn store_only<K: Watchable>(watcher: &Watcher<K>, args: &Args, start: Instant) -
     // Count watch events applied (store-only: no consumer attached, nothing queued).
     let mut first = None;
     let mut cpu_at_first = sync_cpu_s;
+    let mut run_at_first = 0;
     let deadline = Instant::now() + Duration::from_secs(600);
     loop {
         let e = watcher.stats().events;
@@ -470,6 +475,7 @@ fn store_only<K: Watchable>(watcher: &Watcher<K>, args: &Args, start: Instant) -
         if n >= 1 && first.is_none() {
             first = Some(Instant::now());
             cpu_at_first = cpu_s();
+            run_at_first = threads_run_ns();
         }
         if n >= args.want.1 {
             break;
@@ -480,7 +486,8 @@ fn store_only<K: Watchable>(watcher: &Watcher<K>, args: &Args, start: Instant) -
         std::thread::sleep(Duration::from_micros(500));
     }
     let watch = first.map(|t| t.elapsed()).unwrap_or_default();
-    Ok(Phases { initial_sync, watch, sync_cpu_s, watch_cpu_s: cpu_s() - cpu_at_first })
+    let watch_run_ns = threads_run_ns().saturating_sub(run_at_first);
+    Ok(Phases { initial_sync, watch, sync_cpu_s, watch_cpu_s: cpu_s() - cpu_at_first, watch_run_ns })
 }
 
 /// Receives every event, as `for event in &watcher` does: the initial sync ends at the
@@ -489,7 +496,7 @@ fn store_only<K: Watchable>(watcher: &Watcher<K>, args: &Args, start: Instant) -
 fn consume<K: Watchable>(watcher: &Watcher<K>, args: &Args, start: Instant) -> Result<Phases, String> {
     let deadline = Instant::now() + Duration::from_secs(600);
     let mut initial_sync = None;
-    let (mut sync_cpu_s, mut cpu_at_first) = (0.0, 0.0);
+    let (mut sync_cpu_s, mut cpu_at_first, mut run_at_first) = (0.0, 0.0, 0);
     let (mut first, mut n) = (None, 0usize);
     // Context switches of this (consumer) thread and of the worker over the watch phase: how
     // often the hand-off put the consumer to sleep and woke it again.
@@ -511,7 +518,9 @@ fn consume<K: Watchable>(watcher: &Watcher<K>, args: &Args, start: Instant) -> R
                 if first.is_none() {
                     first = Some(Instant::now());
                     cpu_at_first = cpu_s();
-                    switches_at_first = Some((own_switches(), thread_switches("kw-pods").unwrap_or_default()));
+                    run_at_first = threads_run_ns();
+                    switches_at_first =
+                        Some((own_switches(), thread_switches("kw-pods").unwrap_or_default(), own_run_ns()));
                 }
                 n += 1;
             }
@@ -520,16 +529,18 @@ fn consume<K: Watchable>(watcher: &Watcher<K>, args: &Args, start: Instant) -> R
     }
     let watch = first.map(|t| t.elapsed()).unwrap_or_default();
     let watch_cpu_s = cpu_s() - cpu_at_first;
-    if let Some((consumer, worker)) = switches_at_first {
+    let watch_run_ns = threads_run_ns().saturating_sub(run_at_first);
+    if let Some((consumer, worker, consumer_run)) = switches_at_first {
         let (consumer_now, worker_now) = (own_switches(), thread_switches("kw-pods").unwrap_or_default());
         let per_event = |a: (u64, u64), b: (u64, u64)| ((b.0 + b.1) - (a.0 + a.1)) as f64 / n.max(1) as f64;
         eprintln!(
-            r#"{{"consumer_switches_per_event":{:.3},"worker_switches_per_event":{:.3}}}"#,
+            r#"{{"consumer_switches_per_event":{:.3},"worker_switches_per_event":{:.3},"consumer_us_per_event":{:.1}}}"#,
             per_event(consumer, consumer_now),
-            per_event(worker, worker_now)
+            per_event(worker, worker_now),
+            own_run_ns().saturating_sub(consumer_run) as f64 / 1e3 / n.max(1) as f64,
         );
     }
-    Ok(Phases { initial_sync: initial_sync.unwrap_or_default(), watch, sync_cpu_s, watch_cpu_s })
+    Ok(Phases { initial_sync: initial_sync.unwrap_or_default(), watch, sync_cpu_s, watch_cpu_s, watch_run_ns })
 }
 
 /// `--consumer-rate`: a consumer attached from the start reads `rate` events a second, far
@@ -561,6 +572,14 @@ fn behind_a_list<K: Watchable>(watcher: &Watcher<K>, args: &Args, rate: u32, sta
         stats.objects,
     );
     Ok(())
+}
+
+/// The calling thread's run time so far (user and system), in nanoseconds (see [`threads_run_ns`]).
+fn own_run_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
+        .unwrap_or(0)
 }
 
 /// The context switches of the calling thread.
@@ -670,10 +689,11 @@ fn measure<K: Watchable>(watcher: Watcher<K>, args: &Args, start: Instant) -> Re
     // shared with the server hides.
     let per_100k = |cpu: f64, n: usize| cpu * 100_000.0 / n.max(1) as f64;
     let cpu = format!(
-        r#""skip":"{}","sync_cpu_s":{:.2},"watch_cpu_s":{:.2},"cpu_s_per_100k_synced":{:.2},"cpu_s_per_100k_events":{:.2}"#,
+        r#""skip":"{}","sync_cpu_s":{:.2},"watch_cpu_s":{:.2},"watch_us_per_event":{:.1},"cpu_s_per_100k_synced":{:.2},"cpu_s_per_100k_events":{:.2}"#,
         if args.skip_managed_fields { "managedFields" } else { "none" },
         phases.sync_cpu_s,
         phases.watch_cpu_s,
+        phases.watch_run_ns as f64 / 1e3 / args.want.1.max(1) as f64,
         per_100k(phases.sync_cpu_s, args.pods),
         per_100k(phases.watch_cpu_s, args.events),
     );
@@ -770,6 +790,18 @@ fn thread_switches(name: &str) -> Option<(u64, u64)> {
 /// The context switches of every thread of this process, summed.
 fn process_switches() -> (u64, u64) {
     task_statuses().iter().map(|s| switches(s)).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+}
+
+/// The run time of this process's threads alive now (user and system), summed, in nanoseconds:
+/// the first field of each `/proc/self/task/*/schedstat`. Precise where [`cpu_s`] counts 10 ms
+/// ticks, but blind to threads that have ended, so it times the watch phase, whose threads (the
+/// worker and the consumer) live throughout.
+fn threads_run_ns() -> u64 {
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else { return 0 };
+    dir.flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next().and_then(|v| v.parse::<u64>().ok()))
+        .sum()
 }
 
 /// The process's CPU time so far (user and system) in milliseconds (see [`cpu_s`]).
