@@ -543,6 +543,18 @@ impl<K: Watchable> Worker<K> {
                         step = self.machine.step(Input::Event(WatchInput::Dropped { resource_version: rv }), now);
                         continue;
                     }
+                    if relisting
+                        && let Some((shared, rv)) =
+                            Prepare::unchanged_event(encoding, bytes, self.writer.indexer())
+                    {
+                        // A streaming relist's initial event for an object the store holds at
+                        // that version: not decoded again, as an unchanged list item is not.
+                        self.control.counters.event_seen(now);
+                        counters::add(&self.control.counters.added, 1);
+                        let added = self.machine.step(Input::Event(WatchInput::Added { resource_version: rv }), now);
+                        step = Step { effects: Vec::new(), next: self.perform(added, Some(shared))? };
+                        continue;
+                    }
                     match self
                         .prepare
                         .event(encoding, bytes, relisting)
