@@ -203,7 +203,7 @@ pub mod fuzzing;
 
 pub use crate::auth::KubeconfigOptions;
 pub use crate::cache::{Snapshot, Store};
-pub use crate::config::{Backoff, Config, ListSemantic, WireFormat};
+pub use crate::config::{Backoff, Config, InitialListStrategy, ListSemantic, WireFormat};
 pub use crate::error::{ApiError, DecodeError, Error, Result};
 pub use crate::event::Event;
 pub use crate::key::ObjectRef;

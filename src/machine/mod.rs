@@ -498,8 +498,13 @@ impl Machine {
                 let resume = next.resource_version.filter(|rv| rv != "0" && !paging);
                 self.fail(e, true, State::Sync { resume, reason: RelistReason::Error }, now, fx)
             }
-            // Throttling or transport trouble says nothing about streaming support.
+            // Throttling or transport trouble says nothing about streaming support, nor does
+            // a server that does not know or admit the user (401, 403: the same refusal would
+            // meet a paged list; a permission granted later is granted to both).
             (Recovery::Resume, Failed::StreamInit { resume }) => {
+                self.fail(e, true, State::Sync { resume, reason: RelistReason::Error }, now, fx)
+            }
+            (Recovery::Refused, Failed::StreamInit { resume }) if matches!(e.status(), Some(401 | 403)) => {
                 self.fail(e, true, State::Sync { resume, reason: RelistReason::Error }, now, fx)
             }
             // Rejected (422 and friends), failed in-stream or a broken line: list + watch.
@@ -722,7 +727,14 @@ struct Watching {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::InitialListStrategy;
     use crate::error::ApiError;
+
+    /// The default configuration with paged lists (the default is a streaming list), which
+    /// most of these tests follow page by page.
+    fn paged() -> Config {
+        Config::default().initial_list_strategy(InitialListStrategy::ListWatch)
+    }
 
     /// The step that applies `effects`, then reads on.
     fn read_on(effects: &[Effect]) -> Step {
@@ -784,7 +796,7 @@ mod tests {
 
     #[test]
     fn first_sync_is_a_consistent_paged_list() {
-        let mut m = Machine::new(Config::default().labels("app=web"), 1);
+        let mut m = Machine::new(paged().labels("app=web"), 1);
         let step = m.step(Input::Start, t0());
         assert_eq!(step.effects[0], Effect::Relist(RelistReason::Initial));
         assert_eq!(step.effects[1], Effect::BeginInit);
@@ -795,15 +807,25 @@ mod tests {
     }
 
     #[test]
+    fn first_sync_is_a_streaming_list_by_default() {
+        let mut m = Machine::new(Config::default().labels("app=web"), 1);
+        let step = m.step(Input::Start, t0());
+        assert_eq!(step.effects, vec![Effect::Relist(RelistReason::Initial)]);
+        let w = watch_params(&step.next);
+        assert!(w.send_initial_events && w.bookmarks);
+        assert_eq!(w.label_selector.as_deref(), Some("app=web"));
+    }
+
+    #[test]
     fn one_table_decides_how_every_failure_is_recovered_from() {
         // A 408 resumes the watch (it used to relist while `is_retryable` called it retryable).
-        let (mut m, now) = watching(Config::default(), "5");
+        let (mut m, now) = watching(paged(), "5");
         let step = m.step(Input::WatchFailed(api(408, "Timeout", false)), now);
         assert!(matches!(&step.next, Next::Wait(_)));
         assert!(!step.effects.iter().any(|e| matches!(e, Effect::Relist(_))), "{step:?}");
         assert_eq!(watch_params(&m.step(Input::Start, now).next).resource_version.as_deref(), Some("5"));
         // An in-stream 500 cannot be resumed: relist past it.
-        let (mut m, now) = watching(Config::default(), "5");
+        let (mut m, now) = watching(paged(), "5");
         m.step(Input::WatchFailed(api(500, "InternalError", true)), now);
         assert!(m.step(Input::Start, now).effects.contains(&Effect::Relist(RelistReason::Error)));
         for (e, recovery, retryable) in [
@@ -821,14 +843,14 @@ mod tests {
 
     #[test]
     fn any_semantic_lists_at_resource_version_zero() {
-        let mut m = Machine::new(Config::default().any_semantic(), 1);
+        let mut m = Machine::new(paged().any_semantic(), 1);
         let step = m.step(Input::Start, t0());
         assert_eq!(list_params(&step.next).resource_version.as_deref(), Some("0"));
     }
 
     #[test]
     fn follow_up_pages_carry_the_token_and_no_resource_version() {
-        let mut m = Machine::new(Config::default().any_semantic(), 1);
+        let mut m = Machine::new(paged().any_semantic(), 1);
         m.step(Input::Start, t0());
         let step = m.step(Input::Page { resource_version: Some("10"), continue_token: Some("T1") }, t0());
         let p = list_params(&step.next);
@@ -840,7 +862,7 @@ mod tests {
 
     #[test]
     fn the_last_page_completes_the_init_and_watches_from_the_list_rv() {
-        let mut m = Machine::new(Config::default(), 1);
+        let mut m = Machine::new(paged(), 1);
         m.step(Input::Start, t0());
         let step = m.step(Input::Page { resource_version: Some("42"), continue_token: None }, t0());
         assert_eq!(
@@ -858,7 +880,7 @@ mod tests {
 
     #[test]
     fn watch_events_apply_and_advance_the_resume_rv() {
-        let (mut m, now) = watching(Config::default(), "42");
+        let (mut m, now) = watching(paged(), "42");
         let step = m.step(Input::Event(WatchInput::Added { resource_version: "43" }), now);
         assert_eq!(step, read_on(&[Effect::Apply, Effect::Reached("43".into())]));
         let step = m.step(Input::Event(WatchInput::Deleted { resource_version: "44" }), now);
@@ -879,7 +901,7 @@ mod tests {
     /// moves nothing.
     #[test]
     fn a_dropped_event_of_another_shard_moves_the_resume_rv_as_a_bookmark_does() {
-        let (mut m, now) = watching(Config::default(), "42");
+        let (mut m, now) = watching(paged(), "42");
         m.step(Input::Event(WatchInput::Added { resource_version: "43" }), now);
         let step = m.step(Input::Event(WatchInput::Dropped { resource_version: "47" }), now);
         assert_eq!(step, read_on(&[Effect::Reached("47".into())]));
@@ -909,7 +931,7 @@ mod tests {
     /// version of, the state before it.
     #[test]
     fn a_relist_moves_the_stores_version_only_at_its_last_page() {
-        let (mut m, now) = watching(Config::default(), "42");
+        let (mut m, now) = watching(paged(), "42");
         let step = m.step(Input::WatchFailed(api(410, "Expired", true)), now);
         assert!(matches!(step.next, Next::List(_)), "{step:?}");
         assert!(!step.effects.iter().any(|e| matches!(e, Effect::Reached(_))), "{step:?}");
@@ -919,7 +941,7 @@ mod tests {
 
     #[test]
     fn a_clean_end_rewatches_without_relisting() {
-        let (mut m, now) = watching(Config::default(), "7");
+        let (mut m, now) = watching(paged(), "7");
         m.step(Input::Event(WatchInput::Modified { resource_version: "8" }), now);
         let step = m.step(Input::WatchEnded, now + Duration::from_secs(61));
         assert!(step.effects.is_empty(), "{step:?}");
@@ -928,7 +950,7 @@ mod tests {
 
     #[test]
     fn a_very_short_empty_watch_backs_off() {
-        let (mut m, now) = watching(Config::default(), "7");
+        let (mut m, now) = watching(paged(), "7");
         let step = m.step(Input::WatchEnded, now + Duration::from_millis(10));
         assert!(matches!(&step.next, Next::Wait(_)), "{step:?}");
         let step = m.step(Input::Start, now + Duration::from_secs(1));
@@ -938,7 +960,7 @@ mod tests {
     #[test]
     fn gone_during_a_watch_relists_not_older_than_the_resume_rv_unpaged() {
         for e in [api(410, "Expired", true), api(410, "Gone", false)] {
-            let (mut m, now) = watching(Config::default(), "42");
+            let (mut m, now) = watching(paged(), "42");
             let step = m.step(Input::WatchFailed(e), now);
             assert_eq!(step.effects[0], Effect::Relist(RelistReason::Expired));
             assert_eq!(step.effects[1], Effect::BeginInit);
@@ -951,7 +973,7 @@ mod tests {
 
     #[test]
     fn gone_again_on_the_relist_falls_back_to_a_consistent_paged_list() {
-        let (mut m, now) = watching(Config::default(), "42");
+        let (mut m, now) = watching(paged(), "42");
         m.step(Input::WatchFailed(api(410, "Expired", true)), now);
         let step = m.step(Input::ListFailed(api(410, "Expired", false)), now);
         assert_eq!(step.effects[0], Effect::AbortInit);
@@ -965,7 +987,7 @@ mod tests {
 
     #[test]
     fn too_large_resource_version_forgets_the_rv() {
-        let (mut m, now) = watching(Config::default(), "42");
+        let (mut m, now) = watching(paged(), "42");
         let step = m.step(Input::WatchFailed(too_large()), now);
         assert_eq!(step.effects[0], Effect::Relist(RelistReason::TooLarge));
         assert_eq!(list_params(&step.next).resource_version, None);
@@ -973,7 +995,7 @@ mod tests {
 
     #[test]
     fn an_expired_continue_token_restarts_the_list() {
-        let mut m = Machine::new(Config::default(), 1);
+        let mut m = Machine::new(paged(), 1);
         let now = t0();
         m.step(Input::Start, now);
         m.step(Input::Page { resource_version: Some("10"), continue_token: Some("T1") }, now);
@@ -987,7 +1009,7 @@ mod tests {
 
     #[test]
     fn continue_tokens_that_keep_expiring_back_off() {
-        let mut m = Machine::new(Config::default().page_size(1), 1);
+        let mut m = Machine::new(paged().page_size(1), 1);
         let now = t0();
         m.step(Input::Start, now);
         m.step(Input::Page { resource_version: Some("10"), continue_token: Some("T1") }, now);
@@ -1001,7 +1023,7 @@ mod tests {
     #[test]
     fn a_huge_retry_after_is_clamped_to_the_backoff_maximum() {
         for secs in [u64::MAX, 31_536_000, u64::from(u32::MAX)] {
-            let (mut m, now) = watching(Config::default(), "42");
+            let (mut m, now) = watching(paged(), "42");
             let Error::Api(mut e) = api(429, "TooManyRequests", false) else { unreachable!() };
             e.retry_after = Some(Duration::from_secs(secs));
             let e = Error::Api(e);
@@ -1013,7 +1035,7 @@ mod tests {
 
     #[test]
     fn intervals_too_long_to_add_to_an_instant_are_never_due() {
-        let config = Config::default().relist_interval(Duration::MAX).drift_check(Duration::MAX);
+        let config = paged().relist_interval(Duration::MAX).drift_check(Duration::MAX);
         let (mut m, now) = watching(config, "42");
         let step = m.step(Input::WatchEnded, now + Duration::from_secs(61));
         let w = watch_params(&step.next);
@@ -1022,7 +1044,7 @@ mod tests {
 
     #[test]
     fn throttling_waits_at_least_retry_after_and_rewatches_from_the_same_rv() {
-        let (mut m, now) = watching(Config::default(), "42");
+        let (mut m, now) = watching(paged(), "42");
         let Error::Api(mut e) = api(429, "TooManyRequests", false) else { unreachable!() };
         e.retry_after = Some(Duration::from_secs(7));
         let step = m.step(Input::WatchFailed(Error::Api(e)), now);
@@ -1037,7 +1059,7 @@ mod tests {
 
     #[test]
     fn forbidden_is_reported_and_retried_with_a_full_relist() {
-        let mut m = Machine::new(Config::default(), 1);
+        let mut m = Machine::new(paged(), 1);
         let now = t0();
         m.step(Input::Start, now);
         let step = m.step(Input::ListFailed(api(403, "Forbidden", false)), now);
@@ -1049,7 +1071,7 @@ mod tests {
 
     #[test]
     fn a_transport_error_mid_watch_resumes_after_backoff() {
-        let (mut m, now) = watching(Config::default(), "42");
+        let (mut m, now) = watching(paged(), "42");
         let step = m.step(Input::WatchFailed(Error::transport("watch pods", "connection reset")), now);
         assert!(matches!(&step.next, Next::Wait(d) if *d <= Duration::from_millis(800)));
         let step = m.step(Input::Start, now);
@@ -1058,7 +1080,7 @@ mod tests {
 
     #[test]
     fn an_undecodable_event_relists_past_it() {
-        let (mut m, now) = watching(Config::default(), "42");
+        let (mut m, now) = watching(paged(), "42");
         let e = Error::Decode(Box::new(crate::error::DecodeError {
             context: "watch".into(),
             line: Some(1),
@@ -1073,7 +1095,7 @@ mod tests {
 
     #[test]
     fn idle_beyond_the_stall_timeout_declares_the_connection_dead() {
-        let config = Config::default().timeout(Duration::from_secs(60));
+        let config = paged().timeout(Duration::from_secs(60));
         let (mut m, now) = watching(config, "42");
         let step = m.step(Input::Idle, now + Duration::from_secs(10));
         assert_eq!(step, read_on(&[]), "idle before the stall limit keeps reading");
@@ -1084,7 +1106,7 @@ mod tests {
 
     #[test]
     fn the_default_stall_limit_finds_a_dead_connection_within_two_minutes() {
-        let (mut m, now) = watching(Config::default(), "1");
+        let (mut m, now) = watching(paged(), "1");
         let State::Watching { stall, .. } = m.state.clone() else { panic!() };
         assert!(stall < Duration::from_secs(120), "{stall:?}");
         assert!(stall > Duration::from_secs(60), "{stall:?}");
@@ -1094,7 +1116,7 @@ mod tests {
 
     #[test]
     fn max_retries_ends_the_watcher_with_gave_up() {
-        let mut m = Machine::new(Config::default().max_retries(2), 1);
+        let mut m = Machine::new(paged().max_retries(2), 1);
         let now = t0();
         m.step(Input::Start, now);
         for _ in 0..2 {
@@ -1109,7 +1131,7 @@ mod tests {
 
     #[test]
     fn progress_resets_the_retry_count() {
-        let (mut m, now) = watching(Config::default().max_retries(1), "1");
+        let (mut m, now) = watching(paged().max_retries(1), "1");
         m.step(Input::WatchFailed(Error::transport("w", "reset")), now);
         m.step(Input::Start, now);
         m.step(Input::WatchOpened, now);
@@ -1120,11 +1142,11 @@ mod tests {
 
     #[test]
     fn periodic_relist_caps_the_watch_timeout_and_relists_when_due() {
-        let config = Config::default().relist_interval(Duration::from_secs(30));
+        let config = paged().relist_interval(Duration::from_secs(30));
         let (mut m, now) = watching(config, "5");
         let State::Watching { .. } = m.state else { panic!() };
         // The watch opened at `now`, right after the sync: its timeout is capped at 30 s.
-        let mut m2 = Machine::new(Config::default().relist_interval(Duration::from_secs(30)), 1);
+        let mut m2 = Machine::new(paged().relist_interval(Duration::from_secs(30)), 1);
         m2.step(Input::Start, now);
         let step = m2.step(Input::Page { resource_version: Some("5"), continue_token: None }, now);
         assert_eq!(watch_params(&step.next).timeout, Duration::from_secs(30));
@@ -1136,7 +1158,7 @@ mod tests {
 
     #[test]
     fn a_due_drift_check_runs_between_watches_and_relists_only_on_a_mismatch() {
-        let config = Config::default().drift_check(Duration::from_secs(30));
+        let config = paged().drift_check(Duration::from_secs(30));
         let (mut m, now) = watching(config, "5");
         m.step(Input::Event(WatchInput::Modified { resource_version: "6" }), now);
         // Not due yet: a plain re-watch.
@@ -1155,7 +1177,7 @@ mod tests {
         let step = m.step(Input::WatchEnded, later + Duration::from_secs(30));
         assert!(matches!(&step.next, Next::DriftCheck { .. }), "{step:?}");
         // A mismatch relists; a failed check is reported and the watch goes on.
-        let mut m2 = Machine::new(Config::default(), 1);
+        let mut m2 = Machine::new(paged(), 1);
         m2.state = State::Checking { rv: "6".into() };
         let step = m2.step(Input::DriftChecked(Ok(Checked { mismatched: 2, list: "7" })), later);
         assert!(step.effects.contains(&Effect::Relist(RelistReason::Drift)), "{step:?}");
@@ -1172,7 +1194,7 @@ mod tests {
     /// sync forgets it.
     #[test]
     fn a_drift_check_is_made_at_what_a_clean_watch_after_the_last_one_covered() {
-        let config = Config::default().drift_check(Duration::from_secs(30));
+        let config = paged().drift_check(Duration::from_secs(30));
         let (mut m, now) = watching(config, "5");
         let at = |step: &Step| match &step.next {
             Next::DriftCheck { params, rv } => (rv.clone(), params.resource_version.clone().unwrap_or_default()),
@@ -1270,6 +1292,23 @@ mod tests {
             assert!(matches!(&step.next, Next::Wait(_)));
             let step = m.step(Input::Start, now);
             assert!(watch_params(&step.next).send_initial_events);
+        }
+
+        /// A streaming list that the server refuses for who asks (401, 403) is reported and
+        /// asked again, not given up: a paged list would meet the same refusal, and a
+        /// permission granted later (a binding that comes after the program starts) is granted
+        /// to both.
+        #[test]
+        fn a_forbidden_streaming_list_is_reported_and_asked_again_as_one() {
+            for (code, reason) in [(403, "Forbidden"), (401, "Unauthorized")] {
+                let (mut m, now, _) = start();
+                let step = m.step(Input::WatchFailed(api(code, reason, false)), now);
+                assert!(step.effects.iter().any(|e| matches!(e, Effect::Report(_))), "{code}: {step:?}");
+                assert!(!step.effects.contains(&Effect::Relist(RelistReason::StreamingFallback)), "{code}: {step:?}");
+                assert!(matches!(&step.next, Next::Wait(_)), "{code}: {step:?}");
+                let step = m.step(Input::Start, now);
+                assert!(watch_params(&step.next).send_initial_events, "{code}: {step:?}");
+            }
         }
 
         /// A sharded watcher asks whether the server filters before its streaming list; when

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube_watcher::testing::FakeApiServer;
-use kube_watcher::{Api, Client, Config, Error, Event, Watchable, Watcher, WatcherBuilder};
+use kube_watcher::{Api, Client, Config, Error, Event, InitialListStrategy, Watchable, Watcher, WatcherBuilder};
 
 pub mod modules;
 pub mod random;
@@ -119,6 +119,12 @@ pub fn key(p: &Pod) -> String {
     )
 }
 
+/// The default configuration with paged lists: for the tests of what a list does page by page
+/// (its faults, continue tokens, relists), which a streaming list, the default, never asks for.
+pub fn paged() -> Config {
+    Config::default().initial_list_strategy(InitialListStrategy::ListWatch)
+}
+
 /// Polls `cond` (bounded by `WAIT`): for facts of the fake server, which has no events.
 pub fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + WAIT;
@@ -137,12 +143,10 @@ pub fn for_each_config(mut scenario: impl FnMut(&str, Config)) {
                 if streaming && !bookmarks {
                     continue; // streaming lists need bookmarks
                 }
-                let mut c = Config::default().page_size(page);
+                let strategy = if streaming { InitialListStrategy::StreamingList } else { InitialListStrategy::ListWatch };
+                let mut c = Config::default().page_size(page).initial_list_strategy(strategy);
                 if !bookmarks {
                     c = c.disable_bookmarks();
-                }
-                if streaming {
-                    c = c.streaming_lists();
                 }
                 let label = format!("page_size={page} bookmarks={bookmarks} streaming={streaming}");
                 scenario(&label, c);
