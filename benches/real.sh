@@ -32,11 +32,15 @@
 #   5. with --syscalls, one more round with `strace -c -f` attached to each peer from its sync
 #      to its end (a round of its own: strace slows what it watches), for the system calls per
 #      event (trickle) or per second at rest (agent).
-# Peers: kw (kube-watcher, protobuf), kwm (the same, without_managed_fields()), kwz / kwzm (the
-# compressed store, without and with managedFields), kwl / kwlm (kw and kwm fetching the initial
-# state with a streaming list, `Config::streaming_lists`, as client-go does), kr / krm (kube-rs,
-# JSON, without / with clearing managedFields in `.modify()`), cg / cgm (client-go's informer,
-# protobuf, without / with the managedFields transform). Default: kw,kwm,kr,krm,cg,cgm.
+# Peers: kw (kube-watcher, protobuf, its defaults: managedFields skipped, a streaming list), kwf
+# (the same decoding managedFields: `with_managed_fields()`), kwo (the defaults before they
+# changed: managedFields decoded, paged lists), kwg (kw with paged lists), kwm, kwl and kwlm (kw
+# saying `without_managed_fields()`, a streaming list, or both: what kw does now; before the
+# defaults changed, kw measured what kwo does now, kwm paged lists without managedFields, kwl
+# what kwf does now), kwz / kwzm (the compressed store, and the same saying
+# `without_managed_fields()`), kr / krm (kube-rs, JSON, without / with clearing managedFields in
+# `.modify()`), cg / cgm (client-go's informer, protobuf, its streaming list, without / with the
+# managedFields transform). Default: kw,kwf,kr,krm,cg,cgm.
 # A bed this script started is taken down at the end; one that was up stays up (with `nogate`
 # stopped: `scripts/apiserver.sh start nogate` brings it back). The pods stay for the next run.
 set -euo pipefail
@@ -47,7 +51,7 @@ pods=5000
 events=1500
 rate=100
 runs=3
-peer_list=kw,kwm,kr,krm,cg,cgm
+peer_list=kw,kwf,kr,krm,cg,cgm
 syscalls=0
 rest=60
 node=agent-node
@@ -66,7 +70,7 @@ while [ $# -gt 0 ]; do
         --node) node=$2; shift 2 ;;
         --agent-pods) agent_pods=$2; shift 2 ;;
         --out) out=$2; shift 2 ;;
-        -h|--help) sed -n '2,42p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,45p' "$0"; exit 0 ;;
         *) echo "unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -179,6 +183,9 @@ print(json.dumps(calls, separators=(",", ":")))' "$STRACE")"
 run_peer() {
     case "$1" in
         kw) run_one kube-watcher "$kw_bin" ;;
+        kwf) run_one kube-watcher-managed-fields "$kw_bin" --with-managed-fields ;;
+        kwo) run_one kube-watcher-old-defaults "$kw_bin" --with-managed-fields --paged-lists ;;
+        kwg) run_one kube-watcher-paged "$kw_bin" --paged-lists ;;
         kwm) run_one kube-watcher-no-managed-fields "$kw_bin" --skip-managed-fields ;;
         kwz) run_one kube-watcher-compressed "$kw_bin" --mode compressed ;;
         kwzm) run_one kube-watcher-compressed-no-managed-fields "$kw_bin" --mode compressed --skip-managed-fields ;;
@@ -188,7 +195,7 @@ run_peer() {
         krm) run_one kube-rs-strip-managed-fields "$kr_bin" --strip-managed-fields ;;
         cg) run_one client-go "$cg_bin" ;;
         cgm) run_one client-go-strip-managed-fields "$cg_bin" --strip-managed-fields ;;
-        *) echo "unknown peer $1 (kw, kwm, kwz, kwzm, kwl, kwlm, kr, krm, cg, cgm)" >&2; exit 2 ;;
+        *) echo "unknown peer $1 (kw, kwf, kwo, kwg, kwm, kwz, kwzm, kwl, kwlm, kr, krm, cg, cgm)" >&2; exit 2 ;;
     esac
 }
 

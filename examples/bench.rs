@@ -33,9 +33,11 @@
 //! event and to the nanosecond (its threads' run time, `/proc/self/task/*/schedstat`). On a machine shared with the server (and with other
 //! work) wall time hides what the program costs its host; CPU time does not.
 //!
-//! `--skip-managed-fields` (client): `WatcherBuilder::without_managed_fields`, so that
-//! `metadata.managedFields` (a quarter of a realistic pod's decoded memory) is never decoded;
-//! the JSON line's `"skip"` says `"managedFields"` or `"none"`.
+//! `--with-managed-fields` (client): `WatcherBuilder::with_managed_fields`, so that
+//! `metadata.managedFields` (a quarter of a realistic pod's decoded memory, more with more
+//! managers), which a watcher skips by default, is decoded; `--skip-managed-fields` says
+//! `without_managed_fields` (the default) explicitly. The JSON line's `"skip"` says
+//! `"managedFields"` or `"none"`.
 //!
 //! `--fields SELECTOR` (client): `Config::fields`, e.g. `spec.nodeName=node-1` for a node
 //! agent's pods (benches/real.sh `--mode agent`; this bench's own server ignores it).
@@ -43,9 +45,10 @@
 //! At the end of the initial sync the client writes `{"synced_ms":…,"sync_cpu_s":…}` to
 //! stderr (benches/real.sh starts its writer then, so that each event it times comes alone).
 //!
-//! `--streaming-lists` (client): `Config::streaming_lists`, the initial state as one watch with
-//! `sendInitialEvents=true` (how client-go's informers fetch it by default) instead of pages of
-//! 500; the JSON line's `"list"` says `"streaming"` or `"paged"`.
+//! `--paged-lists` (client): `InitialListStrategy::ListWatch`, the initial state in pages of
+//! 500, instead of the default streaming list (one watch with `sendInitialEvents=true`, how
+//! client-go's informers fetch it by default); `--streaming-lists` says the default explicitly.
+//! The JSON line's `"list"` says `"streaming"` or `"paged"`.
 //!
 //! `--parallel-sync N` decodes list items on N helper threads (`WatcherBuilder::parallel_sync`;
 //! default 0, none); the JSON line says which. `--page-size N` sets `Config::page_size` (0: the
@@ -91,7 +94,8 @@
 //! `--relists K`: the server answers the K watches after the first with an in-stream 410
 //! (`Expired`), each of which makes the client relist, and lists the same pods again (with
 //! `--relist-changed PCT`, that percentage of them at a new resourceVersion in each relist);
-//! the client, after the `--events`, waits for K relists and prints instead
+//! the client, which then lists in pages (the server expires watches that follow a list),
+//! after the `--events`, waits for K relists and prints instead
 //! `{"peer":"kube-watcher","mode":"relists",…,"initial_sync_ms":…,"relists":K,"relist_ms_median":…,"relist_ms":[…],"steady_rss_kb":…,"relist_peak_rss_kb":…}`:
 //! each relist timed from its `Notice::Relisting` to its `Notice::Synced` (on the consumer path
 //! a thread receives every event meanwhile; `--store-only`: nothing attached), the resident memory once synced
@@ -179,11 +183,13 @@ struct Args {
     /// Client: a consumer that reads at most this many events a second during the sync; the
     /// bench times the list (until the store is ready) instead of the events.
     consumer_rate: Option<u32>,
-    /// Client: `WatcherBuilder::without_managed_fields`.
-    skip_managed_fields: bool,
-    /// Client: `Config::streaming_lists` (the initial state as a watch with
-    /// `sendInitialEvents=true`, as client-go's informers fetch it) instead of paged lists.
-    streaming_lists: bool,
+    /// Client: `WatcherBuilder::with_managed_fields` (true) or `without_managed_fields` (false);
+    /// `None`: the watcher's default (skipped).
+    managed_fields: Option<bool>,
+    /// Client: paged lists (`InitialListStrategy::ListWatch`) instead of the default streaming
+    /// list (the initial state as a watch with `sendInitialEvents=true`, as client-go's
+    /// informers fetch it).
+    paged_lists: bool,
     /// Client: a field selector (`Config::fields`), e.g. a node agent's `spec.nodeName=node-1`.
     fields: Option<String>,
     /// Server: send the watch events one at a time, each in its own chunk, at this many a
@@ -218,8 +224,8 @@ fn parse_args() -> Result<Args, String> {
         want: (0, 0),
         page_size: None,
         consumer_rate: None,
-        skip_managed_fields: false,
-        streaming_lists: false,
+        managed_fields: None,
+        paged_lists: false,
         event_rate: None,
         fields: None,
     };
@@ -236,7 +242,8 @@ fn parse_args() -> Result<Args, String> {
             "--mode" => a.mode = value()?,
             "--metadata" => a.mode = "metadata".into(),
             "--store-only" => a.store_only = true,
-            "--streaming-lists" => a.streaming_lists = true,
+            "--streaming-lists" => a.paged_lists = false,
+            "--paged-lists" => a.paged_lists = true,
             "--parallel-sync" => {
                 a.parallel_sync = value()?.parse().map_err(|e| format!("--parallel-sync: {e}"))?;
             }
@@ -289,7 +296,8 @@ fn parse_args() -> Result<Args, String> {
                 }
                 a.consumer_rate = Some(rate);
             }
-            "--skip-managed-fields" => a.skip_managed_fields = true,
+            "--skip-managed-fields" => a.managed_fields = Some(false),
+            "--with-managed-fields" => a.managed_fields = Some(true),
             "--fields" => a.fields = Some(value()?),
             "--event-rate" => {
                 let rate: f64 = value()?.parse().map_err(|e| format!("--event-rate: {e}"))?;
@@ -299,12 +307,16 @@ fn parse_args() -> Result<Args, String> {
                 a.event_rate = Some(rate);
             }
             "-h" | "--help" => {
-                return Err("usage: bench --serve [--pods N] [--events M] [--port P] [--gzip] [--page-cap N] [--chunk-kib K] [--varied] [--event-rate R]\n       bench --url URL|--kubeconfig FILE [--pods N] [--events M] [--mode typed|compact|compressed|metadata|projection] [--metadata] [--store-only] [--parallel-sync N] [--varied] [--idle-check SECONDS] [--wire json|protobuf] [--page-size N] [--consumer-rate EVENTS_PER_S] [--shard I/N] [--skip-managed-fields] [--streaming-lists] [--fields SELECTOR]\n       --serve also takes --filter-shards".into());
+                return Err("usage: bench --serve [--pods N] [--events M] [--port P] [--gzip] [--page-cap N] [--chunk-kib K] [--varied] [--event-rate R]\n       bench --url URL|--kubeconfig FILE [--pods N] [--events M] [--mode typed|compact|compressed|metadata|projection] [--metadata] [--store-only] [--parallel-sync N] [--varied] [--idle-check SECONDS] [--wire json|protobuf] [--page-size N] [--consumer-rate EVENTS_PER_S] [--shard I/N] [--skip-managed-fields|--with-managed-fields] [--streaming-lists|--paged-lists] [--fields SELECTOR]\n       --serve also takes --filter-shards".into());
             }
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
     a.want = (a.pods, a.events);
+    // The server expires the watches that follow a list (see `--relists` in the module docs).
+    if a.relists > 0 {
+        a.paged_lists = true;
+    }
     if let Some((i, n)) = a.shard {
         let shard = kube_watcher::Shard::of(i, n).map_err(|e| e.to_string())?;
         let ours: Vec<bool> = (0..a.pods).map(|p| shard.contains(&pod_uid_of(p, a.varied))).collect();
@@ -358,15 +370,13 @@ fn client(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(n) = args.page_size {
         config = config.page_size(n);
     }
-    if args.streaming_lists {
-        config = config.streaming_lists();
+    if args.paged_lists {
+        config = config.initial_list_strategy(kube_watcher::InitialListStrategy::ListWatch);
     }
     if let Some(fields) = &args.fields {
         config = config.fields(fields);
     }
-    let skip =
-        |b: kube_watcher::WatcherBuilder<_>| if args.skip_managed_fields { b.without_managed_fields() } else { b };
-    let builder = skip(Watcher::builder(api.clone()).config(config.clone()).parallel_sync(parallel));
+    let builder = managed_fields(Watcher::builder(api.clone()).config(config.clone()).parallel_sync(parallel), args);
     match args.mode.as_str() {
         "typed" => measure(builder.start()?, args, start),
         "compact" => measure(builder.compact_store().start()?, args, start),
@@ -376,18 +386,25 @@ fn client(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         // bandwidth.
         "metadata" => {
             let builder = Watcher::builder(api.into_metadata()).config(config).parallel_sync(parallel);
-            let builder = if args.skip_managed_fields { builder.without_managed_fields() } else { builder };
-            measure(builder.start()?, args, start)
+            measure(managed_fields(builder, args).start()?, args, start)
         }
         // A struct of five pod fields (name and namespace in its metadata, node, phase, IP):
         // everything else is skipped by the decoder (`kube_watcher::resource!`).
         "projection" => {
             let api: Api<PodView> = Api::all(connect()?);
             let builder = Watcher::builder(api).config(config).parallel_sync(parallel);
-            let builder = if args.skip_managed_fields { builder.without_managed_fields() } else { builder };
-            measure(builder.start()?, args, start)
+            measure(managed_fields(builder, args).start()?, args, start)
         }
         other => Err(format!("--mode {other}: expected typed, compact, compressed, metadata or projection").into()),
+    }
+}
+
+/// `--with-managed-fields` or `--skip-managed-fields`, if either was given.
+fn managed_fields<K: Watchable>(builder: kube_watcher::WatcherBuilder<K>, args: &Args) -> kube_watcher::WatcherBuilder<K> {
+    match args.managed_fields {
+        Some(true) => builder.with_managed_fields(),
+        Some(false) => builder.without_managed_fields(),
+        None => builder,
     }
 }
 
@@ -690,7 +707,7 @@ fn measure<K: Watchable>(watcher: Watcher<K>, args: &Args, start: Instant) -> Re
     let per_100k = |cpu: f64, n: usize| cpu * 100_000.0 / n.max(1) as f64;
     let cpu = format!(
         r#""skip":"{}","sync_cpu_s":{:.2},"watch_cpu_s":{:.2},"watch_us_per_event":{:.1},"cpu_s_per_100k_synced":{:.2},"cpu_s_per_100k_events":{:.2}"#,
-        if args.skip_managed_fields { "managedFields" } else { "none" },
+        if args.managed_fields == Some(true) { "none" } else { "managedFields" },
         phases.sync_cpu_s,
         phases.watch_cpu_s,
         phases.watch_run_ns as f64 / 1e3 / args.want.1.max(1) as f64,
@@ -701,7 +718,7 @@ fn measure<K: Watchable>(watcher: Watcher<K>, args: &Args, start: Instant) -> Re
         r#"{{"peer":"kube-watcher",{shard}"wire":"{wire}","allocator":"{}","path":"{}","list":"{}","parallel_sync":{},"n":{},"m":{},"initial_sync_ms":{},"watch_ms":{},"events_per_s":{:.0},{cpu},"cache_len":{},"max_rss_kb":{},"cpu_ms":{cpu_total_ms},"get_us_median":{get_median:.1},"get_us_p99":{get_p99:.1},"stop_us":{}}}"#,
         args.allocator,
         if args.store_only { "store" } else { "consumer" },
-        if args.streaming_lists { "streaming" } else { "paged" },
+        if args.paged_lists { "paged" } else { "streaming" },
         args.parallel_sync,
         args.pods,
         args.events,
