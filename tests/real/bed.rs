@@ -276,3 +276,27 @@ pub fn until(what: &str, mut cond: impl FnMut() -> bool) {
         thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// What the bed's Kubernetes minor does, where minors differ (docs/protocol.md, "What differs
+/// from one Kubernetes minor to the next", has the table; scripts/apiserver.sh runs each).
+impl Bed {
+    /// The minor of the running kube-apiserver (`34` for 1.34), as scripts/apiserver.sh
+    /// recorded it when it started the bed.
+    pub fn minor(&self) -> u32 {
+        let file = self.run.join("minor");
+        let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        let minor = text.trim().strip_prefix("1.").and_then(|m| m.parse().ok());
+        minor.unwrap_or_else(|| panic!("{}: not a Kubernetes minor: {text:?}", file.display()))
+    }
+
+    /// Whether the server with the gate (`User::Admin`) filters a shard: `ShardedListAndWatch`
+    /// exists from 1.36 (alpha); before, the gated server is one without it.
+    pub fn filters_shards(&self) -> bool {
+        self.minor() >= 36
+    }
+
+    /// Who filters a shard on the server with the gate.
+    pub fn shard_filter(&self) -> kube_watcher::ShardFilter {
+        if self.filters_shards() { kube_watcher::ShardFilter::Server } else { kube_watcher::ShardFilter::Client }
+    }
+}

@@ -25,6 +25,7 @@ mod differential;
 mod faults;
 mod kubectl;
 mod lists;
+mod promises;
 mod resources;
 mod scale_out;
 mod watches;
