@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use crate::bed::Bed;
 
 /// One server, spoken to over raw HTTP.
-struct Raw {
+pub struct Raw {
     base: String,
     token: Option<String>,
     agent: ureq::Agent,
@@ -25,9 +25,9 @@ struct Raw {
 
 /// A server's answer: status, and the body as JSON (`Null` when it is not JSON).
 #[derive(Debug)]
-struct Answer {
-    status: u16,
-    body: Value,
+pub struct Answer {
+    pub status: u16,
+    pub body: Value,
 }
 
 impl Answer {
@@ -56,7 +56,12 @@ impl Raw {
         Raw { token: Some(token.trim().to_owned()), ..Raw::real(bed) }
     }
 
-    fn real(bed: &Bed) -> Raw {
+    /// The server without `ShardedListAndWatch` and `WatchList`, as the administrator.
+    fn real_nogate(bed: &Bed) -> Raw {
+        Raw { base: format!("https://127.0.0.1:{}", bed.port("nogate")), ..Raw::real(bed) }
+    }
+
+    pub fn real(bed: &Bed) -> Raw {
         let pem = std::fs::read(bed.run_file("certs/ca.crt")).unwrap();
         let certs: Vec<_> = ureq::tls::parse_pem(&pem)
             .filter_map(|item| match item {
@@ -70,7 +75,7 @@ impl Raw {
         Raw { base: format!("https://127.0.0.1:{}", bed.port("apiserver")), token: Some(token), agent }
     }
 
-    fn send(&self, method: &str, path: &str, body: Option<&Value>) -> Answer {
+    pub fn send(&self, method: &str, path: &str, body: Option<&Value>) -> Answer {
         let url = format!("{}{path}", self.base);
         let auth = self.token.as_ref().map(|t| format!("Bearer {t}")).unwrap_or_default();
         let mut response = match (method, body) {
@@ -127,7 +132,7 @@ impl Raw {
     }
 
     /// The lines of a watch, until `done` says so (each line one event, as JSON).
-    fn watch_until(&self, path: &str, mut done: impl FnMut(&Value) -> bool) -> Vec<Value> {
+    pub fn watch_until(&self, path: &str, mut done: impl FnMut(&Value) -> bool) -> Vec<Value> {
         let url = format!("{}{path}", self.base);
         let auth = self.token.as_ref().map(|t| format!("Bearer {t}")).unwrap_or_default();
         let response = self.agent.get(&url).header("authorization", &auth).call().unwrap();
@@ -597,4 +602,70 @@ fn aggregated_discovery_matches_the_real_servers_for_the_fakes_types() {
             assert_eq!(Some(fs), r.6.get(sub), "{key:?}: subresource {sub}");
         }
     }
+}
+
+/// A watch from a version older than the watch cache holds, on a resource with a watch cache
+/// (pods): both answer 200 and then one in-stream `ERROR` event, a 410 `Expired` Status, and
+/// end the stream. The real server's cache starts at the version it first listed, so version 1
+/// is older than it; the fake's history is compacted past it.
+#[test]
+fn a_watch_older_than_the_watch_cache_gets_an_in_stream_410() {
+    let Some(bed) = Bed::shared() else { return };
+    let server = FakeApiServer::start();
+    let fake = Raw::fake(&server);
+    let old = server.resource_version();
+    assert_eq!(fake.send("POST", "/api/v1/namespaces/diff/pods", Some(&pod_body("a"))).status, 201);
+    server.compact();
+    let shape = |raw: &Raw, ns: &str, rv: &str| {
+        let events =
+            raw.watch_until(&format!("/api/v1/namespaces/{ns}/pods?watch=true&resourceVersion={rv}"), |_| false);
+        assert_eq!(events.len(), 1, "{events:?}");
+        let status = &events[0]["object"];
+        let message = status["message"].as_str().unwrap_or_default();
+        // "too old resource version: <asked> (<oldest held>)"
+        let asked = message.strip_prefix("too old resource version: ").and_then(|m| m.split_once(" ("));
+        assert!(asked.is_some_and(|(asked, _)| asked == rv), "{message}");
+        (
+            events[0]["type"].clone(),
+            status["kind"].clone(),
+            status["status"].clone(),
+            status["code"].clone(),
+            status["reason"].clone(),
+        )
+    };
+    let ns = bed.namespace("diff-too-old");
+    let real = Raw::real(&bed);
+    assert_eq!(real.send("POST", &format!("/api/v1/namespaces/{ns}/pods"), Some(&pod_body("a"))).status, 201);
+    let r = shape(&real, &ns, "1");
+    assert_eq!(shape(&fake, "diff", &old), r);
+    assert_eq!(r.3, json!(410));
+    assert_eq!(r.4, json!("Expired"));
+}
+
+fn pod_body(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+           "spec": {"containers": [{"name": "c", "image": "registry.example/app:1"}]}})
+}
+
+/// A streaming list asked of a server without `WatchList`: 422 `Invalid` on `ListOptions`, one
+/// `FieldValueForbidden` cause on `sendInitialEvents`; the fake refuses alike when told to
+/// (`StreamingLists::Rejected`), word for word.
+#[test]
+fn a_streaming_list_refused_without_watch_list_matches_the_real_servers() {
+    let Some(bed) = Bed::shared() else { return };
+    let path = |ns: &str| {
+        format!(
+            "/api/v1/namespaces/{ns}/configmaps?watch=true&sendInitialEvents=true&allowWatchBookmarks=true\
+             &resourceVersionMatch=NotOlderThan"
+        )
+    };
+    let server = FakeApiServer::builder().streaming_lists(kube_watcher::testing::StreamingLists::Rejected).start();
+    let fake = Raw::fake(&server).send("GET", &path("diff"), None);
+    let ns = bed.namespace("diff-no-watch-list");
+    let real = Raw::real_nogate(&bed).send("GET", &path(&ns), None);
+    assert_eq!(real.status, 422, "{real:?}");
+    assert_eq!(real.reason(), "Invalid", "{real:?}");
+    assert_eq!(real.body["details"]["causes"][0]["field"], "sendInitialEvents", "{real:?}");
+    assert_eq!(real.body["details"]["causes"][0]["reason"], "FieldValueForbidden", "{real:?}");
+    assert_eq!((fake.status, &fake.body), (real.status, &real.body));
 }

@@ -25,6 +25,7 @@ mod differential;
 mod faults;
 mod kubectl;
 mod lists;
+mod minors;
 mod promises;
 mod resources;
 mod scale_out;
