@@ -29,6 +29,11 @@ const MAX_ERROR_BODY: u64 = 1 << 20;
 const MAX_OBJECT_BYTES: u64 = 64 << 20;
 /// `Content-Type` of a write's body.
 const CONTENT_JSON: &str = "application/json";
+
+/// The log target of the line each request sends (trace level), whose key-values are its
+/// `method`, `url`, `accept` and `content_type` (empty without a body): what the real-server
+/// suite records of every request the library makes (tests/real/shapes.rs).
+pub(crate) const REQUEST_LOG: &str = "kube_watcher::request";
 /// Idle limit for non-watch requests: the API server answers them within 60 s or gives up.
 const REQUEST_IDLE: Duration = Duration::from_secs(70);
 
@@ -338,7 +343,13 @@ impl Http {
             let tls = self.conn.request_tls(&roots, &self.agent_roots, auth.client_cert);
             let whole = self.timeout.filter(|_| !watch);
             let how = Prepared { accept, watch, idle, whole, headers: &auth.headers, tls };
-            log::trace!("{} {context}", verb.method());
+            let content_type = if matches!(verb, Verb::Post(_) | Verb::Put(_)) { CONTENT_JSON } else { "" };
+            log::trace!(
+                target: REQUEST_LOG,
+                method = verb.method(), url = url, accept = accept, content_type = content_type;
+                "{} {context}",
+                verb.method()
+            );
             let sent = match verb {
                 Verb::Get => how.apply(self.agent.get(url)).call(),
                 Verb::Delete => how.apply(self.agent.delete(url)).call(),

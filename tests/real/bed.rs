@@ -65,6 +65,14 @@ pub struct Turn {
     _hold: Hold,
 }
 
+/// A request the suite does not know the shape of fails the test that let it go
+/// (tests/real/shapes.rs).
+impl Drop for Turn {
+    fn drop(&mut self) {
+        crate::shapes::check_unlisted();
+    }
+}
+
 impl std::ops::Deref for Turn {
     type Target = Bed;
     fn deref(&self) -> &Bed {
@@ -83,6 +91,7 @@ fn bed() -> Option<&'static Bed> {
              scripts/apiserver.sh up, or run the suite with scripts/apiserver.sh test",
             root.display()
         );
+        crate::shapes::install();
         Some(Bed { root, run })
     })
     .as_ref()

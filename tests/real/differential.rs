@@ -40,7 +40,7 @@ impl Answer {
 }
 
 impl Raw {
-    fn fake(server: &FakeApiServer) -> Raw {
+    pub fn fake(server: &FakeApiServer) -> Raw {
         let agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
         Raw { base: server.url(), token: None, agent }
     }
@@ -99,6 +99,33 @@ impl Raw {
         let status = response.status().as_u16();
         let text = response.body_mut().read_to_string().unwrap_or_default();
         Answer { status, body: serde_json::from_str(&text).unwrap_or(Value::Null) }
+    }
+
+    /// Any request with exactly these headers (an empty `content_type`: none, and no body):
+    /// status, `Content-Type`, and the whole body.
+    pub fn request(
+        &self,
+        method: &str,
+        path: &str,
+        accept: &str,
+        content_type: &str,
+        body: &[u8],
+    ) -> (u16, String, Vec<u8>) {
+        let url = format!("{}{path}", self.base);
+        let auth = self.token.as_ref().map(|t| format!("Bearer {t}")).unwrap_or_default();
+        let request = ureq::http::Request::builder().method(method).uri(&url).header("authorization", &auth);
+        let request = request.header("accept", accept);
+        let response = if content_type.is_empty() {
+            self.agent.run(request.body(()).unwrap())
+        } else {
+            self.agent.run(request.header("content-type", content_type).body(body.to_vec()).unwrap())
+        }
+        .unwrap();
+        let content_type = response.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default();
+        let (status, content_type) = (response.status().as_u16(), content_type.to_owned());
+        let mut bytes = Vec::new();
+        response.into_body().into_reader().read_to_end(&mut bytes).expect("the body ends cleanly");
+        (status, content_type, bytes)
     }
 
     /// A POST of `body` with the given `Content-Type` header, or none.
@@ -402,10 +429,10 @@ fn a_watch_ends_cleanly_at_its_timeout() {
 }
 
 /// The fields of a protobuf message, each as (field number, its bytes as written: key and all).
-type Fields = Vec<(u64, Vec<u8>)>;
+pub type Fields = Vec<(u64, Vec<u8>)>;
 
 /// The [`Fields`] of the message `b`.
-fn proto_fields(mut b: &[u8]) -> Fields {
+pub fn proto_fields(mut b: &[u8]) -> Fields {
     fn varint(b: &mut &[u8]) -> u64 {
         let (mut v, mut shift) = (0u64, 0);
         loop {
@@ -440,7 +467,7 @@ fn proto_fields(mut b: &[u8]) -> Fields {
 }
 
 /// The payload of a length-delimited field as `proto_fields` returns it.
-fn payload(field: &[u8]) -> &[u8] {
+pub fn payload(field: &[u8]) -> &[u8] {
     let mut b = field;
     for _ in 0..2 {
         // the key, then the length: one varint each

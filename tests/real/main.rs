@@ -29,6 +29,7 @@ mod minors;
 mod promises;
 mod resources;
 mod scale_out;
+mod shapes;
 mod watches;
 mod writes;
 
