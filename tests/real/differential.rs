@@ -633,19 +633,19 @@ fn aggregated_discovery_matches_the_real_servers_for_the_fakes_types() {
 
 /// A watch from a version older than the watch cache holds, on a resource with a watch cache
 /// (pods): both answer 200 and then one in-stream `ERROR` event, a 410 `Expired` Status, and
-/// end the stream. The real server's cache starts at the version it first listed, so version 1
-/// is older than it; the fake's history is compacted past it.
+/// end the stream. A restarted kube-apiserver's cache starts at the version it first lists, so
+/// the version of a pod made before the restart (and two writes before it) is older than it
+/// holds; the fake's history is compacted past it.
 #[test]
 fn a_watch_older_than_the_watch_cache_gets_an_in_stream_410() {
-    let Some(bed) = Bed::shared() else { return };
+    let Some(bed) = Bed::exclusive() else { return };
     let server = FakeApiServer::start();
     let fake = Raw::fake(&server);
     let old = server.resource_version();
     assert_eq!(fake.send("POST", "/api/v1/namespaces/diff/pods", Some(&pod_body("a"))).status, 201);
     server.compact();
-    let shape = |raw: &Raw, ns: &str, rv: &str| {
-        let events =
-            raw.watch_until(&format!("/api/v1/namespaces/{ns}/pods?watch=true&resourceVersion={rv}"), |_| false);
+    let path = |ns: &str, rv: &str| format!("/api/v1/namespaces/{ns}/pods?watch=true&resourceVersion={rv}");
+    let shape = |events: &[Value], rv: &str| {
         assert_eq!(events.len(), 1, "{events:?}");
         let status = &events[0]["object"];
         let message = status["message"].as_str().unwrap_or_default();
@@ -660,13 +660,29 @@ fn a_watch_older_than_the_watch_cache_gets_an_in_stream_410() {
             status["reason"].clone(),
         )
     };
+    let fake_shape = shape(&fake.watch_until(&path("diff", &old), |_| false), &old);
+
     let ns = bed.namespace("diff-too-old");
     let real = Raw::real(&bed);
-    assert_eq!(real.send("POST", &format!("/api/v1/namespaces/{ns}/pods"), Some(&pod_body("a"))).status, 201);
-    let r = shape(&real, &ns, "1");
-    assert_eq!(shape(&fake, "diff", &old), r);
-    assert_eq!(r.3, json!(410));
-    assert_eq!(r.4, json!("Expired"));
+    let made = real.send("POST", &format!("/api/v1/namespaces/{ns}/pods"), Some(&pod_body("a")));
+    assert_eq!(made.status, 201, "{made:?}");
+    let rv = made.body["metadata"]["resourceVersion"].as_str().unwrap().to_owned();
+    for name in ["b", "c"] {
+        assert_eq!(real.send("POST", &format!("/api/v1/namespaces/{ns}/pods"), Some(&pod_body(name))).status, 201);
+    }
+    bed.script(&["stop", "apiserver"]);
+    bed.script(&["start", "apiserver"]);
+    // Until its pods cache has synced, the restarted server serves a watch from etcd, which
+    // still holds that version (it replays the pods): the cache's answer is awaited.
+    let mut events = Vec::new();
+    crate::bed::until("the pods watch cache answers", || {
+        events = real.watch_until(&format!("{}&timeoutSeconds=1", path(&ns, &rv)), |_| false);
+        events.first().is_some_and(|e| e["type"] == "ERROR")
+    });
+    let real_shape = shape(&events, &rv);
+    assert_eq!(fake_shape, real_shape);
+    assert_eq!(real_shape.3, json!(410));
+    assert_eq!(real_shape.4, json!("Expired"));
 }
 
 fn pod_body(name: &str) -> Value {

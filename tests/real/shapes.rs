@@ -260,8 +260,9 @@ pub struct Summary {
     /// The fields of the items (or the object), and of their metadata.
     pub fields: BTreeSet<String>,
     pub metadata: BTreeSet<String>,
-    /// The events of a watch, in order, without bookmarks but the one that ends a streaming
-    /// list's initial events (`BOOKMARK(initial-events-end)`): the others come when a timer says.
+    /// The events of a watch, in order, a run of one type once, without bookmarks but the one
+    /// that ends a streaming list's initial events (`BOOKMARK(initial-events-end)`): the others
+    /// come when a timer says.
     pub events: Vec<String>,
 }
 
@@ -330,11 +331,16 @@ impl Summary {
         out.join("; ")
     }
 
+    /// One event of a watch: a run of the same type counts once (how many objects a shard
+    /// holds depends on their uids, which each server makes its own).
     fn event(&mut self, kind: &str, marker: bool) {
-        match (kind, marker) {
-            ("BOOKMARK", true) => self.events.push("BOOKMARK(initial-events-end)".into()),
-            ("BOOKMARK", false) => {}
-            (other, _) => self.events.push(other.to_owned()),
+        let kind = match (kind, marker) {
+            ("BOOKMARK", true) => "BOOKMARK(initial-events-end)",
+            ("BOOKMARK", false) => return,
+            (other, _) => other,
+        };
+        if self.events.last().is_none_or(|last| last != kind) {
+            self.events.push(kind.to_owned());
         }
     }
 
