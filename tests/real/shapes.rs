@@ -151,6 +151,8 @@ pub fn listed() -> &'static BTreeSet<Shape> {
 struct Seen {
     all: BTreeMap<Shape, String>,
     unlisted: BTreeSet<Shape>,
+    /// Requests of each shape so far.
+    counts: BTreeMap<Shape, u64>,
 }
 
 fn seen() -> &'static Mutex<Seen> {
@@ -177,6 +179,7 @@ impl log::Log for Recorder {
         if !listed().contains(&shape) {
             seen.unlisted.insert(shape.clone());
         }
+        *seen.counts.entry(shape.clone()).or_default() += 1;
         seen.all.entry(shape).or_insert_with(|| get("url"));
     }
 
@@ -580,6 +583,22 @@ fn kept_difference(shape: &Shape, fake: &Summary, real: &Summary, minor: u32) ->
 #[test]
 fn every_listed_shape_answers_alike_on_the_fake_and_the_real_server() {
     let Some(bed) = crate::bed::Bed::shared() else { return };
+    // The recorder hears the library: a list made here is recorded with its shape.
+    let hook = bed.namespace("shape-hook");
+    let api = kube_watcher::Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(bed.client(), &hook);
+    let shape = Shape::of(
+        "GET",
+        &format!("/api/v1/namespaces/{hook}/configmaps?limit=1"),
+        "application/vnd.kubernetes.protobuf, application/json",
+        "",
+    );
+    let count = || seen().lock().counts.get(&shape).copied().unwrap_or_default();
+    let before = count();
+    api.list(&kube_watcher::ListParams::default().limit(1)).unwrap();
+    assert!(
+        count() > before,
+        "the library's requests are not recorded (its trace line: src/wire/http.rs, REQUEST_LOG)"
+    );
     crate::resources::widgets(&bed);
     let shapes: Vec<&Shape> = listed().iter().collect();
     let results: Vec<(Summary, Summary)> = std::thread::scope(|scope| {
