@@ -23,6 +23,7 @@ mod proxy;
 mod auth;
 mod differential;
 mod faults;
+mod groups;
 mod kubectl;
 mod lists;
 mod minors;
