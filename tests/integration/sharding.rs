@@ -134,6 +134,17 @@ fn a_shards_events_are_only_its_objects() {
     }
 }
 
+/// What the `ShardFilter` notices received so far said.
+fn said(notices: &kube_watcher::crossbeam_channel::Receiver<Notice>) -> Vec<ShardFilter> {
+    notices
+        .try_iter()
+        .filter_map(|n| match n {
+            Notice::ShardFilter { by } => Some(by),
+            _ => None,
+        })
+        .collect()
+}
+
 #[test]
 fn the_notice_says_once_who_filters() {
     for (filtering, by) in [(true, ShardFilter::Server), (false, ShardFilter::Client)] {
@@ -155,14 +166,7 @@ fn the_notice_says_once_who_filters() {
         );
         server.end_watches();
         eventually("a second sync", || w.stats().relists.total() >= 2);
-        let said: Vec<ShardFilter> = notices
-            .try_iter()
-            .filter_map(|n| match n {
-                Notice::ShardFilter { by } => Some(by),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(said, [by], "filtering={filtering}");
+        assert_eq!(said(&notices), [by], "filtering={filtering}");
         w.stop();
     }
 }
@@ -717,14 +721,7 @@ fn a_metadata_watcher_learns_who_filters_from_a_list_of_full_objects() {
             let notices = w.notices();
             w.store().wait_until_ready(WAIT).unwrap();
             assert_eq!(w.stats().shard_filter, Some(by), "{label}");
-            let said: Vec<ShardFilter> = notices
-                .try_iter()
-                .filter_map(|n| match n {
-                    Notice::ShardFilter { by } => Some(by),
-                    _ => None,
-                })
-                .collect();
-            assert_eq!(said, [by], "{label}");
+            assert_eq!(said(&notices), [by], "{label}");
             assert_eq!(server.pending_faults(), 0, "{label}: the probe met the fault");
             w.stop();
         }

@@ -16,17 +16,9 @@ use crate::bed::{Bed, User, list_all, same_as_server, until};
 use crate::common::WAIT;
 use crate::proxy::Proxy;
 
-fn pod(ns: &str, name: &str) -> Pod {
-    serde_json::from_value(serde_json::json!({
-        "metadata": {"name": name, "namespace": ns, "labels": {"app": "web"}},
-        "spec": {"containers": [{"name": "c", "image": "registry.example/app:1"}]}
-    }))
-    .unwrap()
-}
-
 fn create_pods(api: &Api<Pod>, ns: &str, names: std::ops::Range<usize>) {
     for i in names {
-        api.create(&pod(ns, &format!("p{i}"))).unwrap();
+        api.create(&crate::scale_out::pod(ns, &format!("p{i}"))).unwrap();
     }
 }
 
