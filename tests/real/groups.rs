@@ -139,7 +139,14 @@ fn a_follower_whose_list_hangs_still_lets_go_when_its_lead_ends() {
     // a's lead ends: its renewals are refused.
     a.leases.refuse(true);
     a.leases.cut();
-    until("a's store empties although its list hangs", || uids(&a).is_empty());
+    // Until a's store is empty, b holds none of its pods: b takes the share only once a's
+    // Lease has expired in its eyes, by when a's follower must have let go, its list cut.
+    until("a's store empties although its list hangs", || {
+        let (a1, b1, a2) = (uids(&a), uids(&b), uids(&a));
+        let both: Vec<_> = a1.intersection(&a2).filter(|u| b1.contains(*u)).collect();
+        assert!(both.is_empty(), "a pod in a's hung store and in b's: {both:?}");
+        a2.is_empty()
+    });
     settle("b holds every pod", &api, &[&a, &b], &[&b]);
     a.pods.stall(false);
 }
