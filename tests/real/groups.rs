@@ -13,9 +13,11 @@ use kube_watcher::{Api, Client, Config, KubeconfigOptions, ListParams, ShardGrou
 use crate::bed::{Bed, list_all, until};
 use crate::proxy::Proxy;
 
-fn timings() -> kube_watcher::LeaseTimings {
+/// Short leases, so that a test takes seconds; `margin` is how much longer a Lease lasts in the
+/// others' eyes than its holder's lead does.
+fn timings(margin: Duration) -> kube_watcher::LeaseTimings {
     kube_watcher::LeaseTimings {
-        lease_duration: Duration::from_secs(4),
+        lease_duration: Duration::from_secs(3) + margin,
         renew_deadline: Duration::from_secs(3),
         retry_period: Duration::from_millis(500),
     }
@@ -30,11 +32,16 @@ struct Member {
 }
 
 fn member(bed: &Bed, ns: &str, identity: &str) -> Member {
+    member_with(bed, ns, identity, Duration::from_secs(1))
+}
+
+fn member_with(bed: &Bed, ns: &str, identity: &str, margin: Duration) -> Member {
     let via = |proxy: &Proxy| {
         Client::from_kubeconfig_yaml(&bed.kubeconfig_via(proxy.port()), &KubeconfigOptions::default()).unwrap()
     };
     let (leases, pods) = (Proxy::start(bed.port("apiserver")), Proxy::start(bed.port("apiserver")));
-    let group = ShardGroup::join(Api::<Lease>::namespaced(via(&leases), ns), "pods", identity, timings()).unwrap();
+    let group =
+        ShardGroup::join(Api::<Lease>::namespaced(via(&leases), ns), "pods", identity, timings(margin)).unwrap();
     let watcher = Watcher::new(Api::namespaced(via(&pods), ns), Config::default().shard_group(&group)).unwrap();
     Member { group, watcher, leases, pods }
 }
@@ -129,12 +136,16 @@ fn a_deleted_member_lease_is_made_again() {
 fn a_follower_whose_list_hangs_still_lets_go_when_its_lead_ends() {
     let Some(bed) = Bed::shared() else { return };
     let (ns, api) = pods(&bed, "group-hang", 20);
-    let a = member(&bed, &ns, "a");
+    // A margin of 5 s between a's lead and its Lease's expiry in b's eyes: the cut request
+    // lets a's store empty well within it (with the 1 s of the other tests a loaded machine
+    // was once seen to take longer), and an uncut list would hang far past it.
+    let margin = Duration::from_secs(5);
+    let a = member_with(&bed, &ns, "a", margin);
     settle("a alone", &api, &[&a], &[&a]);
     // a's watcher goes silent; a new member makes a's share shrink, so a's follower relists,
     // and that list hangs.
     a.pods.stall(true);
-    let b = member(&bed, &ns, "b");
+    let b = member_with(&bed, &ns, "b", margin);
     until("two members", || [&a, &b].iter().all(|m| m.group.members().len() == 2));
     // a's lead ends: its renewals are refused.
     a.leases.refuse(true);
