@@ -25,6 +25,7 @@ mod differential;
 mod faults;
 mod kubectl;
 mod lists;
+mod outage;
 mod resources;
 mod scale_out;
 mod watches;
