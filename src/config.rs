@@ -329,6 +329,10 @@ impl Config {
 
     /// End the watcher with a terminal [`Error::GaveUp`] after this many consecutive failures
     /// without progress. Defaults to retrying forever.
+    ///
+    /// Refused connections (nothing listens: the server is restarting) are retried sooner than
+    /// the backoff's step but count only as often as it would have retried, so the limit
+    /// gives a restarting server as long as any other failing one (docs/protocol.md §6.10).
     pub fn max_retries(mut self, retries: u32) -> Self {
         self.max_retries = Some(retries);
         self

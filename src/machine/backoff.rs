@@ -43,6 +43,19 @@ impl BackoffState {
         jittered(self.cap(0), rng)
     }
 
+    /// The step the backoff has reached: the exponent of the next delay's cap.
+    pub(crate) fn step(&self) -> u32 {
+        self.attempt
+    }
+
+    /// What the `step`-th delay waits on average (half its cap: the jitter is uniform). A run
+    /// of refused connections, retried sooner, counts against `max_retries` at this pace
+    /// (`Machine::fail`), so a retry limit gives a restarting server as long as it did when
+    /// every failure waited its step.
+    pub(crate) fn typical(&self, step: u32) -> Duration {
+        self.cap(step) / 2
+    }
+
     /// How long the server asked us to wait (`Retry-After`), clamped to the backoff maximum: a
     /// watch cache minutes behind is a broken cache, so no server can park a watcher for longer
     /// than its own backoff would (30 s by default). The only place a server's wait is bounded.

@@ -246,9 +246,9 @@ pub(crate) struct Machine {
     /// hold since (an event, a bookmark, a clean end) nor has another failure come: another one
     /// is the server answering so again, and backs off.
     expiring: bool,
-    /// The last failure was a refused connection, and nothing else happened since: another is
-    /// retried without being reported again.
-    refusing: bool,
+    /// The last failure was a refused connection, and nothing else happened since: the run of
+    /// them, whose next one is retried without being reported again.
+    refusing: Option<Refusals>,
     /// Whether the store is in step with the server.
     freshness: Freshness,
     /// The server rejected or ignored a streaming list: use paged lists from now on.
@@ -303,7 +303,7 @@ impl Machine {
             rng: SmallRng::seed_from_u64(seed),
             failures: 0,
             expiring: false,
-            refusing: false,
+            refusing: None,
             freshness: Freshness::Unsynced,
             streaming_unsupported: false,
             last_sync: None,
@@ -332,7 +332,7 @@ impl Machine {
         let mut fx = Vec::new();
         if !matches!(input, Input::Start | Input::Refused(_)) {
             // Something other than a refused connection happened: the run of them is over.
-            self.refusing = false;
+            self.refusing = None;
         }
         let state = std::mem::replace(&mut self.state, State::Ended);
         let (state, next) = match (state, input) {
@@ -772,8 +772,21 @@ impl Machine {
         if failure != Failure::Expired {
             self.expiring = false;
         }
-        let again = std::mem::replace(&mut self.refusing, failure == Failure::Refused);
-        self.failures = self.failures.saturating_add(1);
+        let again = self.refusing.is_some();
+        let counts = match failure {
+            Failure::Refused => {
+                let step = self.backoff.step();
+                let run = self.refusing.get_or_insert(Refusals { counts_at: now, step });
+                run.counts(now, &self.backoff)
+            }
+            Failure::Reported | Failure::Expired => {
+                self.refusing = None;
+                true
+            }
+        };
+        if counts {
+            self.failures = self.failures.saturating_add(1);
+        }
         if let Some(max) = self.config.max_retries
             && self.failures > max
         {
@@ -813,6 +826,30 @@ impl Machine {
         }
         let e = Error::transport("relist", "the server keeps answering 410 Gone or \"too large resource version\"");
         self.fail(e, Failure::Expired, then, now, fx)
+    }
+}
+
+/// A run of refused connections: retried sooner than the backoff's step (docs/protocol.md
+/// §6.10), but counted as failures only as often as the backoff would have retried, so that
+/// `max_retries` gives a restarting server as much time as it did when every failure waited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Refusals {
+    /// When the next refused connection of the run counts as a failure.
+    counts_at: Instant,
+    /// The step the backoff would have reached, had each counted one raised it.
+    step: u32,
+}
+
+impl Refusals {
+    /// Whether a refused connection at `now` counts as a failure: the first of the run does,
+    /// then one each time the backoff's typical delay at the run's step has passed.
+    fn counts(&mut self, now: Instant, backoff: &BackoffState) -> bool {
+        if now < self.counts_at {
+            return false;
+        }
+        self.counts_at = now.checked_add(backoff.typical(self.step)).unwrap_or(now);
+        self.step = self.step.saturating_add(1);
+        true
     }
 }
 
@@ -1184,17 +1221,36 @@ mod tests {
     }
 
     /// Refused connections are failures all the same for `max_retries`: a watcher told to give
-    /// up gives up when nothing listens.
+    /// up gives up when nothing listens. Retried sooner than the backoff would, they count only
+    /// as often as it would have retried (on average: half each step's cap), so the limit gives
+    /// a restarting server as long as before: with `max_retries(3)` and the default backoff,
+    /// the fourth failure comes 0.4 + 0.8 + 1.6 = 2.8 s into the run, however often it retried.
     #[test]
-    fn refused_connections_count_against_max_retries() {
-        let (mut m, now) = watching(Config::default().max_retries(3), "42");
-        for _ in 0..3 {
+    fn refused_connections_count_against_max_retries_at_the_backoffs_pace() {
+        let (mut m, t0) = watching(Config::default().max_retries(3), "42");
+        let mut now = t0;
+        let mut tries = 0;
+        let gave_up = loop {
             let step = m.step(Input::Refused(refused()), now);
-            assert!(matches!(&step.next, Next::Wait(_)), "{step:?}");
+            tries += 1;
+            match step.next {
+                Next::Wait(d) => now += d.max(Duration::from_millis(1)),
+                Next::End(Error::GaveUp { attempts: 4, .. }) => break now,
+                ref other => panic!("{other:?}"),
+            }
             m.step(Input::Start, now);
-        }
+        };
+        let ran = gave_up - t0;
+        assert!(ran >= Duration::from_millis(2800) && ran < Duration::from_millis(3600), "{ran:?} after {tries} tries");
+        assert!(tries > 4, "retried more often than counted: {tries}");
+        // Anything else ends the run: the next refused connection counts at once.
+        let (mut m, now) = watching(Config::default().max_retries(2), "42");
+        m.step(Input::Refused(refused()), now);
+        m.step(Input::Start, now);
+        m.step(Input::WatchFailed(api(503, "ServiceUnavailable", false)), now);
+        m.step(Input::Start, now);
         let step = m.step(Input::Refused(refused()), now);
-        assert!(matches!(&step.next, Next::End(Error::GaveUp { attempts: 4, .. })), "{step:?}");
+        assert!(matches!(&step.next, Next::End(Error::GaveUp { attempts: 3, .. })), "{step:?}");
     }
 
     /// A refused list or streaming list goes on as its failure would: the relist again.
