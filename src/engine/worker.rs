@@ -411,7 +411,8 @@ impl<K: Watchable> Worker<K> {
             Err(Halt::Failed(_)) if self.follow_changed() => return Ok(read_on()),
             Err(Halt::Failed(e)) => {
                 self.note_retry_after(&e);
-                self.machine.step(Input::ListFailed(e), now)
+                let input = if self.http.refused() { Input::Refused(e) } else { Input::ListFailed(e) };
+                self.machine.step(input, now)
             }
         })
     }
@@ -498,7 +499,8 @@ impl<K: Watchable> Worker<K> {
             Err(_) if self.follow_changed() => return Ok(read_on()),
             Err(e) => {
                 self.note_retry_after(&e);
-                return Ok(self.machine.step(Input::WatchFailed(e), Instant::now()));
+                let input = if self.http.refused() { Input::Refused(e) } else { Input::WatchFailed(e) };
+                return Ok(self.machine.step(input, Instant::now()));
             }
         };
         self.connected();

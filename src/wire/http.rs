@@ -7,6 +7,7 @@
 //! object, a list (its decoded bytes, [`Capped`]); a watch is read by [`WatchStream`]
 //! (`wire/stream.rs`).
 
+use std::cell::Cell;
 use std::io::{self, BufReader, Read};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
@@ -52,6 +53,9 @@ pub(crate) struct Http {
     /// owner needs one: the lease elector, whose every request must end before its renew
     /// deadline. `None`: only the idle limits.
     timeout: Option<Duration>,
+    /// The last request failed because the server's host (or the proxy) refused the
+    /// connection: see [`refused`](Self::refused).
+    refused: Cell<bool>,
 }
 
 /// Interrupts every request of one [`Http`], now and forever (its agent's shutdown), from
@@ -143,6 +147,7 @@ impl Http {
             max_line: crate::config::DEFAULT_MAX_LINE,
             negotiation: Arc::default(),
             timeout: None,
+            refused: Cell::new(false),
         }
     }
 
@@ -172,12 +177,21 @@ impl Http {
             max_line: self.max_line,
             negotiation: Arc::clone(&self.negotiation),
             timeout: self.timeout,
+            refused: Cell::new(false),
         }
     }
 
     /// The same, accepting watch lines and list items of up to `max_line` bytes.
     pub(crate) fn with_max_line(conn: Arc<Connection>, max_line: usize) -> Http {
         Http { max_line, ..Http::new(conn) }
+    }
+
+    /// Whether the last request failed because its connection was refused: nothing listens on
+    /// the server's port (or the proxy's), so the request never reached a server. The
+    /// watcher's machine retries such a failure sooner (docs/protocol.md §6.10); the error
+    /// itself says "connection to ... refused".
+    pub(crate) fn refused(&self) -> bool {
+        self.refused.get()
     }
 
     /// The agent; `agent().clone().shutdown()` interrupts any blocked call on it, now and
@@ -333,6 +347,7 @@ impl Http {
         let mut refreshed = false;
         let mut retried = false;
         let mut reread_ca = false;
+        self.refused.set(false);
         loop {
             let auth = self.conn.request_auth()?;
             // The CAs of now: the CA file may have been re-read since the agent was built.
@@ -385,6 +400,7 @@ impl Http {
                         reread_ca = true;
                         continue;
                     }
+                    self.refused.set(failure == Some(Failure::Refused));
                     let message = match failure {
                         Some(f) => format!("{}: {}", self.conn.explain(&f), ureq_message(&e)),
                         None => ureq_message(&e),

@@ -31,6 +31,7 @@ mod groups;
 mod kubectl;
 mod lists;
 mod minors;
+mod outage;
 mod promises;
 mod resources;
 mod scale_out;
