@@ -445,6 +445,7 @@ fn body(resource: &str, name: &str, label: &str) -> serde_json::Value {
         "widgets" => json!({"apiVersion": "testbed.kube-watcher.dev/v1", "kind": "Widget", "metadata": meta,
                             "spec": {"size": 3, "color": "red"}}),
         "namespaces" => json!({"apiVersion": "v1", "kind": "Namespace", "metadata": meta}),
+        "nodes" => json!({"apiVersion": "v1", "kind": "Node", "metadata": meta}),
         other => panic!("the replay cannot make {other}: teach shapes::body"),
     }
 }
@@ -475,9 +476,15 @@ fn replay(raw: &crate::differential::Raw, shape: &Shape, ns: &str) -> Summary {
         None => shape.path.replace("{ns}", ns),
     };
     // The objects are made in the namespace, also for a request across all of them (whose
-    // label selector then finds only these: every resource here but namespaces is namespaced).
-    let home =
-        if parts.namespaced { collection.clone() } else { format!("{}/namespaces/{ns}/{resource}", parts.prefix) };
+    // label selector then finds only these). Cluster-scoped objects are named after the
+    // namespace, so that each replay makes its own.
+    let cluster_scoped = resource == "nodes";
+    let home = if parts.namespaced || cluster_scoped {
+        collection.clone()
+    } else {
+        format!("{}/namespaces/{ns}/{resource}", parts.prefix)
+    };
+    let named = |name: &str| if cluster_scoped { format!("{ns}-{name}") } else { name.to_owned() };
     if resource == "namespaces" {
         // The namespace itself, by name.
         let (status, content_type, answer) =
@@ -489,10 +496,10 @@ fn replay(raw: &crate::differential::Raw, shape: &Shape, ns: &str) -> Summary {
     // Enough objects that half of them by uid is never none.
     let n = if shape.query.iter().any(|q| q == "shardSelector") { 16 } else { 3 };
     for i in 0..n {
-        send("POST", &home, Some(&body(resource, &format!("o{i}"), ns)));
+        send("POST", &home, Some(&body(resource, &named(&format!("o{i}")), ns)));
     }
     let now = version(&send("GET", &home, None));
-    let object = format!("{home}/o0");
+    let object = format!("{home}/{}", named("o0"));
     let query = |q: &str| -> String {
         let watch = shape.query.iter().any(|q| q == "watch");
         let value = match q {
@@ -509,7 +516,7 @@ fn replay(raw: &crate::differential::Raw, shape: &Shape, ns: &str) -> Summary {
                 first["metadata"]["continue"].as_str().unwrap().to_owned()
             }
             "labelSelector" => format!("shape%3D{ns}"),
-            "fieldSelector" => "metadata.name%3Do0".to_owned(),
+            "fieldSelector" => format!("metadata.name%3D{}", named("o0")),
             "shardSelector" => kube_watcher::Shard::of(0, 2)
                 .unwrap()
                 .selector()
@@ -523,7 +530,7 @@ fn replay(raw: &crate::differential::Raw, shape: &Shape, ns: &str) -> Summary {
     let query: Vec<String> = shape.query.iter().map(|q| query(q)).collect();
     let query = if query.is_empty() { String::new() } else { format!("?{}", query.join("&")) };
     let body = match shape.method.as_str() {
-        "POST" => Some(body(resource, "new", ns)),
+        "POST" => Some(body(resource, &named("new"), ns)),
         "PUT" => {
             let mut current = send("GET", &object, None);
             current["metadata"]["labels"]["changed"] = serde_json::json!("yes");
