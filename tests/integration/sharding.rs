@@ -500,6 +500,10 @@ fn another_shards_object_from_a_filtering_server_is_dropped_and_reported_once() 
         FakeApiServer::builder().bookmark_interval(ms(100)).sharded_list_and_watch(true).json_only(true).start();
     let shard = Shard::of(0, 2).unwrap();
     let w = Watcher::new(pods(&server), Config::default().shard(shard.clone()).wire_format(WireFormat::Json)).unwrap();
+    // The watcher's own channel is attached before the object is sent: a report made before it
+    // is attached is not replayed (only the store's state is), and the worker may read the
+    // object before this thread first receives.
+    let _ = w.receiver();
     w.store().wait_until_ready(WAIT).unwrap();
     let foreign_uid = (0..).map(|i| format!("uid-{i}")).find(|u| !shard.contains(u)).unwrap();
     // At the server's current version, as an event the server sent would be: the watch resumes
