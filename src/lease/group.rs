@@ -115,6 +115,7 @@ pub struct ShardGroup {
     changes: Receiver<GroupChange>,
     group: String,
     identity: String,
+    lease: String,
 }
 
 impl std::fmt::Debug for ShardGroup {
@@ -151,7 +152,7 @@ impl ShardGroup {
     pub fn join(api: Api<Lease>, group: &str, identity: &str, timings: LeaseTimings) -> Result<ShardGroup> {
         timings.validate()?;
         super::check_name("group", group, 63)?;
-        super::check_name("identity", identity, 253 - 1 - group.len())?;
+        super::check_name("identity", identity, 253)?;
         if api.namespace().is_none() {
             return Err(Error::config("api", "leases are namespaced: use Api::namespaced"));
         }
@@ -159,6 +160,7 @@ impl ShardGroup {
         let follow = Arc::new(Follow::default());
         let (changes_tx, changes) = crossbeam_channel::unbounded();
         let selector = format!("{GROUP_LABEL}={group}");
+        let name = super::member_lease(group, identity);
         // The members learn of each other from this watch (its store is the view; its events
         // only wake the group's thread, which must never hold it up: `Lag`).
         let watch = Watcher::builder(api.clone())
@@ -171,11 +173,12 @@ impl ShardGroup {
             release_bound: timings.retry_period.min(Duration::from_secs(5)),
             fresh_bound: (timings.lease_duration - timings.renew_deadline).max(timings.retry_period * 2),
             me: identity.to_owned(),
+            lease: name.clone(),
             selector,
             group: group.to_owned(),
             view: Arc::clone(&view),
             changes: changes_tx,
-            peers: Peers::default(),
+            peers: Peers::new(timings.lease_duration),
             watch,
             news,
             freshness: Freshness::default(),
@@ -193,7 +196,6 @@ impl ShardGroup {
             .spawn(move || lead_timer(&timed, &timer_rx))
             .map_err(|e| Error::Spawn(format!("shard group {group:?}: {e}").into()))?;
         let timer = Mutex::new(Some((timer_tx, timer)));
-        let name = format!("{group}-{identity}");
         let runner = match Runner::start(api, &name, identity, timings, Some(Box::new(hook)), "kw-shard-group") {
             Ok(runner) => runner,
             Err(e) => {
@@ -201,7 +203,16 @@ impl ShardGroup {
                 return Err(e);
             }
         };
-        Ok(ShardGroup { runner, timer, view, follow, changes, group: group.to_owned(), identity: identity.to_owned() })
+        Ok(ShardGroup {
+            runner,
+            timer,
+            view,
+            follow,
+            changes,
+            group: group.to_owned(),
+            identity: identity.to_owned(),
+            lease: name,
+        })
     }
 
     /// The live members, in this member's eyes: sorted identities, itself included while its
@@ -239,6 +250,26 @@ impl ShardGroup {
     #[must_use]
     pub fn identity(&self) -> &str {
         &self.identity
+    }
+
+    /// The name of this member's Lease: `<group>-<identity>-<hash>`, the hash telling apart
+    /// members whose names would otherwise read the same (member `b-c` of group `a`, member
+    /// `c` of group `a-b`); a long identity is cut short in it. It depends on the group and the
+    /// identity alone, so it is the same in every process (docs/protocol.md §13.4, "Lease
+    /// names").
+    ///
+    /// ```
+    /// # let server = kube_watcher::testing::FakeApiServer::start();
+    /// # use k8s_openapi::api::coordination::v1::Lease;
+    /// # use kube_watcher::{Api, Client, LeaseTimings, ShardGroup};
+    /// # let leases: Api<Lease> = Api::namespaced(Client::from_url(&server.url())?, "default");
+    /// let group = ShardGroup::join(leases, "pods", "web-0", LeaseTimings::default())?;
+    /// assert_eq!(group.lease_name(), "pods-web-0-800c131ea8086275");
+    /// # Ok::<(), kube_watcher::Error>(())
+    /// ```
+    #[must_use]
+    pub fn lease_name(&self) -> &str {
+        &self.lease
     }
 
     /// Leaves the group: the share is given up at once (`Shard(None)` is sent, and the
@@ -326,6 +357,8 @@ struct GroupHook {
     /// the watch to be acted on without a list (`Freshness`).
     fresh_bound: Duration,
     me: String,
+    /// The name of this member's Lease.
+    lease: String,
     group: String,
     selector: String,
     view: Arc<Mutex<View>>,
@@ -429,13 +462,15 @@ impl GroupHook {
     /// Decides from what `peers` knows at `now` and publishes what `source` confirms (the
     /// lead ends at `end`); true when a list must confirm more.
     fn decide(&mut self, now: Instant, end: Instant, held: &Ranges, source: Source) -> bool {
-        let live = self.peers.live(&self.me, now);
+        let live = self.peers.live(&self.lease, now);
         let blocked = self.peers.released_claims(now);
         let decision = decide(&self.me, &live, &blocked, &self.written, held, true);
-        let (allowed, more) = confirmed(&decision, &self.holding(now), source);
+        let frozen = self.peers.frozen(&self.lease, now);
+        let (allowed, more) = confirmed(&decision, &self.holding(now), source, frozen);
         let mut members: Vec<String> = live.into_keys().collect();
         members.push(self.me.clone());
         members.sort_unstable();
+        members.dedup();
         self.claim = decision.claim;
         self.publish(members, allowed, Some(end));
         more
@@ -505,7 +540,7 @@ impl GroupHook {
             self.wrote = false;
             step = Some(now);
         }
-        Next { step, look: self.peers.next_expiry(&self.me, now) }
+        Next { step, look: self.peers.next_expiry(&self.lease, now) }
     }
 }
 
