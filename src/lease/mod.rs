@@ -25,6 +25,8 @@ pub(crate) mod handover;
 pub(crate) mod seen;
 
 #[cfg(test)]
+mod explore;
+#[cfg(test)]
 mod group_model;
 #[cfg(test)]
 mod model;
