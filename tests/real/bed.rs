@@ -117,6 +117,11 @@ impl Bed {
         self.run.join(user.file())
     }
 
+    /// A program scripts/apiserver.sh built (`leaderelect`: a client-go leader elector).
+    pub fn bin(&self, name: &str) -> PathBuf {
+        self.root.join("bin").join(name)
+    }
+
     /// A file of the bed's run folder (`admin.token`, `certs/ca.crt`).
     pub fn run_file(&self, name: &str) -> PathBuf {
         self.run.join(name)
