@@ -40,6 +40,15 @@ const RELEASE_BOUND: Duration = Duration::from_secs(5);
 /// [`stop`](Self::stop) (also on drop) releases the lease, as client-go's `ReleaseOnCancel`
 /// does, so a standby takes over at its next read, within one retry period.
 ///
+/// Whose record the lease holds is told exactly: every write of this process carries its mark
+/// (a random token drawn at start, and the `renewTime` written, in the annotation
+/// `kube-watcher.io/incarnation`). A record naming this replica's identity without its mark
+/// was written by another process (two processes given one identity, a restarted pod whose
+/// old process is not dead yet): it is another holder's, waited out for its whole lease
+/// duration like any, and never released by this one. A lease deleted while another held it
+/// is created again only once it has stayed missing for a lease duration (its holder may lead
+/// until its renew deadline, unaware). docs/protocol.md §13.5 has the invariants and why.
+///
 /// # Examples
 /// ```
 /// # let server = kube_watcher::testing::FakeApiServer::start();

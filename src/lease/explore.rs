@@ -1471,6 +1471,13 @@ fn explore(s: &Scenario) -> Explored {
     );
 }
 
+/// Explores `s`, which must not find a violation, and checks that it explored more than
+/// `at_least` states (its faults were possible).
+fn explores(s: Scenario, at_least: u64) {
+    let explored = explore(&s);
+    assert!(explored.states > at_least, "{}: {explored:?}", s.name);
+}
+
 fn elector(name: &'static str, identity: &'static str, rate: Rate) -> Spawn {
     Spawn { name, identity, group: None, lease: "lock", rate }
 }
@@ -1484,62 +1491,65 @@ fn member(name: &'static str, group: &'static str, identity: &'static str) -> Sp
 /// never releases the first's Lease.
 #[test]
 fn twins_never_lead_together_nor_release_each_others_lease() {
-    let s = Scenario {
-        name: "twins",
-        procs: vec![elector("x", "x", TRUE)],
-        later: vec![elector("x'", "x", FAST)],
-        budget: Budget { start: 1, stop: 1, crash: 1, pause: 1, fail: 1, lost: 1, delay: 1, ..Budget::default() },
-        writes_only: false,
-        fresh: false,
-        depth: 9,
-    };
-    let explored = explore(&s);
-    assert!(explored.states > 1000, "{explored:?}");
+    explores(
+        Scenario {
+            name: "twins",
+            procs: vec![elector("x", "x", TRUE)],
+            later: vec![elector("x'", "x", FAST)],
+            budget: Budget { start: 1, stop: 1, crash: 1, pause: 1, fail: 1, lost: 1, delay: 1, ..Budget::default() },
+            writes_only: false,
+            fresh: false,
+            depth: 9,
+        },
+        1000,
+    );
 }
 
 /// A leader and a standby on a fast clock, with a deleted Lease, a crash and a restart under
 /// the crashed identity, failing and lost writes, a pause and a stop.
 #[test]
 fn a_leader_and_a_standby_through_deletion_crash_restart_and_faults() {
-    let s = Scenario {
-        name: "leader and standby",
-        procs: vec![elector("x", "x", TRUE), elector("y", "y", FAST)],
-        later: vec![elector("x2", "x", TRUE)],
-        budget: Budget {
-            delete: 1,
-            crash: 1,
-            start: 1,
-            stop: 1,
-            pause: 1,
-            fail: 1,
-            lost: 1,
-            conflict: 1,
-            delay: 1,
-            ..Budget::default()
+    explores(
+        Scenario {
+            name: "leader and standby",
+            procs: vec![elector("x", "x", TRUE), elector("y", "y", FAST)],
+            later: vec![elector("x2", "x", TRUE)],
+            budget: Budget {
+                delete: 1,
+                crash: 1,
+                start: 1,
+                stop: 1,
+                pause: 1,
+                fail: 1,
+                lost: 1,
+                conflict: 1,
+                delay: 1,
+                ..Budget::default()
+            },
+            writes_only: false,
+            fresh: false,
+            depth: 8,
         },
-        writes_only: false,
-        fresh: false,
-        depth: 8,
-    };
-    let explored = explore(&s);
-    assert!(explored.states > 1000, "{explored:?}");
+        1000,
+    );
 }
 
 /// A lone leader whose writes are refused, again and again (reads work): it keeps knowing
 /// its record as its own, and never says it has a twin.
 #[test]
 fn a_leader_whose_writes_keep_failing_keeps_its_record() {
-    let s = Scenario {
-        name: "refused writes",
-        procs: vec![elector("x", "x", TRUE)],
-        later: vec![],
-        budget: Budget { fail: 12, ..Budget::default() },
-        writes_only: true,
-        fresh: false,
-        depth: 44,
-    };
-    let explored = explore(&s);
-    assert!(explored.states > 100, "{explored:?}");
+    explores(
+        Scenario {
+            name: "refused writes",
+            procs: vec![elector("x", "x", TRUE)],
+            later: vec![],
+            budget: Budget { fail: 12, ..Budget::default() },
+            writes_only: true,
+            fresh: false,
+            depth: 44,
+        },
+        100,
+    );
 }
 
 /// Two members of a group, with their watchers, through a watcher stopped before its
@@ -1547,50 +1557,62 @@ fn a_leader_whose_writes_keep_failing_keeps_its_record() {
 /// both stores, and the space is covered again once the faults stop.
 #[test]
 fn two_members_never_hold_a_point_twice() {
-    let s = Scenario {
-        name: "group",
-        procs: vec![member("a", "g", "a"), member("b", "g", "b")],
-        later: vec![],
-        budget: Budget { watcher: 1, stop: 1, crash: 1, delete: 1, fail: 1, lost: 1, delay: 1, ..Budget::default() },
-        writes_only: false,
-        fresh: false,
-        depth: 6,
-    };
-    let explored = explore(&s);
-    assert!(explored.states > 1000, "{explored:?}");
+    explores(
+        Scenario {
+            name: "group",
+            procs: vec![member("a", "g", "a"), member("b", "g", "b")],
+            later: vec![],
+            budget: Budget {
+                watcher: 1,
+                stop: 1,
+                crash: 1,
+                delete: 1,
+                fail: 1,
+                lost: 1,
+                delay: 1,
+                ..Budget::default()
+            },
+            writes_only: false,
+            fresh: false,
+            depth: 6,
+        },
+        1000,
+    );
 }
 
 /// A member and a twin of it that starts at any moment, beside another member.
 #[test]
 fn a_members_twin_never_holds_its_share() {
-    let s = Scenario {
-        name: "group with a twin",
-        procs: vec![member("a", "g", "a"), member("b", "g", "b")],
-        later: vec![member("a'", "g", "a")],
-        budget: Budget { start: 1, stop: 1, crash: 1, pause: 1, delay: 1, ..Budget::default() },
-        writes_only: false,
-        fresh: false,
-        depth: 6,
-    };
-    let explored = explore(&s);
-    assert!(explored.states > 1000, "{explored:?}");
+    explores(
+        Scenario {
+            name: "group with a twin",
+            procs: vec![member("a", "g", "a"), member("b", "g", "b")],
+            later: vec![member("a'", "g", "a")],
+            budget: Budget { start: 1, stop: 1, crash: 1, pause: 1, delay: 1, ..Budget::default() },
+            writes_only: false,
+            fresh: false,
+            depth: 6,
+        },
+        1000,
+    );
 }
 
 /// Member `c` of group `a-b` and member `b-c` of group `a`, from their start: both groups'
 /// spaces are covered (their Leases have names of their own).
 #[test]
 fn groups_whose_member_names_read_alike_both_hold_their_space() {
-    let s = Scenario {
-        name: "groups named alike",
-        procs: vec![member("c", "a-b", "c"), member("b-c", "a", "b-c")],
-        later: vec![],
-        budget: Budget { stop: 1, ..Budget::default() },
-        writes_only: false,
-        fresh: true,
-        depth: 6,
-    };
-    let explored = explore(&s);
-    assert!(explored.states > 10, "{explored:?}");
+    explores(
+        Scenario {
+            name: "groups named alike",
+            procs: vec![member("c", "a-b", "c"), member("b-c", "a", "b-c")],
+            later: vec![],
+            budget: Budget { stop: 1, ..Budget::default() },
+            writes_only: false,
+            fresh: true,
+            depth: 6,
+        },
+        10,
+    );
 }
 
 /// Clocks whose rates differ by more than the documented bound (lease duration / renew

@@ -45,21 +45,23 @@ pub enum GroupChange {
     /// This member's share now: `None` while it may hold nothing (it is joining, waiting for
     /// another member to let go, or could not renew its lease).
     Shard(Option<Shard>),
-    /// This member cannot take part, and why: its Lease name (`<group>-<identity>`) is taken
-    /// by a Lease that is not this group's (another group's member, or a
-    /// [`LeaderElector`](crate::LeaderElector)'s), or another process holds its Lease under
-    /// the same identity. It holds nothing meanwhile (and keeps trying, in case the other
-    /// goes away); sent once per reason, also logged as an error. A configuration error:
-    /// stop, and give the group or the identity another name.
+    /// This member cannot take part, and why: another process holds its Lease under the same
+    /// identity (it was seen renewing it), or its Lease name
+    /// ([`lease_name`](ShardGroup::lease_name)) is taken by a Lease that is not this group's (a
+    /// [`LeaderElector`](crate::LeaderElector)'s, made with that very name). It holds nothing
+    /// meanwhile (and keeps trying, in case the other goes away); sent once per reason, also
+    /// logged as an error. A configuration error: stop, and give the identity (or the
+    /// elector's Lease) another name.
     Conflict(String),
 }
 
 /// One replica's membership in a shard group: the replicas that run it split the hash space of
 /// [`Shard`] among those alive now, and the split follows them as they come and go.
 ///
-/// Each member holds a Lease of its own (named `<group>-<identity>`, labelled
-/// `kube-watcher.io/shard-group=<group>`), renewed every retry period like a
-/// [`LeaderElector`](crate::LeaderElector)'s, on one thread (`kw-shard-group`). It learns of
+/// Each member holds a Lease of its own (named `<group>-<identity>-<hash>`:
+/// [`lease_name`](Self::lease_name); labelled `kube-watcher.io/shard-group=<group>`), renewed
+/// every retry period like a [`LeaderElector`](crate::LeaderElector)'s, on one thread
+/// (`kw-shard-group`). It learns of
 /// the others from a watch of the group's Leases (a [`Watcher`] of its own, thread
 /// `kw-leases`): the members are those with a holder that changed within their lease duration,
 /// judged on this process's monotonic clock from when the change arrived (clock skew between
@@ -144,8 +146,8 @@ impl ShardGroup {
     ///
     /// # Errors
     /// [`Error::Config`] when `timings` break client-go's rules (see [`LeaseTimings`]),
-    /// `group` or `identity` cannot name a Lease (`group` at most 63 characters, as a label
-    /// value; the two with a '-' between at most 253), or `api` has no namespace;
+    /// `group` or `identity` is not an RFC 1123 subdomain as a Lease name must be (`group` at
+    /// most 63 characters, as a label value; `identity` at most 253), or `api` has no namespace;
     /// [`Error::Spawn`] when its threads (the group's, its watch's and its lead's timer,
     /// `kw-shard-lead`) cannot start. Errors
     /// from the server do not end the membership: it retries every retry period.
@@ -328,7 +330,9 @@ impl Config {
     /// renew its lease), the store is empty. So the store always holds exactly the current
     /// share, and the group claims in its Lease every range the store may still hold, so that
     /// no other member takes it before the store dropped it (docs/protocol.md §13, "Shard
-    /// groups").
+    /// groups"). When the watcher stops ([`Watcher::stop`], drop, or a terminal error), its
+    /// store empties, every clone of it included, before the group stops counting it: the
+    /// share it held may go to another member at once.
     ///
     /// ```
     /// # let server = kube_watcher::testing::FakeApiServer::start();
