@@ -572,6 +572,8 @@ fn describe(notice: &Notice) -> String {
             format!("synced ({}): {objects} objects; deletions inferred: {inferred_deletes}", why(*reason))
         }
         Notice::DriftChecked { mismatched } => format!("drift check: {mismatched} objects out of step"),
+        Notice::Stale { .. } => "stale: the watch is lost; changes on the server are not in the store".to_owned(),
+        Notice::Fresh { stale_for } => format!("fresh again, after {:.1} s stale", stale_for.as_secs_f64()),
         Notice::Lagged { dropped } => format!("lagged: {dropped} events dropped"),
         Notice::GaveUp { error } => format!("gave up: {error}"),
         Notice::ShardFilter { by } => shard_line(*by),

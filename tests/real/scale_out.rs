@@ -45,7 +45,7 @@ fn each_shard_gets_its_own_pods_whether_or_not_the_server_filters() {
     let api: Api<Pod> = Api::namespaced(bed.client(), &ns);
     create_pods(&api, &ns, 0..40);
     let all = uids(&list_all(&api, &ListParams::default()));
-    for (user, filter) in [(User::Admin, ShardFilter::Server), (User::NoGate, ShardFilter::Client)] {
+    for (user, filter) in [(User::Admin, bed.shard_filter()), (User::NoGate, ShardFilter::Client)] {
         let api: Api<Pod> = Api::namespaced(bed.client_of(user), &ns);
         let mut union = BTreeSet::new();
         for i in 0..3 {
@@ -451,7 +451,7 @@ fn a_shard_group_splits_the_pods_through_a_join_and_a_leave() {
     until("three members", || [&a, &b, &c].iter().all(|r| r.group.members().len() == 3));
     settle("three replicas", &api, &[&a, &b, &c]);
     for r in [&a, &b, &c] {
-        assert_eq!(r.watcher.stats().shard_filter, Some(ShardFilter::Server));
+        assert_eq!(r.watcher.stats().shard_filter, Some(bed.shard_filter()));
     }
     let d = replica(&bed, &ns, "d");
     until("four members", || [&a, &b, &c, &d].iter().all(|r| r.group.members().len() == 4));
