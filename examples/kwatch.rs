@@ -298,7 +298,7 @@ fn run(opts: &Options) -> Result<(), String> {
             let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
             let group = ShardGroup::join(leases, name, &identity, LeaseTimings::default())
                 .map_err(|e| format!("--shard-group {name}: {e}"))?;
-            eprintln!("# shard group {name}: joined as {identity} (Lease {name}-{identity} in {ns})");
+            eprintln!("# shard group {name}: joined as {identity} (Lease {} in {ns})", group.lease_name());
             config = config.shard_group(&group);
             Some(group)
         }

@@ -78,9 +78,10 @@ build() {
     local started=$SECONDS
     # `go build` relinks only what changed; with the module cache and build cache warm this takes
     # a few seconds. The first build of a minor downloads its modules and compiles kube-apiserver
-    # (CONTRIBUTING.md has the times).
+    # (CONTRIBUTING.md has the times). leaderelect is that minor's client-go leader elector,
+    # which tests/real/scale_out.rs runs beside the library's on one Lease.
     (cd "$testbed" && go build -modfile="$(modfile_of "$minor")" -o "$bin/" \
-        k8s.io/kubernetes/cmd/kube-apiserver ./etcd ./compact)
+        k8s.io/kubernetes/cmd/kube-apiserver ./etcd ./compact ./leaderelect)
     echo "apiserver.sh: Kubernetes $minor binaries ready in $bin ($((SECONDS - started)) s)" >&2
 }
 

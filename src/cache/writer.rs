@@ -393,6 +393,18 @@ impl<K: Watchable> Writer<K> {
         out.len() - before
     }
 
+    /// The watcher ends, and this part's objects must not outlive it (it followed a shard
+    /// group's share, which its member no longer claims once it is gone): they leave the store,
+    /// a relist in progress with them. Readiness and the version stay as they were, and
+    /// consumers are told nothing (the watcher has ended).
+    pub(crate) fn empty_at_end(&mut self) {
+        self.abort_init();
+        let mut objects = self.shared.objects.write();
+        let empty = Relist::new(new_indexes(&self.indexer.fns));
+        switch(&mut objects, self.shared.parts[self.part].as_deref(), empty);
+        objects.told[self.part].clear();
+    }
+
     /// The relist in progress failed; forget it (the next one starts with `Init` again). What
     /// it delivered is remembered as what consumers believe, for the next relist to reconcile.
     pub(crate) fn abort_init(&mut self) {

@@ -94,6 +94,11 @@ impl<K: Watchable> Worker<K> {
             self.pause(delay).and_then(|()| self.drive())
         }));
         if let Some(f) = &self.follow {
+            // A follower's part of the store ends empty: once unregistered, its holdings no
+            // longer count in its member's claim, so another member may take that share; no
+            // store of this member may hold it then (docs/protocol.md §13.4). Consumers are
+            // told nothing more: the watcher has ended.
+            self.writer.empty_at_end();
             f.follow.unregister(f.me.id);
         }
         let end = match driven {

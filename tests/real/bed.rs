@@ -126,6 +126,12 @@ impl Bed {
         self.run.join(user.file())
     }
 
+    /// A program scripts/apiserver.sh built for the bed's minor (`leaderelect`: that minor's
+    /// client-go leader elector).
+    pub fn bin(&self, name: &str) -> PathBuf {
+        self.root.join("bin").join(format!("1.{}", self.minor())).join(name)
+    }
+
     /// A file of the bed's run folder (`admin.token`, `certs/ca.crt`).
     pub fn run_file(&self, name: &str) -> PathBuf {
         self.run.join(name)
