@@ -298,7 +298,7 @@ fn run(opts: &Options) -> Result<(), String> {
             let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
             let group = ShardGroup::join(leases, name, &identity, LeaseTimings::default())
                 .map_err(|e| format!("--shard-group {name}: {e}"))?;
-            eprintln!("# shard group {name}: joined as {identity} (Lease {name}-{identity} in {ns})");
+            eprintln!("# shard group {name}: joined as {identity} (Lease {} in {ns})", group.lease_name());
             config = config.shard_group(&group);
             Some(group)
         }
@@ -572,6 +572,8 @@ fn describe(notice: &Notice) -> String {
             format!("synced ({}): {objects} objects; deletions inferred: {inferred_deletes}", why(*reason))
         }
         Notice::DriftChecked { mismatched } => format!("drift check: {mismatched} objects out of step"),
+        Notice::Stale { .. } => "stale: the watch is lost; changes on the server are not in the store".to_owned(),
+        Notice::Fresh { stale_for } => format!("fresh again, after {:.1} s stale", stale_for.as_secs_f64()),
         Notice::Lagged { dropped } => format!("lagged: {dropped} events dropped"),
         Notice::GaveUp { error } => format!("gave up: {error}"),
         Notice::ShardFilter { by } => shard_line(*by),

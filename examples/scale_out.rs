@@ -36,8 +36,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .without_managed_fields() // never decoded, never stored
         .compressed_store() // decoded again by get() and state()
         .start()?;
-    // One leader among the same replicas, on a Lease of its own: the group's members hold
-    // `pod-indexer-<identity>`, so this name must not start with `pod-indexer-`.
+    // One leader among the same replicas, on a Lease of its own (the members' Leases are
+    // `pod-indexer-<identity>-<hash>`: a name like this one never meets them).
     let elector = LeaderElector::start(leases, "pod-indexer.leader", &me, LeaseTimings::default())?;
 
     let report = tick(Duration::from_secs(1));

@@ -180,7 +180,7 @@ fn main() {
     c.watcher.stop();
     for _ in 0..10_000 {
         server.push_fault(
-            Match::Path("/apis/coordination.k8s.io/v1/namespaces/default/leases/pods-replica-c".into()),
+            Match::Path(format!("/apis/coordination.k8s.io/v1/namespaces/default/leases/{}", c.group.lease_name())),
             Fault::Status {
                 code: 503,
                 reason: "ServiceUnavailable".into(),

@@ -74,6 +74,12 @@ pub enum InitialListStrategy {
 /// The delay before attempt `n` (from 0) is a uniformly random duration in
 /// `[0, min(max, initial × factor^n)]`. After `reset_after` without failures it starts over.
 /// The defaults are client-go's reflector values: 0.8 s, ×2, capped at 30 s, reset after 2 min.
+///
+/// Two failures do not wait their turn (docs/protocol.md §6.10). A connection the server's
+/// host refuses (nothing listens: the server is restarting) is retried within `initial`,
+/// whatever `n` is, and does not raise it: a server that comes back is found at once. And the
+/// relist after a 410 Gone goes out at once, after an outage too; only a 410 that repeats with
+/// no watch taking hold in between waits.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Backoff {
     /// First (largest possible) delay. Defaults to 800 ms.
@@ -369,6 +375,10 @@ impl Config {
 
     /// End the watcher with a terminal [`Error::GaveUp`] after this many consecutive failures
     /// without progress. Defaults to retrying forever.
+    ///
+    /// Refused connections (nothing listens: the server is restarting) are retried sooner than
+    /// the backoff's step but count only as often as it would have retried, so the limit
+    /// gives a restarting server as long as any other failing one (docs/protocol.md §6.10).
     pub fn max_retries(mut self, retries: u32) -> Self {
         self.max_retries = Some(retries);
         self

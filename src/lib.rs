@@ -96,7 +96,8 @@
 //!
 //! Failures arrive on the channel as `Err(`[`Error`]`)` and are counted in [`Watcher::stats`]
 //! (by class, with relists by reason); [`Watcher::notices`] tells connected, reconnecting,
-//! relisting and why, as it happens. The watcher retries failures itself. Only [`Error::is_terminal`] errors end it (the retry limit
+//! relisting and why, stale and fresh again, as it happens; [`Store::stale_since`] says at any
+//! moment whether the store is in step with the server. The watcher retries failures itself. Only [`Error::is_terminal`] errors end it (the retry limit
 //! of [`Config::max_retries`], off by default). A dropped connection resumes from the last
 //! resourceVersion; a 410 Gone relists; a connection silent for longer than the server's watch
 //! timeout plus 30 s is declared dead and re-watched. The defaults, and why:

@@ -1,7 +1,7 @@
 //! What a watcher tells besides events: why it relists ([`RelistReason`]), changes in its health
 //! ([`Notice`]), and what it does with a consumer that falls behind ([`SlowConsumer`]).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::error::Error;
 
@@ -82,6 +82,10 @@ pub enum SlowConsumer {
 #[non_exhaustive]
 pub enum Notice {
     /// A request succeeded: the first one, and the first after each [`Notice::Reconnecting`].
+    ///
+    /// It says that the server answers, not that the store is in step with it again: after an
+    /// outage the server may answer that the watcher's resourceVersion is gone, and a relist
+    /// follows. [`Notice::Fresh`] says when the store is in step again.
     Connected,
     /// A request failed or a connection dropped; the watcher tries again after `delay`.
     Reconnecting {
@@ -123,6 +127,24 @@ pub enum Notice {
     ShardFilter {
         /// The server, or this watcher.
         by: crate::ShardFilter,
+    },
+    /// The store, in step with the server until now, is stale: the watcher lost its watch
+    /// (a dropped connection, a failed request, an error or a 410 Gone from the server), or a
+    /// drift check found the store out of step. It keeps serving the state it had; changes on
+    /// the server since then are not in it. [`Store::stale_since`](crate::Store::stale_since)
+    /// says the same at any time; [`Notice::Fresh`] follows when the store is in step again.
+    /// The rule, in full: docs/guide.md, "Stale and fresh".
+    Stale {
+        /// When the store became stale (for a reader that reads notices late).
+        since: Instant,
+    },
+    /// The stale store is in step with the server again: a relist completed, or a watch
+    /// resumed from the store's resourceVersion took hold (it delivered an event, or the
+    /// server kept it to its deadline, two seconds for such a watch). Follows each
+    /// [`Notice::Stale`].
+    Fresh {
+        /// How long the store was stale.
+        stale_for: Duration,
     },
     /// The watcher ended with a terminal error (for instance [`Error::GaveUp`]).
     GaveUp {

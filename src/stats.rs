@@ -67,11 +67,13 @@ pub struct Stats {
     /// For a watcher of one shard ([`Config::shard`](crate::Config::shard)), who dropped the
     /// objects of other shards, as the last list told: [`ShardFilter::Server`](crate::ShardFilter::Server)
     /// when the list answered with the shard's selector in `metadata.shardInfo`,
-    /// [`ShardFilter::Client`](crate::ShardFilter::Client) when it had none (the server sent
-    /// everything; the watcher dropped the others before decoding them). A streaming list
-    /// carries no list metadata: before its first one the watcher asks with a metadata-only
-    /// list of at most one object, and an object of another shard arriving in the stream
-    /// says `Client`. `None` for a watcher of every object, and before the first answer.
+    /// [`ShardFilter::Client`](crate::ShardFilter::Client) when a list of full objects had
+    /// none (the server sent everything; the watcher dropped the others before decoding them).
+    /// A streaming list carries no list metadata, and kube-apiserver leaves `shardInfo` out of
+    /// every metadata-only list: before the first of either the watcher asks with a list of at
+    /// most one full object, and an object of another shard arriving in the stream or among
+    /// the metadata says `Client`. `None` for a watcher of every object, and until the answer
+    /// is known (it is once the first sync completes).
     pub shard_filter: Option<crate::ShardFilter>,
     /// For a watcher of one shard ([`Config::shard`](crate::Config::shard)) or of a shard
     /// group's share ([`Config::shard_group`](crate::Config::shard_group)), the shard its store

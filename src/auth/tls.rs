@@ -201,17 +201,17 @@ fn validate_pair(chain: &[Certificate<'static>], key: &PrivateKey<'static>) -> R
         chain.iter().map(|c| CertificateDer::from(c.der().to_vec())).collect();
     // ureq does not export its `KeyKind`; pki-types tells PKCS#1, PKCS#8 and SEC1 apart by their DER.
     let key_der = PrivateKeyDer::try_from(key.der().to_vec()).map_err(|e| format!("unsupported private key: {e}"))?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_root_certificates(rustls::RootCertStore::empty())
-        .with_client_auth_cert(der_chain, key_der)
-        .map(|_| ())
-        .map_err(|e| match e {
-            rustls::Error::InconsistentKeys(_) => "the private key does not match the certificate".to_owned(),
-            other => format!("unusable certificate/key pair: {other}"),
-        })
+    // The key is loaded by ring, as ureq's own rustls configuration loads it, and compared with
+    // the certificate's public key. Not through a `CryptoProvider`: ring's `default_provider()` is
+    // deprecated from rustls 0.23.48 on, and a pair check needs no cipher suites. A key type that
+    // cannot tell its public key is let through, as rustls's own `CertifiedKey::from_der` does.
+    let signing_key = rustls::crypto::ring::sign::any_supported_type(&key_der)
+        .map_err(|e| format!("unusable certificate/key pair: {e}"))?;
+    match rustls::sign::CertifiedKey::new(der_chain, signing_key).keys_match() {
+        Ok(()) | Err(rustls::Error::InconsistentKeys(rustls::InconsistentKeys::Unknown)) => Ok(()),
+        Err(rustls::Error::InconsistentKeys(_)) => Err("the private key does not match the certificate".to_owned()),
+        Err(other) => Err(format!("unusable certificate/key pair: {other}")),
+    }
 }
 
 /// An agent whose TLS connections to the server use `server_name` for SNI and verification,

@@ -131,6 +131,11 @@ struct Readiness {
     /// Per writer: the resourceVersion its part of the store reflects (`Writer::reached`);
     /// `None` until its first list is complete.
     versions: Vec<Option<String>>,
+    /// Per writer: its part of the store is stale (`Writer::stale`, `Writer::fresh`).
+    stale: Vec<bool>,
+    /// Since when the store has been stale: since some part became stale, until none is (or,
+    /// for a watcher that ended, since its end). `None` while it is in step.
+    stale_since: Option<Instant>,
 }
 
 impl Readiness {
@@ -412,6 +417,42 @@ impl<K> Store<K> {
         version::reflected(&self.shared.readiness.lock().versions)
     }
 
+    /// Since when the store has been stale, or `None` while it is in step with the server.
+    ///
+    /// A stale store keeps serving the state it had when it lost its watch; what changed on the
+    /// server since is not in it. It becomes stale when its watcher loses the watch it was in
+    /// step with (a dropped connection, a failed request, an error or a 410 Gone from the
+    /// server) or a drift check finds it out of step, and is fresh again when a relist
+    /// completes or a watch resumed from its resourceVersion takes hold (the full rule: docs/guide.md,
+    /// "Stale and fresh"). A watch the server ends cleanly is resumed at once and does not make
+    /// it stale. Before the first list completes the store is not ready
+    /// ([`is_ready`](Self::is_ready)), not stale; a watcher that ended (stopped, or gave up) no
+    /// longer follows the server, and its store is stale from then on. For a watcher over
+    /// several namespaces, the store is stale while any of them is.
+    ///
+    /// [`Notice::Stale`](crate::Notice::Stale) and [`Notice::Fresh`](crate::Notice::Fresh)
+    /// announce each change; this answers at any moment, in O(1), as a tick loop asks:
+    ///
+    /// ```
+    /// # let server = kube_watcher::testing::FakeApiServer::start();
+    /// use std::time::Duration;
+    /// use kube_watcher::{Api, Client, Config, Watcher};
+    /// use k8s_openapi::api::core::v1::Pod;
+    ///
+    /// let watcher = Watcher::new(Api::<Pod>::all(Client::from_url(&server.url())?), Config::default())?;
+    /// let store = watcher.store();
+    /// store.wait_until_ready(Duration::from_secs(30))?;
+    /// match store.stale_since() {
+    ///     None => { /* in step with the server: act on it */ }
+    ///     Some(since) => eprintln!("the cache is {:?} behind the server; holding off", since.elapsed()),
+    /// }
+    /// # Ok::<(), kube_watcher::Error>(())
+    /// ```
+    #[must_use]
+    pub fn stale_since(&self) -> Option<Instant> {
+        self.shared.readiness.lock().stale_since
+    }
+
     /// Blocks until the store reflects resourceVersion `rv` or a later one, or `timeout`
     /// passes: read-your-writes. Write an object, take the resourceVersion the server returned
     /// for it, wait for it, and [`get`](Self::get) shows that write (or a later state).
@@ -619,6 +660,10 @@ impl<K> Store<K> {
         let mut r = self.shared.readiness.lock();
         if r.ended.is_none() || matches!(r.ended, Some(Error::Stopped)) {
             r.ended = Some(reason);
+        }
+        // It no longer follows the server (a store that never synced is not ready instead).
+        if r.stale_since.is_none() && r.synced.iter().any(|s| *s) {
+            r.stale_since = Some(Instant::now());
         }
         self.shared.ready_changed.notify_all();
         self.shared.version_changed.notify_all();

@@ -6,6 +6,7 @@ use std::collections::hash_map::Entry as Slot;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
@@ -207,6 +208,7 @@ impl<K: Watchable> Writer<K> {
             readiness: Mutex::new(Readiness {
                 synced: vec![false; n],
                 versions: vec![None; n],
+                stale: vec![false; n],
                 ..Readiness::default()
             }),
             ready_changed: Condvar::new(),
@@ -391,6 +393,18 @@ impl<K: Watchable> Writer<K> {
         out.len() - before
     }
 
+    /// The watcher ends, and this part's objects must not outlive it (it followed a shard
+    /// group's share, which its member no longer claims once it is gone): they leave the store,
+    /// a relist in progress with them. Readiness and the version stay as they were, and
+    /// consumers are told nothing (the watcher has ended).
+    pub(crate) fn empty_at_end(&mut self) {
+        self.abort_init();
+        let mut objects = self.shared.objects.write();
+        let empty = Relist::new(new_indexes(&self.indexer.fns));
+        switch(&mut objects, self.shared.parts[self.part].as_deref(), empty);
+        objects.told[self.part].clear();
+    }
+
     /// The relist in progress failed; forget it (the next one starts with `Init` again). What
     /// it delivered is remembered as what consumers believe, for the next relist to reconcile.
     pub(crate) fn abort_init(&mut self) {
@@ -498,6 +512,30 @@ impl<K: Watchable> Writer<K> {
         version.clear();
         version.push_str(rv);
         self.shared.version_changed.notify_all();
+    }
+
+    /// This writer's part of the store became stale at `now` (`Effect::Stale`). Returns when the
+    /// store became stale if that made it so (it was in step until now), for a notice.
+    pub(crate) fn stale(&self, now: Instant) -> Option<Instant> {
+        let mut r = self.shared.readiness.lock();
+        r.stale[self.part] = true;
+        if r.stale_since.is_some() {
+            return None;
+        }
+        r.stale_since = Some(now);
+        r.stale_since
+    }
+
+    /// This writer's part of the store is in step again at `now` (`Effect::Fresh`). Returns
+    /// how long the store was stale if that made it fresh (no other part is stale), for a
+    /// notice.
+    pub(crate) fn fresh(&self, now: Instant) -> Option<Duration> {
+        let mut r = self.shared.readiness.lock();
+        r.stale[self.part] = false;
+        if r.stale.iter().any(|s| *s) || r.ended.is_some() {
+            return None;
+        }
+        r.stale_since.take().map(|since| now.saturating_duration_since(since))
     }
 
     /// Records the latest error, for `wait_until_ready` to explain itself.
@@ -623,6 +661,41 @@ mod tests {
         assert_eq!(store.len(), 3);
         assert_eq!(store.index("namespace", "a").len(), 1);
         assert_eq!(store.index("namespace", "b").len(), 2);
+    }
+
+    /// Over several namespaces, the store is stale from the first part that becomes stale until
+    /// the last one is in step again, and each change is told once; a store that ended is stale
+    /// for good.
+    #[test]
+    fn the_store_is_stale_from_its_first_stale_part_to_its_last() {
+        let (writers, store) = Writer::<ConfigMap>::partitioned(
+            Vec::new(),
+            Vec::new(),
+            vec![Some("a".into()), Some("b".into())],
+            test_decode,
+        );
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        assert_eq!(store.stale_since(), None);
+        assert_eq!(writers[0].stale(at(1)), Some(at(1)), "the store became stale");
+        assert_eq!(writers[1].stale(at(2)), None, "it already was");
+        assert_eq!(writers[0].fresh(at(3)), None, "b is still stale");
+        assert_eq!(store.stale_since(), Some(at(1)), "since the first");
+        assert_eq!(writers[1].fresh(at(5)), Some(Duration::from_secs(4)));
+        assert_eq!(store.stale_since(), None);
+        assert_eq!(writers[1].fresh(at(6)), None, "told once");
+        // A watcher that ended no longer follows the server (a store that never synced is only
+        // not ready).
+        store.set_ended(Error::Stopped);
+        assert_eq!(store.stale_since(), None, "never synced");
+        let mut out = Vec::new();
+        let (mut w, synced) = Writer::<ConfigMap>::new();
+        w.begin_init(&mut out);
+        w.init_done(Some("1"), &mut out);
+        synced.set_ended(Error::Stopped);
+        assert!(synced.stale_since().is_some());
+        assert_eq!(w.fresh(Instant::now()), None, "an ended store stays stale");
+        assert!(synced.stale_since().is_some());
     }
 
     impl Writer<ConfigMap> {

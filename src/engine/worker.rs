@@ -33,7 +33,7 @@ use crate::resource::{PartialObjectMetadata, Watchable};
 use crate::shard::{Follow, Follower, Shard, ShardFilter};
 use crate::wire::api::Api;
 use crate::wire::http::Http;
-use crate::wire::request::{ListParams, WatchParams};
+use crate::wire::request::{ListParams, Target, WatchParams};
 use crate::wire::stream::StreamItem;
 
 /// The watcher thread's state.
@@ -94,6 +94,11 @@ impl<K: Watchable> Worker<K> {
             self.pause(delay).and_then(|()| self.drive())
         }));
         if let Some(f) = &self.follow {
+            // A follower's part of the store ends empty: once unregistered, its holdings no
+            // longer count in its member's claim, so another member may take that share; no
+            // store of this member may hold it then (docs/protocol.md §13.4). Consumers are
+            // told nothing more: the watcher has ended.
+            self.writer.empty_at_end();
             f.follow.unregister(f.me.id);
         }
         let end = match driven {
@@ -323,6 +328,22 @@ impl<K: Watchable> Worker<K> {
     /// Reads one list page: each item goes to the relist in progress as it arrives (prepared
     /// here or on the helper threads); then the machine learns how the page ended.
     fn list(&mut self, params: &ListParams) -> Result<Step, Stopped> {
+        let metadata_only = self.api.target().metadata_only;
+        if self.api.shard.is_some() && metadata_only && !self.shard_probed {
+            // A metadata-only list cannot say whether the server filtered the shard (no
+            // `shardInfo`: docs/protocol.md, "Sharded lists and watches"): a list of at most one
+            // full object asks first, as before a streaming list, so that `Stats::shard_filter`
+            // is known once the list completes. A probe that failed fails this attempt.
+            if let Err(Probe::Refused(e) | Probe::Failed(e)) = self.shard_probe() {
+                if self.stopping() {
+                    return Err(Stopped);
+                }
+                if let Some(step) = self.cut_short() {
+                    return Ok(step);
+                }
+                return Ok(self.machine.step(Input::ListFailed(e), Instant::now()));
+            }
+        }
         let control = Arc::clone(&self.control);
         counters::add(&control.counters.lists, 1);
         let context = self.api.describe("list");
@@ -366,7 +387,11 @@ impl<K: Watchable> Worker<K> {
             return Err(Stopped);
         }
         let now = Instant::now();
-        let result = result.and_then(|meta| Ok(self.shard_answered(&meta, &context)?).map(|()| meta));
+        let answered = |this: &mut Self, meta: decode::ListMeta| {
+            this.shard_answered(&meta, Told { by_absence: !metadata_only, foreign }, &context)?;
+            Ok(meta)
+        };
+        let result = result.and_then(|meta| answered(self, meta));
         if result.is_ok() {
             self.foreign_from_filtering_server(foreign, &context)?;
         }
@@ -391,7 +416,8 @@ impl<K: Watchable> Worker<K> {
             Err(Halt::Failed(_)) if self.follow_changed() => return Ok(read_on()),
             Err(Halt::Failed(e)) => {
                 self.note_retry_after(&e);
-                self.machine.step(Input::ListFailed(e), now)
+                let input = if self.http.refused() { Input::Refused(e) } else { Input::ListFailed(e) };
+                self.machine.step(input, now)
             }
         })
     }
@@ -478,7 +504,8 @@ impl<K: Watchable> Worker<K> {
             Err(_) if self.follow_changed() => return Ok(read_on()),
             Err(e) => {
                 self.note_retry_after(&e);
-                return Ok(self.machine.step(Input::WatchFailed(e), Instant::now()));
+                let input = if self.http.refused() { Input::Refused(e) } else { Input::WatchFailed(e) };
+                return Ok(self.machine.step(input, Instant::now()));
             }
         };
         self.connected();
@@ -576,11 +603,15 @@ impl<K: Watchable> Worker<K> {
 
     /// A list page of a sharded watcher ended: who filtered it, by its `shardInfo`
     /// (docs/protocol.md, "Sharded lists and watches"). A server that filtered by another
-    /// selector than the one sent is an error: the page is refused.
-    fn shard_answered(&mut self, meta: &decode::ListMeta, context: &str) -> Result<(), Error> {
+    /// selector than the one sent is an error: the page is refused. Only a list of full
+    /// objects tells by leaving `shardInfo` out that nobody filtered: kube-apiserver leaves it
+    /// out of every metadata-only list, where only objects of other shards among the items
+    /// say it.
+    fn shard_answered(&mut self, meta: &decode::ListMeta, told: Told, context: &str) -> Result<(), Error> {
         let Some(shard) = &self.api.shard else { return Ok(()) };
         match &meta.shard_selector {
-            None => self.shard_filtered_by(ShardFilter::Client),
+            None if told.by_absence || told.foreign > 0 => self.shard_filtered_by(ShardFilter::Client),
+            None => {}
             Some(echo) if Shard::parse(echo).ok().as_ref() == Some(shard) => {
                 self.shard_filtered_by(ShardFilter::Server);
             }
@@ -600,19 +631,20 @@ impl<K: Watchable> Worker<K> {
         Ok(())
     }
 
-    /// Asks the server whether it filters the shard, for a streaming list: a metadata-only list
-    /// of at most one object, whose `shardInfo` says it. A server that filtered by another
-    /// selector refused it (`Probe::Refused`); one that could not be asked (`Probe::Failed`)
-    /// is asked again before the next streaming list or watch.
+    /// Asks the server whether it filters the shard, for a streaming list or a metadata-only
+    /// one: a list of at most one full object, whose `shardInfo` says it (a metadata-only list
+    /// would not: kube-apiserver leaves `shardInfo` out of it). A server that filtered by
+    /// another selector refused it (`Probe::Refused`); one that could not be asked
+    /// (`Probe::Failed`) is asked again before the next list or watch that needs it.
     fn shard_probe(&mut self) -> Result<(), Probe> {
         counters::add(&self.control.counters.lists, 1);
-        let api = self.api.clone().into_metadata();
-        let context = api.describe("list (does the server filter the shard?)");
+        let target = Target { metadata_only: false, ..self.api.target() };
+        let context = target.describe("list (does the server filter the shard?)");
         let params = ListParams { limit: Some(1), ..ListParams::default() };
-        match self.http.list::<Error>(api.target(), &params, |_| Ok(())) {
+        match self.http.list::<Error>(target, &params, |_| Ok(())) {
             Ok(meta) => {
                 self.shard_probed = true;
-                self.shard_answered(&meta, &context).map_err(Probe::Refused)
+                self.shard_answered(&meta, Told { by_absence: true, foreign: 0 }, &context).map_err(Probe::Refused)
             }
             Err(e) => {
                 log::debug!("{}: {e}", self.control.name);
@@ -720,6 +752,16 @@ impl<K: Watchable> Worker<K> {
             }
         }
     }
+}
+
+/// What a list page can tell of who filtered the shard besides its `shardInfo`
+/// (`Worker::shard_answered`).
+#[derive(Clone, Copy)]
+struct Told {
+    /// A list without `shardInfo` was not filtered: true of full objects, not of metadata only.
+    by_absence: bool,
+    /// Items of other shards the page held.
+    foreign: u64,
 }
 
 /// Why the question whether the server filters the shard went unanswered

@@ -7,11 +7,11 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, after, select};
-use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::Timestamp;
 use parking_lot::{Condvar, Mutex};
 
-use super::decide::{Action, Candidate, Input, Now};
+use super::decide::{Action, Candidate, Input, Now, Record};
 use super::{Leadership, LeaseTimings};
 use crate::error::{Error, Result};
 use crate::wire::api::Api;
@@ -39,6 +39,15 @@ const RELEASE_BOUND: Duration = Duration::from_secs(5);
 ///
 /// [`stop`](Self::stop) (also on drop) releases the lease, as client-go's `ReleaseOnCancel`
 /// does, so a standby takes over at its next read, within one retry period.
+///
+/// Whose record the lease holds is told exactly: every write of this process carries its mark
+/// (a random token drawn at start, and the `renewTime` written, in the annotation
+/// `kube-watcher.io/incarnation`). A record naming this replica's identity without its mark
+/// was written by another process (two processes given one identity, a restarted pod whose
+/// old process is not dead yet): it is another holder's, waited out for its whole lease
+/// duration like any, and never released by this one. A lease deleted while another held it
+/// is created again only once it has stayed missing for a lease duration (its holder may lead
+/// until its renew deadline, unaware). docs/protocol.md §13.5 has the invariants and why.
 ///
 /// # Examples
 /// ```
@@ -110,7 +119,7 @@ impl Runner {
             hook,
             name: name.to_owned(),
             lease: None,
-            candidate: Candidate::new(identity, timings),
+            candidate: Candidate::new(identity, &super::incarnation(), timings),
             shared: Arc::clone(&shared),
             changes: changes_tx,
             stop: stop_rx,
@@ -443,9 +452,9 @@ impl Worker {
                     self.refuse(why);
                     return Input::Failed { conflict: false };
                 }
-                let spec = lease.spec.clone().unwrap_or_default();
+                let record = marked(&lease);
                 self.lease = Some(lease);
-                Input::Read(Some(spec))
+                Input::Read(Some(record))
             }
             Err(e) if e.is_not_found() => {
                 self.lease = None;
@@ -455,8 +464,9 @@ impl Worker {
         }
     }
 
-    fn write(&mut self, spec: LeaseSpec, create: bool, release_by: Option<Instant>) -> Input {
+    fn write(&mut self, record: Record, create: bool, release_by: Option<Instant>) -> Input {
         self.bound(release_by);
+        let Record { spec, mark } = record;
         let lease = match (&self.lease, create) {
             (Some(read), false) => Lease { spec: Some(spec), ..read.clone() },
             (None, false) => {
@@ -472,6 +482,11 @@ impl Worker {
             }
         };
         let mut lease = lease;
+        let annotations = lease.metadata.annotations.get_or_insert_with(Default::default);
+        match mark {
+            Some(mark) => annotations.insert(super::MARK_ANNOTATION.to_owned(), mark),
+            None => annotations.remove(super::MARK_ANNOTATION),
+        };
         if let Some(hook) = &mut self.hook {
             hook.decorate(&mut lease);
         }
@@ -480,12 +495,12 @@ impl Worker {
             if create { self.api.create_on(&self.http, &lease) } else { self.api.replace_on(&self.http, &lease) };
         match written {
             Ok(lease) => {
-                let spec = lease.spec.clone().unwrap_or_default();
+                let record = marked(&lease);
                 if let Some(hook) = &mut self.hook {
                     hook.wrote(&lease);
                 }
                 self.lease = Some(lease);
-                Input::Wrote { spec, sent }
+                Input::Wrote { record, sent }
             }
             Err(e) => self.failed(&e),
         }
@@ -498,6 +513,12 @@ impl Worker {
         }
         Input::Failed { conflict }
     }
+}
+
+/// A Lease as the decision reads it: its spec and its mark.
+fn marked(lease: &Lease) -> Record {
+    let mark = lease.metadata.annotations.as_ref().and_then(|a| a.get(super::MARK_ANNOTATION)).cloned();
+    Record { spec: lease.spec.clone().unwrap_or_default(), mark }
 }
 
 fn now() -> Now {

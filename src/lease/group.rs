@@ -45,21 +45,23 @@ pub enum GroupChange {
     /// This member's share now: `None` while it may hold nothing (it is joining, waiting for
     /// another member to let go, or could not renew its lease).
     Shard(Option<Shard>),
-    /// This member cannot take part, and why: its Lease name (`<group>-<identity>`) is taken
-    /// by a Lease that is not this group's (another group's member, or a
-    /// [`LeaderElector`](crate::LeaderElector)'s), or another process holds its Lease under
-    /// the same identity. It holds nothing meanwhile (and keeps trying, in case the other
-    /// goes away); sent once per reason, also logged as an error. A configuration error:
-    /// stop, and give the group or the identity another name.
+    /// This member cannot take part, and why: another process holds its Lease under the same
+    /// identity (it was seen renewing it), or its Lease name
+    /// ([`lease_name`](ShardGroup::lease_name)) is taken by a Lease that is not this group's (a
+    /// [`LeaderElector`](crate::LeaderElector)'s, made with that very name). It holds nothing
+    /// meanwhile (and keeps trying, in case the other goes away); sent once per reason, also
+    /// logged as an error. A configuration error: stop, and give the identity (or the
+    /// elector's Lease) another name.
     Conflict(String),
 }
 
 /// One replica's membership in a shard group: the replicas that run it split the hash space of
 /// [`Shard`] among those alive now, and the split follows them as they come and go.
 ///
-/// Each member holds a Lease of its own (named `<group>-<identity>`, labelled
-/// `kube-watcher.io/shard-group=<group>`), renewed every retry period like a
-/// [`LeaderElector`](crate::LeaderElector)'s, on one thread (`kw-shard-group`). It learns of
+/// Each member holds a Lease of its own (named `<group>-<identity>-<hash>`:
+/// [`lease_name`](Self::lease_name); labelled `kube-watcher.io/shard-group=<group>`), renewed
+/// every retry period like a [`LeaderElector`](crate::LeaderElector)'s, on one thread
+/// (`kw-shard-group`). It learns of
 /// the others from a watch of the group's Leases (a [`Watcher`] of its own, thread
 /// `kw-leases`): the members are those with a holder that changed within their lease duration,
 /// judged on this process's monotonic clock from when the change arrived (clock skew between
@@ -115,6 +117,7 @@ pub struct ShardGroup {
     changes: Receiver<GroupChange>,
     group: String,
     identity: String,
+    lease: String,
 }
 
 impl std::fmt::Debug for ShardGroup {
@@ -143,15 +146,15 @@ impl ShardGroup {
     ///
     /// # Errors
     /// [`Error::Config`] when `timings` break client-go's rules (see [`LeaseTimings`]),
-    /// `group` or `identity` cannot name a Lease (`group` at most 63 characters, as a label
-    /// value; the two with a '-' between at most 253), or `api` has no namespace;
+    /// `group` or `identity` is not an RFC 1123 subdomain as a Lease name must be (`group` at
+    /// most 63 characters, as a label value; `identity` at most 253), or `api` has no namespace;
     /// [`Error::Spawn`] when its threads (the group's, its watch's and its lead's timer,
     /// `kw-shard-lead`) cannot start. Errors
     /// from the server do not end the membership: it retries every retry period.
     pub fn join(api: Api<Lease>, group: &str, identity: &str, timings: LeaseTimings) -> Result<ShardGroup> {
         timings.validate()?;
         super::check_name("group", group, 63)?;
-        super::check_name("identity", identity, 253 - 1 - group.len())?;
+        super::check_name("identity", identity, 253)?;
         if api.namespace().is_none() {
             return Err(Error::config("api", "leases are namespaced: use Api::namespaced"));
         }
@@ -159,6 +162,7 @@ impl ShardGroup {
         let follow = Arc::new(Follow::default());
         let (changes_tx, changes) = crossbeam_channel::unbounded();
         let selector = format!("{GROUP_LABEL}={group}");
+        let name = super::member_lease(group, identity);
         // The members learn of each other from this watch (its store is the view; its events
         // only wake the group's thread, which must never hold it up: `Lag`).
         let watch = Watcher::builder(api.clone())
@@ -171,11 +175,12 @@ impl ShardGroup {
             release_bound: timings.retry_period.min(Duration::from_secs(5)),
             fresh_bound: (timings.lease_duration - timings.renew_deadline).max(timings.retry_period * 2),
             me: identity.to_owned(),
+            lease: name.clone(),
             selector,
             group: group.to_owned(),
             view: Arc::clone(&view),
             changes: changes_tx,
-            peers: Peers::default(),
+            peers: Peers::new(timings.lease_duration),
             watch,
             news,
             freshness: Freshness::default(),
@@ -193,7 +198,6 @@ impl ShardGroup {
             .spawn(move || lead_timer(&timed, &timer_rx))
             .map_err(|e| Error::Spawn(format!("shard group {group:?}: {e}").into()))?;
         let timer = Mutex::new(Some((timer_tx, timer)));
-        let name = format!("{group}-{identity}");
         let runner = match Runner::start(api, &name, identity, timings, Some(Box::new(hook)), "kw-shard-group") {
             Ok(runner) => runner,
             Err(e) => {
@@ -201,7 +205,16 @@ impl ShardGroup {
                 return Err(e);
             }
         };
-        Ok(ShardGroup { runner, timer, view, follow, changes, group: group.to_owned(), identity: identity.to_owned() })
+        Ok(ShardGroup {
+            runner,
+            timer,
+            view,
+            follow,
+            changes,
+            group: group.to_owned(),
+            identity: identity.to_owned(),
+            lease: name,
+        })
     }
 
     /// The live members, in this member's eyes: sorted identities, itself included while its
@@ -239,6 +252,26 @@ impl ShardGroup {
     #[must_use]
     pub fn identity(&self) -> &str {
         &self.identity
+    }
+
+    /// The name of this member's Lease: `<group>-<identity>-<hash>`, the hash telling apart
+    /// members whose names would otherwise read the same (member `b-c` of group `a`, member
+    /// `c` of group `a-b`); a long identity is cut short in it. It depends on the group and the
+    /// identity alone, so it is the same in every process (docs/protocol.md §13.4, "Lease
+    /// names").
+    ///
+    /// ```
+    /// # let server = kube_watcher::testing::FakeApiServer::start();
+    /// # use k8s_openapi::api::coordination::v1::Lease;
+    /// # use kube_watcher::{Api, Client, LeaseTimings, ShardGroup};
+    /// # let leases: Api<Lease> = Api::namespaced(Client::from_url(&server.url())?, "default");
+    /// let group = ShardGroup::join(leases, "pods", "web-0", LeaseTimings::default())?;
+    /// assert_eq!(group.lease_name(), "pods-web-0-800c131ea8086275");
+    /// # Ok::<(), kube_watcher::Error>(())
+    /// ```
+    #[must_use]
+    pub fn lease_name(&self) -> &str {
+        &self.lease
     }
 
     /// Leaves the group: the share is given up at once (`Shard(None)` is sent, and the
@@ -297,7 +330,9 @@ impl Config {
     /// renew its lease), the store is empty. So the store always holds exactly the current
     /// share, and the group claims in its Lease every range the store may still hold, so that
     /// no other member takes it before the store dropped it (docs/protocol.md §13, "Shard
-    /// groups").
+    /// groups"). When the watcher stops ([`Watcher::stop`], drop, or a terminal error), its
+    /// store empties, every clone of it included, before the group stops counting it: the
+    /// share it held may go to another member at once.
     ///
     /// ```
     /// # let server = kube_watcher::testing::FakeApiServer::start();
@@ -326,6 +361,8 @@ struct GroupHook {
     /// the watch to be acted on without a list (`Freshness`).
     fresh_bound: Duration,
     me: String,
+    /// The name of this member's Lease.
+    lease: String,
     group: String,
     selector: String,
     view: Arc<Mutex<View>>,
@@ -429,13 +466,15 @@ impl GroupHook {
     /// Decides from what `peers` knows at `now` and publishes what `source` confirms (the
     /// lead ends at `end`); true when a list must confirm more.
     fn decide(&mut self, now: Instant, end: Instant, held: &Ranges, source: Source) -> bool {
-        let live = self.peers.live(&self.me, now);
+        let live = self.peers.live(&self.lease, now);
         let blocked = self.peers.released_claims(now);
         let decision = decide(&self.me, &live, &blocked, &self.written, held, true);
-        let (allowed, more) = confirmed(&decision, &self.holding(now), source);
+        let frozen = self.peers.frozen(&self.lease, now);
+        let (allowed, more) = confirmed(&decision, &self.holding(now), source, frozen);
         let mut members: Vec<String> = live.into_keys().collect();
         members.push(self.me.clone());
         members.sort_unstable();
+        members.dedup();
         self.claim = decision.claim;
         self.publish(members, allowed, Some(end));
         more
@@ -505,7 +544,7 @@ impl GroupHook {
             self.wrote = false;
             step = Some(now);
         }
-        Next { step, look: self.peers.next_expiry(&self.me, now) }
+        Next { step, look: self.peers.next_expiry(&self.lease, now) }
     }
 }
 

@@ -352,7 +352,7 @@ impl Sim {
             written: Ranges::default(),
             claim: Ranges::default(),
             wrote: false,
-            peers: Peers::default(),
+            peers: Peers::new(Duration::from_millis(LEASE)),
             freshness: Freshness::default(),
             watch: Watch::default(),
             until: 0,
@@ -439,7 +439,8 @@ impl Sim {
         let blocked = mb.peers.released_claims(local);
         let d = decide(&mb.name, &live, &blocked, &mb.written, held, true);
         let holding = if mb.valid_until.is_some_and(|u| now < u) { mb.allowed.clone() } else { Ranges::default() };
-        let (allowed, more) = confirmed(&d, &holding, source);
+        let frozen = mb.peers.frozen(&mb.name, local);
+        let (allowed, more) = confirmed(&d, &holding, source, frozen);
         mb.claim = d.claim;
         let until = mb.renewed.map(|r| r + RENEW);
         self.publish(m, allowed, until);

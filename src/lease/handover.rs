@@ -24,12 +24,13 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use super::assign::assign;
+use super::seen::Seen;
 use crate::shard::Shard;
 
 /// Sorted, disjoint, non-empty half-open ranges of the hash space, none touching the next: a
 /// part of it that may be empty (a [`Shard`] never is). Every operation keeps that form, so equal
 /// parts are equal values.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub(crate) struct Ranges(Vec<(u128, u128)>);
 
 impl Ranges {
@@ -164,26 +165,18 @@ fn join(out: &mut Vec<(u128, u128)>, start: u128, end: u128) {
     }
 }
 
-/// Another member's Lease as this member last saw it change.
-#[derive(Debug, Clone)]
-struct Seen {
-    /// Its resourceVersion: a new one is a change.
-    version: String,
-    holder: String,
-    duration: Duration,
-    claim: Ranges,
-    /// When this member first saw it as it is, on its monotonic clock.
-    since: Instant,
-}
-
-/// What one member knows of the group's Leases, each judged on its own clock.
-#[derive(Debug, Clone, Default)]
+/// What one member knows of the group's Leases, each judged on its own clock
+/// ([`Seen`]: when this member first saw each as it is now, or found it missing).
+#[derive(Debug, Clone, Hash)]
 pub(crate) struct Peers {
-    by_name: BTreeMap<String, Seen>,
+    by_name: BTreeMap<String, Seen<Record>>,
+    /// This member's own lease duration: how long a deleted Lease may still be held by a
+    /// holder it never saw ([`Seen::duration`]).
+    own: Duration,
 }
 
 /// One Lease of the group as read.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Hash)]
 pub(crate) struct Record {
     pub(crate) name: String,
     pub(crate) version: String,
@@ -196,44 +189,49 @@ pub(crate) struct Record {
 }
 
 impl Peers {
+    /// Nothing known yet, for a member whose lease duration is `own`.
+    pub(crate) fn new(own: Duration) -> Peers {
+        Peers { by_name: BTreeMap::new(), own }
+    }
+
     /// The group's Leases as a list or the watch's store shows them at `now`. A version seen
-    /// before keeps the time it was first seen (a later one is the safe direction: it makes
-    /// the Lease live longer); a new one is seen `now`. A Lease no longer shown was deleted
-    /// (by hand, or by a cleanup job), which says nothing about its member, who may still
-    /// hold its share: it is kept as last seen until its duration from when it last changed
-    /// has passed, as if it had stopped changing then (docs/protocol.md §13.4).
+    /// before keeps the time it was first seen; a new one is seen `now`. A Lease no longer
+    /// shown was deleted (by hand, or by a cleanup job), which says nothing of its member, who
+    /// may still hold its share, and may have written it after we last saw it: it is kept as
+    /// last seen, live from when we first found it missing ([`Seen::gone`]), and while it is,
+    /// nothing grows ([`Peers::frozen`]; docs/protocol.md §13.4).
     pub(crate) fn observe(&mut self, records: Vec<Record>, now: Instant) {
-        let before = std::mem::take(&mut self.by_name);
+        let mut before = std::mem::take(&mut self.by_name);
         let mut next = BTreeMap::new();
         for r in records {
-            let since = match before.get(&r.name) {
-                Some(seen) if seen.version == r.version => seen.since,
-                _ => now,
-            };
-            next.insert(
-                r.name,
-                Seen { version: r.version, holder: r.holder, duration: r.duration, claim: r.claim, since },
-            );
+            let seen = Seen::next(before.remove(&r.name), r, now, |a, b| a.version == b.version);
+            next.insert(seen.record.name.clone(), seen);
         }
         for (name, seen) in before {
-            if !next.contains_key(&name) && seen.since.checked_add(seen.duration).is_some_and(|end| now < end) {
-                next.insert(name, seen);
+            if let Some(gone) = Seen::gone(Some(seen), now).filter(|s| self.is_live(s, now)) {
+                next.insert(name, gone);
             }
         }
         self.by_name = next;
     }
 
-    /// The live members other than `me` and their claims: a Lease with a holder, changed
-    /// within its duration (in our eyes). Two Leases with one holder (a member's old Lease
-    /// not yet expired beside its new one) claim the union of their claims.
-    pub(crate) fn live(&self, me: &str, now: Instant) -> BTreeMap<String, Ranges> {
+    fn is_live(&self, seen: &Seen<Record>, now: Instant) -> bool {
+        seen.live(seen.duration(seen.record.duration, self.own), now)
+    }
+
+    /// The live members other than this one and their claims: a Lease with a holder, changed
+    /// within its duration (in our eyes), other than `own` (the name of this member's Lease). A
+    /// Lease of another name that names this member's identity (a predecessor's, under the
+    /// name an older version gave it) is another holder's like any. Two Leases with one holder
+    /// claim the union of their claims.
+    pub(crate) fn live(&self, own: &str, now: Instant) -> BTreeMap<String, Ranges> {
         let mut live: BTreeMap<String, Ranges> = BTreeMap::new();
-        for s in self.by_name.values() {
-            if s.holder.is_empty() || s.holder == me || s.since.checked_add(s.duration).is_none_or(|end| now >= end) {
+        for (name, s) in &self.by_name {
+            if s.record.holder.is_empty() || name == own || !self.is_live(s, now) {
                 continue;
             }
-            let claim = live.entry(s.holder.clone()).or_default();
-            *claim = claim.union(&s.claim);
+            let claim = live.entry(s.record.holder.clone()).or_default();
+            *claim = claim.union(&s.record.claim);
         }
         live
     }
@@ -243,19 +241,31 @@ impl Peers {
     pub(crate) fn released_claims(&self, now: Instant) -> Ranges {
         self.by_name
             .values()
-            .filter(|s| s.holder.is_empty())
-            .filter(|s| s.since.checked_add(s.duration).is_some_and(|end| now < end))
-            .fold(Ranges::default(), |acc, s| acc.union(&s.claim))
+            .filter(|s| s.record.holder.is_empty() && self.is_live(s, now))
+            .fold(Ranges::default(), |acc, s| acc.union(&s.record.claim))
     }
 
-    /// When the next live peer expires in our eyes (to wake up then).
-    pub(crate) fn next_expiry(&self, me: &str, now: Instant) -> Option<Instant> {
+    /// Whether a deleted Lease (other than `own`) may still be held, in our eyes: writes we
+    /// never saw may have claimed anything, so nothing grows until it expires or comes back.
+    pub(crate) fn frozen(&self, own: &str, now: Instant) -> bool {
+        self.by_name.iter().any(|(name, s)| name != own && s.gone && self.is_live(s, now))
+    }
+
+    /// When the next Lease other than `own` expires in our eyes (to wake up then).
+    pub(crate) fn next_expiry(&self, own: &str, now: Instant) -> Option<Instant> {
         self.by_name
-            .values()
-            .filter(|s| s.holder != me)
-            .filter_map(|s| s.since.checked_add(s.duration))
+            .iter()
+            .filter(|(name, _)| *name != own)
+            .filter_map(|(_, s)| s.expiry(s.duration(s.record.duration, self.own)))
             .filter(|end| *end > now)
             .min()
+    }
+
+    /// Whether this member knows of the Lease `name` (the explorer deletes only Leases every
+    /// member has seen: docs/protocol.md §13.4 states the limit).
+    #[cfg(test)]
+    pub(crate) fn knows(&self, name: &str) -> bool {
+        self.by_name.contains_key(name)
     }
 }
 
@@ -313,9 +323,13 @@ pub(crate) enum Source {
 /// What a member may hold after `decision`, and whether a list must confirm more: from a
 /// list, what the decision allows; from its watch, only what it allows of what the member
 /// holds now (`holding`: the share it last published, while its lead lasts), and a list must
-/// confirm the rest. A watch's view never grows a share.
+/// confirm the rest. A watch's view never grows a share; nor does any view while a deleted
+/// Lease may still be held (`frozen`: [`Peers::frozen`]), and a list would not help then.
 #[must_use]
-pub(crate) fn confirmed(decision: &Decision, holding: &Ranges, source: Source) -> (Ranges, bool) {
+pub(crate) fn confirmed(decision: &Decision, holding: &Ranges, source: Source, frozen: bool) -> (Ranges, bool) {
+    if frozen {
+        return (decision.allowed.intersect(holding), false);
+    }
     match source {
         Source::List => (decision.allowed.clone(), false),
         Source::Watch => {
@@ -543,10 +557,10 @@ mod tests {
         let d = decide("a", &BTreeMap::new(), &left, &all(), &all(), true);
         assert_eq!(d.allowed, all().minus(&left));
         let t0 = Instant::now();
-        let mut peers = Peers::default();
+        let mut peers = Peers::new(Duration::from_secs(15));
         peers.observe(vec![Record { duration: Duration::from_secs(1), ..record("g-b", "5", "", left.clone()) }], t0);
         assert_eq!(peers.released_claims(t0), left);
-        assert!(peers.live("a", t0).is_empty());
+        assert!(peers.live("g-a", t0).is_empty());
         assert_eq!(peers.released_claims(t0 + Duration::from_secs(1)), Ranges::default());
     }
 
@@ -555,54 +569,81 @@ mod tests {
     #[test]
     fn peers_expire_on_our_clock_from_when_we_saw_them_change() {
         let t0 = Instant::now();
-        let mut peers = Peers::default();
+        let mut peers = Peers::new(Duration::from_secs(15));
         peers.observe(
             vec![record("g-b", "1", "b", all()), record("g-c", "7", "", all()), record("g-a", "3", "a", all())],
             t0,
         );
-        assert_eq!(peers.live("a", t0).keys().collect::<Vec<_>>(), ["b"]);
+        assert_eq!(peers.live("g-a", t0).keys().collect::<Vec<_>>(), ["b"]);
         let later = t0 + Duration::from_secs(14);
         peers.observe(vec![record("g-b", "1", "b", all())], later);
-        assert!(peers.live("a", later).contains_key("b"));
-        assert_eq!(peers.next_expiry("a", later), Some(t0 + Duration::from_secs(15)));
+        assert!(peers.live("g-a", later).contains_key("b"));
+        assert_eq!(peers.next_expiry("g-a", later), Some(t0 + Duration::from_secs(15)));
         let expired = t0 + Duration::from_secs(15);
-        assert!(peers.live("a", expired).is_empty(), "unchanged for its duration");
+        assert!(peers.live("g-a", expired).is_empty(), "unchanged for its duration");
         // A change restarts the count.
         peers.observe(vec![record("g-b", "2", "b", Ranges::default())], expired);
-        assert_eq!(peers.live("a", expired + Duration::from_secs(14))["b"], Ranges::default());
+        assert_eq!(peers.live("g-a", expired + Duration::from_secs(14))["b"], Ranges::default());
     }
 
     /// A Lease deleted while its member lives (by hand, by a cleanup job) is not a member that
     /// let go: it stays live, with its claim, for its duration from when it last changed.
     #[test]
-    fn a_deleted_lease_stays_live_until_its_duration_passes() {
+    fn a_deleted_lease_stays_live_a_lease_duration_from_its_deletion() {
         let t0 = Instant::now();
-        let mut peers = Peers::default();
+        let s = Duration::from_secs;
+        let mut peers = Peers::new(s(15));
         let half = r(&[(0, SPACE / 2)]);
         peers.observe(vec![record("g-b", "1", "b", half.clone()), record("g-c", "2", "c", all())], t0);
-        let later = t0 + Duration::from_secs(10);
-        // g-b is gone from the list (or the watch's store).
+        let later = t0 + s(10);
+        // g-b is gone from the list (or the watch's store): b may have renewed it since we
+        // saw it, so it is live for a lease duration from now, and nothing grows meanwhile.
         peers.observe(vec![record("g-c", "3", "c", Ranges::default())], later);
-        assert_eq!(peers.live("a", later).get("b"), Some(&half), "still live, still claiming");
-        assert_eq!(peers.next_expiry("a", later), Some(t0 + Duration::from_secs(15)));
-        let d = decide("a", &peers.live("a", later), &peers.released_claims(later), &all(), &all(), true);
+        assert_eq!(peers.live("g-a", later).get("b"), Some(&half), "still live, still claiming");
+        assert!(peers.frozen("g-a", later));
+        assert_eq!(peers.next_expiry("g-a", later), Some(later + s(15)));
+        let d = decide("a", &peers.live("g-a", later), &peers.released_claims(later), &all(), &all(), true);
         assert!(d.allowed.intersect(&half).is_empty(), "its claim is not taken: {d:?}");
-        let expired = t0 + Duration::from_secs(15);
+        let seen_again = later + s(14);
+        peers.observe(vec![record("g-c", "3", "c", Ranges::default())], seen_again);
+        assert!(peers.live("g-a", seen_again).contains_key("b"), "still since the deletion was first seen");
+        let expired = later + s(15);
         peers.observe(vec![record("g-c", "3", "c", Ranges::default())], expired);
-        assert!(!peers.live("a", expired).contains_key("b"), "expired as if it had stopped then");
+        assert!(!peers.live("g-a", expired).contains_key("b"));
+        assert!(!peers.frozen("g-a", expired));
         // Recreated by its member: live again from then.
         peers.observe(vec![record("g-b", "9", "b", half.clone())], expired);
-        assert_eq!(peers.live("a", expired).get("b"), Some(&half));
+        assert_eq!(peers.live("g-a", expired).get("b"), Some(&half));
+        // A released Lease, deleted: its member may have come back unseen; our duration.
+        let mut peers = Peers::new(s(15));
+        peers.observe(vec![Record { duration: s(1), ..record("g-d", "4", "", half.clone()) }], t0);
+        peers.observe(vec![], t0 + s(5));
+        assert!(peers.frozen("g-a", t0 + s(19)) && !peers.frozen("g-a", t0 + s(20)));
+    }
+
+    /// A Lease of another name naming this member's identity (its predecessor's, under the name
+    /// an older version gave it, or a twin's) is another holder's: its claim counts. Only the
+    /// member's own Lease is left out.
+    #[test]
+    fn a_lease_naming_us_under_another_name_is_a_peer() {
+        let t0 = Instant::now();
+        let mut peers = Peers::new(Duration::from_secs(15));
+        let half = r(&[(0, SPACE / 2)]);
+        peers.observe(vec![record("g-a", "1", "a", all()), record("g-a-old", "2", "a", half.clone())], t0);
+        assert_eq!(peers.live("g-a", t0).get("a"), Some(&half));
+        let d = decide("a", &peers.live("g-a", t0), &peers.released_claims(t0), &all(), &Ranges::default(), true);
+        assert_eq!(d.allowed, all().minus(&half));
+        assert_eq!(peers.next_expiry("g-a", t0), Some(t0 + Duration::from_secs(15)));
     }
 
     /// Two Leases with one holder claim the union of their claims.
     #[test]
     fn two_leases_of_one_holder_claim_both() {
         let t0 = Instant::now();
-        let mut peers = Peers::default();
+        let mut peers = Peers::new(Duration::from_secs(15));
         let (low, high) = (r(&[(0, 100)]), r(&[(100, 200)]));
         peers.observe(vec![record("g-b", "1", "b", low.clone()), record("old-b", "2", "b", high.clone())], t0);
-        assert_eq!(peers.live("a", t0)["b"], low.union(&high));
+        assert_eq!(peers.live("g-a", t0)["b"], low.union(&high));
     }
 
     /// A decision from the watch keeps what is held and drops what it no longer allows, but
@@ -612,13 +653,16 @@ mod tests {
         let held = r(&[(0, 100)]);
         let decision = |allowed: Ranges| Decision { target: all(), allowed, claim: all() };
         let grows = decision(r(&[(50, 200)]));
-        assert_eq!(confirmed(&grows, &held, Source::Watch), (r(&[(50, 100)]), true));
-        assert_eq!(confirmed(&grows, &held, Source::List), (r(&[(50, 200)]), false));
+        assert_eq!(confirmed(&grows, &held, Source::Watch, false), (r(&[(50, 100)]), true));
+        assert_eq!(confirmed(&grows, &held, Source::List, false), (r(&[(50, 200)]), false));
         let shrinks = decision(r(&[(0, 40)]));
-        assert_eq!(confirmed(&shrinks, &held, Source::Watch), (r(&[(0, 40)]), false));
+        assert_eq!(confirmed(&shrinks, &held, Source::Watch, false), (r(&[(0, 40)]), false));
         // Nothing held (joining, or after the lead ended): whatever the watch allows waits.
-        assert_eq!(confirmed(&shrinks, &Ranges::default(), Source::Watch), (Ranges::default(), true));
-        assert_eq!(confirmed(&decision(Ranges::default()), &held, Source::Watch), (Ranges::default(), false));
+        assert_eq!(confirmed(&shrinks, &Ranges::default(), Source::Watch, false), (Ranges::default(), true));
+        assert_eq!(confirmed(&decision(Ranges::default()), &held, Source::Watch, false), (Ranges::default(), false));
+        // While a deleted Lease may be held, nothing grows, whatever the view.
+        assert_eq!(confirmed(&grows, &held, Source::List, true), (r(&[(50, 100)]), false));
+        assert_eq!(confirmed(&shrinks, &held, Source::List, true), (r(&[(0, 40)]), false));
     }
 
     /// The watch is fresh while it shows a write of this member's sent within the bound, and

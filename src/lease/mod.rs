@@ -22,7 +22,10 @@ pub(crate) mod decide;
 pub(crate) mod elector;
 pub(crate) mod group;
 pub(crate) mod handover;
+pub(crate) mod seen;
 
+#[cfg(test)]
+mod explore;
 #[cfg(test)]
 mod group_model;
 #[cfg(test)]
@@ -35,6 +38,13 @@ use crate::error::{Error, Result};
 /// The label that names a shard group member's group on its Lease (an elector's Lease never
 /// carries it).
 pub(crate) const GROUP_LABEL: &str = "kube-watcher.io/shard-group";
+
+/// The annotation every write of a Lease of ours carries: the writing process's token and the
+/// `renewTime` it wrote (`decide.rs`, "Whose record it is").
+pub(crate) const MARK_ANNOTATION: &str = "kube-watcher.io/incarnation";
+
+/// How many hex digits of the hash end a member's Lease name ([`member_lease`]).
+const NAME_HASH_DIGITS: usize = 16;
 
 /// client-go's `JitterFactor`: the renew deadline must exceed 1.2 retry periods.
 const JITTER_FACTOR: f64 = 1.2;
@@ -141,6 +151,45 @@ fn check_name(field: &str, value: &str, max: usize) -> Result<()> {
     ))
 }
 
+/// The Lease of member `identity` of shard group `group`: `<group>-<identity>-<hash>`, where
+/// the hash is 16 hex digits of FNV-1a 64 over `<group>/<identity>` (no group holds a '/'), and
+/// the identity is cut short (at a letter or digit) when the whole would pass 253 characters.
+/// So two members' names differ whenever their groups or identities do (up to a 64-bit hash
+/// collision), whatever '-' either holds: member `b-c` of group `a` and member `c` of group
+/// `a-b` no longer share `a-b-c`. An elector's Lease, whose name its user picks, could match
+/// one only by copying such a hash; the group label tells them apart even then
+/// (docs/protocol.md §13.4, "Lease names").
+///
+/// `group` (at most 63 characters) and `identity` are RFC 1123 subdomains, checked by
+/// `ShardGroup::join`, so the name is one too.
+pub(crate) fn member_lease(group: &str, identity: &str) -> String {
+    let hash = crate::shard::Shard::hash(&format!("{group}/{identity}"));
+    // `<group>-` + `-<hash>` around the identity.
+    let room = 253usize.saturating_sub(group.len() + 2 + NAME_HASH_DIGITS);
+    // ASCII (checked), so any byte is a boundary; a cut part ends with a letter or digit.
+    let kept = identity[..identity.len().min(room)].trim_end_matches(['-', '.']);
+    format!("{group}-{kept}-{hash:0width$x}", width = NAME_HASH_DIGITS)
+}
+
+/// A token no other process draws: 128 random bits, in hex. From the operating system; should
+/// that fail, from the clock, the process and the thread through std's randomly keyed hasher.
+pub(crate) fn incarnation() -> String {
+    use rand::TryRngCore as _;
+    let mut os = rand::rngs::OsRng;
+    let bits = match (os.try_next_u64(), os.try_next_u64()) {
+        (Ok(a), Ok(b)) => (u128::from(a) << 64) | u128::from(b),
+        _ => {
+            use std::hash::BuildHasher as _;
+            let half = |salt: u8| {
+                let seed = (salt, std::time::SystemTime::now(), std::process::id(), std::thread::current().id());
+                std::collections::hash_map::RandomState::new().hash_one(seed)
+            };
+            (u128::from(half(0)) << 64) | u128::from(half(1))
+        }
+    };
+    format!("{bits:032x}")
+}
+
 /// A change of leadership, as [`LeaderElector::changes`](crate::LeaderElector::changes) reports
 /// it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -194,6 +243,38 @@ mod tests {
         }
         assert!(check_name("group", &"a".repeat(64), 63).is_err());
         check_name("group", &"a".repeat(63), 63).unwrap();
+    }
+
+    /// Member names never collide, whatever '-' the group or identity holds, and stay valid
+    /// Lease names for identities of any allowed length.
+    #[test]
+    fn member_lease_names_never_collide_and_stay_valid() {
+        let a = member_lease("a-b", "c");
+        let b = member_lease("a", "b-c");
+        assert!(a.starts_with("a-b-c-") && b.starts_with("a-b-c-") && a != b, "{a} {b}");
+        assert_eq!(a.len(), "a-b-c-".len() + 16);
+        assert_eq!(member_lease("pods", "web-0"), member_lease("pods", "web-0"), "stable");
+        // The hash is FNV-1a 64 of "pods/web-0": the same in every version and process.
+        assert_eq!(
+            member_lease("pods", "web-0"),
+            format!("pods-web-0-{:016x}", crate::shard::Shard::hash("pods/web-0"))
+        );
+        for (group, identity) in [
+            ("g".repeat(63), "i".repeat(253)),
+            ("g".repeat(63), format!("{}.{}", "a".repeat(171), "b".repeat(81))),
+            ("g".to_owned(), format!("{}-{}", "a".repeat(234), "b".repeat(18))),
+        ] {
+            let name = member_lease(&group, &identity);
+            check_name("lease", &name, 253).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_ne!(name, member_lease(&group, &identity[..identity.len() - 1]), "cut short, still apart");
+        }
+    }
+
+    #[test]
+    fn incarnations_differ() {
+        let (a, b) = (incarnation(), incarnation());
+        assert_ne!(a, b);
+        assert_eq!(a.len(), 32);
     }
 
     #[test]

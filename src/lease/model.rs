@@ -19,12 +19,11 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::coordination::v1::LeaseSpec;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use super::decide::{Action, Candidate, Input, Now};
+use super::decide::{Action, Candidate, Input, Now, Record};
 use super::{Leadership, LeaseTimings};
 
 /// Seeds run in CI: each simulates about 12 minutes of three to six replicas.
@@ -41,9 +40,9 @@ fn micros(d: Duration) -> Micros {
 #[derive(Debug, Clone)]
 enum Request {
     Read,
-    Create(LeaseSpec),
-    /// The spec, and the resourceVersion of the lease the replica last saw.
-    Update(LeaseSpec, Option<u64>),
+    Create(Record),
+    /// The record, and the resourceVersion of the lease the replica last saw.
+    Update(Record, Option<u64>),
 }
 
 #[derive(Debug)]
@@ -108,7 +107,7 @@ struct World {
     events: Vec<Option<Event>>,
     replicas: Vec<Replica>,
     /// The lease on the server and its resourceVersion.
-    lease: Option<(LeaseSpec, u64)>,
+    lease: Option<(Record, u64)>,
     revision: u64,
     /// Trouble: refusals, long delays, pauses.
     chaos: bool,
@@ -160,7 +159,7 @@ impl World {
         let base = Instant::now() + Duration::from_secs(self.rng.random_range(0..3600));
         let wall_offset = SignedDuration::from_secs(self.rng.random_range(-3600..=3600));
         self.replicas.push(Replica {
-            candidate: Candidate::new(&identity, self.timings),
+            candidate: Candidate::new(&identity, &format!("token-{}", self.replicas.len()), self.timings),
             base,
             wall_offset,
             rv: None,
@@ -335,7 +334,7 @@ impl World {
                     (Input::Failed { conflict: true }, None)
                 }
                 Some((old, _)) => {
-                    if old.holder_identity != spec.holder_identity {
+                    if old.spec.holder_identity != spec.spec.holder_identity {
                         self.takeovers += 1;
                     }
                     self.store(spec, sent)
@@ -344,10 +343,10 @@ impl World {
         }
     }
 
-    fn store(&mut self, spec: LeaseSpec, sent: Instant) -> (Input, Option<u64>) {
+    fn store(&mut self, record: Record, sent: Instant) -> (Input, Option<u64>) {
         self.revision += 1;
-        self.lease = Some((spec.clone(), self.revision));
-        (Input::Wrote { spec, sent }, Some(self.revision))
+        self.lease = Some((record.clone(), self.revision));
+        (Input::Wrote { record, sent }, Some(self.revision))
     }
 
     fn leaders(&self) -> Vec<usize> {
@@ -414,7 +413,7 @@ fn simulate(seed: u64) -> World {
     for (r, replica) in world.replicas.iter().enumerate() {
         assert!(replica.crashed || replica.done, "seed {seed}: replica {r} did not end after stop");
     }
-    let holder = world.lease.as_ref().and_then(|(s, _)| s.holder_identity.clone()).unwrap_or_default();
+    let holder = world.lease.as_ref().and_then(|(r, _)| r.spec.holder_identity.clone()).unwrap_or_default();
     assert_eq!(holder, "", "seed {seed}: the last leader released the lease");
     world
 }

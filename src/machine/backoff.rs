@@ -1,5 +1,6 @@
-//! The backoff policy: jittered exponential backoff that resets after a healthy period, and how
-//! a server's `Retry-After` bounds and extends it. Clock and RNG are injected.
+//! The backoff policy: jittered exponential backoff that resets after a healthy period, the
+//! short wait after a refused connection, and how a server's `Retry-After` bounds and extends a
+//! delay (docs/protocol.md §6.10). Clock and RNG are injected.
 
 use std::time::{Duration, Instant};
 
@@ -10,7 +11,8 @@ use crate::error::Error;
 
 /// The running state of a [`Backoff`] policy.
 ///
-/// Invariant: `attempt` counts consecutive failures since the last reset.
+/// Invariant: `attempt` (the step) counts the failures since the last reset, but for refused
+/// connections, which do not raise it.
 #[derive(Debug, Clone)]
 pub(crate) struct BackoffState {
     policy: Backoff,
@@ -31,6 +33,29 @@ impl BackoffState {
         self.server_wait(e).map_or(delay, |ra| ra.max(delay))
     }
 
+    /// The delay before retrying a connection that the server's host refused at `now` (nothing
+    /// listens on the port: a server restarting or not up yet). Such a retry costs the server
+    /// nothing, so it waits no longer than the first step (jittered up to `initial`), and the
+    /// step stays where it is: a server that comes back after any outage is reached within
+    /// `initial` of listening again. It counts as a failure for `reset_after`.
+    pub(crate) fn delay_refused(&mut self, now: Instant, rng: &mut impl Rng) -> Duration {
+        self.failed_at(now);
+        jittered(self.cap(0), rng)
+    }
+
+    /// The step the backoff has reached: the exponent of the next delay's cap.
+    pub(crate) fn step(&self) -> u32 {
+        self.attempt
+    }
+
+    /// What the `step`-th delay waits on average (half its cap: the jitter is uniform). A run
+    /// of refused connections, retried sooner, counts against `max_retries` at this pace
+    /// (`Machine::fail`), so a retry limit gives a restarting server as long as it did when
+    /// every failure waited its step.
+    pub(crate) fn typical(&self, step: u32) -> Duration {
+        self.cap(step) / 2
+    }
+
     /// How long the server asked us to wait (`Retry-After`), clamped to the backoff maximum: a
     /// watch cache minutes behind is a broken cache, so no server can park a watcher for longer
     /// than its own backoff would (30 s by default). The only place a server's wait is bounded.
@@ -42,19 +67,20 @@ impl BackoffState {
     ///
     /// Full jitter: uniform in `[0, cap]`, where `cap = min(max, initial × factor^attempt)`.
     fn next_delay(&mut self, now: Instant, rng: &mut impl Rng) -> Duration {
+        self.failed_at(now);
+        let cap = self.cap(self.attempt);
+        self.attempt = self.attempt.saturating_add(1);
+        jittered(cap, rng)
+    }
+
+    /// A failure at `now`: after `reset_after` without one, the step starts over.
+    fn failed_at(&mut self, now: Instant) {
         if let Some(last) = self.last_failure
             && now.saturating_duration_since(last) >= self.policy.reset_after
         {
             self.attempt = 0;
         }
         self.last_failure = Some(now);
-        let cap = self.cap(self.attempt);
-        self.attempt = self.attempt.saturating_add(1);
-        if cap.is_zero() {
-            return cap;
-        }
-        // A huge `max` (Duration::MAX) is larger than an f64 of seconds converts back: keep the cap.
-        Duration::try_from_secs_f64(rng.random_range(0.0..=cap.as_secs_f64())).unwrap_or(cap)
     }
 
     /// The largest delay the `attempt`-th consecutive failure may wait.
@@ -64,6 +90,15 @@ impl BackoffState {
         let grown = self.policy.initial.as_secs_f64() * self.policy.factor.powi(attempt.min(1024) as i32);
         Duration::try_from_secs_f64(grown.min(max).max(0.0)).unwrap_or(self.policy.max)
     }
+}
+
+/// Full jitter: uniform in `[0, cap]`.
+fn jittered(cap: Duration, rng: &mut impl Rng) -> Duration {
+    if cap.is_zero() {
+        return cap;
+    }
+    // A huge `max` (Duration::MAX) is larger than an f64 of seconds converts back: keep the cap.
+    Duration::try_from_secs_f64(rng.random_range(0.0..=cap.as_secs_f64())).unwrap_or(cap)
 }
 
 #[cfg(test)]
@@ -131,6 +166,29 @@ mod tests {
         assert_eq!(b.delay_after(&asked(7), now, &mut rng), Duration::from_secs(7));
         assert_eq!(b.delay_after(&asked(u64::MAX), now, &mut rng), Duration::from_secs(30));
         assert!(b.delay_after(&Error::transport("watch", "reset"), now, &mut rng) <= Duration::from_millis(3200));
+    }
+
+    /// However far an outage raised the step, a refused connection is retried within the first
+    /// step's delay, and leaves the step as it was for the failures the server answers.
+    #[test]
+    fn a_refused_connection_waits_at_most_the_first_step_and_leaves_the_step() {
+        let mut rng = SmallRng::seed_from_u64(9);
+        let mut b = BackoffState::new(policy());
+        let t0 = Instant::now();
+        for _ in 0..5 {
+            b.next_delay(t0, &mut rng);
+        }
+        for _ in 0..100 {
+            assert!(b.delay_refused(t0, &mut rng) <= Duration::from_millis(800));
+        }
+        assert_eq!(b.attempt, 5);
+        // It is a failure all the same: no healthy period while connections are refused.
+        b.delay_refused(t0 + Duration::from_secs(100), &mut rng);
+        b.next_delay(t0 + Duration::from_secs(200), &mut rng);
+        assert_eq!(b.attempt, 6);
+        // After a healthy period, the step starts over.
+        b.delay_refused(t0 + Duration::from_secs(400), &mut rng);
+        assert_eq!(b.attempt, 0);
     }
 
     #[test]

@@ -6,7 +6,9 @@
 //! comes from a seeded RNG, so every transition is testable with plain values.
 //!
 //! Every failed request goes through [`Machine::recover`], which decides what follows from how
-//! [`Error::recovery`] classes the error; the delay before a retry is [`backoff`]'s.
+//! [`Error::recovery`] classes the error; the delay before a retry is [`backoff`]'s. When the
+//! failure count and the backoff start over, and when the store is stale, is written in
+//! docs/protocol.md §6.10; the machine says both ([`Effect::Stale`], [`Effect::Fresh`]).
 //!
 //! ```text
 //!            ┌──────────────── 410 / too large / error (after backoff) ───────────────┐
@@ -38,6 +40,13 @@ use crate::wire::request::{ListParams, VersionMatch, WatchParams};
 /// A watch that ends cleanly this soon with no event is treated as a failure, so a misbehaving
 /// server cannot cause a hot reconnect loop (client-go's reflector: "very short watch", 1 s).
 const SHORT_WATCH: Duration = Duration::from_secs(1);
+
+/// The server-side timeout of a watch resumed while the store is stale: the server ends it
+/// cleanly after this long if it accepted the resourceVersion (it answers one it no longer has
+/// with an error at once), which makes the store fresh again even on a quiet resource whose
+/// watch delivers nothing (docs/protocol.md §6.10). Long enough that its clean end is never
+/// taken for a very short watch (`SHORT_WATCH`).
+const CONFIRM: Duration = Duration::from_secs(2);
 
 /// Where the watcher is. Each variant holds only what is valid in it.
 #[derive(Debug, Clone, PartialEq)]
@@ -83,6 +92,10 @@ pub(crate) enum Input<'a> {
     Idle,
     /// The watch request or stream failed.
     WatchFailed(Error),
+    /// A list, streaming list or watch request never reached a server: its host refused the
+    /// connection (nothing listens on the port). Recovered from as `ListFailed` or
+    /// `WatchFailed` would be, but the backoff does not grow (docs/protocol.md §6.10).
+    Refused(Error),
     /// A sharded watcher's streaming list was not requested: the list that asks first whether
     /// the server filters the shard failed. It says nothing about streaming lists: they are
     /// retried after the backoff.
@@ -158,6 +171,12 @@ pub(crate) enum Effect {
     /// The store now reflects the server at this resourceVersion: after the `Apply` or
     /// `Delete` before it in the same step, or a bookmark (docs/protocol.md §2.3).
     Reached(String),
+    /// The store, in step with the server until now, no longer is: a request failed or a
+    /// drift check found it out of step (docs/protocol.md §6.10).
+    Stale,
+    /// The store is in step with the server again: a relist completed, or a watch resumed
+    /// from its resourceVersion took hold.
+    Fresh,
 }
 
 /// What the worker does next, after the effects.
@@ -220,8 +239,18 @@ pub(crate) struct Machine {
     config: Config,
     backoff: BackoffState,
     rng: SmallRng,
-    /// Consecutive failures without progress.
+    /// Consecutive failures since the last progress or the server's last answer to an
+    /// outage (docs/protocol.md §6.10): what `max_retries` bounds.
     failures: u32,
+    /// The last failure was a 410 Gone or "too large resource version", and no watch has taken
+    /// hold since (an event, a bookmark, a clean end) nor has another failure come: another one
+    /// is the server answering so again, and backs off.
+    expiring: bool,
+    /// The last failure was a refused connection, and nothing else happened since: the run of
+    /// them, whose next one is retried without being reported again.
+    refusing: Option<Refusals>,
+    /// Whether the store is in step with the server.
+    freshness: Freshness,
     /// The server rejected or ignored a streaming list: use paged lists from now on.
     streaming_unsupported: bool,
     /// When the store was last fully synced (for `relist_interval`).
@@ -240,6 +269,31 @@ pub(crate) struct Machine {
 /// A state to be in and the move that leaves it: what each handler returns.
 type Then = (State, Next);
 
+/// Whether the store is known to be in step with the server (docs/protocol.md §6.10).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Freshness {
+    /// Before the first sync (the store is not ready yet).
+    Unsynced,
+    /// In step: a sync completed, and nothing failed since.
+    Fresh,
+    /// Not known to be in step since a failure, until a relist completes or a resumed watch
+    /// takes hold.
+    Stale,
+}
+
+/// How [`Machine::fail`] handles a failure: whether it is reported, and how it moves the backoff.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Failure {
+    /// Reported to consumers; the backoff takes its next step.
+    Reported,
+    /// A connection the server's host refused: reported unless the failure before it was one
+    /// too; it waits at most the first step and does not raise the backoff.
+    Refused,
+    /// The server answered 410 Gone (or "too large") again: an expected recovery, not
+    /// reported; the backoff takes its next step.
+    Expired,
+}
+
 impl Machine {
     pub(crate) fn new(config: Config, seed: u64) -> Machine {
         Machine {
@@ -248,6 +302,9 @@ impl Machine {
             config,
             rng: SmallRng::seed_from_u64(seed),
             failures: 0,
+            expiring: false,
+            refusing: None,
+            freshness: Freshness::Unsynced,
             streaming_unsupported: false,
             last_sync: None,
             last_verified: None,
@@ -273,6 +330,10 @@ impl Machine {
     /// One handler per state.
     pub(crate) fn step(&mut self, input: Input<'_>, now: Instant) -> Step {
         let mut fx = Vec::new();
+        if !matches!(input, Input::Start | Input::Refused(_)) {
+            // Something other than a refused connection happened: the run of them is over.
+            self.refusing = None;
+        }
         let state = std::mem::replace(&mut self.state, State::Ended);
         let (state, next) = match (state, input) {
             (State::Ended, _) => (State::Ended, Next::End(Error::Stopped)),
@@ -306,6 +367,7 @@ impl Machine {
             Input::Page { continue_token: None, resource_version: Some(rv) } => {
                 self.progress();
                 fx.push(Effect::InitDone(known(rv)));
+                self.synced(fx);
                 self.last_sync = Some(now);
                 self.last_verified = Some(now);
                 self.request(State::Watch { rv: rv.to_owned() }, now, fx)
@@ -313,9 +375,10 @@ impl Machine {
             Input::Page { continue_token: None, resource_version: None } => {
                 fx.push(Effect::AbortInit);
                 let e = Error::transport("list", "the list has no metadata.resourceVersion to watch from");
-                self.fail(e, true, State::Sync { resume: None, reason: RelistReason::Error }, now, fx)
+                self.fail(e, Failure::Reported, State::Sync { resume: None, reason: RelistReason::Error }, now, fx)
             }
-            Input::ListFailed(e) => self.recover(e, Failed::List(next), now, fx),
+            Input::ListFailed(e) => self.recover(e, Failed::List(next), Failure::Reported, now, fx),
+            Input::Refused(e) => self.recover(e, Failed::List(next), Failure::Refused, now, fx),
             input => self.unexpected(State::List { next }, input, now, fx),
         }
     }
@@ -351,6 +414,7 @@ impl Machine {
                 self.last_sync = Some(now);
                 self.last_verified = Some(now);
                 fx.push(Effect::InitDone(known(resource_version)));
+                self.synced(fx);
                 let stall = self.stall_for(self.config.timeout.unwrap_or(Duration::from_secs(DEFAULT_TIMEOUT_SECS.1)));
                 let rv = resource_version.to_owned();
                 (State::Watching { rv, events: 1, opened, last_seen: now, stall }, Next::ReadOn)
@@ -365,9 +429,12 @@ impl Machine {
             Input::WatchEnded => {
                 fallback(self, "the stream ended before the end-of-initial-events bookmark", fx, resume)
             }
-            Input::WatchFailed(e) => self.recover(e, Failed::StreamInit { resume }, now, fx),
+            Input::WatchFailed(e) => self.recover(e, Failed::StreamInit { resume }, Failure::Reported, now, fx),
+            Input::Refused(e) => self.recover(e, Failed::StreamInit { resume }, Failure::Refused, now, fx),
             // Nothing began: no relist in progress to abandon.
-            Input::ProbeFailed(e) => self.fail(e, true, State::Sync { resume, reason: RelistReason::Error }, now, fx),
+            Input::ProbeFailed(e) => {
+                self.fail(e, Failure::Reported, State::Sync { resume, reason: RelistReason::Error }, now, fx)
+            }
             input => self.unexpected(State::StreamInit { resume, opened, last_seen }, input, now, fx),
         }
     }
@@ -402,19 +469,21 @@ impl Machine {
                     rv.push_str(new_rv);
                     fx.push(Effect::Reached(new_rv.to_owned()));
                 }
+                self.took_hold(fx);
                 (State::Watching { rv, events: events + 1, opened, last_seen: now, stall }, Next::ReadOn)
             }
             Input::Idle if now.saturating_duration_since(last_seen) >= stall => {
                 let e = Error::transport("watch", format!("no data for {stall:?}; the connection is presumed dead"));
-                self.fail(e, true, State::Watch { rv }, now, fx)
+                self.fail(e, Failure::Reported, State::Watch { rv }, now, fx)
             }
             Input::Idle => (State::Watching { rv, events, opened, last_seen, stall }, Next::ReadOn),
             Input::WatchEnded if events == 0 && now.saturating_duration_since(opened) < SHORT_WATCH => {
                 let e = Error::transport("watch", "the server ended the watch at once without any event");
-                self.fail(e, true, State::Watch { rv }, now, fx)
+                self.fail(e, Failure::Reported, State::Watch { rv }, now, fx)
             }
             Input::WatchEnded => {
                 log::trace!("watch ended cleanly at resourceVersion {rv}");
+                self.took_hold(fx);
                 // Opened after the last drift check, it was sent every change of its scope up to
                 // that check's list first: it has covered that version, events or not.
                 if let Some(list) = self.checked_at.take() {
@@ -422,7 +491,8 @@ impl Machine {
                 }
                 self.request(State::Watch { rv }, now, fx)
             }
-            Input::WatchFailed(e) => self.recover(e, Failed::Watch { rv }, now, fx),
+            Input::WatchFailed(e) => self.recover(e, Failed::Watch { rv }, Failure::Reported, now, fx),
+            Input::Refused(e) => self.recover(e, Failed::Watch { rv }, Failure::Refused, now, fx),
             input => self.unexpected(State::Watching { rv, events, opened, last_seen, stall }, input, now, fx),
         }
     }
@@ -443,6 +513,7 @@ impl Machine {
             }
             Ok(Checked { mismatched: n, .. }) => {
                 log::info!("drift check: {n} objects out of step with the server; relisting");
+                self.lose(fx);
                 self.request(State::Sync { resume: None, reason: RelistReason::Drift }, now, fx)
             }
             Err(e) => {
@@ -456,6 +527,7 @@ impl Machine {
     /// An input that cannot happen in this state: a bug in the worker; recover by resyncing.
     fn unexpected(&mut self, state: State, input: Input<'_>, now: Instant, fx: &mut Vec<Effect>) -> Then {
         log::error!("bug: unexpected {input:?} in state {state:?}; resyncing");
+        self.lose(fx);
         fx.push(Effect::AbortInit);
         self.request(State::Sync { resume: None, reason: RelistReason::Error }, now, fx)
     }
@@ -463,8 +535,10 @@ impl Machine {
     /// A request failed: recover as [`Error::recovery`] classes the error, from where `failed`
     /// left off. The one place that decides what follows a failure (410 Gone, too large, a
     /// refusal, transport trouble), for lists, streaming lists and watches alike
-    /// (docs/protocol.md §6.9).
-    fn recover(&mut self, e: Error, failed: Failed, now: Instant, fx: &mut Vec<Effect>) -> Then {
+    /// (docs/protocol.md §6.9). `failure`: `Refused` when the request never reached a server
+    /// (the recovery is then `Resume`'s), otherwise `Reported`.
+    fn recover(&mut self, e: Error, failed: Failed, failure: Failure, now: Instant, fx: &mut Vec<Effect>) -> Then {
+        self.lose(fx);
         let recovery = e.recovery();
         if matches!(recovery, Recovery::Expired | Recovery::TooLarge) {
             log::debug!("{e}; relisting");
@@ -486,26 +560,26 @@ impl Machine {
             (Recovery::TooLarge, Failed::List(_) | Failed::StreamInit { .. } | Failed::Watch { .. }) => {
                 self.relist_quietly(State::Sync { resume: None, reason: RelistReason::TooLarge }, now, fx)
             }
-            (Recovery::Resume, Failed::Watch { rv }) => self.fail(e, true, State::Watch { rv }, now, fx),
+            (Recovery::Resume, Failed::Watch { rv }) => self.fail(e, failure, State::Watch { rv }, now, fx),
             // Broken line, in-stream error, 4xx: relist not older than what we have.
             (Recovery::Relist | Recovery::Refused, Failed::Watch { rv }) => {
-                self.fail(e, true, State::Sync { resume: Some(rv), reason: RelistReason::Error }, now, fx)
+                self.fail(e, failure, State::Sync { resume: Some(rv), reason: RelistReason::Error }, now, fx)
             }
             // A failed list relists from the resourceVersion it asked for, if that was a resume
             // point (not "any", not a later page).
             (Recovery::Resume | Recovery::Relist | Recovery::Refused, Failed::List(next)) => {
                 let paging = next.continue_token.is_some();
                 let resume = next.resource_version.filter(|rv| rv != "0" && !paging);
-                self.fail(e, true, State::Sync { resume, reason: RelistReason::Error }, now, fx)
+                self.fail(e, failure, State::Sync { resume, reason: RelistReason::Error }, now, fx)
             }
             // Throttling or transport trouble says nothing about streaming support, nor does
             // a server that does not know or admit the user (401, 403: the same refusal would
             // meet a paged list; a permission granted later is granted to both).
             (Recovery::Resume, Failed::StreamInit { resume }) => {
-                self.fail(e, true, State::Sync { resume, reason: RelistReason::Error }, now, fx)
+                self.fail(e, failure, State::Sync { resume, reason: RelistReason::Error }, now, fx)
             }
             (Recovery::Refused, Failed::StreamInit { resume }) if matches!(e.status(), Some(401 | 403)) => {
-                self.fail(e, true, State::Sync { resume, reason: RelistReason::Error }, now, fx)
+                self.fail(e, failure, State::Sync { resume, reason: RelistReason::Error }, now, fx)
             }
             // Rejected (422 and friends), failed in-stream or a broken line: list + watch.
             (Recovery::Relist | Recovery::Refused, Failed::StreamInit { resume }) => {
@@ -554,7 +628,11 @@ impl Machine {
                     let at = self.drift_position(&rv);
                     return (State::Checking { rv }, Next::DriftCheck { params, rv: at });
                 }
-                let timeout = self.watch_timeout(now);
+                let mut timeout = self.watch_timeout(now);
+                if self.freshness == Freshness::Stale {
+                    // Its clean end says the server took it, even on a quiet resource.
+                    timeout = timeout.min(CONFIRM);
+                }
                 let stall = self.stall_for(timeout);
                 let params = WatchParams { resource_version: Some(rv.clone()), ..self.watch_params(timeout) };
                 (
@@ -659,6 +737,32 @@ impl Machine {
         self.failures = 0;
     }
 
+    /// The store is no longer known to be in step with the server (docs/protocol.md §6.10).
+    fn lose(&mut self, fx: &mut Vec<Effect>) {
+        if self.freshness == Freshness::Fresh {
+            self.freshness = Freshness::Stale;
+            fx.push(Effect::Stale);
+        }
+    }
+
+    /// A sync completed: the store is in step with the server.
+    fn synced(&mut self, fx: &mut Vec<Effect>) {
+        if self.freshness == Freshness::Stale {
+            fx.push(Effect::Fresh);
+        }
+        self.freshness = Freshness::Fresh;
+    }
+
+    /// The watch took hold: the server accepted its resourceVersion (it delivered an event or a
+    /// bookmark, or ended the watch cleanly at its deadline, `CONFIRM` for a watch resumed while
+    /// stale). A stale store is in step again, and a 410 after this is no repeat of one before it.
+    fn took_hold(&mut self, fx: &mut Vec<Effect>) {
+        self.expiring = false;
+        if self.freshness == Freshness::Stale {
+            self.synced(fx);
+        }
+    }
+
     /// Streaming lists do not work with this server: relist with paged lists, now and from now on.
     fn fall_back(&mut self, why: &str, resume: Option<String>, now: Instant, fx: &mut Vec<Effect>) -> Then {
         log::debug!("streaming lists unavailable ({why}); using paged lists from now on");
@@ -666,16 +770,43 @@ impl Machine {
         self.request(State::Sync { resume, reason: RelistReason::StreamingFallback }, now, fx)
     }
 
-    /// A failure: report it, count it, and either end (retry limit) or wait, then go to `then`.
-    fn fail(&mut self, e: Error, report: bool, then: State, now: Instant, fx: &mut Vec<Effect>) -> Then {
-        self.failures = self.failures.saturating_add(1);
+    /// A failure: report it (as `failure` says), count it, and either end (retry limit) or
+    /// wait, then go to `then` (docs/protocol.md §6.10).
+    fn fail(&mut self, e: Error, failure: Failure, then: State, now: Instant, fx: &mut Vec<Effect>) -> Then {
+        self.lose(fx);
+        if failure != Failure::Expired {
+            self.expiring = false;
+        }
+        let again = self.refusing.is_some();
+        let counts = match failure {
+            Failure::Refused => {
+                let step = self.backoff.step();
+                let run = self.refusing.get_or_insert(Refusals { counts_at: now, step });
+                run.counts(now, &self.backoff)
+            }
+            Failure::Reported | Failure::Expired => {
+                self.refusing = None;
+                true
+            }
+        };
+        if counts {
+            self.failures = self.failures.saturating_add(1);
+        }
         if let Some(max) = self.config.max_retries
             && self.failures > max
         {
             return (State::Ended, Next::End(Error::GaveUp { attempts: self.failures, last: Box::new(e) }));
         }
-        let delay = self.backoff.delay_after(&e, now, &mut self.rng);
+        let delay = match failure {
+            Failure::Refused => self.backoff.delay_refused(now, &mut self.rng),
+            Failure::Reported | Failure::Expired => self.backoff.delay_after(&e, now, &mut self.rng),
+        };
         log::debug!("{e}; retrying in {delay:?}");
+        let report = match failure {
+            Failure::Reported => true,
+            Failure::Refused => !again,
+            Failure::Expired => false,
+        };
         if report {
             fx.push(Effect::Report(e));
         }
@@ -688,15 +819,42 @@ impl Machine {
         self.backoff.server_wait(e)
     }
 
-    /// An expected recovery (410, too large): relist at once the first time, with backoff when it
-    /// keeps happening, so a server that always answers 410 cannot cause a hot loop.
+    /// An expected recovery (410, too large): the server answered, so it is not failing. The
+    /// relist goes out at once and the failures before it (an outage) no longer count, unless
+    /// this repeats the last failure with no watch taking hold in between: then it backs off,
+    /// so a server that always answers 410 cannot cause a hot loop (docs/protocol.md §6.10).
     fn relist_quietly(&mut self, then: State, now: Instant, fx: &mut Vec<Effect>) -> Then {
-        if self.failures == 0 {
-            self.failures = 1;
+        if !self.expiring {
+            self.expiring = true;
+            self.failures = 0;
             return self.request(then, now, fx);
         }
         let e = Error::transport("relist", "the server keeps answering 410 Gone or \"too large resource version\"");
-        self.fail(e, false, then, now, fx)
+        self.fail(e, Failure::Expired, then, now, fx)
+    }
+}
+
+/// A run of refused connections: retried sooner than the backoff's step (docs/protocol.md
+/// §6.10), but counted as failures only as often as the backoff would have retried, so that
+/// `max_retries` gives a restarting server as much time as it did when every failure waited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Refusals {
+    /// When the next refused connection of the run counts as a failure.
+    counts_at: Instant,
+    /// The step the backoff would have reached, had each counted one raised it.
+    step: u32,
+}
+
+impl Refusals {
+    /// Whether a refused connection at `now` counts as a failure: the first of the run does,
+    /// then one each time the backoff's typical delay at the run's step has passed.
+    fn counts(&mut self, now: Instant, backoff: &BackoffState) -> bool {
+        if now < self.counts_at {
+            return false;
+        }
+        self.counts_at = now.checked_add(backoff.typical(self.step)).unwrap_or(now);
+        self.step = self.step.saturating_add(1);
+        true
     }
 }
 
@@ -763,9 +921,9 @@ mod tests {
         Error::Api(a)
     }
 
-    /// The effects other than relist counts.
+    /// The effects other than relist counts and the store's freshness.
     fn effects(s: &Step) -> Vec<&Effect> {
-        s.effects.iter().filter(|e| !matches!(e, Effect::Relist(_))).collect()
+        s.effects.iter().filter(|e| !matches!(e, Effect::Relist(_) | Effect::Stale)).collect()
     }
 
     fn list_params(next: &Next) -> &ListParams {
@@ -962,8 +1120,7 @@ mod tests {
         for e in [api(410, "Expired", true), api(410, "Gone", false)] {
             let (mut m, now) = watching(paged(), "42");
             let step = m.step(Input::WatchFailed(e), now);
-            assert_eq!(step.effects[0], Effect::Relist(RelistReason::Expired));
-            assert_eq!(step.effects[1], Effect::BeginInit);
+            assert_eq!(step.effects, [Effect::Stale, Effect::Relist(RelistReason::Expired), Effect::BeginInit]);
             let p = list_params(&step.next);
             assert_eq!(p.resource_version.as_deref(), Some("42"));
             assert_eq!(p.limit, None);
@@ -985,11 +1142,269 @@ mod tests {
         assert_eq!(p.limit, Some(500));
     }
 
+    /// An outage (failures that raise the backoff), then the server answers the resumed watch
+    /// with 410 Gone: the relist goes out at once, whatever the outage built up.
+    #[test]
+    fn the_relist_after_a_410_that_ends_an_outage_goes_out_at_once() {
+        for answer in [api(410, "Expired", true), api(410, "Gone", false), too_large()] {
+            let (mut m, now) = watching(paged(), "42");
+            for _ in 0..8 {
+                let step = m.step(Input::WatchFailed(Error::transport("watch", "connection reset")), now);
+                assert!(matches!(&step.next, Next::Wait(_)), "{step:?}");
+                m.step(Input::Start, now);
+            }
+            let step = m.step(Input::WatchFailed(answer), now);
+            assert!(matches!(&step.next, Next::List(_)), "at once: {step:?}");
+        }
+    }
+
+    /// The server answered: the failures of the outage before it no longer count against
+    /// `max_retries`; those after it do.
+    #[test]
+    fn a_410_after_an_outage_starts_the_failure_count_over() {
+        let (mut m, now) = watching(paged().max_retries(3), "42");
+        for _ in 0..3 {
+            m.step(Input::WatchFailed(Error::transport("watch", "connection reset")), now);
+            m.step(Input::Start, now);
+        }
+        let step = m.step(Input::WatchFailed(api(410, "Expired", true)), now);
+        assert!(matches!(&step.next, Next::List(_)), "{step:?}");
+        for _ in 0..3 {
+            let step = m.step(Input::ListFailed(api(503, "ServiceUnavailable", false)), now);
+            assert!(matches!(&step.next, Next::Wait(_)), "{step:?}");
+            m.step(Input::Start, now);
+        }
+        let step = m.step(Input::ListFailed(api(503, "ServiceUnavailable", false)), now);
+        assert!(matches!(&step.next, Next::End(Error::GaveUp { attempts: 4, .. })), "{step:?}");
+    }
+
+    /// A server that answers every watch with 410, right after each completed relist, is met
+    /// with the growing backoff: the list between two of its 410s is no watch that took hold.
+    #[test]
+    fn a_410_again_right_after_the_relist_of_a_410_backs_off() {
+        let (mut m, now) = watching(paged(), "42");
+        let step = m.step(Input::WatchFailed(api(410, "Expired", true)), now);
+        assert!(matches!(&step.next, Next::List(_)), "the first relists at once: {step:?}");
+        m.step(Input::Page { resource_version: Some("50"), continue_token: None }, now);
+        m.step(Input::WatchOpened, now);
+        let step = m.step(Input::WatchFailed(api(410, "Expired", true)), now);
+        assert!(matches!(&step.next, Next::Wait(_)), "the second backs off: {step:?}");
+        let step = m.step(Input::Start, now);
+        assert_eq!(list_params(&step.next).resource_version.as_deref(), Some("50"));
+        // A watch that took hold (an event) ends the run: the next 410 relists at once.
+        m.step(Input::Page { resource_version: Some("60"), continue_token: None }, now);
+        m.step(Input::WatchOpened, now);
+        m.step(Input::Event(WatchInput::Modified { resource_version: "61" }), now);
+        let step = m.step(Input::WatchFailed(api(410, "Expired", true)), now);
+        assert!(matches!(&step.next, Next::List(_)), "{step:?}");
+    }
+
+    fn refused() -> Error {
+        Error::transport("watch pods", "connection to 127.0.0.1:6443 refused")
+    }
+
+    fn delay(step: &Step) -> Duration {
+        match step.next {
+            Next::Wait(d) => d,
+            ref other => panic!("expected a wait, got {other:?}"),
+        }
+    }
+
+    fn reports(step: &Step) -> usize {
+        step.effects.iter().filter(|e| matches!(e, Effect::Report(_))).count()
+    }
+
+    /// A refused connection (nothing listens: the server is restarting) is retried within the
+    /// first step's delay however long the outage, and reported once per run of them; the
+    /// backoff of the failures the server answers is left where it was.
+    #[test]
+    fn refused_connections_are_retried_within_the_first_step_and_reported_once_per_run() {
+        let (mut m, now) = watching(paged(), "42");
+        let step = m.step(Input::WatchFailed(Error::transport("watch pods", "connection reset")), now);
+        assert_eq!(reports(&step), 1);
+        let mut told = 0;
+        for _ in 0..50 {
+            let step = m.step(Input::Start, now);
+            assert_eq!(watch_params(&step.next).resource_version.as_deref(), Some("42"));
+            let step = m.step(Input::Refused(refused()), now);
+            assert!(delay(&step) <= Duration::from_millis(800), "{step:?}");
+            told += reports(&step);
+        }
+        assert_eq!(told, 1, "the first refused connection is reported, the run of them is not");
+        // The server answers at last, with an error: reported, and its delay is the step the
+        // answered failures had reached (the second), not the fifty-second.
+        m.step(Input::Start, now);
+        let step = m.step(Input::WatchFailed(api(503, "ServiceUnavailable", false)), now);
+        assert_eq!(reports(&step), 1);
+        assert!(delay(&step) <= Duration::from_millis(1600), "{step:?}");
+        // A refused connection after it starts a new run: reported again.
+        m.step(Input::Start, now);
+        assert_eq!(reports(&m.step(Input::Refused(refused()), now)), 1);
+    }
+
+    /// Refused connections are failures all the same for `max_retries`: a watcher told to give
+    /// up gives up when nothing listens. Retried sooner than the backoff would, they count only
+    /// as often as it would have retried (on average: half each step's cap), so the limit gives
+    /// a restarting server as long as before: with `max_retries(3)` and the default backoff,
+    /// the fourth failure comes 0.4 + 0.8 + 1.6 = 2.8 s into the run, however often it retried.
+    #[test]
+    fn refused_connections_count_against_max_retries_at_the_backoffs_pace() {
+        let (mut m, t0) = watching(paged().max_retries(3), "42");
+        let mut now = t0;
+        let mut tries = 0;
+        let gave_up = loop {
+            let step = m.step(Input::Refused(refused()), now);
+            tries += 1;
+            match step.next {
+                Next::Wait(d) => now += d.max(Duration::from_millis(1)),
+                Next::End(Error::GaveUp { attempts: 4, .. }) => break now,
+                ref other => panic!("{other:?}"),
+            }
+            m.step(Input::Start, now);
+        };
+        let ran = gave_up - t0;
+        assert!(ran >= Duration::from_millis(2800) && ran < Duration::from_millis(3600), "{ran:?} after {tries} tries");
+        assert!(tries > 4, "retried more often than counted: {tries}");
+        // Anything else ends the run: the next refused connection counts at once.
+        let (mut m, now) = watching(paged().max_retries(2), "42");
+        m.step(Input::Refused(refused()), now);
+        m.step(Input::Start, now);
+        m.step(Input::WatchFailed(api(503, "ServiceUnavailable", false)), now);
+        m.step(Input::Start, now);
+        let step = m.step(Input::Refused(refused()), now);
+        assert!(matches!(&step.next, Next::End(Error::GaveUp { attempts: 3, .. })), "{step:?}");
+    }
+
+    /// A refused list or streaming list goes on as its failure would: the relist again.
+    #[test]
+    fn a_refused_list_is_retried_as_a_failed_one_is() {
+        let (mut m, now) = watching(paged(), "42");
+        m.step(Input::WatchFailed(api(500, "InternalError", true)), now);
+        let step = m.step(Input::Start, now);
+        assert_eq!(list_params(&step.next).resource_version.as_deref(), Some("42"));
+        let step = m.step(Input::Refused(refused()), now);
+        assert!(step.effects.contains(&Effect::AbortInit), "{step:?}");
+        assert!(delay(&step) <= Duration::from_millis(800), "{step:?}");
+        let step = m.step(Input::Start, now);
+        assert_eq!(list_params(&step.next).resource_version.as_deref(), Some("42"));
+        let mut m = Machine::new(Config::default().streaming_lists(), 1);
+        m.step(Input::Start, now);
+        let step = m.step(Input::Refused(refused()), now);
+        assert!(delay(&step) <= Duration::from_millis(800), "{step:?}");
+        assert!(watch_params(&m.step(Input::Start, now).next).send_initial_events, "still streaming");
+    }
+
+    /// The outage refused every connection; the server, back, answers 410: the relist goes at
+    /// once, and the store is fresh when it completes.
+    #[test]
+    fn after_refused_connections_a_410_relists_at_once() {
+        let (mut m, now) = watching(paged(), "42");
+        m.step(Input::WatchFailed(Error::transport("watch pods", "connection reset")), now);
+        for _ in 0..20 {
+            m.step(Input::Start, now);
+            m.step(Input::Refused(refused()), now);
+        }
+        m.step(Input::Start, now);
+        m.step(Input::WatchOpened, now);
+        let step = m.step(Input::WatchFailed(api(410, "Expired", true)), now);
+        assert_eq!(list_params(&step.next).resource_version.as_deref(), Some("42"));
+        let step = m.step(Input::Page { resource_version: Some("90"), continue_token: None }, now);
+        assert_eq!(effects(&step)[..2], [&Effect::InitDone(Some("90".into())), &Effect::Fresh]);
+    }
+
+    /// After the server answered, failures raise the backoff again from the step they had
+    /// reached (a server that keeps failing is still bounded), and a 410 after one of them is
+    /// no repeat of the 410 before: the server answered in between.
+    #[test]
+    fn failures_after_the_answer_back_off_and_a_410_after_them_relists_at_once() {
+        let (mut m, now) = watching(paged(), "42");
+        m.step(Input::WatchFailed(api(410, "Expired", true)), now);
+        let mut longest = Duration::ZERO;
+        for _ in 0..10 {
+            let step = m.step(Input::ListFailed(api(503, "ServiceUnavailable", false)), now);
+            longest = longest.max(delay(&step));
+            m.step(Input::Start, now);
+        }
+        assert!(longest > Duration::from_millis(800) && longest <= Duration::from_secs(30), "{longest:?}");
+        let step = m.step(Input::ListFailed(api(410, "Expired", false)), now);
+        assert!(matches!(&step.next, Next::List(_)), "{step:?}");
+    }
+
+    /// Stale from the first failure after a sync (not before the first one, and not for a
+    /// watch the server ended cleanly) until a relist completes.
+    #[test]
+    fn the_store_is_stale_from_the_first_failure_until_a_relist_completes() {
+        let mut m = Machine::new(paged(), 1);
+        let now = t0();
+        m.step(Input::Start, now);
+        let step = m.step(Input::ListFailed(api(503, "ServiceUnavailable", false)), now);
+        assert!(!step.effects.contains(&Effect::Stale), "not synced yet: {step:?}");
+        m.step(Input::Start, now);
+        let step = m.step(Input::Page { resource_version: Some("5"), continue_token: None }, now);
+        assert!(!step.effects.contains(&Effect::Fresh), "{step:?}");
+        m.step(Input::WatchOpened, now);
+        let step = m.step(Input::WatchEnded, now + Duration::from_secs(61));
+        assert!(step.effects.is_empty(), "a clean end is no failure: {step:?}");
+        m.step(Input::WatchOpened, now + Duration::from_secs(61));
+        let step = m.step(Input::WatchFailed(Error::transport("watch", "reset")), now + Duration::from_secs(62));
+        assert_eq!(step.effects[0], Effect::Stale);
+        m.step(Input::Start, now);
+        let step = m.step(Input::Refused(refused()), now);
+        assert!(!step.effects.contains(&Effect::Stale), "once: {step:?}");
+        m.step(Input::Start, now);
+        m.step(Input::WatchOpened, now);
+        let step = m.step(Input::WatchFailed(api(410, "Expired", true)), now);
+        assert!(!step.effects.contains(&Effect::Stale), "{step:?}");
+        let step = m.step(Input::Page { resource_version: Some("9"), continue_token: None }, now);
+        assert_eq!(effects(&step), [&Effect::InitDone(Some("9".into())), &Effect::Fresh]);
+        // A drift check that finds the store out of step makes it stale too.
+        let mut m = Machine::new(Config::default(), 1);
+        m.freshness = Freshness::Fresh;
+        m.state = State::Checking { rv: "6".into() };
+        let step = m.step(Input::DriftChecked(Ok(Checked { mismatched: 2, list: "7" })), now);
+        assert_eq!(step.effects[0], Effect::Stale);
+    }
+
+    /// A watch resumed from the store's version makes a stale store fresh once it takes hold:
+    /// an event or bookmark, or its clean end at the deadline, which it asks to be `CONFIRM`
+    /// while the store is stale; an error first keeps it stale.
+    #[test]
+    fn a_resumed_watch_makes_a_stale_store_fresh_when_it_takes_hold() {
+        let later = |s: u64| t0() + Duration::from_secs(s);
+        let broken = || {
+            let (mut m, now) = watching(paged(), "42");
+            m.step(Input::WatchFailed(Error::transport("watch", "reset")), now);
+            let step = m.step(Input::Start, now);
+            assert_eq!(watch_params(&step.next).timeout, CONFIRM, "{step:?}");
+            assert!(matches!(step.next, Next::Watch { idle, .. } if idle > CONFIRM * 10), "{step:?}");
+            m.step(Input::WatchOpened, now);
+            (m, now)
+        };
+        let (mut m, now) = broken();
+        let step = m.step(Input::Event(WatchInput::Modified { resource_version: "43" }), now);
+        assert_eq!(step, read_on(&[Effect::Apply, Effect::Reached("43".into()), Effect::Fresh]));
+        let (mut m, now) = broken();
+        let step =
+            m.step(Input::Event(WatchInput::Bookmark { resource_version: "43", initial_events_end: false }), now);
+        assert_eq!(step, read_on(&[Effect::Reached("43".into()), Effect::Fresh]));
+        let (mut m, now) = broken();
+        assert_eq!(m.step(Input::Idle, now + CONFIRM / 2), read_on(&[]), "silence alone says nothing");
+        let step = m.step(Input::WatchEnded, now + CONFIRM);
+        assert_eq!(step.effects, [Effect::Fresh]);
+        // In step again: the next watch has the usual timeout.
+        assert!((60..90).contains(&watch_params(&step.next).timeout.as_secs()), "{step:?}");
+        let step = m.step(Input::WatchEnded, later(70));
+        assert!(step.effects.is_empty(), "once: {step:?}");
+        let (mut m, now) = broken();
+        let step = m.step(Input::WatchFailed(api(410, "Expired", true)), now);
+        assert!(!step.effects.contains(&Effect::Fresh), "{step:?}");
+    }
+
     #[test]
     fn too_large_resource_version_forgets_the_rv() {
         let (mut m, now) = watching(paged(), "42");
         let step = m.step(Input::WatchFailed(too_large()), now);
-        assert_eq!(step.effects[0], Effect::Relist(RelistReason::TooLarge));
+        assert_eq!(step.effects[..2], [Effect::Stale, Effect::Relist(RelistReason::TooLarge)]);
         assert_eq!(list_params(&step.next).resource_version, None);
     }
 
@@ -1048,7 +1463,7 @@ mod tests {
         let Error::Api(mut e) = api(429, "TooManyRequests", false) else { unreachable!() };
         e.retry_after = Some(Duration::from_secs(7));
         let step = m.step(Input::WatchFailed(Error::Api(e)), now);
-        assert!(matches!(step.effects[0], Effect::Report(_)));
+        assert!(matches!(step.effects[..], [Effect::Stale, Effect::Report(_)]), "{step:?}");
         match &step.next {
             Next::Wait(d) => assert!(*d >= Duration::from_secs(7), "{d:?}"),
             other => panic!("{other:?}"),
@@ -1100,7 +1515,7 @@ mod tests {
         let step = m.step(Input::Idle, now + Duration::from_secs(10));
         assert_eq!(step, read_on(&[]), "idle before the stall limit keeps reading");
         let step = m.step(Input::Idle, now + Duration::from_secs(91));
-        assert!(matches!(&step.effects[0], Effect::Report(Error::Transport { .. })), "{step:?}");
+        assert!(matches!(&step.effects[..], [Effect::Stale, Effect::Report(Error::Transport { .. })]), "{step:?}");
         assert!(matches!(&step.next, Next::Wait(_)));
     }
 

@@ -242,13 +242,14 @@ enum Class {
     Other,
 }
 
-fn fault_matches(m: &Match, class: Class, path: &str) -> bool {
+fn fault_matches(m: &Match, class: Class, method: &str, path: &str) -> bool {
     match m {
         Match::Any => true,
         Match::List => class == Class::List,
         Match::Watch => class == Class::Watch,
         Match::Get => class == Class::Get,
         Match::Path(p) => p == path,
+        Match::Method { method: m, path: p } => m == method && p == path,
     }
 }
 
@@ -421,12 +422,15 @@ fn admit(shared: &Arc<ServerCore>, conn: &Conn, req: &Request) -> Admitted {
         state.requests.pop_front();
     }
     let fault = if authorized {
-        let pos = state.faults.iter().position(|(m, f)| fault_matches(m, class, &req.path) && fault_applies(f, class));
+        let pos = state
+            .faults
+            .iter()
+            .position(|(m, f)| fault_matches(m, class, &req.method, &req.path) && fault_applies(f, class));
         pos.and_then(|p| state.faults.remove(p)).map(|(_, f)| f)
     } else {
         None
     };
-    let gate = state.holds.iter_mut().find(|h| !h.holding && fault_matches(&h.when, class, &req.path));
+    let gate = state.holds.iter_mut().find(|h| !h.holding && fault_matches(&h.when, class, &req.method, &req.path));
     let gate = gate.and_then(|h| {
         if h.skip > 0 {
             h.skip -= 1;

@@ -119,8 +119,51 @@ pub(crate) fn with_rv(obj: &Value, rv: u64) -> Value {
 fn defaults(rt: &ResourceType, obj: &mut Value) {
     let (parent, field, value) = match (rt.group.as_str(), rt.plural.as_str()) {
         ("", "pods") => (Some("status"), "phase", "Pending"),
+        ("", "nodes") => {
+            // What a new Node gets without a kubelet: the not-ready taint (the admission plugin
+            // TaintNodesByCondition), and the status structs Go writes even when empty.
+            if let Some(top) = obj.as_object_mut() {
+                let spec = top.entry("spec").or_insert_with(|| json!({}));
+                if let Some(spec) = spec.as_object_mut().filter(|s| s.get("taints").is_none_or(Value::is_null)) {
+                    spec.insert(
+                        "taints".into(),
+                        json!([{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]),
+                    );
+                }
+                let status = top.entry("status").or_insert_with(|| json!({}));
+                if let Some(status) = status.as_object_mut() {
+                    status.entry("daemonEndpoints").or_insert_with(|| json!({"kubeletEndpoint": {"Port": 0}}));
+                    let fields = [
+                        "machineID",
+                        "systemUUID",
+                        "bootID",
+                        "kernelVersion",
+                        "osImage",
+                        "containerRuntimeVersion",
+                        "kubeletVersion",
+                        "kubeProxyVersion",
+                        "operatingSystem",
+                        "architecture",
+                    ];
+                    status.entry("nodeInfo").or_insert_with(|| {
+                        Value::Object(fields.iter().map(|f| ((*f).to_owned(), json!(""))).collect())
+                    });
+                }
+            }
+            return;
+        }
         ("", "secrets") => (None, "type", "Opaque"),
-        ("", "namespaces") => (Some("status"), "phase", "Active"),
+        ("", "namespaces") => {
+            // The namespace controller's finalizer, which the real server adds to every new
+            // namespace (without that controller, as on the test bed, it stays).
+            if let Some(top) = obj.as_object_mut() {
+                let spec = top.entry("spec").or_insert_with(|| json!({}));
+                if let Some(spec) = spec.as_object_mut().filter(|s| s.get("finalizers").is_none_or(Value::is_null)) {
+                    spec.insert("finalizers".into(), json!(["kubernetes"]));
+                }
+            }
+            (Some("status"), "phase", "Active")
+        }
         ("", "services") => (Some("spec"), "type", "ClusterIP"),
         _ => return,
     };
@@ -218,8 +261,9 @@ fn content_without_server_fields(obj: &Value) -> Value {
 /// Namespaces, Leases, Nodes and the like have none (seen on the real server: their protobuf
 /// carries generation 0, compared in tests/real/differential.rs).
 fn has_generation(rt: &ResourceType) -> bool {
-    const WITH_GENERATION: [&str; 12] = [
+    const WITH_GENERATION: [&str; 13] = [
         "pods",
+        "podtemplates",
         "replicationcontrollers",
         "deployments",
         "replicasets",

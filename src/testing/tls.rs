@@ -32,10 +32,19 @@ fn err(e: impl std::fmt::Display) -> String {
     format!("generate fake api server tls material: {e}")
 }
 
+/// ring's provider, the one ureq's own rustls configuration uses. rustls 0.23.48 deprecated it
+/// because ring has no post-quantum key exchange; the fake server serves tests on loopback, and it
+/// must speak what the client speaks, so it keeps ring (a build without the allowance would warn
+/// in every user's build: scripts/fresh-dependency.sh denies warnings).
+#[allow(deprecated)]
+fn ring_provider() -> rustls::crypto::CryptoProvider {
+    rustls::crypto::ring::default_provider()
+}
+
 impl TlsMaterial {
     /// Generates a CA and a server certificate and builds the server configuration.
     pub(crate) fn generate(client_ca_required: bool) -> Result<TlsMaterial, String> {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let provider = Arc::new(ring_provider());
         let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(err)?;
         let mut dn = DistinguishedName::new();
         dn.push(DnType::CommonName, "kube-watcher fake api server CA");

@@ -17,6 +17,15 @@ pub enum Match {
     Get,
     /// Any request whose path (without the query) equals this string.
     Path(String),
+    /// A request with this method (`"PUT"`, `"POST"`, `"DELETE"`, ...) whose path (without the
+    /// query) equals this string: a server that refuses writes but answers reads (an etcd out
+    /// of space, a webhook down), or one client's writes among others' reads of one object.
+    Method {
+        /// The HTTP method, upper case.
+        method: String,
+        /// The path, as for [`Match::Path`].
+        path: String,
+    },
 }
 
 /// A scripted failure for the next request matching a [`Match`] (see

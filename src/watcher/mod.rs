@@ -223,7 +223,10 @@ impl<K: Watchable> Watcher<K> {
     /// Stops the thread and waits for it (normally well under a millisecond; a connect in
     /// progress cannot be interrupted, so at most about 2 s). Idempotent; `Drop` calls it too.
     ///
-    /// Events already queued can still be received; then the iterator ends.
+    /// Events already queued can still be received; then the iterator ends. The store keeps
+    /// what it holds, but for a watcher that follows a shard group
+    /// ([`Config::shard_group`]): its store is empty when `stop` returns, since its member no
+    /// longer claims that share for it.
     pub fn stop(&self) {
         self.engine.stop();
     }

@@ -7,6 +7,7 @@
 //! object, a list (its decoded bytes, [`Capped`]); a watch is read by [`WatchStream`]
 //! (`wire/stream.rs`).
 
+use std::cell::Cell;
 use std::io::{self, BufReader, Read};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
@@ -29,6 +30,11 @@ const MAX_ERROR_BODY: u64 = 1 << 20;
 const MAX_OBJECT_BYTES: u64 = 64 << 20;
 /// `Content-Type` of a write's body.
 const CONTENT_JSON: &str = "application/json";
+
+/// The log target of the line each request sends (trace level), whose key-values are its
+/// `method`, `url`, `accept` and `content_type` (empty without a body): what the real-server
+/// suite records of every request the library makes (tests/real/shapes.rs).
+pub(crate) const REQUEST_LOG: &str = "kube_watcher::request";
 /// Idle limit for non-watch requests: the API server answers them within 60 s or gives up.
 const REQUEST_IDLE: Duration = Duration::from_secs(70);
 
@@ -47,6 +53,9 @@ pub(crate) struct Http {
     /// owner needs one: the lease elector, whose every request must end before its renew
     /// deadline. `None`: only the idle limits.
     timeout: Option<Duration>,
+    /// The last request failed because the server's host (or the proxy) refused the
+    /// connection: see [`refused`](Self::refused).
+    refused: Cell<bool>,
 }
 
 /// Interrupts every request of one [`Http`], now and forever (its agent's shutdown), from
@@ -138,6 +147,7 @@ impl Http {
             max_line: crate::config::DEFAULT_MAX_LINE,
             negotiation: Arc::default(),
             timeout: None,
+            refused: Cell::new(false),
         }
     }
 
@@ -167,12 +177,21 @@ impl Http {
             max_line: self.max_line,
             negotiation: Arc::clone(&self.negotiation),
             timeout: self.timeout,
+            refused: Cell::new(false),
         }
     }
 
     /// The same, accepting watch lines and list items of up to `max_line` bytes.
     pub(crate) fn with_max_line(conn: Arc<Connection>, max_line: usize) -> Http {
         Http { max_line, ..Http::new(conn) }
+    }
+
+    /// Whether the last request failed because its connection was refused: nothing listens on
+    /// the server's port (or the proxy's), so the request never reached a server. The
+    /// watcher's machine retries such a failure sooner (docs/protocol.md §6.10); the error
+    /// itself says "connection to ... refused".
+    pub(crate) fn refused(&self) -> bool {
+        self.refused.get()
     }
 
     /// The agent; `agent().clone().shutdown()` interrupts any blocked call on it, now and
@@ -328,6 +347,7 @@ impl Http {
         let mut refreshed = false;
         let mut retried = false;
         let mut reread_ca = false;
+        self.refused.set(false);
         loop {
             let auth = self.conn.request_auth()?;
             // The CAs of now: the CA file may have been re-read since the agent was built.
@@ -338,7 +358,13 @@ impl Http {
             let tls = self.conn.request_tls(&roots, &self.agent_roots, auth.client_cert);
             let whole = self.timeout.filter(|_| !watch);
             let how = Prepared { accept, watch, idle, whole, headers: &auth.headers, tls };
-            log::trace!("{} {context}", verb.method());
+            let content_type = if matches!(verb, Verb::Post(_) | Verb::Put(_)) { CONTENT_JSON } else { "" };
+            log::trace!(
+                target: REQUEST_LOG,
+                method = verb.method(), url = url, accept = accept, content_type = content_type;
+                "{} {context}",
+                verb.method()
+            );
             let sent = match verb {
                 Verb::Get => how.apply(self.agent.get(url)).call(),
                 Verb::Delete => how.apply(self.agent.delete(url)).call(),
@@ -374,6 +400,7 @@ impl Http {
                         reread_ca = true;
                         continue;
                     }
+                    self.refused.set(failure == Some(Failure::Refused));
                     let message = match failure {
                         Some(f) => format!("{}: {}", self.conn.explain(&f), ureq_message(&e)),
                         None => ureq_message(&e),

@@ -2,12 +2,17 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube_watcher::testing::FakeApiServer;
-use kube_watcher::{Api, Client, Config, Error, Event, InitialListStrategy, Watchable, Watcher, WatcherBuilder};
+use kube_watcher::testing::{FakeApiServer, FakeApiServerBuilder};
+use kube_watcher::{
+    Api, Client, Config, Error, Event, InitialListStrategy, Notice, Watchable, Watcher, WatcherBuilder,
+};
 
 pub mod modules;
 pub mod random;
@@ -92,6 +97,24 @@ pub fn collect_from<K: Watchable>(
     seen
 }
 
+/// Receives notices until `done` holds for one (bounded by `WAIT`); returns all seen.
+pub fn notices_until(rx: &crossbeam_channel::Receiver<Notice>, mut done: impl FnMut(&Notice) -> bool) -> Vec<Notice> {
+    let deadline = Instant::now() + WAIT;
+    let mut seen = Vec::new();
+    loop {
+        match rx.recv_deadline(deadline) {
+            Ok(n) => {
+                let stop = done(&n);
+                seen.push(n);
+                if stop {
+                    return seen;
+                }
+            }
+            Err(e) => panic!("no more notices ({e}); seen so far: {seen:?}"),
+        }
+    }
+}
+
 /// Waits (bounded) until the store's names equal the server's truth.
 pub fn store_matches_server(w: &Watcher<Pod>, server: &FakeApiServer) {
     let deadline = Instant::now() + WAIT;
@@ -152,5 +175,148 @@ pub fn for_each_config(mut scenario: impl FnMut(&str, Config)) {
                 scenario(&label, c);
             }
         }
+    }
+}
+
+/// A fake server made by `builder` on `port`: the second server of a restart (the first one,
+/// from [`server_to_restart`], dropped), as a server restarting on its port looks to a client.
+///
+/// Waits for the port to be free. A server that was just dropped has closed its listening socket,
+/// but a child process another test is starting at that moment (an exec plugin, an example) holds
+/// a copy of every descriptor from its fork until its exec closes them, the listener included:
+/// until then a bind to the port fails ("Address already in use").
+pub fn server_on(port: u16, builder: impl Fn() -> FakeApiServerBuilder) -> FakeApiServer {
+    let deadline = Instant::now() + WAIT;
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match builder().port(port).try_start() {
+            Ok(server) => return server,
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => panic!("port {port} still taken after {tries} tries: {e}"),
+        }
+    }
+}
+
+/// The first server of a restart ([`server_on`] its port again once it is dropped), made by
+/// `builder`, on a port below the range the system hands out for port 0 and for outgoing
+/// connections (`ip_local_port_range`; 32768 and up where it cannot be read), so that no other
+/// test's connection or server takes the freed port before the restart binds it. Below it only
+/// an explicit bind takes a port: the ports tried start at one of this process's own and step
+/// past any taken.
+pub fn server_to_restart(builder: impl Fn() -> FakeApiServerBuilder) -> FakeApiServer {
+    on_a_low_port(|port| builder().port(port).try_start().ok())
+}
+
+/// What `bind` makes of the first port below the ephemeral range it takes (see
+/// [`server_to_restart`]).
+fn on_a_low_port<T>(mut bind: impl FnMut(u16) -> Option<T>) -> T {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    const LOW: usize = 10_000;
+    let first_ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<usize>().ok())
+        .unwrap_or(32_768);
+    let span = first_ephemeral.saturating_sub(LOW);
+    assert!(span >= 1000, "no room for fixed ports below the ephemeral range ({first_ephemeral})");
+    for _ in 0..100 {
+        let offset = (std::process::id() as usize * 97 + NEXT.fetch_add(1, Ordering::Relaxed)) % span;
+        let port = u16::try_from(LOW + offset).unwrap();
+        if let Some(bound) = bind(port) {
+            return bound;
+        }
+    }
+    panic!("no free port below {first_ephemeral} in 100 tries");
+}
+
+/// A TCP relay in front of a server, on a port of its own: [`stop`](Relay::stop) closes the
+/// port (connections to it are refused, those through it are cut) and [`start`](Relay::start)
+/// opens it again. So a server restarting on its port looks to a client, while what it serves
+/// lives on behind the relay (as etcd does behind a restarted kube-apiserver).
+pub struct Relay {
+    port: u16,
+    target: SocketAddr,
+    running: Option<Running>,
+}
+
+/// A relay's open port: its accept thread, and the connections through it.
+struct Running {
+    stop: Arc<AtomicBool>,
+    accept: std::thread::JoinHandle<()>,
+    open: Arc<Mutex<Vec<TcpStream>>>,
+}
+
+impl Relay {
+    /// A relay to `target`, open.
+    pub fn to(target: SocketAddr) -> Relay {
+        let listener = on_a_low_port(|port| TcpListener::bind(("127.0.0.1", port)).ok());
+        let port = listener.local_addr().unwrap().port();
+        Relay { port, target, running: Some(Relay::serve(listener, target)) }
+    }
+
+    /// The URL a client reaches the server through (plain HTTP).
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Closes the port and cuts every connection through it.
+    pub fn stop(&mut self) {
+        let Some(running) = self.running.take() else { return };
+        running.stop.store(true, Ordering::SeqCst);
+        // Wake the accept loop; it sees the flag and drops the listener.
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
+        running.accept.join().unwrap();
+        for conn in running.open.lock().unwrap().drain(..) {
+            let _ = conn.shutdown(Shutdown::Both);
+        }
+    }
+
+    /// Opens the port again (waiting for it as [`server_on`] does).
+    pub fn start(&mut self) {
+        assert!(self.running.is_none(), "the relay is open");
+        let deadline = Instant::now() + WAIT;
+        let listener = loop {
+            match TcpListener::bind(("127.0.0.1", self.port)) {
+                Ok(listener) => break listener,
+                Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err(e) => panic!("port {} still taken: {e}", self.port),
+            }
+        };
+        self.running = Some(Relay::serve(listener, self.target));
+    }
+
+    fn serve(listener: TcpListener, target: SocketAddr) -> Running {
+        let stop = Arc::new(AtomicBool::new(false));
+        let open: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
+        let (flag, conns) = (Arc::clone(&stop), Arc::clone(&open));
+        let accept = std::thread::spawn(move || {
+            for client in listener.incoming() {
+                if flag.load(Ordering::SeqCst) {
+                    return;
+                }
+                let (Ok(client), Ok(server)) = (client, TcpStream::connect(target)) else { continue };
+                let mut list = conns.lock().unwrap();
+                for (mut from, mut to) in [(&client, &server), (&server, &client)]
+                    .map(|(a, b)| (a.try_clone().unwrap(), b.try_clone().unwrap()))
+                {
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(Shutdown::Write);
+                    });
+                }
+                list.extend([client, server]);
+            }
+        });
+        Running { stop, accept, open }
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.stop();
     }
 }

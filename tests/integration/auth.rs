@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::common::{WAIT, eventually};
+use crate::common::{WAIT, eventually, server_on, server_to_restart};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube_watcher::testing::FakeApiServer;
@@ -255,7 +255,7 @@ fn credentials_in_an_https_server_url_are_sent_as_basic_auth_unless_the_user_has
 #[test]
 fn a_refused_connection_to_a_url_with_credentials_does_not_print_them() {
     // Bind and drop: nothing listens on the port any more, once no child process another test
-    // is starting holds a copy of the listener (see `tls_server_on`).
+    // is starting holds a copy of the listener (see `server_on` in tests/common/mod.rs).
     let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     eventually(&format!("port {port} to refuse connections"), || TcpStream::connect(("127.0.0.1", port)).is_err());
     let yaml = kubeconfig(&format!("    server: http://admin:url-s3cret@127.0.0.1:{port}"), "    {}");
@@ -607,50 +607,14 @@ fn pipe(mut from_client: BufReader<TcpStream>, mut to_client: TcpStream, upstrea
 }
 
 /// A TLS fake server on `port`, with a CA of its own: a restart on the same port with a new CA
-/// is how a cluster's CA rotation looks to a client.
-///
-/// Waits for the port to be free. A server that was just dropped has closed its listening socket,
-/// but a child process another test is starting at that moment (an exec plugin, an example) holds
-/// a copy of every descriptor from its fork until its exec closes them, the listener included:
-/// until then a bind to the port fails ("Address already in use").
+/// is how a cluster's CA rotation looks to a client (`server_on`).
 fn tls_server_on(port: u16) -> FakeApiServer {
-    let deadline = Instant::now() + WAIT;
-    let mut tries = 0;
-    loop {
-        tries += 1;
-        match FakeApiServer::builder().tls(true).port(port).try_start() {
-            Ok(server) => return server,
-            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && Instant::now() < deadline => {
-                thread::sleep(Duration::from_millis(5));
-            }
-            Err(e) => panic!("port {port} still taken after {tries} tries: {e}"),
-        }
-    }
+    server_on(port, || FakeApiServer::builder().tls(true))
 }
 
-/// The first server of such a restart ([`tls_server_on`] its port again once it is dropped), on
-/// a port below the range the system hands out for port 0 and for outgoing connections
-/// (`ip_local_port_range`; 32768 and up where it cannot be read), so that no other test's
-/// connection or server takes the freed port before the restart binds it. Below it only an
-/// explicit bind takes a port: the ports tried start at one of this process's own and step past
-/// any taken.
+/// The first TLS server of such a restart (`server_to_restart`).
 fn tls_server_to_restart() -> FakeApiServer {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    const LOW: usize = 10_000;
-    let first_ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|range| range.split_whitespace().next()?.parse::<usize>().ok())
-        .unwrap_or(32_768);
-    let span = first_ephemeral.saturating_sub(LOW);
-    assert!(span >= 1000, "no room for fixed ports below the ephemeral range ({first_ephemeral})");
-    for _ in 0..100 {
-        let offset = (std::process::id() as usize * 97 + NEXT.fetch_add(1, Ordering::Relaxed)) % span;
-        let port = u16::try_from(LOW + offset).unwrap();
-        if let Ok(server) = FakeApiServer::builder().tls(true).port(port).try_start() {
-            return server;
-        }
-    }
-    panic!("no free port below {first_ephemeral} in 100 tries");
+    server_to_restart(|| FakeApiServer::builder().tls(true))
 }
 
 /// A kubeconfig whose cluster trusts the CA in the file `ca.pem` beside it, written now.

@@ -120,7 +120,11 @@ fn cache_reads_the_store_by_name_and_by_index_without_an_event_loop() {
 #[test]
 fn projection_keeps_five_fields_of_each_pod_and_follows_the_workload() {
     let out = run("projection", &[]);
-    assert_shows(&out, "projection", &["frame ", " pods take players", "=10.", "pods cached, 0 with managedFields"]);
+    assert_shows(
+        &out,
+        "projection",
+        &["frame ", " pods take players; ready nodes: node-1, node-2", "=10.", "pods cached, 0 with managedFields"],
+    );
 }
 
 #[test]

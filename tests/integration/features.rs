@@ -11,24 +11,6 @@ use k8s_openapi::api::core::v1::Pod;
 use kube_watcher::testing::{FakeApiServer, Fault, Match};
 use kube_watcher::{Api, Client, Config, Error, Notice, RelistReason, SlowConsumer, Watcher};
 
-/// Receives notices until `done` holds for one (bounded by `WAIT`); returns all seen.
-fn notices_until(rx: &crossbeam_channel::Receiver<Notice>, mut done: impl FnMut(&Notice) -> bool) -> Vec<Notice> {
-    let deadline = std::time::Instant::now() + WAIT;
-    let mut seen = Vec::new();
-    loop {
-        match rx.recv_deadline(deadline) {
-            Ok(n) => {
-                let stop = done(&n);
-                seen.push(n);
-                if stop {
-                    return seen;
-                }
-            }
-            Err(e) => panic!("no more notices ({e}); seen so far: {seen:?}"),
-        }
-    }
-}
-
 fn fast_backoff() -> kube_watcher::Backoff {
     kube_watcher::Backoff { initial: ms(10), max: ms(20), ..Default::default() }
 }

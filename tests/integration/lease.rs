@@ -309,3 +309,94 @@ fn a_watcher_of_leases_follows_the_election_in_both_encodings() {
         assert_eq!(listed.items[0].spec, Some(spec(&server)));
     }
 }
+
+/// Holds the next PUT of the Lease `lock` (a renewal, a takeover) until the hold is dropped:
+/// its sender waits, and leads, until its renew deadline.
+fn hold_next_write(server: &FakeApiServer) -> kube_watcher::testing::Hold {
+    let hold = server.hold(Match::Method { method: "PUT".into(), path: PATH.into() });
+    assert!(hold.wait_until_held(WAIT), "a write to hold");
+    hold
+}
+
+/// Samples `a` and `b` until `done`, checking at every sample that they do not both lead.
+fn never_both_until(what: &str, a: &LeaderElector, b: &LeaderElector, mut done: impl FnMut() -> bool) {
+    eventually(what, || {
+        let both = a.is_leader() && b.is_leader();
+        assert!(!both, "{} and {} both lead", a.identity(), b.identity());
+        done()
+    });
+}
+
+/// A second process started under the leader's identity (a restarted pod whose old process
+/// is not dead yet, two containers given one HOSTNAME) while the leader is one renewal late:
+/// it waits out the leader's whole lease, as for anyone's, and never leads beside it. It took
+/// the Lease one retry period after it first read it before, and both led until the first's
+/// renew deadline.
+#[test]
+fn a_second_process_with_the_leaders_identity_never_leads_beside_it() {
+    let server = FakeApiServer::start();
+    let first = start(&server, "same");
+    assert!(first.wait_until_leader(WAIT));
+    assert_eq!(next(&first), Leadership::Acquired);
+    // The first's next renewal hangs: it leads on until its renew deadline (5 s).
+    let hold = hold_next_write(&server);
+    let second = start(&server, "same");
+    never_both_until("the late leader reaches its renew deadline", &first, &second, || {
+        first.changes().try_recv() == Ok(Leadership::Lost)
+    });
+    assert!(!second.is_leader());
+    drop(hold);
+    // The first leads again (its own record, renewed); the second still stands by, and takes
+    // over once the first lets go.
+    never_both_until("the first leads again", &first, &second, || first.is_leader());
+    first.stop();
+    assert!(second.wait_until_leader(WAIT), "the second takes the released Lease");
+}
+
+/// A Lease deleted while its leader leads (by hand, by a cleanup job) is not recreated by a
+/// standby that saw it held until that holder's lease has run out in its eyes: the leader,
+/// which learns of the deletion only at its next write, may lead until its renew deadline.
+/// The standby created it at once before, and both led.
+#[test]
+fn a_deleted_lease_is_not_recreated_while_its_holder_may_lead() {
+    let server = FakeApiServer::start();
+    let a = start(&server, "a");
+    assert!(a.wait_until_leader(WAIT));
+    assert_eq!(next(&a), Leadership::Acquired);
+    let b = start(&server, "b");
+    server.clear_requests();
+    eventually("b reads the lease", || server.requests().iter().filter(|r| r.method == "GET").count() >= 2);
+    // a's next renewal hangs; the Lease goes.
+    let hold = hold_next_write(&server);
+    server.delete::<Lease>(Some("apps"), "lock").unwrap();
+    never_both_until("a reaches its renew deadline", &a, &b, || a.changes().try_recv() == Ok(Leadership::Lost));
+    // a creates its own Lease again at once (whoever saw it waits out its lease); b did not.
+    let holder = server.get::<Lease>(Some("apps"), "lock").and_then(|l| l.spec?.holder_identity);
+    assert!(holder.is_none() || holder.as_deref() == Some("a"), "{holder:?}");
+    drop(hold);
+    // a creates its Lease again (it was its own), or b does once a's expired: one leader.
+    never_both_until("someone leads again", &a, &b, || a.is_leader() || b.is_leader());
+    a.stop();
+    assert!(b.wait_until_leader(WAIT));
+}
+
+/// A second process with the leader's identity, stopped in its first retry period (before it
+/// ever wrote), releases nothing: the record names its identity but is the live leader's. It
+/// released it before, and a standby took over while the leader still led.
+#[test]
+fn a_twin_stopped_before_it_wrote_does_not_release_the_leaders_lease() {
+    let server = FakeApiServer::start();
+    // A retry period long enough to stop the twin inside its first one.
+    let slow = LeaseTimings { retry_period: ms(1500), renew_deadline: Duration::from_secs(5), ..timings() };
+    let first = LeaderElector::start(leases(&server), "lock", "same", slow).unwrap();
+    assert!(first.wait_until_leader(WAIT));
+    let before = server.requests().len();
+    let second = LeaderElector::start(leases(&server), "lock", "same", slow).unwrap();
+    // The leader only writes (its renewals): a read is the twin's.
+    eventually("the twin reads the Lease", || server.requests()[before..].iter().any(|r| r.method == "GET"));
+    second.stop();
+    assert!(first.is_leader());
+    let held = spec(&server);
+    assert_eq!(held.holder_identity.as_deref(), Some("same"), "not released by the twin");
+    assert_eq!(held.lease_duration_seconds, Some(8));
+}

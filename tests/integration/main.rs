@@ -25,6 +25,7 @@ mod freshness;
 mod index;
 mod lease;
 mod metadata;
+mod outage;
 mod parallel;
 mod projection;
 mod protobuf;

@@ -58,6 +58,11 @@ fn settle(what: &str, groups: &[&ShardGroup], uids: &[String]) {
     });
 }
 
+/// The path of a member's Lease.
+fn lease_path(group: &ShardGroup) -> String {
+    format!("/apis/coordination.k8s.io/v1/namespaces/apps/leases/{}", group.lease_name())
+}
+
 fn share(group: &ShardGroup, uids: &[String]) -> usize {
     let shard = group.shard();
     uids.iter().filter(|u| shard.as_ref().is_some_and(|s| s.contains(u))).count()
@@ -73,14 +78,14 @@ fn a_lone_member_holds_everything_and_says_so() {
     }
     assert!(seen.contains(&GroupChange::Members(vec!["a".into()])), "{seen:?}");
     assert_eq!(a.members(), ["a"]);
-    let lease = server.get::<Lease>(Some("apps"), "pods-a").unwrap();
+    let lease = server.get::<Lease>(Some("apps"), a.lease_name()).unwrap();
     let labels = lease.metadata.labels.unwrap_or_default();
     assert_eq!(labels.get("kube-watcher.io/shard-group").map(String::as_str), Some("pods"));
     a.stop();
     assert_eq!(a.shard(), None);
-    let spec = server.get::<Lease>(Some("apps"), "pods-a").unwrap().spec.unwrap();
+    let spec = server.get::<Lease>(Some("apps"), a.lease_name()).unwrap().spec.unwrap();
     assert_eq!(spec.holder_identity.as_deref(), Some(""), "released");
-    let annotations = server.get::<Lease>(Some("apps"), "pods-a").unwrap().metadata.annotations.unwrap();
+    let annotations = server.get::<Lease>(Some("apps"), a.lease_name()).unwrap().metadata.annotations.unwrap();
     assert_eq!(annotations.get("kube-watcher.io/shard-claim").map(String::as_str), Some(""), "nothing claimed");
     // The channel ends with the thread; the last share said is none.
     let rest: Vec<GroupChange> = a.changes().iter().collect();
@@ -122,7 +127,7 @@ fn members_join_leave_and_crash_without_overlap_or_loss() {
     // c cannot renew: every write to its lease fails.
     for _ in 0..100_000 {
         server.push_fault(
-            Match::Path("/apis/coordination.k8s.io/v1/namespaces/apps/leases/pods-c".into()),
+            Match::Path(lease_path(&c)),
             Fault::Status { code: 500, reason: "InternalError".into(), message: "etcd".into(), retry_after: None },
         );
     }
@@ -174,7 +179,7 @@ fn every_thread_of_a_member_ends_after_stop() {
     let (a, b) = (join(&server, "a"), join(&server, "b"));
     settle("two members", &[&a, &b], &uids);
     eventually("each member watches the group", || server.open_watches() == 2);
-    let hold = server.hold(Match::Path("/apis/coordination.k8s.io/v1/namespaces/apps/leases/pods-a".into()));
+    let hold = server.hold(Match::Path(lease_path(&a)));
     assert!(hold.wait_until_held(WAIT));
     for group in [a, b] {
         let changes = group.changes().clone();
@@ -278,7 +283,7 @@ fn watchers_following_the_group_split_the_pods_without_overlap_or_loss() {
     // c cannot renew: its store empties before its lease expires; a and b take its pods.
     for _ in 0..100_000 {
         server.push_fault(
-            Match::Path("/apis/coordination.k8s.io/v1/namespaces/apps/leases/pods-c".into()),
+            Match::Path(lease_path(&c.group)),
             Fault::Status { code: 500, reason: "InternalError".into(), message: "etcd".into(), retry_after: None },
         );
     }
@@ -290,12 +295,12 @@ fn watchers_following_the_group_split_the_pods_without_overlap_or_loss() {
     server.clear_faults();
 }
 
-/// Faults every renewal of `identity`'s Lease from now on (its lead ends at its renew
+/// Faults every renewal of `group`'s Lease from now on (its lead ends at its renew
 /// deadline); `clear_faults` lifts them.
-fn refuse_renewals(server: &FakeApiServer, identity: &str) {
+fn refuse_renewals(server: &FakeApiServer, group: &ShardGroup) {
     for _ in 0..100_000 {
         server.push_fault(
-            Match::Path(format!("/apis/coordination.k8s.io/v1/namespaces/apps/leases/pods-{identity}")),
+            Match::Path(lease_path(group)),
             Fault::Status { code: 500, reason: "InternalError".into(), message: "etcd".into(), retry_after: None },
         );
     }
@@ -325,7 +330,7 @@ fn a_follower_in_a_hanging_list_empties_its_store_when_the_lead_ends() {
     server.end_watches();
     assert!(hold.wait_until_held(WAIT), "the relist hangs");
     assert_eq!(store_uids(&a.watcher).len(), 20);
-    refuse_renewals(&server, "a");
+    refuse_renewals(&server, &a.group);
     eventually("a's lead ends", || a.group.shard().is_none());
     eventually("a's store empties while its list still hangs", || {
         while a.watcher.try_recv().is_ok() {}
@@ -356,8 +361,8 @@ fn a_deleted_lease_of_a_live_member_is_not_taken_over_at_once() {
     // take it before then. (Here b still reads the group and yields to a's claim as soon as a
     // writes one; the group model, `src/lease/group_model.rs`, reaches the case where it
     // cannot, and fails without the rule that keeps a deleted Lease live.)
-    refuse_renewals(&server, "b");
-    server.delete::<Lease>(Some("apps"), "pods-b").unwrap();
+    refuse_renewals(&server, &b.group);
+    server.delete::<Lease>(Some("apps"), b.group.lease_name()).unwrap();
     // Checked at every sample: no pod in both stores, until a holds them all.
     eventually("a takes b's share, after b dropped it", || {
         stores_settle("the stores split the pods", &server, &[&a, &b]);
@@ -365,7 +370,7 @@ fn a_deleted_lease_of_a_live_member_is_not_taken_over_at_once() {
     });
     assert!(store_uids(&b.watcher).is_empty());
     server.clear_faults();
-    eventually("b's Lease is back", || server.get::<Lease>(Some("apps"), "pods-b").is_some());
+    eventually("b's Lease is back", || server.get::<Lease>(Some("apps"), b.group.lease_name()).is_some());
     eventually("b holds pods again", || {
         while b.watcher.try_recv().is_ok() {}
         !store_uids(&b.watcher).is_empty()
@@ -396,7 +401,7 @@ fn a_renewed_member_whose_group_lists_fail_keeps_its_share() {
     // failed all that time.
     let bound = timings().lease_duration + timings().renew_deadline + ms(2000);
     eventually("a renews for longer than that", || {
-        let lease = server.get::<Lease>(Some("apps"), "pods-a").unwrap();
+        let lease = server.get::<Lease>(Some("apps"), a.group.lease_name()).unwrap();
         let renewed = lease.spec.and_then(|s| s.renew_time).map(|t| t.0.as_millisecond()).unwrap_or(0);
         let since = since.duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
         renewed > since + bound.as_millis() as i64
@@ -432,52 +437,68 @@ fn conflict(group: &ShardGroup) -> String {
     }
 }
 
-/// Member "b-c" of group "a" and member "c" of group "a-b" would hold one Lease, "a-b-c":
-/// the second to come finds a Lease of another group under its name, says so, and holds
-/// nothing; the first is not disturbed.
+/// Member `b-c` of group `a` and member `c` of group `a-b` both run, each holding its own
+/// group's whole space: their Leases have names of their own. Both wanted the Lease `a-b-c`
+/// before, and the second was refused with `Conflict`. So do a member and an elector whose
+/// Lease would have read `pods-leader`, and a member with a 253-character identity.
 #[test]
-fn a_lease_name_taken_by_another_group_is_refused_clearly() {
+fn groups_whose_member_names_read_alike_both_run() {
     let server = FakeApiServer::start();
     let first = join_as(&server, "a", "b-c");
-    eventually("the first holds everything", || first.shard() == Some(Shard::of(0, 1).unwrap()));
     let second = join_as(&server, "a-b", "c");
-    let why = conflict(&second);
-    assert!(why.contains("\"a-b-c\"") && why.contains("shard group \"a\"") && why.contains("another name"), "{why}");
-    assert_eq!(second.shard(), None);
-    assert_eq!(first.shard(), Some(Shard::of(0, 1).unwrap()));
-    let lease = server.get::<Lease>(Some("apps"), "a-b-c").unwrap();
-    assert_eq!(lease.metadata.labels.unwrap()["kube-watcher.io/shard-group"], "a", "never written by the second");
+    assert_ne!(first.lease_name(), second.lease_name());
+    let all = Some(Shard::of(0, 1).unwrap());
+    eventually("both hold their group's space", || first.shard() == all && second.shard() == all);
+    let leases: Api<Lease> = Api::namespaced(Client::from_url(&server.url()).unwrap(), "apps");
+    let elector = kube_watcher::LeaderElector::start(leases, "pods-leader", "e", timings()).unwrap();
+    let member = join_as(&server, "pods", "leader");
+    let long = join_as(&server, "pods", &"x".repeat(253));
+    assert!(long.lease_name().len() <= 253, "{}", long.lease_name());
+    assert!(elector.wait_until_leader(WAIT));
+    eventually("the members share the pods", || {
+        member.shard().is_some() && long.shard().is_some() && member.members().len() == 2
+    });
+    for g in [&first, &second, &member, &long] {
+        let conflicts: Vec<GroupChange> =
+            g.changes().try_iter().filter(|c| matches!(c, GroupChange::Conflict(_))).collect();
+        assert!(conflicts.is_empty(), "{}: {conflicts:?}", g.lease_name());
+    }
+    assert!(elector.is_leader());
 }
 
-/// A LeaderElector's Lease "pods-leader" and member "leader" of group "pods": whichever
-/// comes second refuses the other's Lease (the member says so on `changes()`; the elector
-/// never leads).
+/// A Lease that is not its group's under a member's own name (here an elector's, made on
+/// purpose with the member's name) is never written by the other: whichever comes second
+/// holds nothing and says why; the first is not disturbed.
 #[test]
-fn an_electors_lease_and_a_members_never_share_a_name() {
+fn a_members_lease_name_taken_by_an_elector_is_refused_clearly() {
     let server = FakeApiServer::start();
     let leases: Api<Lease> = Api::namespaced(Client::from_url(&server.url()).unwrap(), "apps");
-    let elector = kube_watcher::LeaderElector::start(leases.clone(), "pods-leader", "e", timings()).unwrap();
-    assert!(elector.wait_until_leader(WAIT));
-    let member = join_as(&server, "pods", "leader");
-    let why = conflict(&member);
-    assert!(why.contains("\"pods-leader\"") && why.contains("LeaderElector"), "{why}");
-    assert_eq!(member.shard(), None);
-    assert!(elector.is_leader());
+    let member = join_as(&server, "pods", "web-0");
+    eventually("the member holds everything", || member.shard() == Some(Shard::of(0, 1).unwrap()));
+    let elector = kube_watcher::LeaderElector::start(leases.clone(), member.lease_name(), "e", timings()).unwrap();
+    let reads = || {
+        let path = format!("/apis/coordination.k8s.io/v1/namespaces/apps/leases/{}", member.lease_name());
+        server.requests().iter().filter(|r| r.path == path && r.method == "GET").count()
+    };
+    let before = reads();
+    eventually("the elector read the Lease several times", || reads() >= before + 5);
+    assert!(!elector.is_leader());
+    assert_eq!(member.shard(), Some(Shard::of(0, 1).unwrap()));
     drop((elector, member));
 
     let server = FakeApiServer::start();
     let leases: Api<Lease> = Api::namespaced(Client::from_url(&server.url()).unwrap(), "apps");
-    let member = join_as(&server, "pods", "leader");
-    eventually("the member holds everything", || member.shard() == Some(Shard::of(0, 1).unwrap()));
-    let elector = kube_watcher::LeaderElector::start(leases, "pods-leader", "e", timings()).unwrap();
-    let reads =
-        || server.requests().iter().filter(|r| r.path.ends_with("/leases/pods-leader") && r.method == "GET").count();
-    let before = reads();
-    eventually("the elector read the Lease several times", || reads() >= before + 5);
-    assert!(!elector.is_leader());
-    let lease = server.get::<Lease>(Some("apps"), "pods-leader").unwrap();
-    assert_eq!(lease.spec.unwrap().holder_identity.as_deref(), Some("leader"));
-    assert_eq!(member.shard(), Some(Shard::of(0, 1).unwrap()));
+    let name = {
+        let elsewhere = FakeApiServer::start();
+        join_as(&elsewhere, "pods", "web-0").lease_name().to_owned()
+    };
+    let elector = kube_watcher::LeaderElector::start(leases, &name, "e", timings()).unwrap();
+    assert!(elector.wait_until_leader(WAIT));
+    let member = join_as(&server, "pods", "web-0");
+    let why = conflict(&member);
+    assert!(why.contains(&format!("{name:?}")) && why.contains("LeaderElector"), "{why}");
+    assert_eq!(member.shard(), None);
+    assert!(elector.is_leader());
 }
 
 /// Two members with one identity share one Lease: the second to come sees it renewed by
@@ -504,4 +525,69 @@ fn names_that_cannot_name_a_lease_are_refused() {
         let e = ShardGroup::join(leases.clone(), group, identity, timings()).unwrap_err();
         assert!(matches!(e, kube_watcher::Error::Config { .. }) && e.to_string().contains(field), "{e}");
     }
+}
+
+/// A member whose writes are refused for a while (reads still work: an etcd out of space, a
+/// webhook down) still knows its Lease as its own when writes work again: it never says
+/// `Conflict`, and holds its share on. Before, it remembered its last eight renewTimes only:
+/// after eight refused writes it took its own Lease for a twin's, said `Conflict` (kwatch ends
+/// on it) and waited a lease duration for its own Lease.
+#[test]
+fn a_member_whose_writes_fail_for_a_while_keeps_its_lease() {
+    let server = FakeApiServer::start();
+    let a = join(&server, "a");
+    let all = Some(Shard::of(0, 1).unwrap());
+    eventually("a holds everything", || a.shard() == all);
+    let path = lease_path(&a);
+    // 30 writes refused: 15 retry periods, short of the renew deadline (4 s).
+    for _ in 0..30 {
+        server.push_fault(
+            Match::Method { method: "PUT".into(), path: path.clone() },
+            Fault::Status { code: 500, reason: "InternalError".into(), message: "etcd".into(), retry_after: None },
+        );
+    }
+    eventually("every refusal is used", || server.pending_faults() == 0);
+    let renewals = |n: usize| {
+        let mut seen = std::collections::BTreeSet::new();
+        eventually("renewals", || {
+            seen.insert(server.get::<Lease>(Some("apps"), a.lease_name()).unwrap().metadata.resource_version);
+            seen.len() > n
+        });
+    };
+    renewals(3);
+    assert_eq!(a.shard(), all);
+    let conflicts: Vec<GroupChange> =
+        a.changes().try_iter().filter(|c| matches!(c, GroupChange::Conflict(_))).collect();
+    assert!(conflicts.is_empty(), "{conflicts:?}");
+}
+
+/// The guide's stop order, the watcher first: once `watcher.stop()` returns, the follower's
+/// store (and every clone of it) is empty, so when the group then releases its Lease with
+/// nothing claimed and the other member takes the share, no pod is in two stores. The stopped
+/// store kept every object before, while the other member took them.
+#[test]
+fn a_stopped_followers_store_holds_nothing_once_its_member_lets_go() {
+    let server = FakeApiServer::builder().sharded_list_and_watch(true).start();
+    create_pods(&server, 0..40);
+    let (a, b) = (replica(&server, "a"), replica(&server, "b"));
+    eventually("two members", || [&a, &b].iter().all(|r| r.group.members().len() == 2));
+    eventually("a and b hold pods", || {
+        for r in [&a, &b] {
+            while r.watcher.try_recv().is_ok() {}
+        }
+        !store_uids(&a.watcher).is_empty() && !store_uids(&b.watcher).is_empty()
+    });
+    let stopped = a.watcher.store();
+    a.watcher.stop();
+    assert!(stopped.is_empty(), "stop() empties a follower's store: {} objects", stopped.len());
+    a.group.stop();
+    // b takes every pod; at no sample is one also in a's store.
+    eventually("b holds every pod", || {
+        while b.watcher.try_recv().is_ok() {}
+        let held: BTreeSet<String> =
+            stopped.state().iter().map(|p| p.metadata.uid.clone().unwrap_or_default()).collect();
+        let theirs = store_uids(&b.watcher);
+        assert!(held.is_disjoint(&theirs), "a pod in the stopped store and in b's");
+        theirs.len() == 40
+    });
 }

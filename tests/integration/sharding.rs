@@ -134,6 +134,17 @@ fn a_shards_events_are_only_its_objects() {
     }
 }
 
+/// What the `ShardFilter` notices received so far said.
+fn said(notices: &kube_watcher::crossbeam_channel::Receiver<Notice>) -> Vec<ShardFilter> {
+    notices
+        .try_iter()
+        .filter_map(|n| match n {
+            Notice::ShardFilter { by } => Some(by),
+            _ => None,
+        })
+        .collect()
+}
+
 #[test]
 fn the_notice_says_once_who_filters() {
     for (filtering, by) in [(true, ShardFilter::Server), (false, ShardFilter::Client)] {
@@ -155,14 +166,7 @@ fn the_notice_says_once_who_filters() {
         );
         server.end_watches();
         eventually("a second sync", || w.stats().relists.total() >= 2);
-        let said: Vec<ShardFilter> = notices
-            .try_iter()
-            .filter_map(|n| match n {
-                Notice::ShardFilter { by } => Some(by),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(said, [by], "filtering={filtering}");
+        assert_eq!(said(&notices), [by], "filtering={filtering}");
         w.stop();
     }
 }
@@ -496,6 +500,10 @@ fn another_shards_object_from_a_filtering_server_is_dropped_and_reported_once() 
         FakeApiServer::builder().bookmark_interval(ms(100)).sharded_list_and_watch(true).json_only(true).start();
     let shard = Shard::of(0, 2).unwrap();
     let w = Watcher::new(pods(&server), Config::default().shard(shard.clone()).wire_format(WireFormat::Json)).unwrap();
+    // The watcher's own channel is attached before the object is sent: a report made before it
+    // is attached is not replayed (only the store's state is), and the worker may read the
+    // object before this thread first receives.
+    let _ = w.receiver();
     w.store().wait_until_ready(WAIT).unwrap();
     let foreign_uid = (0..).map(|i| format!("uid-{i}")).find(|u| !shard.contains(u)).unwrap();
     // At the server's current version, as an event the server sent would be: the watch resumes
@@ -687,6 +695,37 @@ fn the_shard_filter_is_known_once_a_streaming_list_completes_after_its_probe_fai
             let stats = w.stats();
             assert_eq!(stats.shard_filter, Some(by), "{label}: {stats:?}");
             assert_eq!(stats.relists.streaming_fallback, 0, "{label}: streaming lists were not given up");
+            assert_eq!(server.pending_faults(), 0, "{label}: the probe met the fault");
+            w.stop();
+        }
+    }
+}
+
+/// A metadata-only list has no `shardInfo` whoever filtered (kube-apiserver copies only the
+/// resourceVersion, the continue token and the remaining count into it): a sharded metadata
+/// watcher asks with a list of one full object first, and its list waits until that is
+/// answered, through a fault too. It used to read the missing `shardInfo` as `Client`.
+#[test]
+fn a_metadata_watcher_learns_who_filters_from_a_list_of_full_objects() {
+    use kube_watcher::testing::{Fault, Match};
+    for (filtering, by) in [(true, ShardFilter::Server), (false, ShardFilter::Client)] {
+        for fault in [None, Some(Fault::TruncateBody)] {
+            let label = format!("filtering={filtering} fault={fault:?}");
+            let server = sharded_server(filtering);
+            create_pods(&server, 0..6);
+            if let Some(fault) = fault {
+                server.push_fault(Match::List, fault);
+            }
+            let config = Config::default().shard(Shard::of(0, 2).unwrap()).backoff(kube_watcher::Backoff {
+                initial: ms(5),
+                max: ms(20),
+                ..Default::default()
+            });
+            let w = metadata_watcher(pods(&server), config).unwrap();
+            let notices = w.notices();
+            w.store().wait_until_ready(WAIT).unwrap();
+            assert_eq!(w.stats().shard_filter, Some(by), "{label}");
+            assert_eq!(said(&notices), [by], "{label}");
             assert_eq!(server.pending_faults(), 0, "{label}: the probe met the fault");
             w.stop();
         }

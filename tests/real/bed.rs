@@ -65,6 +65,14 @@ pub struct Turn {
     _hold: Hold,
 }
 
+/// A request the suite does not know the shape of fails the test that let it go
+/// (tests/real/shapes.rs).
+impl Drop for Turn {
+    fn drop(&mut self) {
+        crate::shapes::check_unlisted();
+    }
+}
+
 impl std::ops::Deref for Turn {
     type Target = Bed;
     fn deref(&self) -> &Bed {
@@ -83,6 +91,7 @@ fn bed() -> Option<&'static Bed> {
              scripts/apiserver.sh up, or run the suite with scripts/apiserver.sh test",
             root.display()
         );
+        crate::shapes::install();
         Some(Bed { root, run })
     })
     .as_ref()
@@ -115,6 +124,12 @@ impl Bed {
     /// The kubeconfig of `user`.
     pub fn kubeconfig(&self, user: User) -> PathBuf {
         self.run.join(user.file())
+    }
+
+    /// A program scripts/apiserver.sh built for the bed's minor (`leaderelect`: that minor's
+    /// client-go leader elector).
+    pub fn bin(&self, name: &str) -> PathBuf {
+        self.root.join("bin").join(format!("1.{}", self.minor())).join(name)
     }
 
     /// A file of the bed's run folder (`admin.token`, `certs/ca.crt`).
@@ -274,5 +289,29 @@ pub fn until(what: &str, mut cond: impl FnMut() -> bool) {
     while !cond() {
         assert!(Instant::now() < deadline, "not within {WAIT:?}: {what}");
         thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// What the bed's Kubernetes minor does, where minors differ (docs/protocol.md, "What differs
+/// from one Kubernetes minor to the next", has the table; scripts/apiserver.sh runs each).
+impl Bed {
+    /// The minor of the running kube-apiserver (`34` for 1.34), as scripts/apiserver.sh
+    /// recorded it when it started the bed.
+    pub fn minor(&self) -> u32 {
+        let file = self.run.join("minor");
+        let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        let minor = text.trim().strip_prefix("1.").and_then(|m| m.parse().ok());
+        minor.unwrap_or_else(|| panic!("{}: not a Kubernetes minor: {text:?}", file.display()))
+    }
+
+    /// Whether the server with the gate (`User::Admin`) filters a shard: `ShardedListAndWatch`
+    /// exists from 1.36 (alpha); before, the gated server is one without it.
+    pub fn filters_shards(&self) -> bool {
+        self.minor() >= 36
+    }
+
+    /// Who filters a shard on the server with the gate.
+    pub fn shard_filter(&self) -> kube_watcher::ShardFilter {
+        if self.filters_shards() { kube_watcher::ShardFilter::Server } else { kube_watcher::ShardFilter::Client }
     }
 }

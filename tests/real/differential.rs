@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use crate::bed::Bed;
 
 /// One server, spoken to over raw HTTP.
-struct Raw {
+pub struct Raw {
     base: String,
     token: Option<String>,
     agent: ureq::Agent,
@@ -25,9 +25,9 @@ struct Raw {
 
 /// A server's answer: status, and the body as JSON (`Null` when it is not JSON).
 #[derive(Debug)]
-struct Answer {
-    status: u16,
-    body: Value,
+pub struct Answer {
+    pub status: u16,
+    pub body: Value,
 }
 
 impl Answer {
@@ -40,7 +40,7 @@ impl Answer {
 }
 
 impl Raw {
-    fn fake(server: &FakeApiServer) -> Raw {
+    pub fn fake(server: &FakeApiServer) -> Raw {
         let agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
         Raw { base: server.url(), token: None, agent }
     }
@@ -56,7 +56,12 @@ impl Raw {
         Raw { token: Some(token.trim().to_owned()), ..Raw::real(bed) }
     }
 
-    fn real(bed: &Bed) -> Raw {
+    /// The server without `ShardedListAndWatch` and `WatchList`, as the administrator.
+    fn real_nogate(bed: &Bed) -> Raw {
+        Raw { base: format!("https://127.0.0.1:{}", bed.port("nogate")), ..Raw::real(bed) }
+    }
+
+    pub fn real(bed: &Bed) -> Raw {
         let pem = std::fs::read(bed.run_file("certs/ca.crt")).unwrap();
         let certs: Vec<_> = ureq::tls::parse_pem(&pem)
             .filter_map(|item| match item {
@@ -70,7 +75,7 @@ impl Raw {
         Raw { base: format!("https://127.0.0.1:{}", bed.port("apiserver")), token: Some(token), agent }
     }
 
-    fn send(&self, method: &str, path: &str, body: Option<&Value>) -> Answer {
+    pub fn send(&self, method: &str, path: &str, body: Option<&Value>) -> Answer {
         let url = format!("{}{path}", self.base);
         let auth = self.token.as_ref().map(|t| format!("Bearer {t}")).unwrap_or_default();
         let mut response = match (method, body) {
@@ -94,6 +99,33 @@ impl Raw {
         let status = response.status().as_u16();
         let text = response.body_mut().read_to_string().unwrap_or_default();
         Answer { status, body: serde_json::from_str(&text).unwrap_or(Value::Null) }
+    }
+
+    /// Any request with exactly these headers (an empty `content_type`: none, and no body):
+    /// status, `Content-Type`, and the whole body.
+    pub fn request(
+        &self,
+        method: &str,
+        path: &str,
+        accept: &str,
+        content_type: &str,
+        body: &[u8],
+    ) -> (u16, String, Vec<u8>) {
+        let url = format!("{}{path}", self.base);
+        let auth = self.token.as_ref().map(|t| format!("Bearer {t}")).unwrap_or_default();
+        let request = ureq::http::Request::builder().method(method).uri(&url).header("authorization", &auth);
+        let request = request.header("accept", accept);
+        let response = if content_type.is_empty() {
+            self.agent.run(request.body(()).unwrap())
+        } else {
+            self.agent.run(request.header("content-type", content_type).body(body.to_vec()).unwrap())
+        }
+        .unwrap();
+        let content_type = response.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default();
+        let (status, content_type) = (response.status().as_u16(), content_type.to_owned());
+        let mut bytes = Vec::new();
+        response.into_body().into_reader().read_to_end(&mut bytes).expect("the body ends cleanly");
+        (status, content_type, bytes)
     }
 
     /// A POST of `body` with the given `Content-Type` header, or none.
@@ -127,7 +159,7 @@ impl Raw {
     }
 
     /// The lines of a watch, until `done` says so (each line one event, as JSON).
-    fn watch_until(&self, path: &str, mut done: impl FnMut(&Value) -> bool) -> Vec<Value> {
+    pub fn watch_until(&self, path: &str, mut done: impl FnMut(&Value) -> bool) -> Vec<Value> {
         let url = format!("{}{path}", self.base);
         let auth = self.token.as_ref().map(|t| format!("Bearer {t}")).unwrap_or_default();
         let response = self.agent.get(&url).header("authorization", &auth).call().unwrap();
@@ -397,10 +429,10 @@ fn a_watch_ends_cleanly_at_its_timeout() {
 }
 
 /// The fields of a protobuf message, each as (field number, its bytes as written: key and all).
-type Fields = Vec<(u64, Vec<u8>)>;
+pub type Fields = Vec<(u64, Vec<u8>)>;
 
 /// The [`Fields`] of the message `b`.
-fn proto_fields(mut b: &[u8]) -> Fields {
+pub fn proto_fields(mut b: &[u8]) -> Fields {
     fn varint(b: &mut &[u8]) -> u64 {
         let (mut v, mut shift) = (0u64, 0);
         loop {
@@ -435,7 +467,7 @@ fn proto_fields(mut b: &[u8]) -> Fields {
 }
 
 /// The payload of a length-delimited field as `proto_fields` returns it.
-fn payload(field: &[u8]) -> &[u8] {
+pub fn payload(field: &[u8]) -> &[u8] {
     let mut b = field;
     for _ in 0..2 {
         // the key, then the length: one varint each
@@ -597,4 +629,86 @@ fn aggregated_discovery_matches_the_real_servers_for_the_fakes_types() {
             assert_eq!(Some(fs), r.6.get(sub), "{key:?}: subresource {sub}");
         }
     }
+}
+
+/// A watch from a version older than the watch cache holds, on a resource with a watch cache
+/// (pods): both answer 200 and then one in-stream `ERROR` event, a 410 `Expired` Status, and
+/// end the stream. A restarted kube-apiserver's cache starts at the version it first lists, so
+/// the version of a pod made before the restart (and two writes before it) is older than it
+/// holds; the fake's history is compacted past it.
+#[test]
+fn a_watch_older_than_the_watch_cache_gets_an_in_stream_410() {
+    let Some(bed) = Bed::exclusive() else { return };
+    let server = FakeApiServer::start();
+    let fake = Raw::fake(&server);
+    let old = server.resource_version();
+    assert_eq!(fake.send("POST", "/api/v1/namespaces/diff/pods", Some(&pod_body("a"))).status, 201);
+    server.compact();
+    let path = |ns: &str, rv: &str| format!("/api/v1/namespaces/{ns}/pods?watch=true&resourceVersion={rv}");
+    let shape = |events: &[Value], rv: &str| {
+        assert_eq!(events.len(), 1, "{events:?}");
+        let status = &events[0]["object"];
+        let message = status["message"].as_str().unwrap_or_default();
+        // "too old resource version: <asked> (<oldest held>)"
+        let asked = message.strip_prefix("too old resource version: ").and_then(|m| m.split_once(" ("));
+        assert!(asked.is_some_and(|(asked, _)| asked == rv), "{message}");
+        (
+            events[0]["type"].clone(),
+            status["kind"].clone(),
+            status["status"].clone(),
+            status["code"].clone(),
+            status["reason"].clone(),
+        )
+    };
+    let fake_shape = shape(&fake.watch_until(&path("diff", &old), |_| false), &old);
+
+    let ns = bed.namespace("diff-too-old");
+    let real = Raw::real(&bed);
+    let made = real.send("POST", &format!("/api/v1/namespaces/{ns}/pods"), Some(&pod_body("a")));
+    assert_eq!(made.status, 201, "{made:?}");
+    let rv = made.body["metadata"]["resourceVersion"].as_str().unwrap().to_owned();
+    for name in ["b", "c"] {
+        assert_eq!(real.send("POST", &format!("/api/v1/namespaces/{ns}/pods"), Some(&pod_body(name))).status, 201);
+    }
+    bed.script(&["stop", "apiserver"]);
+    bed.script(&["start", "apiserver"]);
+    // Until its pods cache has synced, the restarted server serves a watch from etcd, which
+    // still holds that version (it replays the pods): the cache's answer is awaited.
+    let mut events = Vec::new();
+    crate::bed::until("the pods watch cache answers", || {
+        events = real.watch_until(&format!("{}&timeoutSeconds=1", path(&ns, &rv)), |_| false);
+        events.first().is_some_and(|e| e["type"] == "ERROR")
+    });
+    let real_shape = shape(&events, &rv);
+    assert_eq!(fake_shape, real_shape);
+    assert_eq!(real_shape.3, json!(410));
+    assert_eq!(real_shape.4, json!("Expired"));
+}
+
+fn pod_body(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+           "spec": {"containers": [{"name": "c", "image": "registry.example/app:1"}]}})
+}
+
+/// A streaming list asked of a server without `WatchList`: 422 `Invalid` on `ListOptions`, one
+/// `FieldValueForbidden` cause on `sendInitialEvents`; the fake refuses alike when told to
+/// (`StreamingLists::Rejected`), word for word.
+#[test]
+fn a_streaming_list_refused_without_watch_list_matches_the_real_servers() {
+    let Some(bed) = Bed::shared() else { return };
+    let path = |ns: &str| {
+        format!(
+            "/api/v1/namespaces/{ns}/configmaps?watch=true&sendInitialEvents=true&allowWatchBookmarks=true\
+             &resourceVersionMatch=NotOlderThan"
+        )
+    };
+    let server = FakeApiServer::builder().streaming_lists(kube_watcher::testing::StreamingLists::Rejected).start();
+    let fake = Raw::fake(&server).send("GET", &path("diff"), None);
+    let ns = bed.namespace("diff-no-watch-list");
+    let real = Raw::real_nogate(&bed).send("GET", &path(&ns), None);
+    assert_eq!(real.status, 422, "{real:?}");
+    assert_eq!(real.reason(), "Invalid", "{real:?}");
+    assert_eq!(real.body["details"]["causes"][0]["field"], "sendInitialEvents", "{real:?}");
+    assert_eq!(real.body["details"]["causes"][0]["reason"], "FieldValueForbidden", "{real:?}");
+    assert_eq!((fake.status, &fake.body), (real.status, &real.body));
 }

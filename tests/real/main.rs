@@ -10,6 +10,10 @@
 //! Each test works in namespaces of its own and ends by comparing what the library holds with a
 //! fresh list from the server (`common::same_as_server`). Tests that stop or restart a server
 //! process take the bed for themselves (`Bed::exclusive`); the others share it (`Bed::shared`).
+//! Every request the library sends is recorded by its shape (`shapes.rs`): one of a shape that
+//! `shapes.txt` does not list fails the test that sent it, and every listed shape is replayed
+//! against the fake and the real server. `Bed::minor` says which Kubernetes minor runs, for the
+//! tests whose answer depends on it (`minors.rs`).
 #![cfg(feature = "testing")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -23,10 +27,15 @@ mod proxy;
 mod auth;
 mod differential;
 mod faults;
+mod groups;
 mod kubectl;
 mod lists;
+mod minors;
+mod outage;
+mod promises;
 mod resources;
 mod scale_out;
+mod shapes;
 mod watches;
 mod writes;
 

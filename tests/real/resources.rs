@@ -63,7 +63,7 @@ kube_watcher::resource!(
 );
 
 /// Creates the Widget CRD (once per bed) and waits until the server serves it.
-fn widgets(bed: &Bed) {
+pub fn widgets(bed: &Bed) {
     bed.kubectl_ok(&["apply", "-f", "-"], Some(CRD));
     bed.kubectl_ok(
         &["wait", "--for=condition=Established", "--timeout=60s", "crd/widgets.testbed.kube-watcher.dev"],

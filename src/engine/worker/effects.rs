@@ -2,6 +2,8 @@
 //! go to the consumers (through delivery), and into counts and notices: the one place that
 //! knows which effect changes what.
 
+use std::time::Instant;
+
 use crate::cache::{Seen, Skipped, Unchanged, Writer};
 use crate::engine::counters::{self, Counters};
 use crate::engine::delivery::{Delivery, Form};
@@ -113,6 +115,20 @@ impl<K: Watchable> Worker<K> {
             }
             Effect::Reached(rv) => {
                 writer.reached(rv);
+                Ok(())
+            }
+            Effect::Stale => {
+                if let Some(since) = writer.stale(Instant::now()) {
+                    log::debug!("{}: the store is stale", self.control.name);
+                    self.control.notices.send(Notice::Stale { since });
+                }
+                Ok(())
+            }
+            Effect::Fresh => {
+                if let Some(stale_for) = writer.fresh(Instant::now()) {
+                    log::debug!("{}: the store is fresh again after {stale_for:?}", self.control.name);
+                    self.control.notices.send(Notice::Fresh { stale_for });
+                }
                 Ok(())
             }
         }

@@ -40,8 +40,9 @@ fn aggregated_list(state: &State, groups: &[(String, Vec<String>)]) -> Response 
                     json!({"version": v, "resources": resources, "freshness": "Current"})
                 })
                 .collect();
-            // The core group's name is empty, and Go's encoder leaves an empty name out.
-            let metadata = if g.is_empty() { json!({"creationTimestamp": null}) } else { json!({"name": g}) };
+            // The core group's name is empty, and Go's encoder leaves an empty name (and the
+            // zero creation time) out.
+            let metadata = if g.is_empty() { json!({}) } else { json!({"name": g}) };
             json!({"metadata": metadata, "versions": versions})
         })
         .collect();

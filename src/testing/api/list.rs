@@ -223,7 +223,10 @@ fn list_body(rt: &ResourceType, repr: Repr, filter: &Filter, page: &Page, snap_r
             metadata.insert("remainingItemCount".into(), json!(page.remaining));
         }
     }
-    if let Some(selector) = filter.shard_echo() {
+    // kube-apiserver carries `shardInfo` over into a list of full objects only: a
+    // `PartialObjectMetadataList` and a Table get the resourceVersion, the continue token and
+    // the remaining count, nothing else.
+    if let (Some(selector), Repr::Full) = (filter.shard_echo(), repr) {
         metadata.insert("shardInfo".into(), json!({ "selector": selector }));
     }
     if let Repr::Table { include, beta } = repr {

@@ -500,6 +500,33 @@ pub(super) fn scale(shared: &ServerCore, req: &Request, idx: usize, ns: Option<&
     }
 }
 
+/// Whether a delete answers with the deleted object rather than a `Success` Status: custom
+/// resources, and the built-in types whose registry says so (`ReturnDeletedObject` in
+/// kube-apiserver's storage of each; tests/real/shapes.rs compares the answers).
+fn returns_deleted(rt: &ResourceType) -> bool {
+    const RETURN_THE_OBJECT: [(&str, &str); 18] = [
+        ("", "namespaces"),
+        ("", "persistentvolumes"),
+        ("", "persistentvolumeclaims"),
+        ("", "pods"),
+        ("", "podtemplates"),
+        ("", "resourcequotas"),
+        ("", "services"),
+        ("", "serviceaccounts"),
+        ("resource.k8s.io", "deviceclasses"),
+        ("resource.k8s.io", "resourceclaims"),
+        ("resource.k8s.io", "resourceclaimtemplates"),
+        ("resource.k8s.io", "resourcepoolstatusrequests"),
+        ("resource.k8s.io", "resourceslices"),
+        ("storage.k8s.io", "csidrivers"),
+        ("storage.k8s.io", "csinodes"),
+        ("storage.k8s.io", "storageclasses"),
+        ("storage.k8s.io", "volumeattachments"),
+        ("storage.k8s.io", "volumeattributesclasses"),
+    ];
+    RETURN_THE_OBJECT.contains(&(rt.group.as_str(), rt.plural.as_str()))
+}
+
 pub(super) fn delete(shared: &ServerCore, req: &Request, idx: usize, key: &str) -> Response {
     let opts: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
     let mut state = shared.lock();
@@ -520,7 +547,7 @@ pub(super) fn delete(shared: &ServerCore, req: &Request, idx: usize, key: &str) 
     shared.notify();
     match result {
         Ok(Deleted::Pending(obj)) => Response::json(200, &obj),
-        Ok(Deleted::Gone(obj)) if !rt.built_in => Response::json(200, &obj),
+        Ok(Deleted::Gone(obj)) if !rt.built_in || returns_deleted(&rt) => Response::json(200, &obj),
         Ok(Deleted::Gone(obj)) => Response::json(
             200,
             &json!({

@@ -1,0 +1,124 @@
+//! Shard groups on the real server when things go wrong: a member killed (its connections
+//! refused for good), a member's Lease deleted under it. Each member speaks through proxies of
+//! its own (tests/real/proxy.rs), one for its group's Leases and one for its watcher, so that a
+//! test can fail either alone.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use kube_watcher::{Api, Client, Config, KubeconfigOptions, ListParams, ShardGroup, Watcher};
+
+use crate::bed::{Bed, list_all, until};
+use crate::proxy::Proxy;
+
+/// Short leases, so that a test takes seconds.
+fn timings() -> kube_watcher::LeaseTimings {
+    kube_watcher::LeaseTimings {
+        lease_duration: Duration::from_secs(4),
+        renew_deadline: Duration::from_secs(3),
+        retry_period: Duration::from_millis(500),
+    }
+}
+
+/// One member: its group and its watcher, each through a proxy of its own.
+struct Member {
+    group: ShardGroup,
+    watcher: Watcher<Pod>,
+    leases: Proxy,
+    pods: Proxy,
+}
+
+fn member(bed: &Bed, ns: &str, identity: &str) -> Member {
+    let via = |proxy: &Proxy| {
+        Client::from_kubeconfig_yaml(&bed.kubeconfig_via(proxy.port()), &KubeconfigOptions::default()).unwrap()
+    };
+    let (leases, pods) = (Proxy::start(bed.port("apiserver")), Proxy::start(bed.port("apiserver")));
+    let group = ShardGroup::join(Api::<Lease>::namespaced(via(&leases), ns), "pods", identity, timings()).unwrap();
+    let watcher = Watcher::new(Api::namespaced(via(&pods), ns), Config::default().shard_group(&group)).unwrap();
+    Member { group, watcher, leases, pods }
+}
+
+fn uids(member: &Member) -> BTreeSet<String> {
+    member.watcher.store().state().iter().map(|p| p.metadata.uid.clone().unwrap()).collect()
+}
+
+/// Waits until `holders` together hold the server's pods, each in one store; at every sample
+/// no pod is in two stores of `all` (each store read twice, a pod counted only when both
+/// readings hold it).
+fn settle(what: &str, api: &Api<Pod>, all: &[&Member], holders: &[&Member]) {
+    until(what, || {
+        for m in all {
+            while m.watcher.try_recv().is_ok() {}
+        }
+        let first: Vec<_> = all.iter().map(|m| uids(m)).collect();
+        let second: Vec<_> = all.iter().map(|m| uids(m)).collect();
+        let mut seen = BTreeMap::new();
+        for (a, b) in first.iter().zip(&second) {
+            for uid in a.intersection(b) {
+                *seen.entry(uid.clone()).or_insert(0) += 1;
+            }
+        }
+        assert!(seen.values().all(|n| *n <= 1), "{what}: a pod in two stores at once");
+        let server: BTreeSet<String> =
+            list_all(api, &ListParams::default()).iter().map(|p| p.metadata.uid.clone().unwrap()).collect();
+        let held: Vec<BTreeSet<String>> = holders.iter().map(|m| uids(m)).collect();
+        let union: BTreeSet<String> = held.iter().flatten().cloned().collect();
+        union == server && held.iter().map(BTreeSet::len).sum::<usize>() == server.len()
+    });
+}
+
+fn pods(bed: &Bed, what: &str, n: usize) -> (String, Api<Pod>) {
+    let ns = bed.namespace(what);
+    let api: Api<Pod> = Api::namespaced(bed.client(), &ns);
+    for i in 0..n {
+        api.create(&crate::scale_out::pod(&ns, &format!("p{i}"))).unwrap();
+    }
+    (ns, api)
+}
+
+/// A member killed (every connection of it refused from then on, so it never releases its
+/// Lease): its own store empties as its lead ends, and the others take its share over once its
+/// Lease has expired in their eyes; no pod is ever in two stores.
+#[test]
+fn a_killed_members_share_is_taken_over() {
+    let Some(bed) = Bed::shared() else { return };
+    let (ns, api) = pods(&bed, "group-kill", 30);
+    let members = [member(&bed, &ns, "a"), member(&bed, &ns, "b"), member(&bed, &ns, "c")];
+    let all: Vec<&Member> = members.iter().collect();
+    until("three members", || members.iter().all(|m| m.group.members().len() == 3));
+    settle("three members", &api, &all, &all);
+    let killed = &members[2];
+    for proxy in [&killed.leases, &killed.pods] {
+        proxy.refuse(true);
+        proxy.cut();
+    }
+    until("the killed member's store empties as its lead ends", || uids(killed).is_empty());
+    settle("the two left hold every pod", &api, &all, &all[..2]);
+    until("the two left see each other only", || members[..2].iter().all(|m| m.group.members().len() == 2));
+}
+
+/// A member's Lease deleted under it (found by its holder, through the API): the group settles
+/// again with every member in it and every pod in one store.
+#[test]
+fn a_deleted_member_lease_is_made_again() {
+    let Some(bed) = Bed::shared() else { return };
+    let (ns, api) = pods(&bed, "group-delete", 20);
+    let members = [member(&bed, &ns, "a"), member(&bed, &ns, "b")];
+    let all: Vec<&Member> = members.iter().collect();
+    until("two members", || members.iter().all(|m| m.group.members().len() == 2));
+    settle("two members", &api, &all, &all);
+    let leases: Api<Lease> = Api::namespaced(bed.client(), &ns);
+    let holder = |l: &Lease| l.spec.as_ref().and_then(|s| s.holder_identity.clone());
+    let of_b = list_all(&leases, &ListParams::default())
+        .into_iter()
+        .find(|l| holder(l).as_deref() == Some("b"))
+        .expect("b's Lease");
+    leases.delete(of_b.metadata.name.as_deref().unwrap()).unwrap();
+    until("b's Lease is made again", || {
+        list_all(&leases, &ListParams::default()).iter().any(|l| holder(l).as_deref() == Some("b"))
+    });
+    until("two members again", || members.iter().all(|m| m.group.members().len() == 2));
+    settle("two members again", &api, &all, &all);
+}
