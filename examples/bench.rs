@@ -400,7 +400,10 @@ fn client(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
 }
 
 /// `--with-managed-fields` or `--skip-managed-fields`, if either was given.
-fn managed_fields<K: Watchable>(builder: kube_watcher::WatcherBuilder<K>, args: &Args) -> kube_watcher::WatcherBuilder<K> {
+fn managed_fields<K: Watchable>(
+    builder: kube_watcher::WatcherBuilder<K>,
+    args: &Args,
+) -> kube_watcher::WatcherBuilder<K> {
     match args.managed_fields {
         Some(true) => builder.with_managed_fields(),
         Some(false) => builder.without_managed_fields(),

@@ -571,8 +571,7 @@ impl<K: Watchable> Worker<K> {
                         continue;
                     }
                     if relisting
-                        && let Some((shared, rv)) =
-                            Prepare::unchanged_event(encoding, bytes, self.writer.indexer())
+                        && let Some((shared, rv)) = Prepare::unchanged_event(encoding, bytes, self.writer.indexer())
                     {
                         // A streaming relist's initial event for an object the store holds at
                         // that version: not decoded again, as an unchanged list item is not.

@@ -598,7 +598,7 @@ impl Machine {
                 self.covered = None;
                 if self.config.wants_streaming() && !self.streaming_unsupported {
                     let rv = resume.clone().or_else(|| self.any_rv());
-                    let timeout = self.watch_timeout(now);
+                    let timeout = self.watch_timeout(now, true);
                     let params =
                         WatchParams { resource_version: rv, send_initial_events: true, ..self.watch_params(timeout) };
                     let next = Next::Watch { params, idle: self.config.streaming_marker_timeout };
@@ -628,7 +628,7 @@ impl Machine {
                     let at = self.drift_position(&rv);
                     return (State::Checking { rv }, Next::DriftCheck { params, rv: at });
                 }
-                let mut timeout = self.watch_timeout(now);
+                let mut timeout = self.watch_timeout(now, false);
                 if self.freshness == Freshness::Stale {
                     // Its clean end says the server took it, even on a quiet resource.
                     timeout = timeout.min(CONFIRM);
@@ -686,13 +686,18 @@ impl Machine {
     }
 
     /// The server-side timeout of the next watch: configured or jittered, and no later than a
-    /// due periodic relist (so the relist happens without interrupting a read).
-    fn watch_timeout(&mut self, now: Instant) -> Duration {
+    /// due periodic relist or drift check (so they happen without interrupting a read).
+    /// `streaming`: the watch of a streaming list, which goes on as the watch after the sync it
+    /// makes; that sync restarts both intervals, so they count from `now` (from the last sync,
+    /// the first watch would run its whole timeout before the first check, and a relist's would
+    /// be cut after a second, before its end marker).
+    fn watch_timeout(&mut self, now: Instant, streaming: bool) -> Duration {
         let base = self.config.timeout.unwrap_or_else(|| {
             let (lo, hi) = DEFAULT_TIMEOUT_SECS;
             Duration::from_secs(self.rng.random_range(lo..hi))
         });
-        let left = |interval: Option<Duration>, last: Option<Instant>| match (interval, last) {
+        let since = |last: Option<Instant>| if streaming { Some(now) } else { last };
+        let left = |interval: Option<Duration>, last: Option<Instant>| match (interval, since(last)) {
             // `None` from `checked_add`: so far ahead that it is never due.
             (Some(interval), Some(last)) => {
                 last.checked_add(interval).map_or(Duration::MAX, |due| due.saturating_duration_since(now))
@@ -1665,6 +1670,33 @@ mod tests {
             let step = m.step(Input::WatchEnded, now + Duration::from_secs(70));
             assert_eq!(watch_params(&step.next).resource_version.as_deref(), Some("10"));
             assert!(!watch_params(&step.next).send_initial_events);
+        }
+
+        /// A streaming list's watch goes on as the watch after its sync, so the drift check
+        /// and the periodic relist count from its start: the first check is due an interval
+        /// after it, not after its whole timeout, and a periodic relist's own streaming list
+        /// gets a whole interval, not the second left of the last one.
+        #[test]
+        fn a_streaming_lists_watch_ends_when_the_next_check_or_relist_is_due() {
+            let interval = Duration::from_secs(30);
+            let config = Config::default().drift_check(interval).relist_interval(Duration::from_secs(300));
+            let mut m = Machine::new(config, 1);
+            let now = t0();
+            let step = m.step(Input::Start, now);
+            assert_eq!(watch_params(&step.next).timeout, interval, "{step:?}");
+            m.step(Input::WatchOpened, now);
+            m.step(Input::Event(WatchInput::Bookmark { resource_version: "9", initial_events_end: true }), now);
+            let step = m.step(Input::WatchEnded, now + interval);
+            assert!(matches!(&step.next, Next::DriftCheck { .. }), "{step:?}");
+            // A periodic relist, due: its streaming list is not cut after a second.
+            let mut m = Machine::new(Config::default().relist_interval(interval), 1);
+            m.step(Input::Start, now);
+            m.step(Input::WatchOpened, now);
+            m.step(Input::Event(WatchInput::Bookmark { resource_version: "9", initial_events_end: true }), now);
+            let step = m.step(Input::WatchEnded, now + interval);
+            assert!(step.effects.contains(&Effect::Relist(RelistReason::Periodic)), "{step:?}");
+            let w = watch_params(&step.next);
+            assert!(w.send_initial_events && w.timeout == interval, "{step:?}");
         }
 
         #[test]

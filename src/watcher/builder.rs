@@ -528,9 +528,8 @@ impl<K: Watchable> WatcherBuilder<K> {
 /// it never makes `start` fail, and for a type whose shape has no `metadata.managedFields` it
 /// is left out.
 fn skipped<K: Watchable>(paths: &[String], managed_fields: bool) -> Result<Paths> {
-    let named = |p: &String| {
-        p.strip_prefix(MANAGED_FIELDS).is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
-    };
+    let named =
+        |p: &String| p.strip_prefix(MANAGED_FIELDS).is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']));
     let user = || Paths::new::<K>(paths).map_err(|e| Error::config("skip_fields", e));
     if managed_fields || paths.iter().any(named) {
         return user();

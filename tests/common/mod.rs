@@ -166,7 +166,8 @@ pub fn for_each_config(mut scenario: impl FnMut(&str, Config)) {
                 if streaming && !bookmarks {
                     continue; // streaming lists need bookmarks
                 }
-                let strategy = if streaming { InitialListStrategy::StreamingList } else { InitialListStrategy::ListWatch };
+                let strategy =
+                    if streaming { InitialListStrategy::StreamingList } else { InitialListStrategy::ListWatch };
                 let mut c = Config::default().page_size(page).initial_list_strategy(strategy);
                 if !bookmarks {
                     c = c.disable_bookmarks();

@@ -184,10 +184,11 @@ fn run_seed(seed: u64) -> Result<(), String> {
     for _ in 0..NAMES {
         WRITES.write(&server, &mut rng);
     }
-    let mut config = paged()
-        .timeout(Duration::from_secs(1))
-        .stall_timeout(Duration::from_secs(2))
-        .backoff(Backoff { initial: ms(2), max: ms(rng.random_range(10..40)), ..Backoff::default() });
+    let mut config = paged().timeout(Duration::from_secs(1)).stall_timeout(Duration::from_secs(2)).backoff(Backoff {
+        initial: ms(2),
+        max: ms(rng.random_range(10..40)),
+        ..Backoff::default()
+    });
     if lost_events {
         config = config.drift_check(Duration::from_secs(1));
     }
@@ -862,8 +863,7 @@ fn ends_reach_every_waiter(seed: u64) -> Result<(), String> {
     }
     server.create(&pod("a", "zz-boom")).map_err(|e| e.to_string())?;
     let client = Client::from_url(&server.url()).map_err(|e| e.to_string())?;
-    let config =
-        if rng.random_bool(0.5) { paged().page_size(0) } else { Config::default().streaming_lists() };
+    let config = if rng.random_bool(0.5) { paged().page_size(0) } else { Config::default().streaming_lists() };
     let hold = server.hold(Match::Any);
     let w = Watcher::builder(Api::<Pod>::all(client))
         .config(config)

@@ -365,8 +365,7 @@ fn a_metadata_watcher_set_to_json_or_against_a_json_only_server_reads_json() {
 
 #[test]
 fn a_refused_metadata_request_is_asked_again_in_json_and_the_refusal_remembered() {
-    let requests =
-        refused_then_json(415, "UnsupportedMediaType", |server| metadata_watcher(pods(server), paged()));
+    let requests = refused_then_json(415, "UnsupportedMediaType", |server| metadata_watcher(pods(server), paged()));
     assert_eq!(requests[0].header("accept"), Some(METADATA_LIST_ACCEPT), "{requests:?}");
     assert!(requests[1..].iter().all(|r| !accepts_protobuf(r)), "{requests:?}");
 }

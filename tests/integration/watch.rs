@@ -272,8 +272,7 @@ fn forbidden_is_reported_retried_and_explained_by_wait_until_ready() {
             },
         );
     }
-    let config =
-        paged().backoff(kube_watcher::Backoff { initial: ms(10), max: ms(20), ..Default::default() });
+    let config = paged().backoff(kube_watcher::Backoff { initial: ms(10), max: ms(20), ..Default::default() });
     let w = Watcher::new(pods(&server), config).unwrap();
     let err = w.store().wait_until_ready(ms(300)).unwrap_err();
     assert!(err.to_string().contains("HTTP 403 Forbidden: pods is forbidden"), "{err}");
@@ -294,8 +293,7 @@ fn max_retries_ends_the_iterator_with_a_terminal_error() {
             Fault::PlainText { code: 503, body: "<html>503 Service Unavailable</html>".into(), retry_after: None },
         );
     }
-    let config =
-        paged().max_retries(2).backoff(kube_watcher::Backoff { initial: ms(5), ..Default::default() });
+    let config = paged().max_retries(2).backoff(kube_watcher::Backoff { initial: ms(5), ..Default::default() });
     let w = Watcher::new(pods(&server), config).unwrap();
     let items: Vec<_> = w.iter().collect();
     let last = items.last().unwrap().as_ref().unwrap_err();
