@@ -2,7 +2,7 @@
 """Runs one peer of benches/real.sh through its phases: the sync, then events one at a time or
 a quiet rest. Not run on its own (benches/real.sh calls it).
 
-    phases.py [--writer CMD] [--rest SECONDS] [--strace FILE] -- PEER_CMD...
+    phases.py [--writer CMD] [--rest SECONDS] [--strace FILE] [--perf FILE] -- PEER_CMD...
 
 The peer (kube-watcher's examples/bench.rs or a peer of benches/peers/) writes
 {"synced_ms":...,"sync_cpu_s":...} to stderr when its initial sync is over; its other stderr
@@ -11,6 +11,8 @@ passes through. At that line:
                   the events the peer times each come alone, none of them queued during the sync;
   --strace FILE   attaches `strace -c -f` to the peer (every thread) until it ends: the system
                   calls of what follows the sync, counted into FILE;
+  --perf FILE     records the peer (every thread) with `perf record -g` from there until it
+                  ends, into FILE (`perf report -i FILE`): where the CPU of the events goes;
   --rest SECONDS  (a peer that waits for events that never come: a node agent whose pods do not
                   change) the peer's CPU over SECONDS from there, then its peak RSS; the peer is
                   killed and the line is made here.
@@ -33,7 +35,7 @@ import time
 
 def main():
     args = sys.argv[1:]
-    writer_cmd = rest = strace_file = None
+    writer_cmd = rest = strace_file = perf_file = None
     while args and args[0] != "--":
         flag, value, args = args[0], args[1], args[2:]
         if flag == "--writer":
@@ -42,22 +44,28 @@ def main():
             rest = float(value)
         elif flag == "--strace":
             strace_file = value
+        elif flag == "--perf":
+            perf_file = value
         else:
             sys.exit(f"phases.py: unknown flag {flag}")
     peer_cmd = args[1:]
     peer = subprocess.Popen(peer_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     synced = threading.Event()
     sync_line = {}
-    writer = strace = None
+    writer = strace = perf = None
     writer_log = f"/tmp/kw-phases-writer.{os.getpid()}"
 
     def on_sync(line):
-        nonlocal writer, strace
+        nonlocal writer, strace, perf
         sync_line.update(line)
         if strace_file:
             strace = subprocess.Popen(["strace", "-c", "-f", "-o", strace_file, "-p", str(peer.pid)],
                                       stderr=subprocess.DEVNULL)
-            time.sleep(0.3)  # strace attaches to every thread before the writer starts
+        if perf_file:
+            perf = subprocess.Popen(["perf", "record", "-q", "-g", "-F", "1999", "-o", perf_file,
+                                     "-p", str(peer.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if strace or perf:
+            time.sleep(0.3)  # strace or perf attaches to every thread before the writer starts
         if writer_cmd:
             with open(writer_log, "w") as log:
                 writer = subprocess.Popen(writer_cmd, shell=True, stderr=log, start_new_session=True)
@@ -111,8 +119,9 @@ def main():
         if writer is not None:
             os.killpg(writer.pid, signal.SIGTERM)
             writer.wait()
-        if strace is not None:
-            strace.wait(timeout=30)
+        for tracer in (strace, perf):
+            if tracer is not None:
+                tracer.wait(timeout=30)
     reader.join(timeout=5)
     writes = 0
     if os.path.exists(writer_log):
