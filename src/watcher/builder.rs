@@ -205,8 +205,9 @@ impl<K: Watchable> WatcherBuilder<K> {
     /// They are the field ownership of server-side apply, which the server keeps and uses and
     /// which few programs read, and often the biggest part of an object: k8s-openapi holds each
     /// entry's `fieldsV1` as a tree of JSON values, so a pod that three managers wrote takes
-    /// about 76 KB decoded with them and 30 KB without (client-go keeps `fieldsV1` as raw bytes,
-    /// about 1 KB); docs/performance.md, "The defaults", has the figures. A program that reads
+    /// about 76 KB at a watcher's peak with them and 30 KB without (client-go, which keeps
+    /// `fieldsV1` as raw bytes, about 6 KB more with them than without); docs/performance.md,
+    /// "The defaults", has the figures. A program that reads
     /// them (which manager owns which field) asks for them here. Writing back an object read
     /// from the store (`Api::replace`) is safe either way: a server that gets an object without
     /// managedFields keeps the ones it has, as for any client that does not know them.
@@ -305,9 +306,9 @@ impl<K: Watchable> WatcherBuilder<K> {
     ///
     /// Objects of one kind repeat each other's keys, labels, images and managedFields, so a
     /// realistic 6 KB pod takes from a few hundred bytes to about 1 KB: 100k varied pods over
-    /// protobuf took 0.11 GiB of peak RSS (0.095 GiB with
-    /// [`without_managed_fields`](Self::without_managed_fields)), a quarter to a third of
-    /// `compact_store` (docs/performance.md has the measurements). A
+    /// protobuf took 0.11 GiB of peak RSS with managedFields
+    /// ([`with_managed_fields`](Self::with_managed_fields)) and 0.095 GiB without, a quarter to
+    /// a third of `compact_store` (docs/performance.md has the measurements). A
     /// [`Store::get`](crate::Store::get) decompresses first (a few µs) and then decodes as in
     /// compact mode; storing an object costs a compression on the watcher thread. Events reach
     /// consumers exactly as in compact mode (events a consumer is behind on during a list wait
