@@ -254,9 +254,10 @@ impl ShardGroup {
         &self.identity
     }
 
-    /// The name of this member's Lease: `<group>-<identity>-<tail>`, the tail (the group's length and a hash) telling apart
-    /// members whose names would otherwise read the same (member `b-c` of group `a`, member
-    /// `c` of group `a-b`); a long identity is cut short in it. It depends on the group and the
+    /// The name of this member's Lease: `<group>-<identity>-<tail>`, the tail (the group's
+    /// length and a hash) telling apart members whose names would otherwise read the same
+    /// (member `b-c` of group `a`, member `c` of group `a-b`); a long identity is cut short in
+    /// it. It depends on the group and the
     /// identity alone, so it is the same in every process (docs/protocol.md §13.4, "Lease
     /// names").
     ///
