@@ -284,6 +284,8 @@ impl<K: Watchable> Worker<K> {
         if let Some(f) = &mut self.follow {
             f.held = self.api.shard.iter().cloned().collect();
             f.follow.holding(f.me.id, f.held.clone());
+            // Listed for the share of `seen`: its reads show it while that share's lead lasts.
+            f.follow.listed(f.me.id, self.api.shard.as_ref().map(|_| f.seen));
         }
     }
 
