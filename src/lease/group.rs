@@ -58,7 +58,7 @@ pub enum GroupChange {
 /// One replica's membership in a shard group: the replicas that run it split the hash space of
 /// [`Shard`] among those alive now, and the split follows them as they come and go.
 ///
-/// Each member holds a Lease of its own (named `<group>-<identity>-<hash>`:
+/// Each member holds a Lease of its own (named `<group>-<identity>-<tail>`:
 /// [`lease_name`](Self::lease_name); labelled `kube-watcher.io/shard-group=<group>`), renewed
 /// every retry period like a [`LeaderElector`](crate::LeaderElector)'s, on one thread
 /// (`kw-shard-group`). It learns of
@@ -254,9 +254,10 @@ impl ShardGroup {
         &self.identity
     }
 
-    /// The name of this member's Lease: `<group>-<identity>-<hash>`, the hash telling apart
-    /// members whose names would otherwise read the same (member `b-c` of group `a`, member
-    /// `c` of group `a-b`); a long identity is cut short in it. It depends on the group and the
+    /// The name of this member's Lease: `<group>-<identity>-<tail>`, the tail (the group's
+    /// length and a hash) telling apart members whose names would otherwise read the same
+    /// (member `b-c` of group `a`, member `c` of group `a-b`); a long identity is cut short in
+    /// it. It depends on the group and the
     /// identity alone, so it is the same in every process (docs/protocol.md §13.4, "Lease
     /// names").
     ///

@@ -43,7 +43,8 @@ pub(crate) const GROUP_LABEL: &str = "kube-watcher.io/shard-group";
 /// `renewTime` it wrote (`decide.rs`, "Whose record it is").
 pub(crate) const MARK_ANNOTATION: &str = "kube-watcher.io/incarnation";
 
-/// How many hex digits of the hash end a member's Lease name ([`member_lease`]).
+/// How many hex digits end a member's Lease name ([`member_lease`]): two of the group's
+/// length, fourteen of the hash.
 const NAME_HASH_DIGITS: usize = 16;
 
 /// client-go's `JitterFactor`: the renew deadline must exceed 1.2 retry periods.
@@ -151,24 +152,29 @@ fn check_name(field: &str, value: &str, max: usize) -> Result<()> {
     ))
 }
 
-/// The Lease of member `identity` of shard group `group`: `<group>-<identity>-<hash>`, where
-/// the hash is 16 hex digits of FNV-1a 64 over `<group>/<identity>` (no group holds a '/'), and
-/// the identity is cut short (at a letter or digit) when the whole would pass 253 characters.
-/// So two members' names differ whenever their groups or identities do (up to a 64-bit hash
-/// collision), whatever '-' either holds: member `b-c` of group `a` and member `c` of group
-/// `a-b` no longer share `a-b-c`. An elector's Lease, whose name its user picks, could match
-/// one only by copying such a hash; the group label tells them apart even then
-/// (docs/protocol.md §13.4, "Lease names").
+/// The Lease of member `identity` of shard group `group`: `<group>-<identity>-<tail>`, where the
+/// tail is 16 hex digits: two of the group's length (at most 63), then fourteen of FNV-1a 64
+/// over `<group>/<identity>` (no group holds a '/'). The identity is cut short (at a letter or
+/// digit) when the whole would pass 253 characters.
+///
+/// A name that was not cut short gives back its group and identity (the tail's length of the
+/// group says where the group ends), so two members' names differ whenever their groups or
+/// identities do, whatever '-' either holds: member `b-c` of group `a` (`a-b-c-01…`) and member
+/// `c` of group `a-b` (`a-b-c-03…`) never share a name. Identities long enough to be cut short
+/// are told apart by the hash of the whole (up to a 56-bit collision; with identities of up to
+/// 253 characters no 253-character scheme can do better for all of them). An elector's Lease,
+/// whose name its user picks, could match one only by copying such a tail; the group label
+/// tells them apart even then (docs/protocol.md §13.4, "Lease names").
 ///
 /// `group` (at most 63 characters) and `identity` are RFC 1123 subdomains, checked by
 /// `ShardGroup::join`, so the name is one too.
 pub(crate) fn member_lease(group: &str, identity: &str) -> String {
-    let hash = crate::shard::Shard::hash(&format!("{group}/{identity}"));
-    // `<group>-` + `-<hash>` around the identity.
+    let hash = crate::shard::Shard::hash(&format!("{group}/{identity}")) & ((1 << 56) - 1);
+    // `<group>-` + `-<tail>` around the identity.
     let room = 253usize.saturating_sub(group.len() + 2 + NAME_HASH_DIGITS);
     // ASCII (checked), so any byte is a boundary; a cut part ends with a letter or digit.
     let kept = identity[..identity.len().min(room)].trim_end_matches(['-', '.']);
-    format!("{group}-{kept}-{hash:0width$x}", width = NAME_HASH_DIGITS)
+    format!("{group}-{kept}-{:02x}{hash:014x}", group.len())
 }
 
 /// A token no other process draws: 128 random bits, in hex. From the operating system; should
@@ -251,14 +257,13 @@ mod tests {
     fn member_lease_names_never_collide_and_stay_valid() {
         let a = member_lease("a-b", "c");
         let b = member_lease("a", "b-c");
-        assert!(a.starts_with("a-b-c-") && b.starts_with("a-b-c-") && a != b, "{a} {b}");
+        assert!(a.starts_with("a-b-c-03") && b.starts_with("a-b-c-01") && a != b, "{a} {b}");
         assert_eq!(a.len(), "a-b-c-".len() + 16);
         assert_eq!(member_lease("pods", "web-0"), member_lease("pods", "web-0"), "stable");
-        // The hash is FNV-1a 64 of "pods/web-0": the same in every version and process.
-        assert_eq!(
-            member_lease("pods", "web-0"),
-            format!("pods-web-0-{:016x}", crate::shard::Shard::hash("pods/web-0"))
-        );
+        // The tail is the group's length, then FNV-1a 64 of "pods/web-0" cut to 56 bits: the
+        // same in every version and process.
+        let hash = crate::shard::Shard::hash("pods/web-0") & ((1 << 56) - 1);
+        assert_eq!(member_lease("pods", "web-0"), format!("pods-web-0-04{hash:014x}"));
         for (group, identity) in [
             ("g".repeat(63), "i".repeat(253)),
             ("g".repeat(63), format!("{}.{}", "a".repeat(171), "b".repeat(81))),
@@ -267,6 +272,34 @@ mod tests {
             let name = member_lease(&group, &identity);
             check_name("lease", &name, 253).unwrap_or_else(|e| panic!("{name}: {e}"));
             assert_ne!(name, member_lease(&group, &identity[..identity.len() - 1]), "cut short, still apart");
+        }
+    }
+
+    /// Every valid group and identity of up to four characters over `a`, `-` and `.` (where
+    /// collisions would hide: names that '-' and '.' can split in several ways), each pair's
+    /// name given back by reading the group's length off its tail: no two pairs share a name,
+    /// by construction rather than by the hash.
+    #[test]
+    fn member_lease_names_give_back_their_group_and_identity() {
+        let mut words = vec![String::new()];
+        for _ in 0..4 {
+            let longer: Vec<String> = words.iter().flat_map(|w| ["a", "-", "."].map(|c| format!("{w}{c}"))).collect();
+            words.extend(longer);
+        }
+        words.sort();
+        words.dedup();
+        words.retain(|w| check_name("name", w, 63).is_ok());
+        assert!(words.len() > 10, "{words:?}");
+        let mut seen = std::collections::BTreeSet::new();
+        for group in &words {
+            for identity in &words {
+                let name = member_lease(group, identity);
+                check_name("lease", &name, 253).unwrap_or_else(|e| panic!("{name}: {e}"));
+                let (front, tail) = name.split_at(name.len() - NAME_HASH_DIGITS);
+                let length = usize::from_str_radix(&tail[..2], 16).unwrap();
+                assert_eq!((&front[..length], &front[length + 1..front.len() - 1]), (&group[..], &identity[..]));
+                assert!(seen.insert(name), "{group} {identity}");
+            }
         }
     }
 
