@@ -267,7 +267,7 @@ impl ShardGroup {
     /// # use kube_watcher::{Api, Client, LeaseTimings, ShardGroup};
     /// # let leases: Api<Lease> = Api::namespaced(Client::from_url(&server.url())?, "default");
     /// let group = ShardGroup::join(leases, "pods", "web-0", LeaseTimings::default())?;
-    /// assert_eq!(group.lease_name(), "pods-web-0-800c131ea8086275");
+    /// assert_eq!(group.lease_name(), "pods-web-0-040c131ea8086275");
     /// # Ok::<(), kube_watcher::Error>(())
     /// ```
     #[must_use]
