@@ -36,7 +36,11 @@
 # --server-opts: passed to every `bench --serve` (e.g. "--gzip --page-cap 100", or
 # "--chunk-kib 0" for one chunk per pod, "--varied" for pods that differ as a real cluster's do;
 # see examples/bench.rs), and recorded per line.
-# --peers: which of kw (kube-watcher, consumer; the default wire format, protobuf for pods),
+# --peers: which of kw (kube-watcher, consumer; the default wire format, protobuf for pods;
+# managedFields decoded and paged lists, as kube-rs's peer lists and keeps them, and as
+# kube-watcher's defaults were before they changed: every kube-watcher peer below but kwd, kwl
+# and kwlm lists in pages, and decodes managedFields unless it says otherwise), kwd (the
+# library's defaults: managedFields skipped, a streaming list),
 # kwj (the same reading JSON: `--wire json`), kws (store-only), kwz (`--mode compressed`,
 # the compressed store, consumer), kwp (`--parallel-sync 2`, consumer), kwc (compact store), kr
 # (kube-rs, which reads JSON: it cannot ask for protobuf), kwm, kwjm and kwzm (kw, kwj and kwz
@@ -79,7 +83,7 @@ while [ $# -gt 0 ]; do
         --peers) peer_list=$2; shift 2 ;;
         --workloads) workloads=$2; shift 2 ;;
         --peer-gzip) peer_gzip=1; shift ;;
-        -h|--help) sed -n '2,54p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,58p' "$0"; exit 0 ;;
         *) echo "unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -97,6 +101,10 @@ if [ -z "$workloads" ]; then
     if [ "$quick" = 1 ]; then workloads=watch; else workloads=watch,sync; fi
 fi
 read -r -a server_args <<< "$server_opts"
+# The kube-watcher peers measure what kube-rs's does, whatever the library's defaults: the
+# initial state in pages, and managedFields decoded (kept) or skipped (skipped), as krm clears them.
+kept=(--with-managed-fields --paged-lists)
+skipped=(--skip-managed-fields --paged-lists)
 # A server of varied pods: kube-watcher's client looks those up when it times get().
 kw_extra=()
 case " $server_opts " in *" --varied "*) kw_extra=(--varied) ;; esac
@@ -198,24 +206,25 @@ run_peer() {
     peerb=$(peer_bin_of "$2")
     shift 2
     case "$peer" in
-        kw) run_one kube-watcher "$@" "$kwb" ${kw_extra[@]+"${kw_extra[@]}"} ;;
-        kwj) run_one kube-watcher-json "$@" "$kwb" ${kw_extra[@]+"${kw_extra[@]}"} --wire json ;;
-        kws) run_one kube-watcher-store-only "$@" "$kwb" ${kw_extra[@]+"${kw_extra[@]}"} --store-only ;;
-        kwc) run_one kube-watcher-compact "$@" "$kwb" ${kw_extra[@]+"${kw_extra[@]}"} --mode compact ;;
-        kwz) run_one kube-watcher-compressed "$@" "$kwb" ${kw_extra[@]+"${kw_extra[@]}"} --mode compressed ;;
-        kwm) run_one kube-watcher-no-managed-fields "$@" "$kwb" ${kw_extra[@]+"${kw_extra[@]}"} --skip-managed-fields ;;
-        kwjm) run_one kube-watcher-json-no-managed-fields "$@" "$kwb" ${kw_extra[@]+"${kw_extra[@]}"} --wire json --skip-managed-fields ;;
-        kwzm) run_one kube-watcher-compressed-no-managed-fields "$@" "$kwb" ${kw_extra[@]+"${kw_extra[@]}"} --mode compressed --skip-managed-fields ;;
-        kwl) run_one kube-watcher-streaming "$@" "$kwb" ${kw_extra[@]+"${kw_extra[@]}"} --streaming-lists ;;
+        kw) run_one kube-watcher "$@" "$kwb" ${kw_extra[@]+"${kw_extra[@]}"} "${kept[@]}" ;;
+        kwd) run_one kube-watcher-defaults "$@" "$kwb" ${kw_extra[@]+"${kw_extra[@]}"} ;;
+        kwj) run_one kube-watcher-json "$@" "$kwb" ${kw_extra[@]+"${kw_extra[@]}"} "${kept[@]}" --wire json ;;
+        kws) run_one kube-watcher-store-only "$@" "$kwb" ${kw_extra[@]+"${kw_extra[@]}"} "${kept[@]}" --store-only ;;
+        kwc) run_one kube-watcher-compact "$@" "$kwb" ${kw_extra[@]+"${kw_extra[@]}"} "${kept[@]}" --mode compact ;;
+        kwz) run_one kube-watcher-compressed "$@" "$kwb" ${kw_extra[@]+"${kw_extra[@]}"} "${kept[@]}" --mode compressed ;;
+        kwm) run_one kube-watcher-no-managed-fields "$@" "$kwb" ${kw_extra[@]+"${kw_extra[@]}"} "${skipped[@]}" ;;
+        kwjm) run_one kube-watcher-json-no-managed-fields "$@" "$kwb" ${kw_extra[@]+"${kw_extra[@]}"} "${skipped[@]}" --wire json ;;
+        kwzm) run_one kube-watcher-compressed-no-managed-fields "$@" "$kwb" ${kw_extra[@]+"${kw_extra[@]}"} "${skipped[@]}" --mode compressed ;;
+        kwl) run_one kube-watcher-streaming "$@" "$kwb" ${kw_extra[@]+"${kw_extra[@]}"} --with-managed-fields --streaming-lists ;;
         kwlm) run_one kube-watcher-streaming-no-managed-fields "$@" "$kwb" ${kw_extra[@]+"${kw_extra[@]}"} --streaming-lists --skip-managed-fields ;;
-        kwp) run_one kube-watcher-parallel-2 "$@" "$kwb" ${kw_extra[@]+"${kw_extra[@]}"} --parallel-sync 2 ;;
+        kwp) run_one kube-watcher-parallel-2 "$@" "$kwb" ${kw_extra[@]+"${kw_extra[@]}"} "${kept[@]}" --parallel-sync 2 ;;
         kr) run_one kube-rs "$@" "$peerb" ;;
         krct) run_one kube-rs-current-thread "$@" "$peerb" --current-thread ;;
         krm) run_one kube-rs-strip-managed-fields "$@" "$peerb" --strip-managed-fields ;;
         kwb) run_one kube-watcher-baseline "$@" "$baseline" ;;
         cg) run_one client-go "$@" "$cg_bin" ;;
         cgm) run_one client-go-strip-managed-fields "$@" "$cg_bin" --strip-managed-fields ;;
-        *) echo "unknown peer $peer (kw, kwj, kws, kwc, kwz, kwp, kwm, kwjm, kwzm, kwl, kwlm, kr, krct, krm, cg, cgm, kwb)" >&2; exit 2 ;;
+        *) echo "unknown peer $peer (kw, kwd, kwj, kws, kwc, kwz, kwp, kwm, kwjm, kwzm, kwl, kwlm, kr, krct, krm, cg, cgm, kwb)" >&2; exit 2 ;;
     esac
 }
 

@@ -21,23 +21,34 @@
 //! `--events`th `Apply`/`Delete` received (`watch_ms`, from the first to the last). With
 //! `--store-only`, no consumer is attached: it waits until the store is ready and counts applied
 //! events in `stats()` instead (what a cache-only program pays). The consumer path also writes
-//! `{"consumer_switches_per_event":…,"worker_switches_per_event":…}` to stderr: how often the
+//! `{"consumer_switches_per_event":…,"worker_switches_per_event":…,"consumer_us_per_event":…}` to
+//! stderr: the consumer thread's run time per event, and how often the
 //! hand-off put the consumer to sleep (Linux `/proc` context-switch counts). It prints
-//! `{"peer":"kube-watcher","wire":"protobuf"|"json","allocator":"glibc"|"mimalloc"|"jemalloc","path":"consumer"|"store","list":"paged"|"streaming","parallel_sync":…,"n":…,"m":…,"initial_sync_ms":…,"watch_ms":…,"events_per_s":…,"skip":…,"sync_cpu_s":…,"watch_cpu_s":…,"cpu_s_per_100k_synced":…,"cpu_s_per_100k_events":…,"cache_len":…,"max_rss_kb":…,"get_us_median":…,"get_us_p99":…}`
+//! `{"peer":"kube-watcher","wire":"protobuf"|"json","allocator":"glibc"|"mimalloc"|"jemalloc","path":"consumer"|"store","list":"paged"|"streaming","parallel_sync":…,"n":…,"m":…,"initial_sync_ms":…,"watch_ms":…,"events_per_s":…,"skip":…,"sync_cpu_s":…,"watch_cpu_s":…,"watch_us_per_event":…,"cpu_s_per_100k_synced":…,"cpu_s_per_100k_events":…,"cache_len":…,"max_rss_kb":…,"get_us_median":…,"get_us_p99":…}`
 //! with the peak RSS from `/proc/self/status` (VmHWM), then `"stop_us":…` at the end: how long
 //! `stop()` took, called while idle in the watch (after the last event, and a 50 ms pause).
 //! The CPU figures are the client process's user + system time (`/proc/self/stat`, every thread,
 //! 10 ms resolution): until the initial sync ends, and over the watch phase, each also per 100k
-//! objects synced or events received. On a machine shared with the server (and with other
+//! objects synced or events received; `watch_us_per_event` is the watch phase's again, per
+//! event and to the nanosecond (its threads' run time, `/proc/self/task/*/schedstat`). On a machine shared with the server (and with other
 //! work) wall time hides what the program costs its host; CPU time does not.
 //!
-//! `--skip-managed-fields` (client): `WatcherBuilder::without_managed_fields`, so that
-//! `metadata.managedFields` (a quarter of a realistic pod's decoded memory) is never decoded;
-//! the JSON line's `"skip"` says `"managedFields"` or `"none"`.
+//! `--with-managed-fields` (client): `WatcherBuilder::with_managed_fields`, so that
+//! `metadata.managedFields` (a quarter of a realistic pod's decoded memory, more with more
+//! managers), which a watcher skips by default, is decoded; `--skip-managed-fields` says
+//! `without_managed_fields` (the default) explicitly. The JSON line's `"skip"` says
+//! `"managedFields"` or `"none"`.
 //!
-//! `--streaming-lists` (client): `Config::streaming_lists`, the initial state as one watch with
-//! `sendInitialEvents=true` (how client-go's informers fetch it by default) instead of pages of
-//! 500; the JSON line's `"list"` says `"streaming"` or `"paged"`.
+//! `--fields SELECTOR` (client): `Config::fields`, e.g. `spec.nodeName=node-1` for a node
+//! agent's pods (benches/real.sh `--mode agent`; this bench's own server ignores it).
+//!
+//! At the end of the initial sync the client writes `{"synced_ms":…,"sync_cpu_s":…}` to
+//! stderr (benches/real.sh starts its writer then, so that each event it times comes alone).
+//!
+//! `--paged-lists` (client): `InitialListStrategy::ListWatch`, the initial state in pages of
+//! 500, instead of the default streaming list (one watch with `sendInitialEvents=true`, how
+//! client-go's informers fetch it by default); `--streaming-lists` says the default explicitly.
+//! The JSON line's `"list"` says `"streaming"` or `"paged"`.
 //!
 //! `--parallel-sync N` decodes list items on N helper threads (`WatcherBuilder::parallel_sync`;
 //! default 0, none); the JSON line says which. `--page-size N` sets `Config::page_size` (0: the
@@ -83,13 +94,19 @@
 //! `--relists K`: the server answers the K watches after the first with an in-stream 410
 //! (`Expired`), each of which makes the client relist, and lists the same pods again (with
 //! `--relist-changed PCT`, that percentage of them at a new resourceVersion in each relist);
-//! the client, after the `--events`, waits for K relists and prints instead
+//! the client, which then lists in pages (the server expires watches that follow a list),
+//! after the `--events`, waits for K relists and prints instead
 //! `{"peer":"kube-watcher","mode":"relists",…,"initial_sync_ms":…,"relists":K,"relist_ms_median":…,"relist_ms":[…],"steady_rss_kb":…,"relist_peak_rss_kb":…}`:
 //! each relist timed from its `Notice::Relisting` to its `Notice::Synced` (on the consumer path
 //! a thread receives every event meanwhile; `--store-only`: nothing attached), the resident memory once synced
 //! (VmRSS) and the peak during the relists (VmHWM, reset through `/proc/self/clear_refs` after
 //! the sync). Use `--events 0`: events change the pods the store holds, so a relist of the
 //! listed pods would find them all changed.
+//!
+//! `--event-rate R` (server): the first watch's `--events` go out one at a time, each in its
+//! own chunk and flushed, at R a second, as a server sends the events of writes that come one
+//! at a time, instead of back to back in chunks of 64 KiB (docs/performance.md, "Events one at
+//! a time").
 //!
 //! `--render-as-sent` (server): render every pod as it is sent, from a template (filled in a few
 //! microseconds, checked against the generator at start), as above 200k pods; by default
@@ -166,11 +183,19 @@ struct Args {
     /// Client: a consumer that reads at most this many events a second during the sync; the
     /// bench times the list (until the store is ready) instead of the events.
     consumer_rate: Option<u32>,
-    /// Client: `WatcherBuilder::without_managed_fields`.
-    skip_managed_fields: bool,
-    /// Client: `Config::streaming_lists` (the initial state as a watch with
-    /// `sendInitialEvents=true`, as client-go's informers fetch it) instead of paged lists.
-    streaming_lists: bool,
+    /// Client: `WatcherBuilder::with_managed_fields` (true) or `without_managed_fields` (false);
+    /// `None`: the watcher's default (skipped).
+    managed_fields: Option<bool>,
+    /// Client: paged lists (`InitialListStrategy::ListWatch`) instead of the default streaming
+    /// list (the initial state as a watch with `sendInitialEvents=true`, as client-go's
+    /// informers fetch it).
+    paged_lists: bool,
+    /// Client: a field selector (`Config::fields`), e.g. a node agent's `spec.nodeName=node-1`.
+    fields: Option<String>,
+    /// Server: send the watch events one at a time, each in its own chunk, at this many a
+    /// second (`--event-rate`), as a real server under a steady stream of writes does; `None`:
+    /// back to back, in chunks of 64 KiB.
+    event_rate: Option<f64>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -199,8 +224,10 @@ fn parse_args() -> Result<Args, String> {
         want: (0, 0),
         page_size: None,
         consumer_rate: None,
-        skip_managed_fields: false,
-        streaming_lists: false,
+        managed_fields: None,
+        paged_lists: false,
+        event_rate: None,
+        fields: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -215,7 +242,8 @@ fn parse_args() -> Result<Args, String> {
             "--mode" => a.mode = value()?,
             "--metadata" => a.mode = "metadata".into(),
             "--store-only" => a.store_only = true,
-            "--streaming-lists" => a.streaming_lists = true,
+            "--streaming-lists" => a.paged_lists = false,
+            "--paged-lists" => a.paged_lists = true,
             "--parallel-sync" => {
                 a.parallel_sync = value()?.parse().map_err(|e| format!("--parallel-sync: {e}"))?;
             }
@@ -268,14 +296,27 @@ fn parse_args() -> Result<Args, String> {
                 }
                 a.consumer_rate = Some(rate);
             }
-            "--skip-managed-fields" => a.skip_managed_fields = true,
+            "--skip-managed-fields" => a.managed_fields = Some(false),
+            "--with-managed-fields" => a.managed_fields = Some(true),
+            "--fields" => a.fields = Some(value()?),
+            "--event-rate" => {
+                let rate: f64 = value()?.parse().map_err(|e| format!("--event-rate: {e}"))?;
+                if !(rate > 0.0 && rate <= 1e6) {
+                    return Err("--event-rate: events a second, above 0 and at most 1000000".into());
+                }
+                a.event_rate = Some(rate);
+            }
             "-h" | "--help" => {
-                return Err("usage: bench --serve [--pods N] [--events M] [--port P] [--gzip] [--page-cap N] [--chunk-kib K] [--varied]\n       bench --url URL|--kubeconfig FILE [--pods N] [--events M] [--mode typed|compact|compressed|metadata|projection] [--metadata] [--store-only] [--parallel-sync N] [--varied] [--idle-check SECONDS] [--wire json|protobuf] [--page-size N] [--consumer-rate EVENTS_PER_S] [--shard I/N] [--skip-managed-fields] [--streaming-lists]\n       --serve also takes --filter-shards".into());
+                return Err("usage: bench --serve [--pods N] [--events M] [--port P] [--gzip] [--page-cap N] [--chunk-kib K] [--varied] [--event-rate R]\n       bench --url URL|--kubeconfig FILE [--pods N] [--events M] [--mode typed|compact|compressed|metadata|projection] [--metadata] [--store-only] [--parallel-sync N] [--varied] [--idle-check SECONDS] [--wire json|protobuf] [--page-size N] [--consumer-rate EVENTS_PER_S] [--shard I/N] [--skip-managed-fields|--with-managed-fields] [--streaming-lists|--paged-lists] [--fields SELECTOR]\n       --serve also takes --filter-shards".into());
             }
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
     a.want = (a.pods, a.events);
+    // The server expires the watches that follow a list (see `--relists` in the module docs).
+    if a.relists > 0 {
+        a.paged_lists = true;
+    }
     if let Some((i, n)) = a.shard {
         let shard = kube_watcher::Shard::of(i, n).map_err(|e| e.to_string())?;
         let ours: Vec<bool> = (0..a.pods).map(|p| shard.contains(&pod_uid_of(p, a.varied))).collect();
@@ -329,12 +370,13 @@ fn client(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(n) = args.page_size {
         config = config.page_size(n);
     }
-    if args.streaming_lists {
-        config = config.streaming_lists();
+    if args.paged_lists {
+        config = config.initial_list_strategy(kube_watcher::InitialListStrategy::ListWatch);
     }
-    let skip =
-        |b: kube_watcher::WatcherBuilder<_>| if args.skip_managed_fields { b.without_managed_fields() } else { b };
-    let builder = skip(Watcher::builder(api.clone()).config(config.clone()).parallel_sync(parallel));
+    if let Some(fields) = &args.fields {
+        config = config.fields(fields);
+    }
+    let builder = managed_fields(Watcher::builder(api.clone()).config(config.clone()).parallel_sync(parallel), args);
     match args.mode.as_str() {
         "typed" => measure(builder.start()?, args, start),
         "compact" => measure(builder.compact_store().start()?, args, start),
@@ -344,18 +386,28 @@ fn client(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         // bandwidth.
         "metadata" => {
             let builder = Watcher::builder(api.into_metadata()).config(config).parallel_sync(parallel);
-            let builder = if args.skip_managed_fields { builder.without_managed_fields() } else { builder };
-            measure(builder.start()?, args, start)
+            measure(managed_fields(builder, args).start()?, args, start)
         }
         // A struct of five pod fields (name and namespace in its metadata, node, phase, IP):
         // everything else is skipped by the decoder (`kube_watcher::resource!`).
         "projection" => {
             let api: Api<PodView> = Api::all(connect()?);
             let builder = Watcher::builder(api).config(config).parallel_sync(parallel);
-            let builder = if args.skip_managed_fields { builder.without_managed_fields() } else { builder };
-            measure(builder.start()?, args, start)
+            measure(managed_fields(builder, args).start()?, args, start)
         }
         other => Err(format!("--mode {other}: expected typed, compact, compressed, metadata or projection").into()),
+    }
+}
+
+/// `--with-managed-fields` or `--skip-managed-fields`, if either was given.
+fn managed_fields<K: Watchable>(
+    builder: kube_watcher::WatcherBuilder<K>,
+    args: &Args,
+) -> kube_watcher::WatcherBuilder<K> {
+    match args.managed_fields {
+        Some(true) => builder.with_managed_fields(),
+        Some(false) => builder.without_managed_fields(),
+        None => builder,
     }
 }
 
@@ -398,6 +450,8 @@ struct Phases {
     sync_cpu_s: f64,
     /// CPU seconds over the watch phase.
     watch_cpu_s: f64,
+    /// The threads' run time over the watch phase, in nanoseconds (see [`threads_run_ns`]).
+    watch_run_ns: u64,
 }
 
 /// The CPU time this process has used so far, user + system, all its threads (those that
@@ -412,6 +466,13 @@ fn cpu_s() -> f64 {
     (field(14) + field(15)) as f64 / USER_HZ
 }
 
+/// Tells whoever runs the bench that the initial sync is over (`{"synced_ms":…,"sync_cpu_s":…}`
+/// on stderr, as the kube-rs and client-go peers write it): benches/real.sh starts its writer
+/// then, so that every event it times comes alone.
+fn synced(after: Duration, cpu_s: f64) {
+    eprintln!(r#"{{"synced_ms":{},"sync_cpu_s":{cpu_s:.2}}}"#, after.as_millis());
+}
+
 /// The store-only path: no consumer attached (nothing is queued); waits for the store, then
 /// counts applied watch events in `stats()`.
 fn store_only<K: Watchable>(watcher: &Watcher<K>, args: &Args, start: Instant) -> Result<Phases, String> {
@@ -422,9 +483,11 @@ fn store_only<K: Watchable>(watcher: &Watcher<K>, args: &Args, start: Instant) -
     }
     let initial_sync = start.elapsed();
     let sync_cpu_s = cpu_s();
+    synced(initial_sync, sync_cpu_s);
     // Count watch events applied (store-only: no consumer attached, nothing queued).
     let mut first = None;
     let mut cpu_at_first = sync_cpu_s;
+    let mut run_at_first = 0;
     let deadline = Instant::now() + Duration::from_secs(600);
     loop {
         let e = watcher.stats().events;
@@ -432,6 +495,7 @@ fn store_only<K: Watchable>(watcher: &Watcher<K>, args: &Args, start: Instant) -
         if n >= 1 && first.is_none() {
             first = Some(Instant::now());
             cpu_at_first = cpu_s();
+            run_at_first = threads_run_ns();
         }
         if n >= args.want.1 {
             break;
@@ -442,7 +506,8 @@ fn store_only<K: Watchable>(watcher: &Watcher<K>, args: &Args, start: Instant) -
         std::thread::sleep(Duration::from_micros(500));
     }
     let watch = first.map(|t| t.elapsed()).unwrap_or_default();
-    Ok(Phases { initial_sync, watch, sync_cpu_s, watch_cpu_s: cpu_s() - cpu_at_first })
+    let watch_run_ns = threads_run_ns().saturating_sub(run_at_first);
+    Ok(Phases { initial_sync, watch, sync_cpu_s, watch_cpu_s: cpu_s() - cpu_at_first, watch_run_ns })
 }
 
 /// Receives every event, as `for event in &watcher` does: the initial sync ends at the
@@ -451,7 +516,7 @@ fn store_only<K: Watchable>(watcher: &Watcher<K>, args: &Args, start: Instant) -
 fn consume<K: Watchable>(watcher: &Watcher<K>, args: &Args, start: Instant) -> Result<Phases, String> {
     let deadline = Instant::now() + Duration::from_secs(600);
     let mut initial_sync = None;
-    let (mut sync_cpu_s, mut cpu_at_first) = (0.0, 0.0);
+    let (mut sync_cpu_s, mut cpu_at_first, mut run_at_first) = (0.0, 0.0, 0);
     let (mut first, mut n) = (None, 0usize);
     // Context switches of this (consumer) thread and of the worker over the watch phase: how
     // often the hand-off put the consumer to sleep and woke it again.
@@ -467,12 +532,15 @@ fn consume<K: Watchable>(watcher: &Watcher<K>, args: &Args, start: Instant) -> R
             Event::InitDone if initial_sync.is_none() && watcher.store().len() >= args.want.0 => {
                 initial_sync = Some(start.elapsed());
                 sync_cpu_s = cpu_s();
+                synced(start.elapsed(), sync_cpu_s);
             }
             Event::Apply(_) | Event::Delete(_) if initial_sync.is_some() => {
                 if first.is_none() {
                     first = Some(Instant::now());
                     cpu_at_first = cpu_s();
-                    switches_at_first = Some((own_switches(), thread_switches("kw-pods").unwrap_or_default()));
+                    run_at_first = threads_run_ns();
+                    switches_at_first =
+                        Some((own_switches(), thread_switches("kw-pods").unwrap_or_default(), own_run_ns()));
                 }
                 n += 1;
             }
@@ -481,16 +549,18 @@ fn consume<K: Watchable>(watcher: &Watcher<K>, args: &Args, start: Instant) -> R
     }
     let watch = first.map(|t| t.elapsed()).unwrap_or_default();
     let watch_cpu_s = cpu_s() - cpu_at_first;
-    if let Some((consumer, worker)) = switches_at_first {
+    let watch_run_ns = threads_run_ns().saturating_sub(run_at_first);
+    if let Some((consumer, worker, consumer_run)) = switches_at_first {
         let (consumer_now, worker_now) = (own_switches(), thread_switches("kw-pods").unwrap_or_default());
         let per_event = |a: (u64, u64), b: (u64, u64)| ((b.0 + b.1) - (a.0 + a.1)) as f64 / n.max(1) as f64;
         eprintln!(
-            r#"{{"consumer_switches_per_event":{:.3},"worker_switches_per_event":{:.3}}}"#,
+            r#"{{"consumer_switches_per_event":{:.3},"worker_switches_per_event":{:.3},"consumer_us_per_event":{:.1}}}"#,
             per_event(consumer, consumer_now),
-            per_event(worker, worker_now)
+            per_event(worker, worker_now),
+            own_run_ns().saturating_sub(consumer_run) as f64 / 1e3 / n.max(1) as f64,
         );
     }
-    Ok(Phases { initial_sync: initial_sync.unwrap_or_default(), watch, sync_cpu_s, watch_cpu_s })
+    Ok(Phases { initial_sync: initial_sync.unwrap_or_default(), watch, sync_cpu_s, watch_cpu_s, watch_run_ns })
 }
 
 /// `--consumer-rate`: a consumer attached from the start reads `rate` events a second, far
@@ -522,6 +592,14 @@ fn behind_a_list<K: Watchable>(watcher: &Watcher<K>, args: &Args, rate: u32, sta
         stats.objects,
     );
     Ok(())
+}
+
+/// The calling thread's run time so far (user and system), in nanoseconds (see [`threads_run_ns`]).
+fn own_run_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
+        .unwrap_or(0)
 }
 
 /// The context switches of the calling thread.
@@ -631,10 +709,11 @@ fn measure<K: Watchable>(watcher: Watcher<K>, args: &Args, start: Instant) -> Re
     // shared with the server hides.
     let per_100k = |cpu: f64, n: usize| cpu * 100_000.0 / n.max(1) as f64;
     let cpu = format!(
-        r#""skip":"{}","sync_cpu_s":{:.2},"watch_cpu_s":{:.2},"cpu_s_per_100k_synced":{:.2},"cpu_s_per_100k_events":{:.2}"#,
-        if args.skip_managed_fields { "managedFields" } else { "none" },
+        r#""skip":"{}","sync_cpu_s":{:.2},"watch_cpu_s":{:.2},"watch_us_per_event":{:.1},"cpu_s_per_100k_synced":{:.2},"cpu_s_per_100k_events":{:.2}"#,
+        if args.managed_fields == Some(true) { "none" } else { "managedFields" },
         phases.sync_cpu_s,
         phases.watch_cpu_s,
+        phases.watch_run_ns as f64 / 1e3 / args.want.1.max(1) as f64,
         per_100k(phases.sync_cpu_s, args.pods),
         per_100k(phases.watch_cpu_s, args.events),
     );
@@ -642,7 +721,7 @@ fn measure<K: Watchable>(watcher: Watcher<K>, args: &Args, start: Instant) -> Re
         r#"{{"peer":"kube-watcher",{shard}"wire":"{wire}","allocator":"{}","path":"{}","list":"{}","parallel_sync":{},"n":{},"m":{},"initial_sync_ms":{},"watch_ms":{},"events_per_s":{:.0},{cpu},"cache_len":{},"max_rss_kb":{},"cpu_ms":{cpu_total_ms},"get_us_median":{get_median:.1},"get_us_p99":{get_p99:.1},"stop_us":{}}}"#,
         args.allocator,
         if args.store_only { "store" } else { "consumer" },
-        if args.streaming_lists { "streaming" } else { "paged" },
+        if args.paged_lists { "paged" } else { "streaming" },
         args.parallel_sync,
         args.pods,
         args.events,
@@ -733,6 +812,18 @@ fn process_switches() -> (u64, u64) {
     task_statuses().iter().map(|s| switches(s)).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
 }
 
+/// The run time of this process's threads alive now (user and system), summed, in nanoseconds:
+/// the first field of each `/proc/self/task/*/schedstat`. Precise where [`cpu_s`] counts 10 ms
+/// ticks, but blind to threads that have ended, so it times the watch phase, whose threads (the
+/// worker and the consumer) live throughout.
+fn threads_run_ns() -> u64 {
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else { return 0 };
+    dir.flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next().and_then(|v| v.parse::<u64>().ok()))
+        .sum()
+}
+
 /// The process's CPU time so far (user and system) in milliseconds (see [`cpu_s`]).
 fn cpu_ms() -> u64 {
     (cpu_s() * 1000.0).round() as u64
@@ -790,6 +881,7 @@ fn serve(args: &Args) {
         relists: args.relists,
         relist_changed: args.relist_changed,
         filter_shards: args.filter_shards,
+        event_rate: args.event_rate,
     };
     let state = Arc::new(ServerState::default());
     for conn in listener.incoming().flatten() {
@@ -1136,6 +1228,39 @@ struct ServerOpts {
     relist_changed: usize,
     /// Filter by `shardSelector` (`--filter-shards`).
     filter_shards: bool,
+    /// Events one at a time at this many a second (`--event-rate`); `None`: back to back.
+    event_rate: Option<f64>,
+}
+
+/// How the watch events of the first watch go out: back to back in chunks of 64 KiB, as a busy
+/// server sends them, or (`--event-rate`) each alone in its own chunk at a steady rate, as a
+/// server sends the events of writes that come one at a time.
+struct Pace {
+    every: Option<Duration>,
+    start: Instant,
+    sent: u32,
+}
+
+impl Pace {
+    fn new(opts: ServerOpts) -> Pace {
+        Pace { every: opts.event_rate.map(|r| Duration::from_secs_f64(1.0 / r)), start: Instant::now(), sent: 0 }
+    }
+
+    /// The chunk size of the events' body.
+    fn chunk(&self) -> usize {
+        if self.every.is_some() { 0 } else { 64 * 1024 }
+    }
+
+    /// One event was written to `body`: with a rate, it goes out now and the next waits its turn.
+    fn sent(&mut self, body: &mut impl Write) -> std::io::Result<()> {
+        let Some(every) = self.every else { return Ok(()) };
+        body.flush()?;
+        self.sent = self.sent.saturating_add(1);
+        if let Some(wait) = (self.start + every * self.sent).checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        Ok(())
+    }
 }
 
 /// kube-apiserver compresses a response only above this size (and only when asked).
@@ -1269,8 +1394,9 @@ fn handle(conn: TcpStream, pods: &Pods, opts: ServerOpts, state: &ServerState) -
             }
             let first = !state.watched.swap(true, Ordering::SeqCst);
             if first {
-                // Events go out in chunks of 64 KiB, as a busy apiserver's do.
-                let mut body = Chunked::new(&mut out, 64 * 1024);
+                // Events go out in chunks of 64 KiB, as a busy apiserver's do, or paced.
+                let mut pace = Pace::new(opts);
+                let mut body = Chunked::new(&mut out, pace.chunk());
                 let mut line = String::with_capacity(16 * 1024);
                 for e in 0..opts.events {
                     let i = e % pods.n.max(1);
@@ -1292,6 +1418,7 @@ fn handle(conn: TcpStream, pods: &Pods, opts: ServerOpts, state: &ServerState) -
                     }
                     line.push_str("}\n");
                     body.write_all(line.as_bytes())?;
+                    pace.sent(&mut body)?;
                 }
                 body.flush()?;
             }
@@ -1727,7 +1854,8 @@ mod protobuf {
             body.flush()?;
         }
         if !state.watched.swap(true, Ordering::SeqCst) {
-            let mut body = Chunked::new(&mut *out, 64 * 1024);
+            let mut pace = Pace::new(opts);
+            let mut body = Chunked::new(&mut *out, pace.chunk());
             let mut ev = Vec::with_capacity(16 * 1024);
             for e in 0..opts.events {
                 let i = e % pods.n.max(1);
@@ -1737,6 +1865,7 @@ mod protobuf {
                 ev.clear();
                 frame("MODIFIED", "Pod", &with_rv(&pods.pb(i), LIST_RV + 1 + e as u64), &mut ev);
                 body.write_all(&ev)?;
+                pace.sent(&mut body)?;
             }
             body.flush()?;
         }

@@ -57,10 +57,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // On the fake server, someone resizes a widget; the watcher delivers the new state.
     if let Some((server, widgets)) = &server {
+        // Attach the consumer first: a change made before it is part of the state it is
+        // replayed (an `InitApply`), not an event of its own.
+        let events = watcher.receiver();
         server
             .apply_value(widgets, json!({"metadata": {"name": "medium", "namespace": "shop"}, "spec": {"size": 8}}))?;
         loop {
-            match watcher.recv_timeout(Duration::from_secs(10))? {
+            match events.recv_timeout(Duration::from_secs(10))? {
                 Ok(Event::Apply(obj)) => {
                     println!(
                         "changed: {} is now size {}",

@@ -6,9 +6,10 @@
 //! ```
 //!
 //! `metadata_watcher` asks the server for `PartialObjectMetadata`, so spec and status never
-//! cross the wire; `without_managed_fields()` steps over `managedFields` (the server's record of
-//! which client set which field) without decoding it, so nothing of it is ever allocated. (A
-//! `transform` could clear it too, but only after decoding it: the same store, more work.)
+//! cross the wire; a watcher steps over `managedFields` (the server's record of which client set
+//! which field) without decoding it, so nothing of it is ever allocated, unless
+//! `with_managed_fields()` asks for them. (A `transform` could clear them too, but only after
+//! decoding them: the same store, more work.)
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -29,15 +30,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let client = Client::from_url(&server.url())?;
     let pods = || Api::<Pod>::all(client.clone());
 
-    let full = Watcher::new(pods(), Config::default())?;
-    let trimmed = Watcher::builder(pods()).without_managed_fields().start()?;
-    let metadata = metadata_watcher(pods(), Config::default())?;
-    let metadata_trimmed = Watcher::builder(pods().into_metadata()).without_managed_fields().start()?;
+    let full = Watcher::builder(pods()).with_managed_fields().start()?;
+    let trimmed = Watcher::new(pods(), Config::default())?;
+    let metadata = Watcher::builder(pods().into_metadata()).with_managed_fields().start()?;
+    let metadata_trimmed = metadata_watcher(pods(), Config::default())?;
 
     println!("{PODS} pods, what each store holds:");
-    show("full Pod objects", json_bytes(&full)?);
-    show("Pod, without_managed_fields()", json_bytes(&trimmed)?);
-    show("metadata_watcher", json_bytes(&metadata)?);
+    show("full Pod objects, with_managed_fields()", json_bytes(&full)?);
+    show("Pod, by default (no managedFields)", json_bytes(&trimmed)?);
+    show("metadata_watcher, with_managed_fields()", json_bytes(&metadata)?);
     show("metadata_watcher, no managedFields", json_bytes(&metadata_trimmed)?);
     Ok(())
 }

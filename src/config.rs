@@ -51,6 +51,24 @@ pub enum ListSemantic {
     Any,
 }
 
+/// How a watcher fetches the state it starts from (and the state of every relist), as kube-rs
+/// names it (`kube::runtime::watcher::InitialListStrategy`). Set with
+/// [`Config::initial_list_strategy`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum InitialListStrategy {
+    /// Paged lists ([`Config::page_size`] objects a request, `limit` and `continue`), then a
+    /// watch from the list's resourceVersion.
+    ListWatch,
+    /// One watch with `sendInitialEvents=true` that sends the current state as `ADDED` events,
+    /// ends it with a bookmark and goes on with the live events, as client-go's informers ask
+    /// by default since v0.35. The default. A server that refuses it, fails it or ignores it is
+    /// remembered as not supporting it, and the watcher uses [`ListWatch`](Self::ListWatch)
+    /// from then on (see [`Config::initial_list_strategy`]).
+    #[default]
+    StreamingList,
+}
+
 /// Exponential backoff with full jitter, used between failed attempts.
 ///
 /// The delay before attempt `n` (from 0) is a uniformly random duration in
@@ -117,7 +135,9 @@ pub struct Config {
     pub(crate) timeout: Option<Duration>,
     pub(crate) page_size: u32,
     pub(crate) list_semantic: ListSemantic,
-    pub(crate) streaming_lists: bool,
+    /// `None`: the default, a streaming list, or paged lists for a watcher that decodes list
+    /// items on helper threads (`WatcherBuilder::parallel_sync`).
+    pub(crate) initial_list: Option<InitialListStrategy>,
     pub(crate) bookmarks: bool,
     pub(crate) backoff: Backoff,
     pub(crate) relist_interval: Option<Duration>,
@@ -171,7 +191,7 @@ impl Default for Config {
             timeout: None,
             page_size: DEFAULT_PAGE_SIZE,
             list_semantic: ListSemantic::MostRecent,
-            streaming_lists: false,
+            initial_list: None,
             bookmarks: true,
             backoff: Backoff::default(),
             relist_interval: None,
@@ -234,21 +254,47 @@ impl Config {
         self.list_semantic(ListSemantic::Any)
     }
 
-    /// Fetch the initial state with a streaming list (`sendInitialEvents=true`) instead of paged
-    /// lists. Off by default.
+    /// How the watcher fetches the state it starts from, and that of every relist. Defaults to
+    /// [`InitialListStrategy::StreamingList`]: one watch with `sendInitialEvents=true` instead
+    /// of a list per page, as client-go's informers ask by default since v0.35; a watcher that
+    /// decodes list items on helper threads
+    /// ([`WatcherBuilder::parallel_sync`](crate::WatcherBuilder::parallel_sync)) lists in pages
+    /// by default instead, since its helpers decode the items of pages (a streaming list's
+    /// events are decoded on the watcher thread).
     ///
-    /// Against kube-apiserver it syncs faster: one request instead of one per page (0.67–0.70×
-    /// the time for 10k pods: docs/performance.md, "Streaming lists against paged lists, and
-    /// against client-go"). The server's `WatchList` gate is on by default in Kubernetes 1.32
-    /// and from 1.34 on; a server with it off refuses the request and the watcher lists in
-    /// pages at once.
+    /// Against kube-apiserver a streaming list syncs faster: one request instead of one per page
+    /// (0.67–0.70× the time for 10k pods: docs/performance.md, "Streaming lists against paged
+    /// lists, and against client-go", and "The defaults"). The server's `WatchList` gate is on by
+    /// default in Kubernetes 1.32 and from 1.34 on.
     ///
-    /// A server that rejects it, fails it, or ignores it (no end marker within 10 s, or events a
-    /// conforming server never sends before the marker) is remembered as not supporting it, and
-    /// the watcher falls back to list + watch without probing again.
-    pub fn streaming_lists(mut self) -> Self {
-        self.streaming_lists = true;
+    /// Where the server does not stream, the watcher falls back to paged lists
+    /// ([`InitialListStrategy::ListWatch`]) and remembers it for its lifetime, without probing
+    /// again: a server with the gate off (1.27 to 1.31, 1.33) refuses the request and the
+    /// watcher lists in pages at once, as after a failed streaming list; one that ignores the
+    /// parameter (older than 1.27, or a proxy or aggregated API that drops it) is found out by
+    /// the first event a streaming list never sends before its end marker, or else by
+    /// [`streaming_marker_timeout`](Self::streaming_marker_timeout) (10 s) of silence, which
+    /// delays that watcher's first sync once. Against such servers
+    /// `initial_list_strategy(InitialListStrategy::ListWatch)` saves that wait.
+    ///
+    /// ```
+    /// use kube_watcher::{Config, InitialListStrategy};
+    ///
+    /// // Pages of 500, as before streaming lists were the default.
+    /// let config = Config::default().initial_list_strategy(InitialListStrategy::ListWatch);
+    /// # let _ = config;
+    /// ```
+    pub fn initial_list_strategy(mut self, strategy: InitialListStrategy) -> Self {
+        self.initial_list = Some(strategy);
         self
+    }
+
+    /// Shorthand for `initial_list_strategy(InitialListStrategy::StreamingList)`, the default:
+    /// fetch the initial state with a streaming list (`sendInitialEvents=true`) rather than
+    /// paged lists (see [`initial_list_strategy`](Self::initial_list_strategy)). Said
+    /// explicitly, it holds with `parallel_sync` too.
+    pub fn streaming_lists(self) -> Self {
+        self.initial_list_strategy(InitialListStrategy::StreamingList)
     }
 
     /// Do not ask for bookmarks (`allowWatchBookmarks`). Bookmarks are on by default: they keep
@@ -311,7 +357,7 @@ impl Config {
         self
     }
 
-    /// How long a streaming list ([`streaming_lists`](Self::streaming_lists)) may go without a
+    /// How long a streaming list ([`initial_list_strategy`](Self::initial_list_strategy)) may go without a
     /// byte before its end-of-initial-events marker, before the watcher concludes that the
     /// server ignores streaming lists and falls back to paged lists for good. Defaults to 10 s;
     /// between 1 s and 1 h.
@@ -442,7 +488,14 @@ impl Config {
 
     /// Streaming lists need bookmarks: the end of the initial state is a bookmark.
     pub(crate) fn wants_streaming(&self) -> bool {
-        self.streaming_lists && self.bookmarks
+        self.initial_list.unwrap_or_default() == InitialListStrategy::StreamingList && self.bookmarks
+    }
+
+    /// A watcher that decodes list items on helper threads lists in pages unless its
+    /// configuration chose otherwise (see [`Config::initial_list_strategy`]).
+    pub(crate) fn paged_unless_chosen(mut self) -> Self {
+        self.initial_list.get_or_insert(InitialListStrategy::ListWatch);
+        self
     }
 }
 
@@ -494,5 +547,15 @@ mod tests {
     fn disabling_bookmarks_disables_streaming_lists() {
         assert!(Config::default().streaming_lists().wants_streaming());
         assert!(!Config::default().streaming_lists().disable_bookmarks().wants_streaming());
+    }
+
+    #[test]
+    fn streaming_lists_are_the_default_and_list_watch_turns_them_off() {
+        assert!(Config::default().wants_streaming());
+        let paged = Config::default().initial_list_strategy(InitialListStrategy::ListWatch);
+        assert!(!paged.wants_streaming());
+        assert!(paged.streaming_lists().wants_streaming());
+        assert!(!Config::default().paged_unless_chosen().wants_streaming());
+        assert!(Config::default().streaming_lists().paged_unless_chosen().wants_streaming());
     }
 }

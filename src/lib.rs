@@ -121,10 +121,11 @@
 //! compressed, and decodes on read (100k realistic pods in about 0.1 GiB);
 //! [`WatcherBuilder::compact_store`] keeps those bytes uncompressed; and a
 //! [`WatcherBuilder::transform`] can drop fields you never read (`managedFields` above all)
-//! before anything is stored. Better still, [`WatcherBuilder::skip_fields`] and
-//! [`WatcherBuilder::without_managed_fields`] never decode them: the decoder steps over their
-//! bytes, which saves the memory and most of the CPU time they cost (with a compact store,
-//! the entry is then kept as JSON without them).
+//! before anything is stored. Better still, [`WatcherBuilder::skip_fields`] never decodes
+//! them: the decoder steps over their bytes, which saves the memory and most of the CPU time
+//! they cost (with a compact store, the entry is then kept as JSON without them).
+//! `metadata.managedFields` are skipped so by default
+//! ([`WatcherBuilder::with_managed_fields`] keeps them).
 //!
 //! # Writes and leader election
 //!
@@ -204,7 +205,7 @@ pub mod fuzzing;
 
 pub use crate::auth::KubeconfigOptions;
 pub use crate::cache::{Snapshot, Store};
-pub use crate::config::{Backoff, Config, ListSemantic, WireFormat};
+pub use crate::config::{Backoff, Config, InitialListStrategy, ListSemantic, WireFormat};
 pub use crate::error::{ApiError, DecodeError, Error, Result};
 pub use crate::event::Event;
 pub use crate::key::ObjectRef;

@@ -409,17 +409,36 @@ impl std::fmt::Debug for Cut {
 
 #[derive(Debug, Default)]
 struct FollowInner {
-    /// Bumped at every change of `shard`.
+    /// Bumped at every change of `shard`, and when a lead that had ended is renewed.
     generation: u64,
     /// `None`: hold nothing.
     shard: Option<Shard>,
     /// The share is valid until then (the end of the member's lead); after it, none.
     until: Option<std::time::Instant>,
+    /// The end of the last lead a share was given for: what the followers' stores hold is
+    /// hidden from then on ([`dark`](Follow::dark)). A share withdrawn (`None`) leaves it.
+    lead_end: Option<std::time::Instant>,
+    /// What was listed under this generation or an earlier one outlived its lead: hidden for
+    /// good, even once a renewal gives a share again.
+    lapsed: Option<u64>,
     /// The generation (`effective`) the followers were last woken and cut for.
     notified: u64,
     next_id: u64,
-    /// Per follower: what its store may hold, how to wake it, and how to cut its request.
-    followers: std::collections::BTreeMap<u64, (Vec<Shard>, crossbeam_channel::Sender<()>, Cut)>,
+    followers: std::collections::BTreeMap<u64, Followed>,
+}
+
+/// One follower, as its group sees it.
+#[derive(Debug)]
+struct Followed {
+    /// What its store may hold.
+    held: Vec<Shard>,
+    /// The generation of the share its store's objects were listed under (its last complete
+    /// sync); `None` while it holds nothing.
+    listed: Option<u64>,
+    /// Wakes it.
+    wake: crossbeam_channel::Sender<()>,
+    /// Cuts its request in flight.
+    cut: Cut,
 }
 
 /// A follower's registration: its id and the channel that wakes it on a change.
@@ -435,8 +454,18 @@ impl Follow {
     pub(crate) fn set(&self, shard: Option<Shard>, until: Option<std::time::Instant>) {
         {
             let mut inner = self.inner.lock();
+            let lapsed = inner.lead_end.is_some_and(|end| std::time::Instant::now() >= end);
+            if lapsed {
+                // What the stores hold now outlived its lead: it stays hidden, and a share
+                // given again (even the same) is a new generation, listed afresh.
+                inner.lapsed = Some(inner.generation);
+                inner.lead_end = None;
+            }
+            if shard.is_some() {
+                inner.lead_end = until;
+            }
             inner.until = until;
-            if inner.shard != shard {
+            if inner.shard != shard || lapsed {
                 inner.shard = shard;
                 // Even: a share; odd (`effective`): the same generation, its lead ended.
                 inner.generation += 2;
@@ -456,7 +485,7 @@ impl Follow {
                 return;
             }
             inner.notified = now;
-            inner.followers.values().map(|(_, wake, cut)| (wake.clone(), cut.clone())).collect()
+            inner.followers.values().map(|f| (f.wake.clone(), f.cut.clone())).collect()
         };
         for (wake, cut) in told {
             let _ = wake.try_send(());
@@ -482,7 +511,7 @@ impl Follow {
         if inner.followers.is_empty() {
             return None;
         }
-        Some(inner.followers.values().flat_map(|(held, ..)| held.iter().cloned()).collect())
+        Some(inner.followers.values().flat_map(|f| f.held.iter().cloned()).collect())
     }
 
     /// A watcher thread starts following: it holds nothing yet; `cut` cuts its request in
@@ -492,7 +521,7 @@ impl Follow {
         let id = inner.next_id;
         inner.next_id += 1;
         let (tx, wake) = crossbeam_channel::bounded(1);
-        inner.followers.insert(id, (Vec::new(), tx, cut));
+        inner.followers.insert(id, Followed { held: Vec::new(), listed: None, wake: tx, cut });
         Follower { id, wake }
     }
 
@@ -517,11 +546,33 @@ impl Follow {
     /// A follower's store may hold `held` (the shards' union).
     pub(crate) fn holding(&self, id: u64, held: Vec<Shard>) {
         if let Some(entry) = self.inner.lock().followers.get_mut(&id)
-            && entry.0 != held
+            && entry.held != held
         {
-            entry.0 = held;
+            entry.held = held;
             let _ = self.changed.0.try_send(());
         }
+    }
+
+    /// A follower's sync ended: its store holds what it listed under the share of
+    /// `generation` (`None`: nothing, the share was none).
+    pub(crate) fn listed(&self, id: u64, generation: Option<u64>) {
+        if let Some(entry) = self.inner.lock().followers.get_mut(&id) {
+            entry.listed = generation;
+        }
+    }
+
+    /// Whether the stores of followers `ids` must look empty now: one of them holds objects
+    /// listed for a lead that has ended (now, computed at the call, or before a renewal gave
+    /// a share again). No thread has to run for it, so a follower held up anywhere (a request
+    /// no cut reaches, a consumer that does not read, a starved thread) holds nothing past
+    /// its member's lead in any reader's eyes; the follower drops the objects themselves when
+    /// it gets to (docs/protocol.md §13.4).
+    pub(crate) fn dark(&self, ids: &[u64]) -> bool {
+        let inner = self.inner.lock();
+        let ended = inner.lead_end.is_some_and(|end| std::time::Instant::now() >= end);
+        ids.iter()
+            .filter_map(|id| inner.followers.get(id)?.listed)
+            .any(|listed| ended || inner.lapsed.is_some_and(|lapsed| listed <= lapsed))
     }
 
     /// The group's side: a message whenever a follower's holding changed.
@@ -698,9 +749,13 @@ mod tests {
         assert_eq!(cuts.load(std::sync::atomic::Ordering::SeqCst), 1, "and its request cut");
         follow.holding(me.id, vec![Shard::of(0, 2).unwrap()]);
         assert_eq!(follow.holdings(), Some(vec![Shard::of(0, 2).unwrap()]));
+        assert!(!follow.dark(&[me.id]), "nothing listed yet");
+        follow.listed(me.id, Some(generation));
+        assert!(!follow.dark(&[me.id]), "listed for a lead that lasts");
         // The group renews: same share, longer lead, no change.
         follow.set(Some(Shard::of(0, 2).unwrap()), Some(now + Duration::from_secs(7200)));
         assert!(!follow.moved(generation));
+        assert!(!follow.dark(&[me.id]));
         // The lead ended.
         while me.wake.try_recv().is_ok() {}
         follow.set(Some(Shard::of(0, 2).unwrap()), Some(now));
@@ -708,11 +763,29 @@ mod tests {
         assert_eq!(follow.current().1, None);
         assert!(me.wake.try_recv().is_ok(), "woken: the share it follows is none now");
         assert_eq!(cuts.load(std::sync::atomic::Ordering::SeqCst), 2, "and its request cut");
-        // A renewal revives it: the follower is woken to take it again.
+        assert!(follow.dark(&[me.id]), "what it listed outlived its lead");
+        assert!(!follow.dark(&[]), "a store that follows nothing of it");
+        // A renewal revives it: the follower is woken to take it again, as a new generation;
+        // what it listed before stays hidden until it lists again.
         follow.set(Some(Shard::of(0, 2).unwrap()), Some(now + Duration::from_secs(60)));
         assert!(me.wake.try_recv().is_ok());
-        assert_eq!(follow.current(), (generation, Some(Shard::of(0, 2).unwrap())));
+        let (again, shard) = follow.current();
+        assert!(again > generation);
+        assert_eq!(shard, Some(Shard::of(0, 2).unwrap()));
+        assert!(follow.dark(&[me.id]), "listed before the lead ended");
+        follow.listed(me.id, Some(again));
+        assert!(!follow.dark(&[me.id]), "listed for the new lead");
+        // A share withdrawn while the lead lasts: what it holds shows until the lead ends (its
+        // member still claims it), then no longer.
+        follow.set(None, None);
+        assert!(!follow.dark(&[me.id]));
+        follow.set(Some(Shard::of(0, 2).unwrap()), Some(Instant::now()));
+        follow.set(None, None);
+        assert!(follow.dark(&[me.id]));
+        follow.listed(me.id, None);
+        assert!(!follow.dark(&[me.id]), "it holds nothing");
         follow.unregister(me.id);
         assert_eq!(follow.holdings(), None);
+        assert!(!follow.dark(&[me.id]), "gone: its store ended empty");
     }
 }

@@ -49,7 +49,14 @@ struct Inner<K> {
     ready_changed: Condvar,
     /// Signalled when a writer's version (`Readiness::versions`) moves or the watcher ends.
     version_changed: Condvar,
+    /// For a watcher that follows a shard group: whether the store must look empty now, its
+    /// objects having outlived its member's lead (`Follow::dark`, `src/shard.rs`). Every read
+    /// of the objects asks it; the writers do not.
+    dark: std::sync::OnceLock<Dark>,
 }
+
+/// See `Inner::dark`.
+pub(crate) type Dark = Box<dyn Fn() -> bool + Send + Sync>;
 
 struct Objects<K> {
     /// What readers see.
@@ -172,6 +179,9 @@ impl<K: Watchable> Store<K> {
     /// In compact store mode the object is decoded from its stored bytes on each call.
     #[must_use]
     pub fn get(&self, key: &ObjectRef<K>) -> Option<Arc<K>> {
+        if self.dark() {
+            return None;
+        }
         // Take a handle and let go of the lock at once: a compact entry decodes outside it.
         let entry = self.shared.objects.read().live.get(&key.key)?.share();
         entry.object(self.shared.decode)
@@ -212,6 +222,9 @@ impl<K: Watchable> Store<K> {
     #[must_use]
     pub fn index(&self, name: &str, value: &str) -> Vec<Arc<K>> {
         let Some(i) = self.shared.index_names.iter().position(|n| n == name) else { return Vec::new() };
+        if self.dark() {
+            return Vec::new();
+        }
         let objects = self.shared.objects.read();
         let entries: Vec<Entry<K>> = match objects.live_index.get(i).and_then(|index| index.values.get(value)) {
             Some(keys) => keys.iter().filter_map(|k| objects.live.get(k)).map(Entry::share).collect(),
@@ -246,6 +259,9 @@ impl<K: Watchable> Store<K> {
     #[must_use]
     pub fn index_values(&self, name: &str) -> Vec<(String, usize)> {
         let Some(i) = self.shared.index_names.iter().position(|n| n == name) else { return Vec::new() };
+        if self.dark() {
+            return Vec::new();
+        }
         let objects = self.shared.objects.read();
         let mut values: Vec<(String, usize)> = objects
             .live_index
@@ -262,6 +278,9 @@ impl<K: Watchable> Store<K> {
     /// In compact store mode every object is decoded: prefer [`get`](Self::get) for a few.
     #[must_use]
     pub fn state(&self) -> Vec<Arc<K>> {
+        if self.dark() {
+            return Vec::new();
+        }
         let entries: Vec<Entry<K>> = self.shared.objects.read().live.values().map(Entry::share).collect();
         decode_all(entries, self.shared.decode)
     }
@@ -297,8 +316,12 @@ impl<K: Watchable> Store<K> {
     #[must_use]
     pub fn snapshot(&self) -> Snapshot<K> {
         let objects = self.shared.objects.read();
-        // Generations are bumped under the write lock: this one belongs to exactly these objects.
+        // Generations are bumped under the write lock: this one belongs to exactly these objects
+        // (or to none, read dark).
         let generation = self.generation();
+        if generation % 2 == 1 {
+            return Snapshot { generation, objects: Arc::default() };
+        }
         let entries: Vec<(ObjectKey, Entry<K>)> = objects.live.iter().map(|(k, e)| (k.clone(), e.share())).collect();
         drop(objects); // decode (compact mode) outside the lock
         let map = entries.into_iter().filter_map(|(k, e)| Some((k, e.object(self.shared.decode)?))).collect();
@@ -529,7 +552,10 @@ impl<K> Store<K> {
     /// How many objects the store holds.
     #[must_use]
     pub fn len(&self) -> usize {
-        self.shared.objects.read().live.len()
+        if self.dark() {
+            return 0;
+        }
+        self.held()
     }
 
     /// True when the store holds no object.
@@ -561,10 +587,14 @@ impl<K> Store<K> {
 
     /// A counter that changes whenever the visible state changes; compare two readings to learn
     /// in O(1) whether anything happened in between (a tick loop's "did anything change?").
-    /// Each `Apply` and `Delete` that reaches the store and each completed relist bump it.
+    /// Each `Apply` and `Delete` that reaches the store and each completed relist bump it. A
+    /// store that follows a shard group ([`Config::shard_group`](crate::Config::shard_group))
+    /// reads empty once its member's lead ended; the counter is odd while it does.
     #[must_use]
     pub fn generation(&self) -> u64 {
-        self.shared.generation.load(Ordering::Acquire)
+        // Odd while the store reads empty for a shard group's lead that ended (see `dark`):
+        // the visible state changed without a write.
+        self.shared.generation.load(Ordering::Acquire) * 2 + u64::from(self.dark())
     }
 
     /// Blocks until the first full list is applied, or `timeout` passes.
@@ -649,6 +679,23 @@ impl<K> Snapshot<K> {
 }
 
 impl<K> Store<K> {
+    /// Whether the store must read empty now: it follows a shard group, and what it holds was
+    /// listed for a lead that has ended (docs/protocol.md §13.4). Its followers drop the objects
+    /// when they get to; until then, no read shows them.
+    fn dark(&self) -> bool {
+        self.shared.dark.get().is_some_and(|dark| dark())
+    }
+
+    /// Sets what [`dark`](Self::dark) asks (once, before the watcher's threads start).
+    pub(crate) fn set_dark(&self, dark: Dark) {
+        let _ = self.shared.dark.set(dark);
+    }
+
+    /// How many objects the store holds, read dark or not (for the watcher's own notices).
+    pub(crate) fn held(&self) -> usize {
+        self.shared.objects.read().live.len()
+    }
+
     /// How many objects on the server do not decode as `K` now (see [`Skipped`]).
     pub(crate) fn undecodable(&self) -> usize {
         self.shared.undecodable.load(Ordering::Acquire)

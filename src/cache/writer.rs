@@ -213,6 +213,7 @@ impl<K: Watchable> Writer<K> {
             }),
             ready_changed: Condvar::new(),
             version_changed: Condvar::new(),
+            dark: std::sync::OnceLock::new(),
         });
         let index_fns: Arc<[Option<IndexFn<K>>]> = index_fns.into();
         let predicates: Arc<[PredicateFn<K>]> = predicates.into();
@@ -403,6 +404,7 @@ impl<K: Watchable> Writer<K> {
         let empty = Relist::new(new_indexes(&self.indexer.fns));
         switch(&mut objects, self.shared.parts[self.part].as_deref(), empty);
         objects.told[self.part].clear();
+        self.shared.generation.fetch_add(1, Ordering::AcqRel);
     }
 
     /// The relist in progress failed; forget it (the next one starts with `Init` again). What

@@ -136,6 +136,19 @@ impl<K: Watchable> Engine<K> {
                 }
             },
         };
+        // A follower of a shard group registers before any thread starts, and its store reads
+        // empty once what its followers listed outlived its member's lead (`Follow::dark`).
+        let mut followers: Vec<Option<crate::shard::Follower>> = (0..parts.len())
+            .map(|index| {
+                let f = spec.config.follow.as_ref()?;
+                let cutting = Arc::clone(&control.agents[index]);
+                Some(f.0.register(crate::shard::Cut(Arc::new(move || cutting.cut()))))
+            })
+            .collect();
+        if let Some(f) = &spec.config.follow {
+            let (follow, ids) = (Arc::clone(&f.0), followers.iter().flatten().map(|f| f.id).collect::<Vec<_>>());
+            store.set_dark(Box::new(move || follow.dark(&ids)));
+        }
         let mut workers = Vec::with_capacity(parts.len() + helpers.len());
         for (index, ((part, writer), http)) in parts.into_iter().zip(writers).zip(https).enumerate() {
             let mut api = spec.api.clone();
@@ -161,15 +174,13 @@ impl<K: Watchable> Engine<K> {
                 connected: false,
                 shard_warned: false,
                 shard_probed: false,
-                follow: spec.config.follow.as_ref().map(|f| {
-                    let slot = Arc::clone(&control.agents[index]);
-                    let cutting = Arc::clone(&slot);
+                follow: spec.config.follow.as_ref().zip(followers[index].take()).map(|(f, me)| {
                     crate::engine::worker::Following {
                         follow: Arc::clone(&f.0),
-                        me: f.0.register(crate::shard::Cut(Arc::new(move || cutting.cut()))),
+                        me,
                         seen: 0,
                         held: Vec::new(),
-                        slot,
+                        slot: Arc::clone(&control.agents[index]),
                     }
                 }),
             };

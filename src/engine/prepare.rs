@@ -217,7 +217,28 @@ impl<K: Watchable> Prepare<K> {
         if !indexer.holds_any() {
             return None;
         }
-        let id = decode::peek_item(item)?;
+        Self::shared(decode::peek_item(item)?, indexer)
+    }
+
+    /// A streaming relist's initial event (an `ADDED` watch event in `encoding`) for an object
+    /// the live store already holds at the same uid and resourceVersion: shared as a list item
+    /// is (see `unchanged`), with the resourceVersion it carries, which the machine follows.
+    pub(crate) fn unchanged_event<'a>(
+        encoding: decode::Encoding,
+        bytes: &'a [u8],
+        indexer: &Indexer<K>,
+    ) -> Option<(Subject<K>, &'a str)> {
+        if !indexer.holds_any() {
+            return None;
+        }
+        let id = decode::added_identity(encoding, bytes)?;
+        let rv = id.resource_version?;
+        Some((Self::shared(id, indexer)?, rv))
+    }
+
+    /// The live entry of the object `id` names, if the store holds it at the same uid and
+    /// resourceVersion.
+    fn shared(id: decode::Peeked<'_>, indexer: &Indexer<K>) -> Option<Subject<K>> {
         let key = ObjectKey { namespace: id.namespace.map(Into::into), name: id.name?.into() };
         let unchanged = indexer.unchanged(&key, id.uid?, id.resource_version?)?;
         Some(Subject::Shared { key, unchanged })

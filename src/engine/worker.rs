@@ -284,6 +284,8 @@ impl<K: Watchable> Worker<K> {
         if let Some(f) = &mut self.follow {
             f.held = self.api.shard.iter().cloned().collect();
             f.follow.holding(f.me.id, f.held.clone());
+            // Listed for the share of `seen`: its reads show it while that share's lead lasts.
+            f.follow.listed(f.me.id, self.api.shard.as_ref().map(|_| f.seen));
         }
     }
 
@@ -568,6 +570,17 @@ impl<K: Watchable> Worker<K> {
                         self.control.counters.event_seen(now);
                         let rv = outside.resource_version.as_deref().unwrap_or_default();
                         step = self.machine.step(Input::Event(WatchInput::Dropped { resource_version: rv }), now);
+                        continue;
+                    }
+                    if relisting
+                        && let Some((shared, rv)) = Prepare::unchanged_event(encoding, bytes, self.writer.indexer())
+                    {
+                        // A streaming relist's initial event for an object the store holds at
+                        // that version: not decoded again, as an unchanged list item is not.
+                        self.control.counters.event_seen(now);
+                        counters::add(&self.control.counters.added, 1);
+                        let added = self.machine.step(Input::Event(WatchInput::Added { resource_version: rv }), now);
+                        step = Step { effects: Vec::new(), next: self.perform(added, Some(shared))? };
                         continue;
                     }
                     match self

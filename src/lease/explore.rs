@@ -13,8 +13,9 @@
 //! - the server takes a request: answered, refused with a conflict (409), failed (not applied),
 //!   or applied with its answer lost;
 //! - an answer reaches its process;
-//! - a member's watcher relists to its share (it must drop what its share no longer covers
-//!   before any time passes: the one timing assumption, docs/protocol.md §13.4);
+//! - a member's watcher relists to its share (it drops what its share no longer covers
+//!   before any time passes: stricter than the library needs, whose stores read empty from
+//!   the end of their member's lead whatever the watcher does, docs/protocol.md §13.4);
 //! - time passes, to the next moment anything is due; with a request or an answer still on its
 //!   way (a delay: a fault), which then comes late, past its sender's bound perhaps (the sender
 //!   gave up on it; a request is applied all the same);

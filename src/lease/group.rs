@@ -331,9 +331,13 @@ impl Config {
     /// renew its lease), the store is empty. So the store always holds exactly the current
     /// share, and the group claims in its Lease every range the store may still hold, so that
     /// no other member takes it before the store dropped it (docs/protocol.md §13, "Shard
-    /// groups"). When the watcher stops ([`Watcher::stop`], drop, or a terminal error), its
-    /// store empties, every clone of it included, before the group stops counting it: the
-    /// share it held may go to another member at once.
+    /// groups"). When the member's lead ends (it could not renew in time), the store reads
+    /// empty from that instant, computed at each read, whatever the watcher's thread is doing
+    /// (a request, a consumer that does not read); the watcher drops the objects themselves,
+    /// and its consumers get their `Delete`s, when it gets to. When the watcher stops
+    /// ([`Watcher::stop`], drop, or a terminal error), its store empties, every clone of it
+    /// included, before the group stops counting it: the share it held may go to another
+    /// member at once.
     ///
     /// ```
     /// # let server = kube_watcher::testing::FakeApiServer::start();

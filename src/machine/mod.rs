@@ -572,8 +572,13 @@ impl Machine {
                 let resume = next.resource_version.filter(|rv| rv != "0" && !paging);
                 self.fail(e, failure, State::Sync { resume, reason: RelistReason::Error }, now, fx)
             }
-            // Throttling or transport trouble says nothing about streaming support.
+            // Throttling or transport trouble says nothing about streaming support, nor does
+            // a server that does not know or admit the user (401, 403: the same refusal would
+            // meet a paged list; a permission granted later is granted to both).
             (Recovery::Resume, Failed::StreamInit { resume }) => {
+                self.fail(e, failure, State::Sync { resume, reason: RelistReason::Error }, now, fx)
+            }
+            (Recovery::Refused, Failed::StreamInit { resume }) if matches!(e.status(), Some(401 | 403)) => {
                 self.fail(e, failure, State::Sync { resume, reason: RelistReason::Error }, now, fx)
             }
             // Rejected (422 and friends), failed in-stream or a broken line: list + watch.
@@ -593,7 +598,7 @@ impl Machine {
                 self.covered = None;
                 if self.config.wants_streaming() && !self.streaming_unsupported {
                     let rv = resume.clone().or_else(|| self.any_rv());
-                    let timeout = self.watch_timeout(now);
+                    let timeout = self.watch_timeout(now, true);
                     let params =
                         WatchParams { resource_version: rv, send_initial_events: true, ..self.watch_params(timeout) };
                     let next = Next::Watch { params, idle: self.config.streaming_marker_timeout };
@@ -623,7 +628,7 @@ impl Machine {
                     let at = self.drift_position(&rv);
                     return (State::Checking { rv }, Next::DriftCheck { params, rv: at });
                 }
-                let mut timeout = self.watch_timeout(now);
+                let mut timeout = self.watch_timeout(now, false);
                 if self.freshness == Freshness::Stale {
                     // Its clean end says the server took it, even on a quiet resource.
                     timeout = timeout.min(CONFIRM);
@@ -681,13 +686,18 @@ impl Machine {
     }
 
     /// The server-side timeout of the next watch: configured or jittered, and no later than a
-    /// due periodic relist (so the relist happens without interrupting a read).
-    fn watch_timeout(&mut self, now: Instant) -> Duration {
+    /// due periodic relist or drift check (so they happen without interrupting a read).
+    /// `streaming`: the watch of a streaming list, which goes on as the watch after the sync it
+    /// makes; that sync restarts both intervals, so they count from `now` (from the last sync,
+    /// the first watch would run its whole timeout before the first check, and a relist's would
+    /// be cut after a second, before its end marker).
+    fn watch_timeout(&mut self, now: Instant, streaming: bool) -> Duration {
         let base = self.config.timeout.unwrap_or_else(|| {
             let (lo, hi) = DEFAULT_TIMEOUT_SECS;
             Duration::from_secs(self.rng.random_range(lo..hi))
         });
-        let left = |interval: Option<Duration>, last: Option<Instant>| match (interval, last) {
+        let since = |last: Option<Instant>| if streaming { Some(now) } else { last };
+        let left = |interval: Option<Duration>, last: Option<Instant>| match (interval, since(last)) {
             // `None` from `checked_add`: so far ahead that it is never due.
             (Some(interval), Some(last)) => {
                 last.checked_add(interval).map_or(Duration::MAX, |due| due.saturating_duration_since(now))
@@ -880,7 +890,14 @@ struct Watching {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::InitialListStrategy;
     use crate::error::ApiError;
+
+    /// The default configuration with paged lists (the default is a streaming list), which
+    /// most of these tests follow page by page.
+    fn paged() -> Config {
+        Config::default().initial_list_strategy(InitialListStrategy::ListWatch)
+    }
 
     /// The step that applies `effects`, then reads on.
     fn read_on(effects: &[Effect]) -> Step {
@@ -942,7 +959,7 @@ mod tests {
 
     #[test]
     fn first_sync_is_a_consistent_paged_list() {
-        let mut m = Machine::new(Config::default().labels("app=web"), 1);
+        let mut m = Machine::new(paged().labels("app=web"), 1);
         let step = m.step(Input::Start, t0());
         assert_eq!(step.effects[0], Effect::Relist(RelistReason::Initial));
         assert_eq!(step.effects[1], Effect::BeginInit);
@@ -953,15 +970,25 @@ mod tests {
     }
 
     #[test]
+    fn first_sync_is_a_streaming_list_by_default() {
+        let mut m = Machine::new(Config::default().labels("app=web"), 1);
+        let step = m.step(Input::Start, t0());
+        assert_eq!(step.effects, vec![Effect::Relist(RelistReason::Initial)]);
+        let w = watch_params(&step.next);
+        assert!(w.send_initial_events && w.bookmarks);
+        assert_eq!(w.label_selector.as_deref(), Some("app=web"));
+    }
+
+    #[test]
     fn one_table_decides_how_every_failure_is_recovered_from() {
         // A 408 resumes the watch (it used to relist while `is_retryable` called it retryable).
-        let (mut m, now) = watching(Config::default(), "5");
+        let (mut m, now) = watching(paged(), "5");
         let step = m.step(Input::WatchFailed(api(408, "Timeout", false)), now);
         assert!(matches!(&step.next, Next::Wait(_)));
         assert!(!step.effects.iter().any(|e| matches!(e, Effect::Relist(_))), "{step:?}");
         assert_eq!(watch_params(&m.step(Input::Start, now).next).resource_version.as_deref(), Some("5"));
         // An in-stream 500 cannot be resumed: relist past it.
-        let (mut m, now) = watching(Config::default(), "5");
+        let (mut m, now) = watching(paged(), "5");
         m.step(Input::WatchFailed(api(500, "InternalError", true)), now);
         assert!(m.step(Input::Start, now).effects.contains(&Effect::Relist(RelistReason::Error)));
         for (e, recovery, retryable) in [
@@ -979,14 +1006,14 @@ mod tests {
 
     #[test]
     fn any_semantic_lists_at_resource_version_zero() {
-        let mut m = Machine::new(Config::default().any_semantic(), 1);
+        let mut m = Machine::new(paged().any_semantic(), 1);
         let step = m.step(Input::Start, t0());
         assert_eq!(list_params(&step.next).resource_version.as_deref(), Some("0"));
     }
 
     #[test]
     fn follow_up_pages_carry_the_token_and_no_resource_version() {
-        let mut m = Machine::new(Config::default().any_semantic(), 1);
+        let mut m = Machine::new(paged().any_semantic(), 1);
         m.step(Input::Start, t0());
         let step = m.step(Input::Page { resource_version: Some("10"), continue_token: Some("T1") }, t0());
         let p = list_params(&step.next);
@@ -998,7 +1025,7 @@ mod tests {
 
     #[test]
     fn the_last_page_completes_the_init_and_watches_from_the_list_rv() {
-        let mut m = Machine::new(Config::default(), 1);
+        let mut m = Machine::new(paged(), 1);
         m.step(Input::Start, t0());
         let step = m.step(Input::Page { resource_version: Some("42"), continue_token: None }, t0());
         assert_eq!(
@@ -1016,7 +1043,7 @@ mod tests {
 
     #[test]
     fn watch_events_apply_and_advance_the_resume_rv() {
-        let (mut m, now) = watching(Config::default(), "42");
+        let (mut m, now) = watching(paged(), "42");
         let step = m.step(Input::Event(WatchInput::Added { resource_version: "43" }), now);
         assert_eq!(step, read_on(&[Effect::Apply, Effect::Reached("43".into())]));
         let step = m.step(Input::Event(WatchInput::Deleted { resource_version: "44" }), now);
@@ -1037,7 +1064,7 @@ mod tests {
     /// moves nothing.
     #[test]
     fn a_dropped_event_of_another_shard_moves_the_resume_rv_as_a_bookmark_does() {
-        let (mut m, now) = watching(Config::default(), "42");
+        let (mut m, now) = watching(paged(), "42");
         m.step(Input::Event(WatchInput::Added { resource_version: "43" }), now);
         let step = m.step(Input::Event(WatchInput::Dropped { resource_version: "47" }), now);
         assert_eq!(step, read_on(&[Effect::Reached("47".into())]));
@@ -1067,7 +1094,7 @@ mod tests {
     /// version of, the state before it.
     #[test]
     fn a_relist_moves_the_stores_version_only_at_its_last_page() {
-        let (mut m, now) = watching(Config::default(), "42");
+        let (mut m, now) = watching(paged(), "42");
         let step = m.step(Input::WatchFailed(api(410, "Expired", true)), now);
         assert!(matches!(step.next, Next::List(_)), "{step:?}");
         assert!(!step.effects.iter().any(|e| matches!(e, Effect::Reached(_))), "{step:?}");
@@ -1077,7 +1104,7 @@ mod tests {
 
     #[test]
     fn a_clean_end_rewatches_without_relisting() {
-        let (mut m, now) = watching(Config::default(), "7");
+        let (mut m, now) = watching(paged(), "7");
         m.step(Input::Event(WatchInput::Modified { resource_version: "8" }), now);
         let step = m.step(Input::WatchEnded, now + Duration::from_secs(61));
         assert!(step.effects.is_empty(), "{step:?}");
@@ -1086,7 +1113,7 @@ mod tests {
 
     #[test]
     fn a_very_short_empty_watch_backs_off() {
-        let (mut m, now) = watching(Config::default(), "7");
+        let (mut m, now) = watching(paged(), "7");
         let step = m.step(Input::WatchEnded, now + Duration::from_millis(10));
         assert!(matches!(&step.next, Next::Wait(_)), "{step:?}");
         let step = m.step(Input::Start, now + Duration::from_secs(1));
@@ -1096,7 +1123,7 @@ mod tests {
     #[test]
     fn gone_during_a_watch_relists_not_older_than_the_resume_rv_unpaged() {
         for e in [api(410, "Expired", true), api(410, "Gone", false)] {
-            let (mut m, now) = watching(Config::default(), "42");
+            let (mut m, now) = watching(paged(), "42");
             let step = m.step(Input::WatchFailed(e), now);
             assert_eq!(step.effects, [Effect::Stale, Effect::Relist(RelistReason::Expired), Effect::BeginInit]);
             let p = list_params(&step.next);
@@ -1108,7 +1135,7 @@ mod tests {
 
     #[test]
     fn gone_again_on_the_relist_falls_back_to_a_consistent_paged_list() {
-        let (mut m, now) = watching(Config::default(), "42");
+        let (mut m, now) = watching(paged(), "42");
         m.step(Input::WatchFailed(api(410, "Expired", true)), now);
         let step = m.step(Input::ListFailed(api(410, "Expired", false)), now);
         assert_eq!(step.effects[0], Effect::AbortInit);
@@ -1125,7 +1152,7 @@ mod tests {
     #[test]
     fn the_relist_after_a_410_that_ends_an_outage_goes_out_at_once() {
         for answer in [api(410, "Expired", true), api(410, "Gone", false), too_large()] {
-            let (mut m, now) = watching(Config::default(), "42");
+            let (mut m, now) = watching(paged(), "42");
             for _ in 0..8 {
                 let step = m.step(Input::WatchFailed(Error::transport("watch", "connection reset")), now);
                 assert!(matches!(&step.next, Next::Wait(_)), "{step:?}");
@@ -1140,7 +1167,7 @@ mod tests {
     /// `max_retries`; those after it do.
     #[test]
     fn a_410_after_an_outage_starts_the_failure_count_over() {
-        let (mut m, now) = watching(Config::default().max_retries(3), "42");
+        let (mut m, now) = watching(paged().max_retries(3), "42");
         for _ in 0..3 {
             m.step(Input::WatchFailed(Error::transport("watch", "connection reset")), now);
             m.step(Input::Start, now);
@@ -1160,7 +1187,7 @@ mod tests {
     /// with the growing backoff: the list between two of its 410s is no watch that took hold.
     #[test]
     fn a_410_again_right_after_the_relist_of_a_410_backs_off() {
-        let (mut m, now) = watching(Config::default(), "42");
+        let (mut m, now) = watching(paged(), "42");
         let step = m.step(Input::WatchFailed(api(410, "Expired", true)), now);
         assert!(matches!(&step.next, Next::List(_)), "the first relists at once: {step:?}");
         m.step(Input::Page { resource_version: Some("50"), continue_token: None }, now);
@@ -1197,7 +1224,7 @@ mod tests {
     /// backoff of the failures the server answers is left where it was.
     #[test]
     fn refused_connections_are_retried_within_the_first_step_and_reported_once_per_run() {
-        let (mut m, now) = watching(Config::default(), "42");
+        let (mut m, now) = watching(paged(), "42");
         let step = m.step(Input::WatchFailed(Error::transport("watch pods", "connection reset")), now);
         assert_eq!(reports(&step), 1);
         let mut told = 0;
@@ -1227,7 +1254,7 @@ mod tests {
     /// the fourth failure comes 0.4 + 0.8 + 1.6 = 2.8 s into the run, however often it retried.
     #[test]
     fn refused_connections_count_against_max_retries_at_the_backoffs_pace() {
-        let (mut m, t0) = watching(Config::default().max_retries(3), "42");
+        let (mut m, t0) = watching(paged().max_retries(3), "42");
         let mut now = t0;
         let mut tries = 0;
         let gave_up = loop {
@@ -1244,7 +1271,7 @@ mod tests {
         assert!(ran >= Duration::from_millis(2800) && ran < Duration::from_millis(3600), "{ran:?} after {tries} tries");
         assert!(tries > 4, "retried more often than counted: {tries}");
         // Anything else ends the run: the next refused connection counts at once.
-        let (mut m, now) = watching(Config::default().max_retries(2), "42");
+        let (mut m, now) = watching(paged().max_retries(2), "42");
         m.step(Input::Refused(refused()), now);
         m.step(Input::Start, now);
         m.step(Input::WatchFailed(api(503, "ServiceUnavailable", false)), now);
@@ -1256,7 +1283,7 @@ mod tests {
     /// A refused list or streaming list goes on as its failure would: the relist again.
     #[test]
     fn a_refused_list_is_retried_as_a_failed_one_is() {
-        let (mut m, now) = watching(Config::default(), "42");
+        let (mut m, now) = watching(paged(), "42");
         m.step(Input::WatchFailed(api(500, "InternalError", true)), now);
         let step = m.step(Input::Start, now);
         assert_eq!(list_params(&step.next).resource_version.as_deref(), Some("42"));
@@ -1276,7 +1303,7 @@ mod tests {
     /// once, and the store is fresh when it completes.
     #[test]
     fn after_refused_connections_a_410_relists_at_once() {
-        let (mut m, now) = watching(Config::default(), "42");
+        let (mut m, now) = watching(paged(), "42");
         m.step(Input::WatchFailed(Error::transport("watch pods", "connection reset")), now);
         for _ in 0..20 {
             m.step(Input::Start, now);
@@ -1295,7 +1322,7 @@ mod tests {
     /// no repeat of the 410 before: the server answered in between.
     #[test]
     fn failures_after_the_answer_back_off_and_a_410_after_them_relists_at_once() {
-        let (mut m, now) = watching(Config::default(), "42");
+        let (mut m, now) = watching(paged(), "42");
         m.step(Input::WatchFailed(api(410, "Expired", true)), now);
         let mut longest = Duration::ZERO;
         for _ in 0..10 {
@@ -1312,7 +1339,7 @@ mod tests {
     /// watch the server ended cleanly) until a relist completes.
     #[test]
     fn the_store_is_stale_from_the_first_failure_until_a_relist_completes() {
-        let mut m = Machine::new(Config::default(), 1);
+        let mut m = Machine::new(paged(), 1);
         let now = t0();
         m.step(Input::Start, now);
         let step = m.step(Input::ListFailed(api(503, "ServiceUnavailable", false)), now);
@@ -1350,7 +1377,7 @@ mod tests {
     fn a_resumed_watch_makes_a_stale_store_fresh_when_it_takes_hold() {
         let later = |s: u64| t0() + Duration::from_secs(s);
         let broken = || {
-            let (mut m, now) = watching(Config::default(), "42");
+            let (mut m, now) = watching(paged(), "42");
             m.step(Input::WatchFailed(Error::transport("watch", "reset")), now);
             let step = m.step(Input::Start, now);
             assert_eq!(watch_params(&step.next).timeout, CONFIRM, "{step:?}");
@@ -1380,7 +1407,7 @@ mod tests {
 
     #[test]
     fn too_large_resource_version_forgets_the_rv() {
-        let (mut m, now) = watching(Config::default(), "42");
+        let (mut m, now) = watching(paged(), "42");
         let step = m.step(Input::WatchFailed(too_large()), now);
         assert_eq!(step.effects[..2], [Effect::Stale, Effect::Relist(RelistReason::TooLarge)]);
         assert_eq!(list_params(&step.next).resource_version, None);
@@ -1388,7 +1415,7 @@ mod tests {
 
     #[test]
     fn an_expired_continue_token_restarts_the_list() {
-        let mut m = Machine::new(Config::default(), 1);
+        let mut m = Machine::new(paged(), 1);
         let now = t0();
         m.step(Input::Start, now);
         m.step(Input::Page { resource_version: Some("10"), continue_token: Some("T1") }, now);
@@ -1402,7 +1429,7 @@ mod tests {
 
     #[test]
     fn continue_tokens_that_keep_expiring_back_off() {
-        let mut m = Machine::new(Config::default().page_size(1), 1);
+        let mut m = Machine::new(paged().page_size(1), 1);
         let now = t0();
         m.step(Input::Start, now);
         m.step(Input::Page { resource_version: Some("10"), continue_token: Some("T1") }, now);
@@ -1416,7 +1443,7 @@ mod tests {
     #[test]
     fn a_huge_retry_after_is_clamped_to_the_backoff_maximum() {
         for secs in [u64::MAX, 31_536_000, u64::from(u32::MAX)] {
-            let (mut m, now) = watching(Config::default(), "42");
+            let (mut m, now) = watching(paged(), "42");
             let Error::Api(mut e) = api(429, "TooManyRequests", false) else { unreachable!() };
             e.retry_after = Some(Duration::from_secs(secs));
             let e = Error::Api(e);
@@ -1428,7 +1455,7 @@ mod tests {
 
     #[test]
     fn intervals_too_long_to_add_to_an_instant_are_never_due() {
-        let config = Config::default().relist_interval(Duration::MAX).drift_check(Duration::MAX);
+        let config = paged().relist_interval(Duration::MAX).drift_check(Duration::MAX);
         let (mut m, now) = watching(config, "42");
         let step = m.step(Input::WatchEnded, now + Duration::from_secs(61));
         let w = watch_params(&step.next);
@@ -1437,7 +1464,7 @@ mod tests {
 
     #[test]
     fn throttling_waits_at_least_retry_after_and_rewatches_from_the_same_rv() {
-        let (mut m, now) = watching(Config::default(), "42");
+        let (mut m, now) = watching(paged(), "42");
         let Error::Api(mut e) = api(429, "TooManyRequests", false) else { unreachable!() };
         e.retry_after = Some(Duration::from_secs(7));
         let step = m.step(Input::WatchFailed(Error::Api(e)), now);
@@ -1452,7 +1479,7 @@ mod tests {
 
     #[test]
     fn forbidden_is_reported_and_retried_with_a_full_relist() {
-        let mut m = Machine::new(Config::default(), 1);
+        let mut m = Machine::new(paged(), 1);
         let now = t0();
         m.step(Input::Start, now);
         let step = m.step(Input::ListFailed(api(403, "Forbidden", false)), now);
@@ -1464,7 +1491,7 @@ mod tests {
 
     #[test]
     fn a_transport_error_mid_watch_resumes_after_backoff() {
-        let (mut m, now) = watching(Config::default(), "42");
+        let (mut m, now) = watching(paged(), "42");
         let step = m.step(Input::WatchFailed(Error::transport("watch pods", "connection reset")), now);
         assert!(matches!(&step.next, Next::Wait(d) if *d <= Duration::from_millis(800)));
         let step = m.step(Input::Start, now);
@@ -1473,7 +1500,7 @@ mod tests {
 
     #[test]
     fn an_undecodable_event_relists_past_it() {
-        let (mut m, now) = watching(Config::default(), "42");
+        let (mut m, now) = watching(paged(), "42");
         let e = Error::Decode(Box::new(crate::error::DecodeError {
             context: "watch".into(),
             line: Some(1),
@@ -1488,7 +1515,7 @@ mod tests {
 
     #[test]
     fn idle_beyond_the_stall_timeout_declares_the_connection_dead() {
-        let config = Config::default().timeout(Duration::from_secs(60));
+        let config = paged().timeout(Duration::from_secs(60));
         let (mut m, now) = watching(config, "42");
         let step = m.step(Input::Idle, now + Duration::from_secs(10));
         assert_eq!(step, read_on(&[]), "idle before the stall limit keeps reading");
@@ -1499,7 +1526,7 @@ mod tests {
 
     #[test]
     fn the_default_stall_limit_finds_a_dead_connection_within_two_minutes() {
-        let (mut m, now) = watching(Config::default(), "1");
+        let (mut m, now) = watching(paged(), "1");
         let State::Watching { stall, .. } = m.state.clone() else { panic!() };
         assert!(stall < Duration::from_secs(120), "{stall:?}");
         assert!(stall > Duration::from_secs(60), "{stall:?}");
@@ -1509,7 +1536,7 @@ mod tests {
 
     #[test]
     fn max_retries_ends_the_watcher_with_gave_up() {
-        let mut m = Machine::new(Config::default().max_retries(2), 1);
+        let mut m = Machine::new(paged().max_retries(2), 1);
         let now = t0();
         m.step(Input::Start, now);
         for _ in 0..2 {
@@ -1524,7 +1551,7 @@ mod tests {
 
     #[test]
     fn progress_resets_the_retry_count() {
-        let (mut m, now) = watching(Config::default().max_retries(1), "1");
+        let (mut m, now) = watching(paged().max_retries(1), "1");
         m.step(Input::WatchFailed(Error::transport("w", "reset")), now);
         m.step(Input::Start, now);
         m.step(Input::WatchOpened, now);
@@ -1535,11 +1562,11 @@ mod tests {
 
     #[test]
     fn periodic_relist_caps_the_watch_timeout_and_relists_when_due() {
-        let config = Config::default().relist_interval(Duration::from_secs(30));
+        let config = paged().relist_interval(Duration::from_secs(30));
         let (mut m, now) = watching(config, "5");
         let State::Watching { .. } = m.state else { panic!() };
         // The watch opened at `now`, right after the sync: its timeout is capped at 30 s.
-        let mut m2 = Machine::new(Config::default().relist_interval(Duration::from_secs(30)), 1);
+        let mut m2 = Machine::new(paged().relist_interval(Duration::from_secs(30)), 1);
         m2.step(Input::Start, now);
         let step = m2.step(Input::Page { resource_version: Some("5"), continue_token: None }, now);
         assert_eq!(watch_params(&step.next).timeout, Duration::from_secs(30));
@@ -1551,7 +1578,7 @@ mod tests {
 
     #[test]
     fn a_due_drift_check_runs_between_watches_and_relists_only_on_a_mismatch() {
-        let config = Config::default().drift_check(Duration::from_secs(30));
+        let config = paged().drift_check(Duration::from_secs(30));
         let (mut m, now) = watching(config, "5");
         m.step(Input::Event(WatchInput::Modified { resource_version: "6" }), now);
         // Not due yet: a plain re-watch.
@@ -1570,7 +1597,7 @@ mod tests {
         let step = m.step(Input::WatchEnded, later + Duration::from_secs(30));
         assert!(matches!(&step.next, Next::DriftCheck { .. }), "{step:?}");
         // A mismatch relists; a failed check is reported and the watch goes on.
-        let mut m2 = Machine::new(Config::default(), 1);
+        let mut m2 = Machine::new(paged(), 1);
         m2.state = State::Checking { rv: "6".into() };
         let step = m2.step(Input::DriftChecked(Ok(Checked { mismatched: 2, list: "7" })), later);
         assert!(step.effects.contains(&Effect::Relist(RelistReason::Drift)), "{step:?}");
@@ -1587,7 +1614,7 @@ mod tests {
     /// sync forgets it.
     #[test]
     fn a_drift_check_is_made_at_what_a_clean_watch_after_the_last_one_covered() {
-        let config = Config::default().drift_check(Duration::from_secs(30));
+        let config = paged().drift_check(Duration::from_secs(30));
         let (mut m, now) = watching(config, "5");
         let at = |step: &Step| match &step.next {
             Next::DriftCheck { params, rv } => (rv.clone(), params.resource_version.clone().unwrap_or_default()),
@@ -1645,6 +1672,33 @@ mod tests {
             assert!(!watch_params(&step.next).send_initial_events);
         }
 
+        /// A streaming list's watch goes on as the watch after its sync, so the drift check
+        /// and the periodic relist count from its start: the first check is due an interval
+        /// after it, not after its whole timeout, and a periodic relist's own streaming list
+        /// gets a whole interval, not the second left of the last one.
+        #[test]
+        fn a_streaming_lists_watch_ends_when_the_next_check_or_relist_is_due() {
+            let interval = Duration::from_secs(30);
+            let config = Config::default().drift_check(interval).relist_interval(Duration::from_secs(300));
+            let mut m = Machine::new(config, 1);
+            let now = t0();
+            let step = m.step(Input::Start, now);
+            assert_eq!(watch_params(&step.next).timeout, interval, "{step:?}");
+            m.step(Input::WatchOpened, now);
+            m.step(Input::Event(WatchInput::Bookmark { resource_version: "9", initial_events_end: true }), now);
+            let step = m.step(Input::WatchEnded, now + interval);
+            assert!(matches!(&step.next, Next::DriftCheck { .. }), "{step:?}");
+            // A periodic relist, due: its streaming list is not cut after a second.
+            let mut m = Machine::new(Config::default().relist_interval(interval), 1);
+            m.step(Input::Start, now);
+            m.step(Input::WatchOpened, now);
+            m.step(Input::Event(WatchInput::Bookmark { resource_version: "9", initial_events_end: true }), now);
+            let step = m.step(Input::WatchEnded, now + interval);
+            assert!(step.effects.contains(&Effect::Relist(RelistReason::Periodic)), "{step:?}");
+            let w = watch_params(&step.next);
+            assert!(w.send_initial_events && w.timeout == interval, "{step:?}");
+        }
+
         #[test]
         fn a_rejected_streaming_list_falls_back_and_is_remembered() {
             let (mut m, now, _) = start();
@@ -1685,6 +1739,23 @@ mod tests {
             assert!(matches!(&step.next, Next::Wait(_)));
             let step = m.step(Input::Start, now);
             assert!(watch_params(&step.next).send_initial_events);
+        }
+
+        /// A streaming list that the server refuses for who asks (401, 403) is reported and
+        /// asked again, not given up: a paged list would meet the same refusal, and a
+        /// permission granted later (a binding that comes after the program starts) is granted
+        /// to both.
+        #[test]
+        fn a_forbidden_streaming_list_is_reported_and_asked_again_as_one() {
+            for (code, reason) in [(403, "Forbidden"), (401, "Unauthorized")] {
+                let (mut m, now, _) = start();
+                let step = m.step(Input::WatchFailed(api(code, reason, false)), now);
+                assert!(step.effects.iter().any(|e| matches!(e, Effect::Report(_))), "{code}: {step:?}");
+                assert!(!step.effects.contains(&Effect::Relist(RelistReason::StreamingFallback)), "{code}: {step:?}");
+                assert!(matches!(&step.next, Next::Wait(_)), "{code}: {step:?}");
+                let step = m.step(Input::Start, now);
+                assert!(watch_params(&step.next).send_initial_events, "{code}: {step:?}");
+            }
         }
 
         /// A sharded watcher asks whether the server filters before its streaming list; when

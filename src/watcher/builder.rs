@@ -16,7 +16,8 @@ use crate::notice::SlowConsumer;
 use crate::resource::Watchable;
 use crate::wire::api::Api;
 
-/// The path of the field [`WatcherBuilder::without_managed_fields`] skips.
+/// The path of the field a watcher skips unless [`WatcherBuilder::with_managed_fields`] asks for
+/// it.
 const MANAGED_FIELDS: &str = "metadata.managedFields";
 
 /// Default number of events the channel holds before the watcher waits for the consumer.
@@ -51,6 +52,8 @@ pub struct WatcherBuilder<K> {
     transform: Option<Transform<K>>,
     /// The paths of `skip_fields`, as given; checked by `start`.
     skip: Vec<String>,
+    /// `with_managed_fields`: decode `metadata.managedFields` (skipped by default).
+    managed_fields: bool,
     compact: Option<Compaction<K>>,
     indexes: Vec<(String, IndexFn<K>)>,
     predicates: Vec<PredicateFn<K>>,
@@ -69,6 +72,7 @@ impl<K> fmt::Debug for WatcherBuilder<K> {
             .field("config", &self.config)
             .field("transform", &self.transform.is_some())
             .field("skip_fields", &self.skip)
+            .field("managed_fields", &self.managed_fields)
             .field(
                 "store",
                 &match self.compact {
@@ -96,6 +100,7 @@ impl<K: Watchable> WatcherBuilder<K> {
             config: Config::default(),
             transform: None,
             skip: Vec::new(),
+            managed_fields: false,
             compact: None,
             indexes: Vec::new(),
             predicates: Vec::new(),
@@ -192,10 +197,50 @@ impl<K: Watchable> WatcherBuilder<K> {
         self
     }
 
-    /// Never decodes `metadata.managedFields`: [`skip_fields`](Self::skip_fields) for the
-    /// field most programs never read, and often the biggest part of an object (a realistic
-    /// 6 KB pod's managedFields are about a quarter of its decoded memory: 8.8 KB in 63 of its
-    /// 216 allocations). Asking twice is asking once.
+    /// Decodes `metadata.managedFields`, which a watcher skips by default: the objects in the
+    /// store and in the events then hold them as the server sent them.
+    ///
+    /// By default a watcher never decodes `metadata.managedFields` (as if
+    /// [`skip_fields`](Self::skip_fields) named it): every object's `managed_fields` is `None`.
+    /// They are the field ownership of server-side apply, which the server keeps and uses and
+    /// which few programs read, and often the biggest part of an object: k8s-openapi holds each
+    /// entry's `fieldsV1` as a tree of JSON values, so a pod that three managers wrote takes
+    /// about 76 KB at a watcher's peak with them and 30 KB without (client-go, which keeps
+    /// `fieldsV1` as raw bytes, about 6 KB more with them than without); docs/performance.md,
+    /// "The defaults", has the figures. A program that reads
+    /// them (which manager owns which field) asks for them here. Writing back an object read
+    /// from the store (`Api::replace`) is safe either way: a server that gets an object without
+    /// managedFields keeps the ones it has, as for any client that does not know them.
+    ///
+    /// Watchers used to decode them by default, and
+    /// [`without_managed_fields`](Self::without_managed_fields) asked for what is now the
+    /// default. A path inside `metadata.managedFields` given to `skip_fields` skips that part
+    /// and decodes the rest of them, whether or not this was called; beware of writing such an
+    /// object back: the server takes managedFields that are present as they are, so entries
+    /// without their `fieldsV1` would tell it that no manager owns any field. Skipped whole,
+    /// as by default, they are absent, and the server keeps its own.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # let server = kube_watcher::testing::FakeApiServer::start();
+    /// use kube_watcher::{Api, Client, Watcher};
+    /// use k8s_openapi::api::core::v1::Pod;
+    ///
+    /// let pods: Api<Pod> = Api::all(Client::from_url(&server.url())?);
+    /// // Who applied which field: the field managers, as the server sent them.
+    /// let watcher = Watcher::builder(pods).with_managed_fields().start()?;
+    /// # drop(watcher);
+    /// # Ok::<(), kube_watcher::Error>(())
+    /// ```
+    pub fn with_managed_fields(mut self) -> Self {
+        self.managed_fields = true;
+        self
+    }
+
+    /// Never decodes `metadata.managedFields`: the default (see
+    /// [`with_managed_fields`](Self::with_managed_fields)), which this restores after
+    /// `with_managed_fields`. Asking twice is asking once.
     ///
     /// # Examples
     ///
@@ -210,9 +255,7 @@ impl<K: Watchable> WatcherBuilder<K> {
     /// # Ok::<(), kube_watcher::Error>(())
     /// ```
     pub fn without_managed_fields(mut self) -> Self {
-        if !self.skip.iter().any(|p| p == MANAGED_FIELDS) {
-            self.skip.push(MANAGED_FIELDS.to_owned());
-        }
+        self.managed_fields = false;
         self
     }
 
@@ -263,9 +306,9 @@ impl<K: Watchable> WatcherBuilder<K> {
     ///
     /// Objects of one kind repeat each other's keys, labels, images and managedFields, so a
     /// realistic 6 KB pod takes from a few hundred bytes to about 1 KB: 100k varied pods over
-    /// protobuf took 0.11 GiB of peak RSS (0.095 GiB with
-    /// [`without_managed_fields`](Self::without_managed_fields)), a quarter to a third of
-    /// `compact_store` (docs/performance.md has the measurements). A
+    /// protobuf took 0.11 GiB of peak RSS with managedFields
+    /// ([`with_managed_fields`](Self::with_managed_fields)) and 0.095 GiB without, a quarter to
+    /// a third of `compact_store` (docs/performance.md has the measurements). A
     /// [`Store::get`](crate::Store::get) decompresses first (a few µs) and then decodes as in
     /// compact mode; storing an object costs a compression on the watcher thread. Events reach
     /// consumers exactly as in compact mode (events a consumer is behind on during a list wait
@@ -392,9 +435,9 @@ impl<K: Watchable> WatcherBuilder<K> {
     /// Decode list items on this many helper threads (at most 64), for a faster initial sync
     /// and relist; 0, the default, decodes them on the watcher thread.
     ///
-    /// Each item of every list page (initial sync and relists; not watch events, so not
-    /// [`Config::streaming_lists`] either, and not the metadata lists of
-    /// [`Config::drift_check`]) is decoded, given to the
+    /// Each item of every list page (initial sync and relists; not watch events, so not a
+    /// streaming list's either, and not the metadata lists of [`Config::drift_check`]) is
+    /// decoded, given to the
     /// [`transform`](Self::transform) and the [`index`](Self::index) functions on a helper,
     /// then applied to the store and delivered on the watcher thread strictly in list order:
     /// the events, the store and the handling of objects that do not decode are the same as
@@ -402,7 +445,10 @@ impl<K: Watchable> WatcherBuilder<K> {
     /// [`Error::Panicked`] naming it. Up to 64 items per helper are in flight (their bytes
     /// copied out of the body). The helpers wait on a channel (no wake-ups while idle), are
     /// shared by the threads of a [`namespaces`](Self::namespaces) watcher, and end with
-    /// the watcher.
+    /// the watcher. So that there are pages, a watcher with helpers fetches its initial state
+    /// in pages ([`InitialListStrategy::ListWatch`](crate::InitialListStrategy::ListWatch))
+    /// unless its [`Config`] chose a strategy
+    /// ([`Config::initial_list_strategy`]; the default is a streaming list).
     ///
     /// The trade, measured with `examples/bench.rs` on a 2-core machine (realistic ~6 KB pods,
     /// medians of 3 rounds, docs/performance.md): the initial sync of 100k pods took 3.3 s with
@@ -458,10 +504,11 @@ impl<K: Watchable> WatcherBuilder<K> {
                 format!("{} is cluster-scoped: it has no namespaces to watch", self.api.resource.plural),
             ));
         }
-        let skip = Paths::new::<K>(&self.skip).map_err(|e| Error::config("skip_fields", e))?;
+        let skip = skipped::<K>(&self.skip, self.managed_fields)?;
+        let config = if self.parallel_sync > 0 { self.config.paged_unless_chosen() } else { self.config };
         let engine = Engine::start(Spec {
             api: self.api,
-            config: self.config,
+            config,
             namespaces: self.namespaces,
             indexes: self.indexes,
             predicates: self.predicates,
@@ -474,4 +521,20 @@ impl<K: Watchable> WatcherBuilder<K> {
         })?;
         Ok(Watcher { rx: OnceLock::new(), capacity: self.capacity, policy: self.policy, store: engine.store(), engine })
     }
+}
+
+/// The fields a watcher never decodes: `paths` (`skip_fields`), and `metadata.managedFields`
+/// unless `managed_fields` (`with_managed_fields`) or one of `paths` names them or a part of
+/// them (that path says what to skip of them). The default is the watcher's, not the user's:
+/// it never makes `start` fail, and for a type whose shape has no `metadata.managedFields` it
+/// is left out.
+fn skipped<K: Watchable>(paths: &[String], managed_fields: bool) -> Result<Paths> {
+    let named =
+        |p: &String| p.strip_prefix(MANAGED_FIELDS).is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']));
+    let user = || Paths::new::<K>(paths).map_err(|e| Error::config("skip_fields", e));
+    if managed_fields || paths.iter().any(named) {
+        return user();
+    }
+    let with_default: Vec<String> = paths.iter().cloned().chain([MANAGED_FIELDS.to_owned()]).collect();
+    Paths::new::<K>(&with_default).or_else(|_| user())
 }

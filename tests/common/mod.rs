@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube_watcher::testing::{FakeApiServer, FakeApiServerBuilder};
-use kube_watcher::{Api, Client, Config, Error, Event, Notice, Watchable, Watcher, WatcherBuilder};
+use kube_watcher::{
+    Api, Client, Config, Error, Event, InitialListStrategy, Notice, Watchable, Watcher, WatcherBuilder,
+};
 
 pub mod modules;
 pub mod random;
@@ -140,6 +142,12 @@ pub fn key(p: &Pod) -> String {
     )
 }
 
+/// The default configuration with paged lists: for the tests of what a list does page by page
+/// (its faults, continue tokens, relists), which a streaming list, the default, never asks for.
+pub fn paged() -> Config {
+    Config::default().initial_list_strategy(InitialListStrategy::ListWatch)
+}
+
 /// Polls `cond` (bounded by `WAIT`): for facts of the fake server, which has no events.
 pub fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + WAIT;
@@ -158,12 +166,11 @@ pub fn for_each_config(mut scenario: impl FnMut(&str, Config)) {
                 if streaming && !bookmarks {
                     continue; // streaming lists need bookmarks
                 }
-                let mut c = Config::default().page_size(page);
+                let strategy =
+                    if streaming { InitialListStrategy::StreamingList } else { InitialListStrategy::ListWatch };
+                let mut c = Config::default().page_size(page).initial_list_strategy(strategy);
                 if !bookmarks {
                     c = c.disable_bookmarks();
-                }
-                if streaming {
-                    c = c.streaming_lists();
                 }
                 let label = format!("page_size={page} bookmarks={bookmarks} streaming={streaming}");
                 scenario(&label, c);

@@ -103,8 +103,8 @@ fn reports_deletes_missed_during_an_outage(mode: (&str, WireFormat)) {
     }
     server.push_fault(Match::Watch, Fault::Stall);
     let api: Api<Pod> = Api::all(Client::from_url(&server.url()).unwrap());
-    let config =
-        Config::default().timeout(std::time::Duration::from_secs(1)).stall_timeout(std::time::Duration::from_secs(2));
+    // A list, then the watch that stalls.
+    let config = paged().timeout(std::time::Duration::from_secs(1)).stall_timeout(std::time::Duration::from_secs(2));
     let w = in_mode(Watcher::builder(api), mode, config).start().unwrap();
     collect_until(&w, |s| s.last().is_some_and(|e| e == "InitDone"));
     eventually("the stalled watch is requested", || server.requests().iter().any(|r| r.watch));

@@ -12,7 +12,7 @@ use crate::common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube_watcher::fuzzing;
 use kube_watcher::testing::{Fault, Match};
-use kube_watcher::{Config, Event, Watcher};
+use kube_watcher::{Event, Watcher};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -729,7 +729,7 @@ fn an_endless_watch_line_is_cut_at_the_line_limit_with_bounded_memory() {
         server.create(&pod("apps", "a")).unwrap();
         server.push_fault(Match::Watch, Fault::EndlessLine);
         let grew = peak_growth(|| {
-            let w = Watcher::new(pods(&server), Config::default()).unwrap();
+            let w = Watcher::new(pods(&server), paged()).unwrap();
             let (_, err) = until_error(&w, "line longer than", None);
             assert!(err.contains("decode watch pods"), "{err}");
             server.create(&pod("apps", "after")).unwrap();
@@ -749,7 +749,7 @@ fn an_endless_list_is_streamed_with_bounded_memory() {
         // About 110 bytes per item: 150 000 items is over 16 MiB of body.
         let items = 150_000;
         let grew = peak_growth(|| {
-            let w = Watcher::new(pods(&server), Config::default()).unwrap();
+            let w = Watcher::new(pods(&server), paged()).unwrap();
             let (seen, _) = until_error(&w, "", Some(items));
             assert_eq!(seen, items);
             w.stop();
@@ -766,7 +766,7 @@ fn a_gzip_bomb_list_is_cut_at_the_item_limit_with_bounded_memory() {
         // 4 GiB once inflated, about 4 MiB on the wire.
         server.push_fault(Match::List, Fault::GzipBomb { bytes: 4 << 30 });
         let grew = peak_growth(|| {
-            let w = Watcher::new(pods(&server), Config::default()).unwrap();
+            let w = Watcher::new(pods(&server), paged()).unwrap();
             let (_, err) = until_error(&w, "list item larger than", None);
             assert!(err.contains("decode list pods"), "{err}");
             store_matches_server(&w, &server);

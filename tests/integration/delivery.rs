@@ -152,7 +152,7 @@ fn returns_within_wait<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Se
 #[test]
 fn the_notices_channel_ends_with_the_watcher() {
     let server = server();
-    let w = Watcher::new(pods(&server), Config::default()).unwrap();
+    let w = Watcher::new(pods(&server), paged()).unwrap();
     w.store().wait_until_ready(WAIT).unwrap();
     let notices = w.notices();
     w.stop();
@@ -167,7 +167,7 @@ fn the_notices_channel_ends_with_the_watcher() {
         );
     }
     let fast = kube_watcher::Backoff { initial: ms(1), max: ms(5), ..kube_watcher::Backoff::default() };
-    let w = Watcher::new(pods(&server), Config::default().max_retries(1).backoff(fast)).unwrap();
+    let w = Watcher::new(pods(&server), paged().max_retries(1).backoff(fast)).unwrap();
     let notices = w.notices();
     let seen = returns_within_wait("notices after giving up", move || notices.iter().collect::<Vec<_>>());
     assert!(matches!(seen.last(), Some(Notice::GaveUp { .. })), "{seen:?}");
@@ -296,7 +296,7 @@ fn a_lagging_consumer_that_subscribes_mid_list_is_told_again_when_the_list_ends(
     let server = server();
     create_pods(&server, 0..16);
     let page3 = server.hold_nth(Match::List, 2);
-    let w = Watcher::builder(pods(&server)).config(Config::default().page_size(4)).channel_capacity(1).start().unwrap();
+    let w = Watcher::builder(pods(&server)).config(paged().page_size(4)).channel_capacity(1).start().unwrap();
     assert!(page3.wait_until_held(WAIT), "the third page is asked for");
     // The list is in progress, 8 pods read: the replay ends inside it.
     let rx = w.subscribe_with(SlowConsumer::Lag);
@@ -342,7 +342,7 @@ fn a_consumer_attached_after_an_abandoned_first_list_is_deleted_only_what_it_was
     }
     let page2 = server.hold_nth(Match::List, 1);
     let fast = kube_watcher::Backoff { initial: ms(1), max: ms(5), ..kube_watcher::Backoff::default() };
-    let w = Watcher::new(pods(&server), Config::default().page_size(2).backoff(fast)).unwrap();
+    let w = Watcher::new(pods(&server), paged().page_size(2).backoff(fast)).unwrap();
     let all = w.subscribe(); // there from the start
     assert!(page2.wait_until_held(WAIT), "the second page is asked for");
     // The first page was delivered (before the second was asked for). Delete one of its pods

@@ -145,8 +145,9 @@ fn metadata_shows_metadata_only_stores_holding_less() {
         line.split_whitespace().rev().nth(1).and_then(|n| n.parse().ok()).unwrap()
     };
     let full = kb("full Pod objects");
-    assert!(kb("metadata_watcher ") < full / 2, "{}", out.stdout);
-    assert!(kb("no managedFields") < kb("metadata_watcher "), "{}", out.stdout);
+    assert!(kb("Pod, by default") < full, "{}", out.stdout);
+    assert!(kb("metadata_watcher, with") < full / 2, "{}", out.stdout);
+    assert!(kb("metadata_watcher, no managedFields") < kb("metadata_watcher, with"), "{}", out.stdout);
 }
 
 /// Two replicas: one leads, the other stands by reading the lease once per retry period; the
@@ -390,7 +391,8 @@ fn kwatch_explains_a_forbidden_list_in_one_line() {
     assert_eq!(out.status.code(), Some(1), "{}", out.stderr);
     assert_eq!(out.stdout, "");
     assert_eq!(out.stderr.lines().count(), 1, "one line: {}", out.stderr);
-    for expected in ["HTTP 403 Forbidden", "User \"jane\" cannot list", "kubectl auth can-i list pods -n shop"] {
+    // The first request is a streaming list: a watch.
+    for expected in ["HTTP 403 Forbidden", "User \"jane\" cannot list", "kubectl auth can-i watch pods -n shop"] {
         assert!(out.stderr.contains(expected), "no {expected:?} in: {}", out.stderr);
     }
 }
@@ -975,14 +977,18 @@ fn bench_server_caps_pages_gzips_when_asked_and_the_client_syncs_through_it() {
         let plain_chunks = page(false);
         assert!(plain_chunks.len() < 20, "100 pods of ~6 KB in large chunks, not one each: {plain_chunks:?}");
         page(true);
-        let out = run("bench", &["--url", url, "--pods", "300", "--events", "20"]);
+        // Through the capped pages: paged lists (the default is a streaming list).
+        let args = ["--url", url, "--pods", "300", "--events", "20", "--paged-lists", "--with-managed-fields"];
+        let out = run("bench", &args);
         // Built here, the bench keeps glibc's malloc (benches/alloc builds it with another).
         assert!(out.stdout.contains(r#""allocator":"glibc""#), "{out:?}");
+        assert!(out.stdout.contains(r#""list":"paged""#), "{out:?}");
         assert!(out.stdout.contains(r#""cache_len":300"#), "{out:?}");
         assert!(out.stdout.contains(r#""skip":"none","sync_cpu_s":"#), "{out:?}");
-        // The server sent its events to the first watch: this client only syncs.
-        let skipping = run("bench", &["--url", url, "--pods", "300", "--events", "0", "--skip-managed-fields"]);
+        // The server sent its events to the first watch: this client only syncs, by default.
+        let skipping = run("bench", &["--url", url, "--pods", "300", "--events", "0"]);
         assert!(skipping.stdout.contains(r#""skip":"managedFields""#), "{skipping:?}");
+        assert!(skipping.stdout.contains(r#""list":"streaming""#), "{skipping:?}");
         assert!(skipping.stdout.contains(r#""cpu_s_per_100k_synced":"#), "{skipping:?}");
     });
 }

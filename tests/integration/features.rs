@@ -121,7 +121,7 @@ mod observability {
         let server = server();
         create_pods(&server, 0..3);
         server.push_fault(Match::Watch, Fault::Stall);
-        let config = Config::default().timeout(Duration::from_secs(1)).stall_timeout(Duration::from_secs(2));
+        let config = paged().timeout(Duration::from_secs(1)).stall_timeout(Duration::from_secs(2));
         let w = Watcher::new(pods(&server), config).unwrap();
         let notices = w.notices();
         let start = notices_until(&notices, |n| matches!(n, Notice::Synced { .. }));
@@ -168,7 +168,7 @@ mod observability {
             Match::List,
             Fault::Status { code: 503, reason: "ServiceUnavailable".into(), message: "busy".into(), retry_after: None },
         );
-        let w = Watcher::new(pods(&server), Config::default().backoff(fast_backoff())).unwrap();
+        let w = Watcher::new(pods(&server), paged().backoff(fast_backoff())).unwrap();
         let notices = w.notices();
         w.store().wait_until_ready(WAIT).unwrap();
         assert!(w.stats().last_event_age.is_none() || w.stats().events.bookmarks > 0);
@@ -207,7 +207,7 @@ mod observability {
             );
         }
         let gate = server.hold(Match::List);
-        let w = Watcher::new(pods(&server), Config::default().max_retries(1).backoff(fast_backoff())).unwrap();
+        let w = Watcher::new(pods(&server), paged().max_retries(1).backoff(fast_backoff())).unwrap();
         let notices = w.notices();
         drop(gate);
         let seen = notices_until(&notices, |n| matches!(n, Notice::GaveUp { .. }));
@@ -290,7 +290,7 @@ mod drift {
         let server = server();
         server.create(&pod("apps", "a")).unwrap();
         server.push_fault(Match::Watch, Fault::DropEvents { events: 1 }); // the first watch loses one
-        let w = Watcher::new(pods(&server), Config::default().drift_check(Duration::from_secs(1))).unwrap();
+        let w = Watcher::new(pods(&server), paged().drift_check(Duration::from_secs(1))).unwrap();
         let notices = w.notices();
         w.store().wait_until_ready(WAIT).unwrap();
         eventually("the first watch is open", || server.requests().iter().any(|r| r.watch));
@@ -350,7 +350,7 @@ mod drift {
     #[test]
     fn a_busy_healthy_watch_is_never_taken_for_drift() {
         let server = server();
-        let w = Watcher::new(pods(&server), Config::default().drift_check(Duration::from_secs(1))).unwrap();
+        let w = Watcher::new(pods(&server), paged().drift_check(Duration::from_secs(1))).unwrap();
         w.store().wait_until_ready(WAIT).unwrap();
         let deadline = std::time::Instant::now() + Duration::from_millis(3500);
         let mut i = 0;
@@ -445,6 +445,7 @@ mod namespaces {
             },
         );
         let w = Watcher::builder(pods(&server))
+            .config(paged())
             .namespaces(&["team-a", "team-b", "other"])
             .max_concurrent_lists(1)
             .start_spread(Duration::ZERO)
@@ -466,7 +467,7 @@ mod namespaces {
         server.push_fault(Match::Path("/api/v1/namespaces/team-b/pods".into()), Fault::DropEvents { events: 1 });
         let w = Watcher::builder(pods(&server))
             .namespaces(&["team-a", "team-b"])
-            .config(Config::default().drift_check(Duration::from_secs(1)))
+            .config(paged().drift_check(Duration::from_secs(1)))
             .start()
             .unwrap();
         let notices = w.notices();

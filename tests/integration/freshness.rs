@@ -5,7 +5,7 @@ use crate::common;
 
 use std::time::Instant;
 
-use common::{WAIT, ms, pod, pods};
+use common::{WAIT, ms, paged, pod, pods};
 use k8s_openapi::api::core::v1::Pod;
 use kube_watcher::testing::{FakeApiServer, Fault, Match};
 use kube_watcher::{Api, Client, Error, ObjectRef, Watcher};
@@ -78,7 +78,7 @@ fn a_bookmark_moves_the_version_without_any_change_to_the_store() {
 fn a_relist_in_progress_keeps_the_old_version_until_init_done() {
     let server = quiet_server();
     server.create(&pod("apps", "a")).unwrap();
-    let w = Watcher::new(pods(&server), Default::default()).unwrap();
+    let w = Watcher::new(pods(&server), paged()).unwrap();
     let store = w.store();
     store.wait_until_ready(WAIT).unwrap();
     let before = store.resource_version().unwrap();

@@ -184,10 +184,11 @@ fn run_seed(seed: u64) -> Result<(), String> {
     for _ in 0..NAMES {
         WRITES.write(&server, &mut rng);
     }
-    let mut config = Config::default()
-        .timeout(Duration::from_secs(1))
-        .stall_timeout(Duration::from_secs(2))
-        .backoff(Backoff { initial: ms(2), max: ms(rng.random_range(10..40)), ..Backoff::default() });
+    let mut config = paged().timeout(Duration::from_secs(1)).stall_timeout(Duration::from_secs(2)).backoff(Backoff {
+        initial: ms(2),
+        max: ms(rng.random_range(10..40)),
+        ..Backoff::default()
+    });
     if lost_events {
         config = config.drift_check(Duration::from_secs(1));
     }
@@ -831,7 +832,7 @@ fn gives_up_and_says_so(seed: u64) -> Result<(), String> {
         );
     }
     let client = Client::from_url(&server.url()).map_err(|e| e.to_string())?;
-    let config = Config::default().backoff(Backoff { initial: ms(1), max: ms(5), ..Backoff::default() }).max_retries(2);
+    let config = paged().backoff(Backoff { initial: ms(1), max: ms(5), ..Backoff::default() }).max_retries(2);
     let w: Watcher<PartialObjectMetadata<Pod>> =
         Watcher::new(Api::<Pod>::all(client).into_metadata(), config).map_err(|e| e.to_string())?;
     let rx = w.receiver().clone();
@@ -862,8 +863,7 @@ fn ends_reach_every_waiter(seed: u64) -> Result<(), String> {
     }
     server.create(&pod("a", "zz-boom")).map_err(|e| e.to_string())?;
     let client = Client::from_url(&server.url()).map_err(|e| e.to_string())?;
-    let config =
-        if rng.random_bool(0.5) { Config::default().page_size(0) } else { Config::default().streaming_lists() };
+    let config = if rng.random_bool(0.5) { paged().page_size(0) } else { Config::default().streaming_lists() };
     let hold = server.hold(Match::Any);
     let w = Watcher::builder(Api::<Pod>::all(client))
         .config(config)
@@ -901,7 +901,7 @@ fn delivery_work_per_event_stays_flat_as_a_consumer_falls_behind_a_list() {
         });
         let hold = server.hold(Match::List);
         let w = Watcher::builder(Api::<Pod>::all(Client::from_url(&server.url()).unwrap()))
-            .config(Config::default().page_size(0))
+            .config(paged().page_size(0))
             .channel_capacity(1)
             .start()
             .unwrap();

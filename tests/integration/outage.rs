@@ -26,7 +26,8 @@ fn the_relist_after_a_410_that_follows_a_failure_goes_out_at_once() {
     create_pods(&server, 0..3);
     server.push_fault(Match::Watch, Fault::ResetAfter { events: 0 });
     let back = server.hold_nth(Match::Watch, 1);
-    let w = Watcher::new(pods(&server), Config::default().backoff(cliff())).unwrap();
+    // A list, then the watch that breaks (a streaming list would be the first watch).
+    let w = Watcher::new(pods(&server), paged().backoff(cliff())).unwrap();
     let notices = w.notices();
     w.store().wait_until_ready(WAIT).unwrap();
     assert!(back.wait_until_held(WAIT), "the watch after the broken one");

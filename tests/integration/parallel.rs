@@ -99,7 +99,7 @@ fn sync_and_relist(parallel: usize, compact: bool, namespaced: bool) -> (Seen, H
     let threads: Arc<Mutex<Vec<(String, ThreadId)>>> = Arc::default();
     let record = Arc::clone(&threads);
     let mut builder = Watcher::builder(pods(&server))
-        .config(Config::default().page_size(7))
+        .config(paged().page_size(7))
         .parallel_sync(parallel)
         .transform(move |p: &mut Pod| {
             let name = p.metadata.name.clone().unwrap_or_default();
@@ -244,7 +244,7 @@ fn a_page_cut_off_midway_is_abandoned_and_retried_as_with_one_thread() {
     let run = |parallel: usize| {
         let server = populated();
         server.push_fault(Match::List, Fault::TruncateBody);
-        let w = Watcher::builder(pods(&server)).config(Config::default().page_size(100)).parallel_sync(parallel);
+        let w = Watcher::builder(pods(&server)).config(paged().page_size(100)).parallel_sync(parallel);
         // Attach before the first list is answered (as in `sync_and_relist`): the cut page's
         // events and its error are not part of the replay a consumer attaching later gets.
         let hold = server.hold(Match::List);

@@ -182,7 +182,7 @@ fn refused_then_json<K: Watchable>(
 
 #[test]
 fn a_refused_protobuf_request_is_asked_again_in_json_and_the_refusal_remembered() {
-    let requests = refused_then_json(406, "NotAcceptable", |server| Watcher::new(pods(server), Config::default()));
+    let requests = refused_then_json(406, "NotAcceptable", |server| Watcher::new(pods(server), paged()));
     // One list refused, asked again at once in JSON; the watch asks JSON from the start.
     assert_eq!(requests.iter().filter(|r| accepts_protobuf(r)).count(), 1, "{requests:?}");
     assert!(!requests[1].watch && !accepts_protobuf(&requests[1]));
@@ -269,7 +269,9 @@ fn metadata_over_protobuf<K: 'static>(server: &FakeApiServer, rt: &ResourceType,
     for i in 0..3 {
         server.create_value(rt, object_of(rt, &format!("o{i}"), i)).unwrap();
     }
-    let w = metadata_watcher(api.clone(), Config::default()).unwrap();
+    // Paged lists: the list requests ask for the list's metadata type (a streaming list, the
+    // default, is a watch and asks for the object's, as watches do).
+    let w = metadata_watcher(api.clone(), paged()).unwrap();
     // Attached from the start: every event.
     collect_until(&w, |seen| seen.last().is_some_and(|e| e == "InitDone"));
     assert_eq!(w.stats().wire_format, Some(WireFormat::Protobuf), "{label}");
@@ -363,8 +365,7 @@ fn a_metadata_watcher_set_to_json_or_against_a_json_only_server_reads_json() {
 
 #[test]
 fn a_refused_metadata_request_is_asked_again_in_json_and_the_refusal_remembered() {
-    let requests =
-        refused_then_json(415, "UnsupportedMediaType", |server| metadata_watcher(pods(server), Config::default()));
+    let requests = refused_then_json(415, "UnsupportedMediaType", |server| metadata_watcher(pods(server), paged()));
     assert_eq!(requests[0].header("accept"), Some(METADATA_LIST_ACCEPT), "{requests:?}");
     assert!(requests[1..].iter().all(|r| !accepts_protobuf(r)), "{requests:?}");
 }
@@ -374,7 +375,7 @@ fn a_drift_check_reads_protobuf_and_finds_a_lost_event() {
     let server = server();
     server.create(&pod("apps", "a")).unwrap();
     server.push_fault(Match::Watch, Fault::DropEvents { events: 1 }); // the first watch loses one
-    let w = Watcher::new(pods(&server), Config::default().drift_check(std::time::Duration::from_secs(1))).unwrap();
+    let w = Watcher::new(pods(&server), paged().drift_check(std::time::Duration::from_secs(1))).unwrap();
     w.store().wait_until_ready(WAIT).unwrap();
     eventually("the first watch is open", || server.requests().iter().any(|r| r.watch));
     server.create(&pod("apps", "lost")).unwrap();
@@ -395,7 +396,7 @@ fn a_drift_check_reads_protobuf_and_finds_a_lost_event() {
     server.create_value(&widgets, object_of(&widgets, "w", 1)).unwrap();
     let ar = ApiResource::new("example.com", "v1", "Widget", "widgets", true);
     let api: Api<DynamicObject> = Api::all_with(Client::from_url(&server.url()).unwrap(), &ar);
-    let w = Watcher::new(api, Config::default().drift_check(std::time::Duration::from_secs(1))).unwrap();
+    let w = Watcher::new(api, paged().drift_check(std::time::Duration::from_secs(1))).unwrap();
     w.store().wait_until_ready(WAIT).unwrap();
     // The counter moves before the request goes out: wait for the request itself.
     let drift_check = |r: &RecordedRequest| {

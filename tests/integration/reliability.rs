@@ -31,7 +31,7 @@ fn a_huge_retry_after_waits_no_longer_than_the_backoff_maximum() {
     let server = server();
     create_pods(&server, 0..3);
     server.push_fault(Match::List, throttled(u32::MAX));
-    let w = Watcher::new(pods(&server), Config::default().backoff(fast_backoff())).unwrap();
+    let w = Watcher::new(pods(&server), paged().backoff(fast_backoff())).unwrap();
     w.store().wait_until_ready(WAIT).unwrap();
     assert_eq!(w.store().len(), 3);
     assert_eq!(w.stats().errors.throttled, 1);
@@ -181,7 +181,7 @@ mod endings {
             server.push_fault(Match::List, forbidden());
         }
         let w = Watcher::builder(pods(&server))
-            .config(Config::default().backoff(fast_backoff()).max_retries(1))
+            .config(paged().backoff(fast_backoff()).max_retries(1))
             // Room for Init, the first 403 and the second Init: full when the watcher gives up.
             .channel_capacity(3)
             .start()

@@ -323,7 +323,7 @@ fn an_object_from_an_aborted_relist_that_is_deleted_meanwhile_is_reported_delete
             );
             server.hold_nth(Match::List, 2)
         };
-        let mut config = Config::default().page_size(1).backoff(backoff);
+        let mut config = paged().page_size(1).backoff(backoff);
         if streaming {
             config = config.streaming_lists();
         }

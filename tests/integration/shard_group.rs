@@ -307,8 +307,8 @@ fn refuse_renewals(server: &FakeApiServer, group: &ShardGroup) {
 }
 
 /// A follower whose relist hangs when its member's lead ends drops its objects all the same:
-/// the lead's end cuts the list in flight, and the store empties before the lease can expire
-/// in anyone's eyes.
+/// the lead's end cuts the list in flight, and the follower empties its store (its consumer
+/// gets every pod's `Delete`) while the list would still hang.
 #[test]
 fn a_follower_in_a_hanging_list_empties_its_store_when_the_lead_ends() {
     let server = FakeApiServer::builder().sharded_list_and_watch(true).start();
@@ -332,14 +332,64 @@ fn a_follower_in_a_hanging_list_empties_its_store_when_the_lead_ends() {
     assert_eq!(store_uids(&a.watcher).len(), 20);
     refuse_renewals(&server, &a.group);
     eventually("a's lead ends", || a.group.shard().is_none());
-    eventually("a's store empties while its list still hangs", || {
-        while a.watcher.try_recv().is_ok() {}
-        store_uids(&a.watcher).is_empty()
+    // The store reads empty from the lead's end whatever the follower does; the `Delete`s
+    // say that the follower itself let go, its list cut.
+    let mut deleted = BTreeSet::new();
+    eventually("a's follower drops every pod while its list still hangs", || {
+        while let Ok(event) = a.watcher.try_recv() {
+            if let Ok(kube_watcher::Event::Delete(p)) = event {
+                deleted.insert(p.metadata.name.clone().unwrap_or_default());
+            }
+        }
+        deleted.len() == 20
     });
+    assert!(store_uids(&a.watcher).is_empty());
     assert!(hold.is_held() || server.pending_faults() > 0);
     drop(hold);
     server.clear_faults();
     stores_settle("a takes everything again", &server, &[&a]);
+}
+
+/// A follower held up where no cut reaches it (delivering to a consumer that does not read,
+/// `SlowConsumer::Block`) when its member's lead ends: its store reads empty from the lead's
+/// end all the same, before the follower gets to drop anything, so no other member that takes
+/// the share once the Lease expires finds it there. Once the consumer reads, the follower
+/// drops every pod, and the consumer gets each one's `Delete`.
+#[test]
+fn a_held_up_followers_store_reads_empty_from_the_end_of_its_lead() {
+    let server = FakeApiServer::builder().sharded_list_and_watch(true).start();
+    create_pods(&server, 0..20);
+    let group = join(&server, "a");
+    let watcher = Watcher::builder(pods(&server))
+        .config(Config::default().shard_group(&group))
+        .channel_capacity(1)
+        .start()
+        .unwrap();
+    eventually("a holds every pod", || store_uids(&watcher).len() == 20);
+    // A consumer that does not read: the replay of the store and one more event fill its
+    // channel, and the follower waits to deliver the next one.
+    let slow = watcher.subscribe();
+    create_pods(&server, 20..22);
+    eventually("the follower waits for the consumer", || slow.is_full());
+    let queued = slow.len();
+    refuse_renewals(&server, &group);
+    eventually("a's lead ends", || group.shard().is_none());
+    eventually("a's store reads empty", || store_uids(&watcher).is_empty() && watcher.store().is_empty());
+    assert!(watcher.store().snapshot().is_empty(), "a snapshot holds nothing");
+    assert_eq!(watcher.store().generation() % 2, 1, "the generation says the store reads empty");
+    assert_eq!(slow.len(), queued, "the follower is still held up: it delivered nothing since");
+    // The consumer reads: the follower goes on and drops every pod it held.
+    let mut deleted = BTreeSet::new();
+    eventually("every pod's Delete", || {
+        while let Ok(event) = slow.try_recv() {
+            if let Ok(kube_watcher::Event::Delete(p)) = event {
+                deleted.insert(p.metadata.name.clone().unwrap_or_default());
+            }
+        }
+        deleted.len() == 22
+    });
+    assert!(store_uids(&watcher).is_empty());
+    server.clear_faults();
 }
 
 /// A member's Lease deleted under it (by hand, by a cleanup job) is not a member that let

@@ -42,7 +42,7 @@ fn stop_interrupts_an_idle_watch() {
 fn stop_interrupts_a_stalled_list_download() {
     let server = server();
     server.push_fault(Match::List, Fault::Stall);
-    let w = Watcher::new(pods(&server), Config::default()).unwrap();
+    let w = Watcher::new(pods(&server), paged()).unwrap();
     eventually("the list is requested", || !server.requests().is_empty());
     assert_stops_promptly(&w, &server, "list download");
 }
@@ -68,7 +68,7 @@ fn stop_interrupts_a_backoff_wait() {
             retry_after: Some(600),
         },
     );
-    let w = Watcher::new(pods(&server), Config::default()).unwrap();
+    let w = Watcher::new(pods(&server), paged()).unwrap();
     let err = w.iter().find_map(Result::err).unwrap();
     assert_eq!(err.status(), Some(429));
     assert_stops_promptly(&w, &server, "backoff");
@@ -124,7 +124,7 @@ fn dropping_a_watcher_closes_its_watch() {
 fn a_stopped_watcher_tells_waiters_it_stopped() {
     let server = server();
     server.push_fault(Match::List, Fault::Stall);
-    let w = Watcher::new(pods(&server), Config::default()).unwrap();
+    let w = Watcher::new(pods(&server), paged()).unwrap();
     let store = w.store();
     let waiter = std::thread::spawn(move || store.wait_until_ready(Duration::from_secs(600)));
     eventually("the list is requested", || !server.requests().is_empty());

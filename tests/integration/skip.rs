@@ -180,6 +180,7 @@ fn a_map_left_empty_by_skipping_reads_the_same_from_the_store_as_from_the_events
             server.create(&full_pod("two")).unwrap();
             let w = with(Watcher::builder(pods(&server)))
                 .config(Config::default().wire_format(wire))
+                .with_managed_fields()
                 .skip_fields([PATHS[1]])
                 .predicate(|old: &Pod, new: &Pod| old.metadata.annotations != new.metadata.annotations)
                 .start()
@@ -241,6 +242,41 @@ fn a_metadata_watcher_skips_managed_fields_over_both_wire_formats() {
     }
 }
 
+/// A watcher skips `metadata.managedFields` unless asked for them: by default it holds none,
+/// `with_managed_fields` holds them as the server sent them (`without_managed_fields` after it
+/// undoes it), and a path inside them given to `skip_fields` skips that part only.
+#[test]
+fn watchers_skip_managed_fields_unless_asked_for_them() {
+    for wire in [WireFormat::Protobuf, WireFormat::Json] {
+        let server = server();
+        server.create(&full_pod("p0")).unwrap();
+        let served = server.get::<Pod>(Some("apps"), "p0").unwrap().metadata.managed_fields;
+        assert!(served.as_ref().is_some_and(|m| !m.is_empty()), "{served:?}");
+        let held = |builder: WatcherBuilder<Pod>| {
+            let w = builder.config(Config::default().wire_format(wire)).start().unwrap();
+            w.store().wait_until_ready(WAIT).unwrap();
+            let pod = w.store().get(&ObjectRef::new("p0").within("apps")).unwrap();
+            pod.metadata.managed_fields.clone()
+        };
+        let new = Watcher::new(pods(&server), Config::default().wire_format(wire)).unwrap();
+        new.store().wait_until_ready(WAIT).unwrap();
+        let pod = new.store().get(&ObjectRef::new("p0").within("apps")).unwrap();
+        assert_eq!(pod.metadata.managed_fields, None, "{wire:?}: Watcher::new");
+        assert_eq!(held(Watcher::builder(pods(&server))), None, "{wire:?}: the default");
+        assert_eq!(held(Watcher::builder(pods(&server)).with_managed_fields()), served, "{wire:?}");
+        let undone = Watcher::builder(pods(&server)).with_managed_fields().without_managed_fields();
+        assert_eq!(held(undone), None, "{wire:?}");
+        let named = Watcher::builder(pods(&server)).skip_fields(["metadata.managedFields"]);
+        assert_eq!(held(named), None, "{wire:?}: named by the user as well");
+        let part = Watcher::builder(pods(&server)).skip_fields(["metadata.managedFields.fieldsV1"]);
+        let mut without_sets = served.clone().unwrap();
+        for entry in &mut without_sets {
+            entry.fields_v1 = None;
+        }
+        assert_eq!(held(part), Some(without_sets), "{wire:?}: a part of them skipped");
+    }
+}
+
 #[test]
 fn dynamic_objects_skip_paths_their_type_does_not_declare() {
     let server = server();
@@ -295,7 +331,7 @@ fn a_drift_check_repairs_a_store_that_skips_fields_and_keeps_skipping() {
     server.create(&full_pod("a")).unwrap();
     server.push_fault(Match::Watch, Fault::DropEvents { events: 1 }); // the first watch loses one
     let w = Watcher::builder(pods(&server))
-        .config(Config::default().drift_check(std::time::Duration::from_secs(1)))
+        .config(paged().drift_check(std::time::Duration::from_secs(1)))
         .skip_fields(PATHS)
         .start()
         .unwrap();

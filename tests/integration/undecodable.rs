@@ -114,7 +114,7 @@ fn undecodable_objects_are_not_drift() {
     let server = server();
     create_pods(&server, 0..2);
     server.create_value(&rt, bad_pod("bad")).unwrap();
-    let w = Watcher::new(pods(&server), Config::default().drift_check(std::time::Duration::from_secs(1))).unwrap();
+    let w = Watcher::new(pods(&server), paged().drift_check(std::time::Duration::from_secs(1))).unwrap();
     w.store().wait_until_ready(WAIT).unwrap();
     server.replace_value(&rt, bad_pod("p1")).unwrap();
     eventually("p1 is skipped", || w.stats().undecodable == 2);

@@ -43,7 +43,7 @@ fn pages_are_requested_with_limit_and_continue_without_resource_version() {
     for i in 0..5 {
         server.create(&pod("apps", &format!("p{i}"))).unwrap();
     }
-    let w = Watcher::new(pods(&server), Config::default().page_size(2)).unwrap();
+    let w = Watcher::new(pods(&server), paged().page_size(2)).unwrap();
     w.store().wait_until_ready(WAIT).unwrap();
     let lists: Vec<_> = server.requests().into_iter().filter(|r| !r.watch && r.method == "GET").collect();
     assert_eq!(lists.len(), 3, "{lists:#?}");
@@ -111,7 +111,7 @@ fn a_watch_broken_during_an_outage_relists_and_reports_missed_deletes() {
         }
         // The first watch stalls (socket open, no bytes): the outage.
         server.push_fault(Match::Watch, Fault::Stall);
-        let config = Config::default().timeout(Duration::from_secs(1)).stall_timeout(Duration::from_secs(2));
+        let config = paged().timeout(Duration::from_secs(1)).stall_timeout(Duration::from_secs(2));
         let w = Watcher::new(pods(&server), config).unwrap();
         collect_until(&w, |s| s.last().is_some_and(|e| e == "InitDone"));
         eventually("the stalled watch is requested", || server.requests().iter().any(|r| r.watch));
@@ -136,7 +136,7 @@ fn a_clean_end_rewatches_from_the_last_resource_version_without_relisting() {
     let server = server();
     server.create(&pod("apps", "a")).unwrap();
     server.push_fault(Match::Watch, Fault::CloseAfter { events: 1 });
-    let w = Watcher::new(pods(&server), Config::default()).unwrap();
+    let w = Watcher::new(pods(&server), paged()).unwrap();
     w.store().wait_until_ready(WAIT).unwrap();
     server.create(&pod("apps", "b")).unwrap(); // delivered, then the stream ends
     eventually("a second watch", || server.requests().iter().filter(|r| r.watch).count() >= 2);
@@ -156,6 +156,7 @@ fn a_transform_that_rewrites_versions_leaves_the_watch_on_the_servers() {
     server.create(&pod("apps", "a")).unwrap();
     server.push_fault(Match::Watch, Fault::CloseAfter { events: 1 });
     let w = Watcher::builder(pods(&server))
+        .config(paged())
         .transform(|p: &mut Pod| p.metadata.resource_version = Some("mine".into()))
         .start()
         .unwrap();
@@ -172,7 +173,7 @@ fn a_transform_that_rewrites_versions_leaves_the_watch_on_the_servers() {
 fn a_reset_mid_stream_is_reported_and_resumed_without_relisting() {
     let server = server();
     server.push_fault(Match::Watch, Fault::ResetAfter { events: 1 });
-    let w = Watcher::new(pods(&server), Config::default()).unwrap();
+    let w = Watcher::new(pods(&server), paged()).unwrap();
     collect_until(&w, |s| s.last().is_some_and(|e| e == "InitDone"));
     server.create(&pod("apps", "a")).unwrap();
     let seen = collect_until(&w, |s| s.iter().any(|e| e.starts_with("Err(")));
@@ -187,7 +188,7 @@ fn malformed_and_oversized_lines_are_reported_and_the_watcher_recovers() {
     for fault in [Fault::MalformedLine, Fault::OversizedLine { bytes: 17 << 20 }] {
         let server = server();
         server.push_fault(Match::Watch, fault.clone());
-        let w = Watcher::new(pods(&server), Config::default()).unwrap();
+        let w = Watcher::new(pods(&server), paged()).unwrap();
         let seen = collect_until(&w, |s| s.iter().any(|e| e.starts_with("Err(")));
         let err = seen.iter().find(|e| e.starts_with("Err(")).unwrap();
         assert!(err.contains("decode watch pods"), "{fault:?}: {err}");
@@ -205,7 +206,7 @@ fn an_in_stream_error_relists() {
         Match::Watch,
         Fault::InStreamError { code: 500, reason: "InternalError".into(), message: "etcd is sad".into() },
     );
-    let w = Watcher::new(pods(&server), Config::default()).unwrap();
+    let w = Watcher::new(pods(&server), paged()).unwrap();
     let seen = collect_until(&w, |s| s.iter().filter(|e| *e == "InitDone").count() == 2);
     let err = seen.iter().find(|e| e.starts_with("Err(")).expect("the error is reported");
     assert!(err.contains("watch ERROR event 500 InternalError: etcd is sad"), "{err}");
@@ -215,7 +216,7 @@ fn an_in_stream_error_relists() {
 fn too_large_resource_version_relists_from_scratch() {
     let server = server();
     server.push_fault(Match::Watch, Fault::TooLargeResourceVersion);
-    let w = Watcher::new(pods(&server), Config::default()).unwrap();
+    let w = Watcher::new(pods(&server), paged()).unwrap();
     collect_until(&w, |s| s.iter().filter(|e| *e == "InitDone").count() == 2);
     let lists: Vec<_> = server.requests().into_iter().filter(|r| !r.watch).collect();
     assert_eq!(lists.len(), 2);
@@ -231,7 +232,7 @@ fn an_expired_continue_token_restarts_the_list() {
     }
     server.push_fault(Match::List, Fault::DelayHeaders(ms(0)));
     server.push_fault(Match::List, Fault::DelayHeaders(ms(1500))); // page 2 is held back...
-    let w = Watcher::new(pods(&server), Config::default().page_size(1)).unwrap();
+    let w = Watcher::new(pods(&server), paged().page_size(1)).unwrap();
     eventually("page 2 is requested", || server.requests().iter().filter(|r| !r.watch).count() >= 2);
     // ...while its token's revision is compacted away.
     server.create(&pod("apps", "p3")).unwrap();
@@ -251,7 +252,7 @@ fn throttling_honours_retry_after() {
         Fault::PlainText { code: 429, body: "Too many requests, please try again later.".into(), retry_after: Some(1) },
     );
     let started = Instant::now();
-    let w = Watcher::new(pods(&server), Config::default()).unwrap();
+    let w = Watcher::new(pods(&server), paged()).unwrap();
     let seen = collect_until(&w, |s| s.last().is_some_and(|e| e == "InitDone"));
     assert!(seen.iter().any(|e| e.contains("HTTP 429 TooManyRequests: Too many requests")), "{seen:?}");
     assert!(started.elapsed() >= Duration::from_secs(1), "waited at least Retry-After");
@@ -271,8 +272,7 @@ fn forbidden_is_reported_retried_and_explained_by_wait_until_ready() {
             },
         );
     }
-    let config =
-        Config::default().backoff(kube_watcher::Backoff { initial: ms(10), max: ms(20), ..Default::default() });
+    let config = paged().backoff(kube_watcher::Backoff { initial: ms(10), max: ms(20), ..Default::default() });
     let w = Watcher::new(pods(&server), config).unwrap();
     let err = w.store().wait_until_ready(ms(300)).unwrap_err();
     assert!(err.to_string().contains("HTTP 403 Forbidden: pods is forbidden"), "{err}");
@@ -293,8 +293,7 @@ fn max_retries_ends_the_iterator_with_a_terminal_error() {
             Fault::PlainText { code: 503, body: "<html>503 Service Unavailable</html>".into(), retry_after: None },
         );
     }
-    let config =
-        Config::default().max_retries(2).backoff(kube_watcher::Backoff { initial: ms(5), ..Default::default() });
+    let config = paged().max_retries(2).backoff(kube_watcher::Backoff { initial: ms(5), ..Default::default() });
     let w = Watcher::new(pods(&server), config).unwrap();
     let items: Vec<_> = w.iter().collect();
     let last = items.last().unwrap().as_ref().unwrap_err();

@@ -51,14 +51,19 @@ fn an_object_present_at_start_is_the_first_update_and_a_relist_repeats_nothing()
     let w = watch_object(Api::<Pod>::namespaced(client(&server), "apps"), "web").unwrap();
     assert_eq!(next(&w), web.metadata.resource_version);
     // Break the watch with a 410: the relist finds the same object and delivers nothing new.
-    // Lists are counted first: the relist may come before this thread looks again.
-    let lists_before = server.requests().iter().filter(|r| !r.watch).count();
+    // Lists (a streaming list is a watch that asks for the initial events) are counted first:
+    // the relist may come before this thread looks again.
+    let lists = || {
+        let streaming = |r: &kube_watcher::testing::RecordedRequest| r.query_param("sendInitialEvents") == Some("true");
+        server.requests().iter().filter(|r| !r.watch || streaming(r)).count()
+    };
+    let lists_before = lists();
     server.push_fault(
         Match::Watch,
         Fault::Status { code: 410, reason: "Expired".into(), message: "too old".into(), retry_after: None },
     );
     server.end_watches();
-    eventually("a relist happens", || server.requests().iter().filter(|r| !r.watch).count() > lists_before);
+    eventually("a relist happens", || lists() > lists_before);
     let changed = server.replace(&labelled(web, "v", "2")).unwrap();
     assert_eq!(next(&w), changed.metadata.resource_version, "the next update is the change, not a repeat");
 }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube_watcher::{Api, Client, KubeconfigOptions, ListParams, Store, Watchable};
+use kube_watcher::{Api, Client, Config, InitialListStrategy, KubeconfigOptions, ListParams, Store, Watchable};
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::common::WAIT;
@@ -284,6 +284,12 @@ pub fn same_as_server<K: Watchable + Clone>(store: &Store<K>, api: &Api<K>, para
 }
 
 /// Waits (bounded by `WAIT`) until `cond` holds; panics with `what` otherwise.
+/// The default configuration with paged lists (the default is a streaming list): for the
+/// tests of what lists do page by page, their tokens and their compression.
+pub fn paged() -> Config {
+    Config::default().initial_list_strategy(InitialListStrategy::ListWatch)
+}
+
 pub fn until(what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + WAIT;
     while !cond() {

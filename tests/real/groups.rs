@@ -1,7 +1,7 @@
 //! Shard groups on the real server when things go wrong: a member killed (its connections
-//! refused for good), a member's Lease deleted under it. Each member speaks through proxies of
-//! its own (tests/real/proxy.rs), one for its group's Leases and one for its watcher, so that a
-//! test can fail either alone.
+//! refused for good), a member's Lease deleted under it, a follower whose list hangs while its
+//! member's lead ends. Each member speaks through proxies of its own (tests/real/proxy.rs), one
+//! for its group's Leases and one for its watcher, so that a test can fail either alone.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -13,10 +13,11 @@ use kube_watcher::{Api, Client, Config, KubeconfigOptions, ListParams, ShardGrou
 use crate::bed::{Bed, list_all, until};
 use crate::proxy::Proxy;
 
-/// Short leases, so that a test takes seconds.
-fn timings() -> kube_watcher::LeaseTimings {
+/// Short leases, so that a test takes seconds; `margin` is how much longer a Lease lasts in the
+/// others' eyes than its holder's lead does.
+fn timings(margin: Duration) -> kube_watcher::LeaseTimings {
     kube_watcher::LeaseTimings {
-        lease_duration: Duration::from_secs(4),
+        lease_duration: Duration::from_secs(3) + margin,
         renew_deadline: Duration::from_secs(3),
         retry_period: Duration::from_millis(500),
     }
@@ -31,11 +32,16 @@ struct Member {
 }
 
 fn member(bed: &Bed, ns: &str, identity: &str) -> Member {
+    member_with(bed, ns, identity, Duration::from_secs(1))
+}
+
+fn member_with(bed: &Bed, ns: &str, identity: &str, margin: Duration) -> Member {
     let via = |proxy: &Proxy| {
         Client::from_kubeconfig_yaml(&bed.kubeconfig_via(proxy.port()), &KubeconfigOptions::default()).unwrap()
     };
     let (leases, pods) = (Proxy::start(bed.port("apiserver")), Proxy::start(bed.port("apiserver")));
-    let group = ShardGroup::join(Api::<Lease>::namespaced(via(&leases), ns), "pods", identity, timings()).unwrap();
+    let group =
+        ShardGroup::join(Api::<Lease>::namespaced(via(&leases), ns), "pods", identity, timings(margin)).unwrap();
     let watcher = Watcher::new(Api::namespaced(via(&pods), ns), Config::default().shard_group(&group)).unwrap();
     Member { group, watcher, leases, pods }
 }
@@ -121,4 +127,52 @@ fn a_deleted_member_lease_is_made_again() {
     });
     until("two members again", || members.iter().all(|m| m.group.members().len() == 2));
     settle("two members again", &api, &all, &all);
+}
+
+/// A follower whose list hangs (its answer held back) while its member's lead ends (its
+/// Leases refused): its store reads empty from then on, no pod is ever in its store and the
+/// other's, the hanging request is cut and the follower drops every pod (its consumer gets
+/// the `Delete`s); the other then holds every pod.
+#[test]
+fn a_follower_whose_list_hangs_still_lets_go_when_its_lead_ends() {
+    let Some(bed) = Bed::shared() else { return };
+    let (ns, api) = pods(&bed, "group-hang", 20);
+    // A margin of 5 s between a's lead and its Lease's expiry in b's eyes. a's store reads
+    // empty from the end of its lead whatever its follower does; the margin gives the cut
+    // follower the time to drop its pods itself before b takes them, where an uncut list
+    // would hang for the 70 s of a request's silence.
+    let margin = Duration::from_secs(5);
+    let a = member_with(&bed, &ns, "a", margin);
+    settle("a alone", &api, &[&a], &[&a]);
+    // a's watcher goes silent; a new member makes a's share shrink, so a's follower relists,
+    // and that list hangs: sent on a new connection, its answer held back (past the connect
+    // timeout, which would end a hanging handshake on its own).
+    a.pods.hold_answers(true);
+    let b = member_with(&bed, &ns, "b", margin);
+    until("two members", || [&a, &b].iter().all(|m| m.group.members().len() == 2));
+    // a's lead ends: its renewals are refused.
+    a.leases.refuse(true);
+    a.leases.cut();
+    // Until a's store is empty, b holds none of its pods: b takes the share only once a's
+    // Lease has expired in its eyes, by when a's follower must have let go, its list cut.
+    until("a's store empties although its list hangs", || {
+        let (a1, b1, a2) = (uids(&a), uids(&b), uids(&a));
+        let both: Vec<_> = a1.intersection(&a2).filter(|u| b1.contains(*u)).collect();
+        assert!(both.is_empty(), "a pod in a's hung store and in b's: {both:?}");
+        a2.is_empty()
+    });
+    // a's store reads empty from the end of its lead whatever its follower does; the
+    // `Delete`s say that the follower let go itself, its list cut (uncut, it would hang for
+    // the 70 s of a request's silence).
+    let mut deleted = BTreeSet::new();
+    until("a's follower drops every pod", || {
+        while let Ok(event) = a.watcher.try_recv() {
+            if let Ok(kube_watcher::Event::Delete(p)) = event {
+                deleted.insert(p.metadata.uid.clone().unwrap());
+            }
+        }
+        deleted.len() == 20
+    });
+    settle("b holds every pod", &api, &[&a, &b], &[&b]);
+    a.pods.hold_answers(false);
 }

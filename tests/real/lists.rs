@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, PodTemplate};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube_watcher::{Api, Client, Config, KubeconfigOptions, ListParams, ObjectRef, Watcher};
 
-use crate::bed::{Bed, User, same_as_server, until};
+use crate::bed::{Bed, User, paged, same_as_server, until};
 use crate::common::{WAIT, collect_until};
 use crate::proxy::Proxy;
 
@@ -41,7 +41,7 @@ fn a_paged_list_fills_the_store_page_by_page() {
     for i in 0..10 {
         api.create(&config_map(&ns, &format!("cm-{i}"), "v")).unwrap();
     }
-    let watcher = Watcher::new(api.clone(), Config::default().page_size(3)).unwrap();
+    let watcher = Watcher::new(api.clone(), paged().page_size(3)).unwrap();
     watcher.receiver(); // a consumer from the start: every event, not a replay of the store
     watcher.store().wait_until_ready(WAIT).unwrap();
     assert_eq!(watcher.store().len(), 10);
@@ -108,7 +108,8 @@ fn a_large_list_arrives_compressed() {
     let proxy = Proxy::start(bed.port("apiserver"));
     let client =
         Client::from_kubeconfig_yaml(&bed.kubeconfig_via(proxy.port()), &KubeconfigOptions::default()).unwrap();
-    let watcher = Watcher::new(Api::namespaced(client, &ns), Config::default()).unwrap();
+    // A list: a streaming list is a watch, whose events the server does not compress.
+    let watcher = Watcher::new(Api::namespaced(client, &ns), paged()).unwrap();
     watcher.store().wait_until_ready(WAIT).unwrap();
     let (wire, body) = (proxy.downstream_bytes(), watcher.stats().bytes as usize);
     assert!(body > 300_000, "{body}");
@@ -143,8 +144,7 @@ fn an_expired_continue_token_restarts_the_list() {
     assert_eq!(e.status(), Some(410), "{e}");
 
     // A watcher whose consumer holds it after the first page: the next page's token expires.
-    let watcher =
-        Watcher::builder(api.clone()).config(Config::default().page_size(2)).channel_capacity(1).start().unwrap();
+    let watcher = Watcher::builder(api.clone()).config(paged().page_size(2)).channel_capacity(1).start().unwrap();
     watcher.receiver(); // a consumer that does not read yet: the list waits for it
     until("the first page is read", || watcher.stats().lists >= 1);
     compact_past_now();

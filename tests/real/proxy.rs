@@ -17,6 +17,9 @@ struct State {
     refuse: AtomicBool,
     /// Bytes are held back in both directions (the sockets stay open).
     stalled: Mutex<bool>,
+    /// The server's answers are held back: on a connection opened while this is on, all but
+    /// its first burst (the server's TLS handshake), on the others, all.
+    answers_held: AtomicBool,
     resumed: Condvar,
     /// Both halves of every live connection, to cut them.
     live: Mutex<Vec<(TcpStream, TcpStream)>>,
@@ -95,6 +98,15 @@ impl Proxy {
         *self.state.stalled.lock() = on;
         self.state.resumed.notify_all();
     }
+
+    /// While on, the server's answers are held back, and a new connection gets only the
+    /// server's first burst (its TLS handshake): a request made then is sent, and hangs
+    /// waiting for its answer, past the client's connect timeout.
+    pub fn hold_answers(&self, on: bool) {
+        let _stalled = self.state.stalled.lock();
+        self.state.answers_held.store(on, Ordering::SeqCst);
+        self.state.resumed.notify_all();
+    }
 }
 
 impl Drop for Proxy {
@@ -110,6 +122,8 @@ impl Drop for Proxy {
 fn pipe(state: Arc<State>, mut from: TcpStream, mut to: TcpStream, downstream: bool) {
     thread::spawn(move || {
         let mut buf = vec![0u8; 64 * 1024];
+        // A connection opened while answers are held passes its first burst downstream.
+        let mut first = downstream && state.answers_held.load(Ordering::SeqCst);
         loop {
             let n = match from.read(&mut buf) {
                 Ok(0) | Err(_) => break,
@@ -117,10 +131,13 @@ fn pipe(state: Arc<State>, mut from: TcpStream, mut to: TcpStream, downstream: b
             };
             {
                 let mut stalled = state.stalled.lock();
-                while *stalled && !state.closed.load(Ordering::SeqCst) {
+                let held =
+                    |stalled: bool| stalled || (downstream && !first && state.answers_held.load(Ordering::SeqCst));
+                while held(*stalled) && !state.closed.load(Ordering::SeqCst) {
                     state.resumed.wait_for(&mut stalled, Duration::from_millis(200));
                 }
             }
+            first = false;
             if to.write_all(&buf[..n]).is_err() {
                 break;
             }

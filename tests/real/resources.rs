@@ -82,7 +82,8 @@ fn built_in_types_come_as_protobuf() {
             Some(f) => Config::default().wire_format(f),
             None => Config::default(),
         };
-        let watcher = Watcher::new(api.clone(), config).unwrap();
+        // With managedFields (skipped by default), so that the whole object is compared.
+        let watcher = Watcher::builder(api.clone()).config(config).with_managed_fields().start().unwrap();
         watcher.receiver(); // a consumer from the start: every event, not a replay of the store
         watcher.store().wait_until_ready(WAIT).unwrap();
         assert_eq!(watcher.stats().wire_format, Some(format.unwrap_or(WireFormat::Protobuf)));

@@ -2,7 +2,10 @@
 // the same client CLI and the same JSON line as benches/peers/kube-rs, measured with a
 // SharedInformer for pods, as client-go's users write one.
 //
-//	client-go-peer --url http://127.0.0.1:18080 --pods 10000 --events 100000 [--strip-managed-fields] [--json]
+//	client-go-peer --url http://127.0.0.1:18080 --pods 10000 --events 100000 [--strip-managed-fields] [--json] [--fields SELECTOR]
+//
+// At the end of the initial sync it writes {"synced_ms":…,"sync_cpu_s":…} to stderr, as
+// kube-watcher's bench does (benches/real.sh starts its writer then).
 //
 // See README.md for what is measured and how.
 package main
@@ -19,6 +22,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -37,6 +41,7 @@ func main() {
 	jsonWire := flag.Bool("json", false, "ask for JSON instead of protobuf")
 	mode := flag.String("mode", "typed", "typed (client-go's Go structs; the only mode)")
 	timeout := flag.Duration("timeout", 20*time.Minute, "give up after this long")
+	fields := flag.String("fields", "", "a field selector (spec.nodeName=node-1: a node agent's pods)")
 	flag.Parse()
 	if *mode != "typed" {
 		fail(2, "--mode %s: this peer has typed objects only", *mode)
@@ -57,7 +62,7 @@ func main() {
 	config.QPS, config.Burst = 1000, 1000
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	line, err := run(ctx, config, *pods, *events, *strip, *jsonWire)
+	line, err := run(ctx, config, *pods, *events, *strip, *jsonWire, *fields)
 	if err != nil {
 		fail(1, "%v", err)
 	}
@@ -106,13 +111,17 @@ func (c *counter) event() {
 	}
 }
 
-func run(ctx context.Context, config *rest.Config, pods, events int, strip, jsonWire bool) (string, error) {
+func run(ctx context.Context, config *rest.Config, pods, events int, strip, jsonWire bool, fields string) (string, error) {
 	start := time.Now()
 	clientset, err := kubernetes.NewForConfig(config)
 	if err != nil {
 		return "", err
 	}
-	factory := informers.NewSharedInformerFactory(clientset, 0)
+	var options []informers.SharedInformerOption
+	if fields != "" {
+		options = append(options, informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = fields }))
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(clientset, 0, options...)
 	informer := factory.Core().V1().Pods().Informer()
 	if strip {
 		err := informer.SetTransform(func(obj any) (any, error) {
@@ -149,6 +158,7 @@ func run(ctx context.Context, config *rest.Config, pods, events int, strip, json
 	}
 	initialSync := time.Since(start)
 	syncCPU := cpuSeconds()
+	fmt.Fprintf(os.Stderr, "{\"synced_ms\":%d,\"sync_cpu_s\":%.2f}\n", initialSync.Milliseconds(), syncCPU)
 	if n := len(informer.GetStore().ListKeys()); n < pods {
 		return "", fmt.Errorf("initial sync holds %d of %d pods", n, pods)
 	}

@@ -61,6 +61,23 @@ pub(crate) fn peek_item(item: Item<'_>) -> Option<Peeked<'_>> {
     }
 }
 
+/// Who the object of an `ADDED` watch event is (a JSON line or a protobuf frame, in
+/// `encoding`), read off its bytes as [`peek_item`] reads a list item's: a streaming list's
+/// initial events are its items, which a relist need not decode again when the store holds them
+/// at that version. `None` for any other event, and unless certain.
+pub(crate) fn added_identity(encoding: Encoding, bytes: &[u8]) -> Option<Peeked<'_>> {
+    match encoding {
+        Encoding::Json => match peek::event_object(bytes)? {
+            (b"ADDED", object) => peek::identity(object),
+            _ => None,
+        },
+        Encoding::Protobuf => match proto::event_peek(bytes)? {
+            ("ADDED", id) => id,
+            _ => None,
+        },
+    }
+}
+
 /// Whether a list item belongs to `shard`, read off its bytes before any decode (the uid or
 /// namespace, by `peek.rs` or its protobuf twin). When the peek is not certain, a JSON item is
 /// parsed leniently for the field; an item that cannot be read at all is kept, for the

@@ -54,7 +54,7 @@ impl<K: Watchable> Worker<K> {
                     // Before the `InitDone` goes out: a consumer that reads `stats()` on it
                     // sees the shard this sync was of.
                     counters.synced(part, shard);
-                    let objects = writer.store().len();
+                    let objects = writer.store().held();
                     notices.send(Notice::Synced { reason, objects, inferred_deletes: inferred });
                 })?;
                 self.synced();

@@ -2,7 +2,8 @@
 // for benches/real.sh: the peers then sync from, and watch, kube-apiserver itself.
 //
 //	load fill  --from http://127.0.0.1:PORT --kubeconfig K [--workers 8]
-//	load write --kubeconfig K --rate 300 [--workers 8]
+//	load write --kubeconfig K --rate 300 [--workers 8] [--except-node NODE]
+//	load place --kubeconfig K --node NODE --count 30
 //
 // fill copies every pod that a `bench --serve` server lists (the same realistic pods the other
 // benchmarks use) into the real server: namespaces are created as needed, then each pod is
@@ -13,8 +14,17 @@
 // left as they are, so an interrupted fill can be run again.
 //
 // write changes one pod's annotation at a time, round robin over every pod of the server, at
-// --rate changes a second (a merge patch each: one MODIFIED event per change), until killed. It
+// --rate changes a second (a merge patch each: one MODIFIED event per change; the values are
+// the run's own, so a run never repeats an earlier run's, which would change nothing), until
+// killed. It
 // prints, once a second on stderr, how many changes it made and how many fell behind schedule.
+// With --except-node it leaves the pods bound to that node alone (a node agent watching them
+// sees nothing change while the rest of the cluster does).
+//
+// place makes sure that --count pods are bound to --node (spec.nodeName): it creates the
+// missing ones (agent-0, agent-1, … in the namespace of the server's first pod), each a copy of
+// that pod with its status written, as fill does. A node agent's watch
+// (fieldSelector=spec.nodeName=NODE) then holds exactly those.
 package main
 
 import (
@@ -48,6 +58,9 @@ func main() {
 	workers := flags.Int("workers", 8, "requests in flight")
 	from := flags.String("from", "", "fill: the bench server's URL (plain HTTP)")
 	rate := flags.Float64("rate", 300, "write: changes a second")
+	exceptNode := flags.String("except-node", "", "write: leave the pods bound to this node alone")
+	node := flags.String("node", "", "place: the node the pods are bound to")
+	count := flags.Int("count", 30, "place: how many pods the node holds")
 	_ = flags.Parse(args)
 	if *workers < 1 || *workers > 256 {
 		fail("--workers %d: between 1 and 256", *workers)
@@ -74,9 +87,14 @@ func main() {
 		if !(*rate > 0 && *rate <= 100000) {
 			fail("--rate %v: between 0 and 100000 changes a second", *rate)
 		}
-		write(client, *rate, *workers)
+		write(client, *rate, *workers, *exceptNode)
+	case "place":
+		if *node == "" || *count < 1 || *count > 100000 {
+			fail("place: --node is required, and --count between 1 and 100000")
+		}
+		place(client, *node, *count)
 	default:
-		fail("unknown command %q: fill or write", cmd)
+		fail("unknown command %q: fill, write or place", cmd)
 	}
 }
 
@@ -175,7 +193,7 @@ func getJSON(url string, into any) error {
 }
 
 // write patches pods round robin at `rate` a second, spread over `workers` goroutines.
-func write(client *kubernetes.Clientset, rate float64, workers int) {
+func write(client *kubernetes.Clientset, rate float64, workers int, exceptNode string) {
 	ctx := context.Background()
 	list, err := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{ResourceVersion: "0"})
 	if err != nil {
@@ -185,18 +203,26 @@ func write(client *kubernetes.Clientset, rate float64, workers int) {
 		fail("the server has no pods to change: run `load fill` first")
 	}
 	type target struct{ ns, name string }
-	targets := make([]target, len(list.Items))
-	for i, p := range list.Items {
-		targets[i] = target{p.Namespace, p.Name}
+	targets := make([]target, 0, len(list.Items))
+	for _, p := range list.Items {
+		if exceptNode == "" || p.Spec.NodeName != exceptNode {
+			targets = append(targets, target{p.Namespace, p.Name})
+		}
 	}
 	list = nil
+	if len(targets) == 0 {
+		fail("every pod of the server is bound to %s: nothing to change", exceptNode)
+	}
 	jobs := make(chan int, workers)
 	var done, failed, late atomic.Int64
+	// Each run's values are its own: a patch that set the value a pod already holds (an earlier
+	// run's n) would change nothing, and the server sends no event for it.
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
 	for w := 0; w < workers; w++ {
 		go func() {
 			for n := range jobs {
 				t := targets[n%len(targets)]
-				patch := []byte(`{"metadata":{"annotations":{"bench/tick":"` + strconv.Itoa(n) + `"}}}`)
+				patch := []byte(`{"metadata":{"annotations":{"bench/tick":"` + run + "-" + strconv.Itoa(n) + `"}}}`)
 				_, err := client.CoreV1().Pods(t.ns).Patch(ctx, t.name, types.MergePatchType, patch,
 					metav1.PatchOptions{FieldManager: "bench-write"})
 				if err != nil {
@@ -225,4 +251,31 @@ func write(client *kubernetes.Clientset, rate float64, workers int) {
 		}
 		jobs <- n
 	}
+}
+
+// place binds --count pods to node: the missing ones are copies of the server's first pod.
+func place(client *kubernetes.Clientset, node string, count int) {
+	ctx := context.Background()
+	there, err := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		fail("list the pods of %s: %v", node, err)
+	}
+	if len(there.Items) >= count {
+		fmt.Fprintf(os.Stderr, "load: %s holds %d pods already\n", node, len(there.Items))
+		return
+	}
+	first, err := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{Limit: 1})
+	if err != nil || len(first.Items) == 0 {
+		fail("place: the server has no pod to copy (run `load fill` first): %v", err)
+	}
+	made := 0
+	for i := 0; i < count; i++ {
+		pod := first.Items[0].DeepCopy()
+		pod.Name, pod.GenerateName = fmt.Sprintf("agent-%d", i), ""
+		pod.Spec.NodeName = node
+		if createWithStatus(ctx, client, pod) {
+			made++
+		}
+	}
+	fmt.Fprintf(os.Stderr, "load: %d pods placed on %s\n", made, node)
 }

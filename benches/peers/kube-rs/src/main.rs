@@ -10,6 +10,13 @@
 //! as kube-rs users write it (`WatchStreamExt::modify`); the JSON line's `"skip"` says so, as
 //! kube-watcher's bench does for `--skip-managed-fields`.
 //!
+//! `--fields SELECTOR`: a field selector (`spec.nodeName=node-1`: a node agent's pods), as
+//! kube-watcher's bench takes it.
+//!
+//! At the end of the initial sync it writes `{"synced_ms":…,"sync_cpu_s":…}` to stderr, as
+//! kube-watcher's bench does: benches/real.sh starts its writer then, so that every event it
+//! times comes alone.
+//!
 //! `--relists K` (with a server started with `--relists K`): after the events, times K relists
 //! (each from its `Init` to its `InitDone`) and prints them with the resident memory before
 //! and the peak during them, as kube-watcher's bench does.
@@ -61,10 +68,11 @@ struct Args {
     strip_managed_fields: bool,
     /// Watch `PodView` (five fields) instead of `Pod`.
     projection: bool,
+    /// A field selector (`--fields`).
+    fields: Option<String>,
 }
 
-const USAGE: &str =
-    "usage: kube-rs-peer --url URL|--kubeconfig FILE [--pods N] [--events M] [--mode typed|projection] [--current-thread] [--relists K] [--strip-managed-fields]";
+const USAGE: &str = "usage: kube-rs-peer --url URL|--kubeconfig FILE [--pods N] [--events M] [--mode typed|projection] [--current-thread] [--relists K] [--strip-managed-fields] [--fields SELECTOR]";
 
 fn parse_args() -> Result<Args, String> {
     let mut url = None;
@@ -77,6 +85,7 @@ fn parse_args() -> Result<Args, String> {
         relists: 0,
         strip_managed_fields: false,
         projection: false,
+        fields: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -96,6 +105,7 @@ fn parse_args() -> Result<Args, String> {
             }
             "--current-thread" => a.current_thread = true,
             "--strip-managed-fields" => a.strip_managed_fields = true,
+            "--fields" => a.fields = Some(value()?),
             "--relists" => a.relists = value()?.parse().map_err(|e| format!("--relists: {e}"))?,
             "--serve" => return Err("--serve: run the server with kube-watcher's `examples/bench.rs --serve`".into()),
             "-h" | "--help" => return Err(USAGE.into()),
@@ -124,9 +134,7 @@ fn main() {
         tokio::runtime::Builder::new_multi_thread().enable_all().build()
     }
     .expect("tokio runtime");
-    let run = async {
-        if args.projection { client::<PodView>(&args).await } else { client::<Pod>(&args).await }
-    };
+    let run = async { if args.projection { client::<PodView>(&args).await } else { client::<Pod>(&args).await } };
     match runtime.block_on(async { tokio::time::timeout(Duration::from_secs(1200), run).await }) {
         Ok(Ok(line)) => {
             println!("{line}");
@@ -205,7 +213,11 @@ where
     let client = Client::try_from(config)?;
     let api: Api<K> = Api::all(client);
     let (reader, writer) = reflector::store::<K>();
-    let events = watcher::watcher(api, watcher::Config::default());
+    let config = match &args.fields {
+        Some(fields) => watcher::Config::default().fields(fields),
+        None => watcher::Config::default(),
+    };
+    let events = watcher::watcher(api, config);
     let events = if args.strip_managed_fields {
         events.modify(|obj| obj.meta_mut().managed_fields = None).left_stream()
     } else {
@@ -236,6 +248,7 @@ where
                 }
                 initial_sync = Some(start.elapsed());
                 sync_cpu_s = cpu_s();
+                eprintln!(r#"{{"synced_ms":{},"sync_cpu_s":{sync_cpu_s:.2}}}"#, start.elapsed().as_millis());
                 if args.events == 0 && args.relists == 0 {
                     break;
                 }
