@@ -7,6 +7,8 @@
 #   scripts/mutants.sh                 every mutation; then the table test -> mutations
 #   scripts/mutants.sh NAME...         only these (scripts/mutants/NAME.patch)
 #   scripts/mutants.sh --list          the mutations and what each breaks
+#   scripts/mutants.sh --check         only whether every patch still applies to this tree
+#                                      (no bed, no build: seconds; part of .ci/run)
 #   MUTANTS_THREADS=N                  the suite's test threads (default 4)
 #
 # Needs a bed that is up (scripts/apiserver.sh up; KUBE_WATCHER_TESTBED, default target/testbed).
@@ -42,6 +44,17 @@ if [ "${1:-}" = "--list" ]; then
         printf '%-38s %s\n' "$(basename "$p" .patch)" "$(describe "$p")"
     done
     exit 0
+fi
+
+if [ "${1:-}" = "--check" ]; then
+    stale=0
+    for p in "$patches"/*.patch; do
+        if ! (cd "$repo" && git apply --check "$p" 2> /dev/null); then
+            echo "mutants.sh: $(basename "$p" .patch) no longer applies: make it again for the current source" >&2
+            stale=1
+        fi
+    done
+    exit $stale
 fi
 
 [ -f "$KUBE_WATCHER_TESTBED/run/apiserver.port" ] ||

@@ -569,10 +569,13 @@ mod tests {
     fn the_release_goes_out_after_a_hook_that_waits_its_whole_bound() {
         let server = FakeApiServer::start();
         let api: Api<Lease> = Api::namespaced(Client::from_url(&server.url()).unwrap(), "default");
+        // The release's bound is the retry period: client-go's default of 2 s, not a shorter
+        // one, so that a release answered late on a loaded machine is still in time (with
+        // 200 ms, an answer 300 ms late left the Lease held).
         let timings = LeaseTimings {
-            lease_duration: Duration::from_secs(6),
-            renew_deadline: Duration::from_secs(4),
-            retry_period: Duration::from_millis(200),
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
         };
         let hook = Box::new(SlowToStop(timings.retry_period));
         let runner = Runner::start(api, "slow", "me", timings, Some(hook), "kw-test-lease").unwrap();

@@ -232,6 +232,26 @@ fn on_a_low_port<T>(mut bind: impl FnMut(u16) -> Option<T>) -> T {
     panic!("no free port below {first_ephemeral} in 100 tries");
 }
 
+/// A port that refuses connections for as long as this lives, and that no server can be given
+/// meanwhile (a port bound and freed again can be: another test's server may bind it, and
+/// answer).
+///
+/// The port is the local end of a connection to a listener of our own: the system keeps it
+/// bound while the connection is open, so a bind to it fails (on port 0 the system skips it),
+/// and since nothing listens on it, a connection to it is refused at once.
+pub struct RefusedPort {
+    pub port: u16,
+    _held: (TcpListener, TcpStream, TcpStream),
+}
+
+pub fn refused_port() -> RefusedPort {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let outgoing = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (incoming, _) = listener.accept().unwrap();
+    let port = outgoing.local_addr().unwrap().port();
+    RefusedPort { port, _held: (listener, outgoing, incoming) }
+}
+
 /// A TCP relay in front of a server, on a port of its own: [`stop`](Relay::stop) closes the
 /// port (connections to it are refused, those through it are cut) and [`start`](Relay::start)
 /// opens it again. So a server restarting on its port looks to a client, while what it serves

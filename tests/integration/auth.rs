@@ -12,11 +12,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::common::{WAIT, eventually, server_on, server_to_restart};
+use crate::common::{WAIT, refused_port, server_on, server_to_restart};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube_watcher::testing::FakeApiServer;
-use kube_watcher::{Api, Client, Config, KubeconfigOptions, ListParams, Watcher};
+use kube_watcher::{Api, Client, Config, Event, KubeconfigOptions, ListParams, Watcher};
 
 fn b64(data: &str) -> String {
     use base64::Engine as _;
@@ -254,10 +254,11 @@ fn credentials_in_an_https_server_url_are_sent_as_basic_auth_unless_the_user_has
 
 #[test]
 fn a_refused_connection_to_a_url_with_credentials_does_not_print_them() {
-    // Bind and drop: nothing listens on the port any more, once no child process another test
-    // is starting holds a copy of the listener (see `server_on` in tests/common/mod.rs).
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    eventually(&format!("port {port} to refuse connections"), || TcpStream::connect(("127.0.0.1", port)).is_err());
+    // Not a port bound and freed: another test's server could take it and answer the watcher.
+    let refused = refused_port();
+    let port = refused.port;
+    let taken = FakeApiServer::builder().port(port).try_start().err().map(|e| e.kind());
+    assert_eq!(taken, Some(std::io::ErrorKind::AddrInUse), "no server can take port {port}");
     let yaml = kubeconfig(&format!("    server: http://admin:url-s3cret@127.0.0.1:{port}"), "    {}");
     let options = KubeconfigOptions { allow_http_credentials: true, ..KubeconfigOptions::default() };
     let client = Client::from_kubeconfig_yaml(&yaml, &options).unwrap();
@@ -266,9 +267,12 @@ fn a_refused_connection_to_a_url_with_credentials_does_not_print_them() {
     assert!(text.contains(&format!("connection to 127.0.0.1:{port}")) && text.contains("refused"), "{text}");
     assert!(!text.contains("url-s3cret"), "{text}");
     let watcher = Watcher::new(Api::<Pod>::all(client), Config::default()).unwrap();
+    // The list starts with `Init`; no object can come from a port nothing listens on.
     let e = loop {
-        if let Err(e) = watcher.recv_timeout(WAIT).unwrap() {
-            break e;
+        match watcher.recv_timeout(WAIT).unwrap() {
+            Err(e) => break e,
+            Ok(Event::Init) => {}
+            Ok(event) => panic!("an event from a port nothing listens on: {event:?}"),
         }
     };
     let text = format!("{e} {e:?}");

@@ -48,6 +48,35 @@ fn next_event(stream: &mut WatchStream) -> Value {
     }
 }
 
+/// Each read of the streams below times out after this: short, so that a pause inside a line
+/// outlasts it.
+const IDLE: Duration = Duration::from_millis(100);
+
+/// Opens a watch of every pod, whose reads time out after [`IDLE`], with `fault` on it.
+///
+/// That timeout bounds every read of the request, the wait for the answer's headers (and a TLS
+/// handshake's) included, which a loaded machine can outlast: such an attempt is abandoned and
+/// another made, with the fault pushed again (an attempt that reached the server took one).
+/// Returns once the stream returned is the only one open, so that no abandoned one pauses in
+/// its place.
+fn open_watch(server: &FakeApiServer, http: &Http, params: &WatchParams, fault: Fault) -> WatchStream {
+    let pods = ApiResource::of::<Pod>();
+    let deadline = Instant::now() + WAIT;
+    let stream = loop {
+        server.push_fault(Match::Watch, fault.clone());
+        match http.watch(all(&pods), params, IDLE) {
+            Ok(stream) => break stream,
+            Err(e) if e.to_string().contains("timed out (per read)") && Instant::now() < deadline => {}
+            Err(e) => panic!("{e}"),
+        }
+    };
+    while server.open_watches() > 1 {
+        assert!(Instant::now() < deadline, "an abandoned watch stayed open");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    stream
+}
+
 /// Reads while the server is paused inside a line: a read must time out (nothing else comes),
 /// with the first half of the line kept; then resumes the server and returns the line.
 fn read_through_a_pause(server: &FakeApiServer, stream: &mut WatchStream) -> Value {
@@ -79,18 +108,16 @@ fn read_through_a_pause(server: &FakeApiServer, stream: &mut WatchStream) -> Val
 fn a_line_paused_past_the_read_timeout_after_a_streaming_list_arrives_whole() {
     let server = FakeApiServer::builder().bookmark_interval(Duration::from_secs(3600)).start();
     server.create(&pod("a")).unwrap();
-    // ADDED a, then the end marker, then the line to pause in.
-    server.push_fault(Match::Watch, Fault::PauseInLine { after: 2 });
     let client = Client::from_url(&server.url()).unwrap();
     let http = Http::new(Arc::clone(&client.conn));
-    let pods = ApiResource::of::<Pod>();
     let params = WatchParams {
         timeout: Duration::from_secs(600),
         bookmarks: true,
         send_initial_events: true,
         ..WatchParams::default()
     };
-    let mut stream = http.watch(all(&pods), &params, Duration::from_millis(100)).unwrap();
+    // ADDED a, then the end marker, then the line to pause in.
+    let mut stream = open_watch(&server, &http, &params, Fault::PauseInLine { after: 2 });
     assert_eq!(next_event(&mut stream)["type"], "ADDED");
     let marker = next_event(&mut stream);
     assert_eq!(marker["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true");
@@ -132,14 +159,12 @@ fn a_server_that_accepts_and_stays_silent_is_not_called_a_connect_timeout() {
 fn a_line_paused_past_the_read_timeout_over_tls_arrives_whole() {
     let server = FakeApiServer::builder().tls(true).token("t0ken").start();
     let rv = server.resource_version();
-    server.push_fault(Match::Watch, Fault::PauseInLine { after: 0 });
     let client =
         Client::from_kubeconfig_yaml(&server.kubeconfig(), &crate::auth::KubeconfigOptions::default()).unwrap();
     let http = Http::new(Arc::clone(&client.conn));
-    let pods = ApiResource::of::<Pod>();
     let params =
         WatchParams { resource_version: Some(rv), timeout: Duration::from_secs(600), ..WatchParams::default() };
-    let mut stream = http.watch(all(&pods), &params, Duration::from_millis(100)).unwrap();
+    let mut stream = open_watch(&server, &http, &params, Fault::PauseInLine { after: 0 });
     server.create(&pod("a")).unwrap();
     let event = read_through_a_pause(&server, &mut stream);
     assert_eq!(event["type"], "ADDED");
