@@ -341,3 +341,19 @@ impl Drop for Relay {
         self.stop();
     }
 }
+
+/// What a watcher's channel still held once `stop()` returned, read without waiting: `stop()`
+/// returns after the watcher's threads ended, which closes the channel, so it drains to
+/// `Disconnected`. `Empty` means a thread still runs: a `stop()` that gave up joining it.
+pub fn drained_after_stop<T>(rx: &crossbeam_channel::Receiver<T>) -> usize {
+    let mut queued = 0;
+    loop {
+        match rx.try_recv() {
+            Ok(_) => queued += 1,
+            Err(crossbeam_channel::TryRecvError::Disconnected) => return queued,
+            Err(crossbeam_channel::TryRecvError::Empty) => {
+                panic!("stop() returned with the channel open: a watcher thread still runs")
+            }
+        }
+    }
+}

@@ -207,10 +207,6 @@ fn a_panicking_transform_or_index_on_a_helper_ends_the_watcher_naming_it() {
     check(w, "index \"node\"", "no node");
 }
 
-/// Generous: stop normally takes milliseconds, but CI machines are slow and noisy. Under the
-/// 2 s join limit means `stop()` joined the watcher thread and every helper.
-const PROMPT: Duration = Duration::from_millis(1900);
-
 #[test]
 fn stop_in_the_middle_of_a_large_parallel_list_is_prompt_and_joins_the_helpers() {
     let server = server();
@@ -219,11 +215,10 @@ fn stop_in_the_middle_of_a_large_parallel_list_is_prompt_and_joins_the_helpers()
     // Items flow through the helpers (the list never ends).
     let seen = collect(&w, |s| s.len() >= 2000);
     assert!(seen[1..].iter().all(|e| e == "InitApply(endless)"), "{:?}", &seen[..3]);
-    let started = Instant::now();
+    // The list never ends: `stop()` returns with every thread ended only if it cut it and
+    // joined the helpers (how fast is measured in `examples/bench.rs`).
     w.stop();
-    let took = started.elapsed();
-    assert!(took < PROMPT, "stop took {took:?}");
-    assert!(w.receiver().iter().count() <= 4096);
+    assert!(drained_after_stop(w.receiver()) <= 4096);
 }
 
 #[test]

@@ -3,28 +3,22 @@
 
 use crate::common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube_watcher::testing::{FakeApiServer, Fault, Match};
 use kube_watcher::{Config, Watcher};
 
-/// Generous: stop normally takes well under a millisecond, but CI machines are slow and noisy.
-/// Speed is measured in `examples/bench.rs`, not asserted here.
-const PROMPT: Duration = Duration::from_millis(1900);
-
+/// `stop()` returns once the watcher's threads have ended (it gives up joining them after 2 s):
+/// then every channel it handed out is closed, so what is queued drains and the channel reads
+/// disconnected, never empty. How fast it stops is measured in `examples/bench.rs`, not here.
 fn assert_stops_promptly(w: &Watcher<Pod>, server: &FakeApiServer, state: &str) {
-    let started = Instant::now();
     w.stop();
-    let took = started.elapsed();
-    // Under the 2 s join limit means stop() joined the thread: nothing is left running.
-    assert!(took < PROMPT, "{state}: stop took {took:?}");
+    let rest = drained_after_stop(w.receiver());
+    assert!(rest <= 2048, "{state}");
     assert!(w.store().wait_until_ready(ms(1)).is_err() || w.store().is_ready(), "{state}");
     eventually(&format!("{state}: the server sees the watch closed"), || server.open_watches() == 0);
-    // After stop, the iterator drains what was queued and ends.
-    let rest = w.iter().count();
-    assert!(rest <= 2048, "{state}");
     assert!(w.recv().is_none(), "{state}: the channel is closed");
 }
 
