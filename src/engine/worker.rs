@@ -297,6 +297,15 @@ impl<K: Watchable> Worker<K> {
         }
     }
 
+    /// The machine's step after a list or watch request failed with `e`: a refused connection
+    /// (`Http::refused`) is its own input, whatever the request; any other failure is
+    /// `failed(e)`. A `Retry-After` is noted first.
+    fn request_failed(&mut self, e: Error, failed: fn(Error) -> Input<'static>, now: Instant) -> Step {
+        self.note_retry_after(&e);
+        let input = if self.http.refused() { Input::Refused(e) } else { failed(e) };
+        self.machine.step(input, now)
+    }
+
     /// A `Retry-After` from the server delays every thread of this watcher (set before this
     /// thread lets go of its list permit, so none slips through).
     fn note_retry_after(&self, e: &Error) {
@@ -416,11 +425,7 @@ impl<K: Watchable> Worker<K> {
             }
             Err(Halt::Stopped) => return Err(Stopped),
             Err(Halt::Failed(_)) if self.follow_changed() => return Ok(read_on()),
-            Err(Halt::Failed(e)) => {
-                self.note_retry_after(&e);
-                let input = if self.http.refused() { Input::Refused(e) } else { Input::ListFailed(e) };
-                self.machine.step(input, now)
-            }
+            Err(Halt::Failed(e)) => self.request_failed(e, Input::ListFailed, now),
         })
     }
 
@@ -504,11 +509,7 @@ impl<K: Watchable> Worker<K> {
             Ok(s) => s,
             Err(_) if self.stopping() => return Err(Stopped),
             Err(_) if self.follow_changed() => return Ok(read_on()),
-            Err(e) => {
-                self.note_retry_after(&e);
-                let input = if self.http.refused() { Input::Refused(e) } else { Input::WatchFailed(e) };
-                return Ok(self.machine.step(input, Instant::now()));
-            }
+            Err(e) => return Ok(self.request_failed(e, Input::WatchFailed, Instant::now())),
         };
         self.connected();
         let mut step = self.machine.step(Input::WatchOpened, Instant::now());
