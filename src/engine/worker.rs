@@ -293,6 +293,7 @@ impl<K: Watchable> Worker<K> {
     fn connected(&mut self) {
         if !self.connected {
             self.connected = true;
+            self.delivery.reached();
             self.control.notices.send(Notice::Connected);
         }
     }

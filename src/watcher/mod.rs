@@ -41,7 +41,10 @@ use crate::wire::api::Api;
 /// [`subscribe`](Self::subscribe); health: [`notices`](Self::notices) and [`stats`](Self::stats).
 ///
 /// Errors arrive on the channel as `Err` items; most are retried (see
-/// [`Error::is_terminal`](crate::Error::is_terminal)). The iterator ends after [`stop`](Self::stop) or a terminal error.
+/// [`Error::is_terminal`](crate::Error::is_terminal)). A consumer that attaches while the watcher
+/// waits to retry after an error gets that error after the current state, so it is never left
+/// waiting in silence (a server that refuses connections is reported once per outage, not at
+/// every retry). The iterator ends after [`stop`](Self::stop) or a terminal error.
 ///
 /// ```
 /// # let server = kube_watcher::testing::FakeApiServer::start();

@@ -243,3 +243,49 @@ fn max_line_bounds_list_items_too() {
     assert!(e.contains("2048"), "names the limit: {seen:?}");
     assert!(!w.store().is_ready());
 }
+
+/// A consumer that attaches while the watcher waits to retry after an error gets that error
+/// after the replay of the state, until the watcher reaches the server again: its retries may
+/// never report again (a refused connection is reported once per run of refusals), and such a
+/// consumer would otherwise wait in silence.
+mod late_consumers {
+    use super::*;
+    use k8s_openapi::api::core::v1::Pod;
+    use kube_watcher::{Api, Client, Event};
+
+    #[test]
+    fn a_consumer_attached_while_connections_are_refused_is_told_why() {
+        let refused = refused_port();
+        let client = Client::from_url(&format!("http://127.0.0.1:{}", refused.port)).unwrap();
+        let w = Watcher::new(Api::<Pod>::all(client), Config::default().backoff(fast_backoff())).unwrap();
+        // The first refusal is reported (and counted) before anyone reads; the next are not.
+        eventually("the first refusal is counted", || w.stats().errors.total() >= 1);
+        let e = loop {
+            match w.recv_timeout(WAIT).expect("the error the watcher retries after, not silence") {
+                Err(e) => break e,
+                Ok(Event::Init) => {}
+                Ok(event) => panic!("an event from a port nothing listens on: {event:?}"),
+            }
+        };
+        assert!(e.to_string().contains("refused"), "{e}");
+    }
+
+    #[test]
+    fn a_consumer_attached_after_the_watcher_reached_the_server_again_gets_no_old_error() {
+        let server = server();
+        create_pods(&server, 0..2);
+        let unavailable =
+            Fault::Status { code: 503, reason: "ServiceUnavailable".into(), message: "down".into(), retry_after: None };
+        server.push_fault(Match::Any, unavailable);
+        let w = Watcher::new(pods(&server), Config::default().backoff(fast_backoff())).unwrap();
+        w.store().wait_until_ready(WAIT).unwrap();
+        assert_eq!(w.stats().errors.server, 1, "{:?}", w.stats());
+        let rx = w.receiver();
+        let replay: Vec<String> = std::iter::from_fn(|| rx.try_recv().ok())
+            .map(|i| i.map(|e| describe(&e)).unwrap_or_else(|e| format!("Err({e})")))
+            .collect();
+        assert_eq!(replay.first().map(String::as_str), Some("Init"), "{replay:?}");
+        assert_eq!(replay.last().map(String::as_str), Some("InitDone"), "{replay:?}");
+        assert!(!replay.iter().any(|i| i.starts_with("Err")), "an error of the past: {replay:?}");
+    }
+}

@@ -58,6 +58,8 @@ pub(crate) enum Form {
 /// One change of the store on its way to the consumers (see [`Delivery::send`]).
 pub(crate) struct Change<'a, K> {
     hold: Hold<'a, K>,
+    /// The part the change is of.
+    part: usize,
     events: &'a mut Vec<Event<K>>,
     error: Option<Error>,
     held: Option<usize>,
@@ -77,6 +79,16 @@ impl<K> Change<'_, K> {
 
     /// An error to deliver after the events.
     pub(crate) fn report(&mut self, e: Error) {
+        self.error = Some(e);
+    }
+
+    /// An error to deliver after the events, which the worker waits to retry after: a
+    /// consumer that attaches before it next reaches the server gets it too
+    /// ([`Delivery::reached`] ends that).
+    pub(crate) fn report_retrying(&mut self, e: Error) {
+        if let Hold::Locked(roster) = &mut self.hold {
+            roster.retrying(self.part, Some(e.clone()));
+        }
         self.error = Some(e);
     }
 
@@ -213,6 +225,12 @@ impl<K: Watchable> Delivery<K> {
         }
     }
 
+    /// The worker reached the server again: a consumer that attaches from now on no longer
+    /// gets the error it retried after ([`Change::report_retrying`]).
+    pub(crate) fn reached(&self) {
+        self.subscribers.lock().retrying(self.part, None);
+    }
+
     /// The part of the watcher this delivery serves.
     pub(crate) fn part(&self) -> usize {
         self.part
@@ -228,8 +246,13 @@ impl<K: Watchable> Delivery<K> {
     pub(crate) fn send<T>(&mut self, form: Form, change: impl FnOnce(&mut Change<'_, K>) -> T) -> Result<T, Stopped> {
         let subscribers = Arc::clone(&self.subscribers);
         let (done, subs, error, held) = {
-            let mut c =
-                Change { hold: Hold::Locked(subscribers.lock()), events: &mut self.out, error: None, held: None };
+            let mut c = Change {
+                hold: Hold::Locked(subscribers.lock()),
+                part: self.part,
+                events: &mut self.out,
+                error: None,
+                held: None,
+            };
             let done = change(&mut c);
             let subs = match c.hold {
                 Hold::Locked(roster) => roster.subscribers(),

@@ -157,14 +157,26 @@ pub(super) struct Roster<K> {
     closed: bool,
     /// The terminal error the watcher ended with, for consumers that attach after the end.
     ended_with: Option<Error>,
+    /// Per part, the error it waits to retry after, until it next reaches the server: a
+    /// consumer that attaches meanwhile gets it after the replay, since the retries may not
+    /// report again (a refused connection is reported once per run of refusals,
+    /// docs/protocol.md §6.10).
+    retrying: Vec<Option<Error>>,
 }
 
 impl<K> Subscribers<K> {
     /// No consumers yet, for a watcher of `parts` parts (each relists on its own); `stop`
     /// closes when the watcher stops; lag episodes are announced on `notices`.
     pub(crate) fn new(parts: usize, stop: Receiver<()>, notices: Arc<Notices>) -> Self {
-        let roster =
-            Roster { subs: Arc::from(Vec::new()), parts: parts.max(1), next_id: 0, closed: false, ended_with: None };
+        let parts = parts.max(1);
+        let roster = Roster {
+            subs: Arc::from(Vec::new()),
+            parts,
+            next_id: 0,
+            closed: false,
+            ended_with: None,
+            retrying: vec![None; parts],
+        };
         Subscribers { roster: Mutex::new(roster), stop, notices, lagged: AtomicU64::new(0), work: AtomicU64::new(0) }
     }
 
@@ -236,7 +248,8 @@ impl<K> Roster<K> {
     /// error). Its delivery state starts where the replay leaves it: inside the relists in
     /// progress. Once the roster is closed the channel is already disconnected.
     fn subscribe(&mut self, replay: Replay<K>, capacity: usize, policy: SlowConsumer) -> Receiver<Item<K>> {
-        let room = capacity.saturating_add(replay.events.len());
+        let retrying: Vec<Error> = self.retrying.iter().flatten().cloned().collect();
+        let room = capacity.saturating_add(replay.events.len()).saturating_add(retrying.len());
         let (tx, rx, policy) = match policy {
             SlowConsumer::Lag => {
                 let (tx, rx) = unbounded();
@@ -254,9 +267,13 @@ impl<K> Roster<K> {
             }
             return rx;
         }
+        // Cannot fail: the channel has room for the whole replay and the errors, and nobody
+        // else sends yet.
         for ev in replay.events {
-            // Cannot fail: the channel has room for the whole replay and nobody else sends yet.
             let _ = tx.try_send(Ok(ev));
+        }
+        for e in retrying {
+            let _ = tx.try_send(Err(e));
         }
         let consumer = Arc::new(Mutex::new(Consumer::new(policy, self.parts, &replay.relisting)));
         let lagging = matches!(policy, Policy::Lag { .. });
@@ -277,6 +294,13 @@ impl<K> Roster<K> {
         self.closed = true;
         self.ended_with = ended_with;
         self.subs = Arc::from(Vec::new());
+    }
+
+    /// Part `part` now waits to retry after `error` (`Some`), or reached the server (`None`).
+    pub(super) fn retrying(&mut self, part: usize, error: Option<Error>) {
+        if let Some(slot) = self.retrying.get_mut(part) {
+            *slot = error;
+        }
     }
 
     fn is_closed(&self) -> bool {

@@ -18,8 +18,9 @@ use crate::resource::Watchable;
 impl<K: Watchable> Worker<K> {
     /// Applies a step's effects, with the current input's object, and returns its next move.
     pub(super) fn perform(&mut self, step: Step, mut subject: Option<Subject<K>>) -> Result<Next, Stopped> {
+        let retries = matches!(step.next, Next::Wait(_));
         for e in &step.effects {
-            self.effect(e, &mut subject)?;
+            self.effect(e, &mut subject, retries)?;
         }
         if let Next::Wait(delay) = &step.next
             && let Some(Effect::Report(error)) = step.effects.iter().find(|e| matches!(e, Effect::Report(_)))
@@ -32,8 +33,10 @@ impl<K: Watchable> Worker<K> {
 
     /// Applies one effect: a change of the store, through the writer, whose events go to the
     /// consumers through delivery; or a count, a notice, the version the store reflects.
-    /// `subject`: the current input's object, taken by the effect that applies it.
-    fn effect(&mut self, effect: &Effect, subject: &mut Option<Subject<K>>) -> Result<(), Stopped> {
+    /// `subject`: the current input's object, taken by the effect that applies it; `retries`:
+    /// the step's next move is a wait before a retry (an error it reports is kept for consumers
+    /// that attach meanwhile).
+    fn effect(&mut self, effect: &Effect, subject: &mut Option<Subject<K>>, retries: bool) -> Result<(), Stopped> {
         let (writer, counters) = (&mut self.writer, &self.control.counters);
         match effect {
             Effect::BeginInit => {
@@ -103,7 +106,10 @@ impl<K: Watchable> Worker<K> {
                 }
                 None => Ok(()),
             },
-            Effect::Report(e) => self.delivery.send(Form::Decoded, |c| c.report(noted(writer, counters, e.clone()))),
+            Effect::Report(e) => self.delivery.send(Form::Decoded, |c| {
+                let e = noted(writer, counters, e.clone());
+                if retries { c.report_retrying(e) } else { c.report(e) }
+            }),
             Effect::Relist(reason) => {
                 counters.relist(*reason);
                 self.reason = *reason;
