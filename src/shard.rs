@@ -617,6 +617,15 @@ impl Lead {
         let ended = self.end.is_some_and(|end| now >= end);
         listed.into_iter().any(|listed| ended || self.lapsed.is_some_and(|lapsed| listed <= lapsed))
     }
+
+    /// How a store listed under `listed` stands, for the explorer's fingerprints (generations
+    /// count only by how they compare): the lead's end; whether it was listed under the
+    /// generation now, and under one that lapsed.
+    #[cfg(test)]
+    pub(crate) fn standing(&self, listed: Option<u64>) -> (Option<std::time::Instant>, Option<(bool, bool)>) {
+        let rank = |listed: u64| (listed == self.generation, self.lapsed.is_some_and(|lapsed| listed <= lapsed));
+        (self.end, listed.map(rank))
+    }
 }
 
 /// `Config`'s handle on a [`Follow`]: equal when it is the same group.
