@@ -578,7 +578,8 @@ pub(crate) struct Lead {
     /// a share; odd (`effective`): the same generation, its lead ended.
     pub(crate) generation: u64,
     /// The end of the last lead a share was given for: what the followers' stores hold is
-    /// hidden from then on. A share withdrawn (none) leaves it.
+    /// hidden from then on. A share withdrawn (none) leaves it, or brings it forward to the
+    /// `until` it is withdrawn with: a stopping member's lead ends at once.
     end: Option<std::time::Instant>,
     /// What was listed under this generation or an earlier one outlived its lead: hidden for
     /// good, even once a renewal gives a share again.
@@ -604,6 +605,8 @@ impl Lead {
         }
         if given {
             self.end = until;
+        } else if let (Some(end), Some(until)) = (self.end, until) {
+            self.end = Some(end.min(until));
         }
         if changed || lapsed {
             self.generation += 2;
@@ -823,6 +826,13 @@ mod tests {
         assert!(follow.dark(&[me.id]));
         follow.listed(me.id, None);
         assert!(!follow.dark(&[me.id]), "it holds nothing");
+        // A share withdrawn with its lead ending now (a member that stops): hidden at once,
+        // though the lead last given lasts.
+        follow.set(Some(Shard::of(0, 2).unwrap()), Some(Instant::now() + Duration::from_secs(60)));
+        follow.listed(me.id, Some(follow.current().0));
+        assert!(!follow.dark(&[me.id]));
+        follow.set(None, Some(Instant::now()));
+        assert!(follow.dark(&[me.id]), "the stop ended its lead");
         follow.unregister(me.id);
         assert_eq!(follow.holdings(), None);
         assert!(!follow.dark(&[me.id]), "gone: its store ended empty");

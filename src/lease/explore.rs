@@ -447,9 +447,11 @@ impl World {
         let proc = &self.procs[p];
         if proc.stop && !proc.cand.stopping() {
             if proc.member.is_some() {
-                // `GroupHook::stopping`: no share from now on; the release waits (at most a
-                // retry period) for the watchers to drop theirs (the `Drain` action goes on).
-                self.publish(p, Ranges::default(), None);
+                // `GroupHook::stopping`: no share from now on, the lead ended now; the release
+                // waits (at most a retry period) for the watchers to drop theirs (the `Drain`
+                // action goes on).
+                let now = self.now(p).mono;
+                self.publish(p, Ranges::default(), Some(now));
                 let until = self.later_by(p, RP);
                 self.procs[p].thread = Thread::Draining(until);
                 return Ok(());
@@ -1740,6 +1742,26 @@ fn a_members_twin_never_holds_its_share() {
             procs: vec![member("a", "g", "a"), member("b", "g", "b")],
             later: vec![member("a'", "g", "a")],
             budget: Budget { start: 1, stop: 1, crash: 1, pause: 1, delay: 1, ..Budget::default() },
+            writes_only: false,
+            fresh: false,
+            depth: 6,
+        },
+        1000,
+    );
+}
+
+/// A member that stops with its watcher held up, beside a twin that starts at any moment:
+/// the twin takes the released Lease, and with it the share, at once, while the held-up
+/// watcher still holds it; no reader sees it in both stores (the stopped member's reads empty
+/// from its stop).
+#[test]
+fn a_stopped_members_held_up_store_reads_empty_when_its_twin_takes_over() {
+    explores(
+        Scenario {
+            name: "held up, stopped, and a twin",
+            procs: vec![member("a", "g", "a"), member("b", "g", "b")],
+            later: vec![member("a'", "g", "a")],
+            budget: Budget { hold: 1, stop: 1, start: 1, delay: 1, ..Budget::default() },
             writes_only: false,
             fresh: false,
             depth: 6,

@@ -392,6 +392,40 @@ fn a_held_up_followers_store_reads_empty_from_the_end_of_its_lead() {
     server.clear_faults();
 }
 
+/// A member that stops while its follower is held up (a consumer that does not read): its
+/// store reads empty from the stop, not from the end of the lead it last renewed (up to a
+/// renew deadline later). The release lets a twin of this member take the share at once, and
+/// any other member a second later, while the follower still holds the objects.
+#[test]
+fn a_held_up_followers_store_reads_empty_once_its_member_stops() {
+    let server = FakeApiServer::builder().sharded_list_and_watch(true).start();
+    create_pods(&server, 0..20);
+    let group = join(&server, "a");
+    let watcher = Watcher::builder(pods(&server))
+        .config(Config::default().shard_group(&group))
+        .channel_capacity(1)
+        .start()
+        .unwrap();
+    eventually("a holds every pod", || store_uids(&watcher).len() == 20);
+    let slow = watcher.subscribe();
+    create_pods(&server, 20..22);
+    eventually("the follower waits for the consumer", || slow.is_full());
+    let queued = slow.len();
+    // The lead renewed last ends a renew deadline (4 s) after its renewal, 100 ms ago at most.
+    group.stop();
+    assert!(store_uids(&watcher).is_empty() && watcher.store().is_empty(), "a's store reads empty once it stopped");
+    assert_eq!(slow.len(), queued, "the follower is still held up: it delivered nothing since");
+    let mut deleted = BTreeSet::new();
+    eventually("every pod's Delete", || {
+        while let Ok(event) = slow.try_recv() {
+            if let Ok(kube_watcher::Event::Delete(p)) = event {
+                deleted.insert(p.metadata.name.clone().unwrap_or_default());
+            }
+        }
+        deleted.len() == 22
+    });
+}
+
 /// A member's Lease deleted under it (by hand, by a cleanup job) is not a member that let
 /// go: the others wait a lease duration from when they last saw it change, and by then the
 /// member, unable to renew, has emptied its store.
