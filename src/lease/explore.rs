@@ -3,7 +3,7 @@
 //! every Lease (an elector's, or a shard group member's), and for members [`Peers`],
 //! [`decide`] and [`confirmed`] (over [`assign`](super::assign::assign)), with the glue of
 //! `elector.rs` and `group.rs` mirrored step for step, and a watcher per member whose store
-//! follows its share as `Config::shard_group` makes it.
+//! follows its share as `Config::shard_group` makes it, and reads as `Follow::dark` says.
 //!
 //! Each scenario names its processes (electors over one Lease, or members of a group), who
 //! may start later, and a budget of faults. From its start (the world settled, every process
@@ -26,10 +26,10 @@
 //!   watcher neither relists nor stops, time passes whatever its store holds, and the store
 //!   keeps what it held, counted in its member's claim (`Follow::holding`), until it is let go,
 //!   at any later moment. Its `stop()` is not offered while it is held: it would take effect
-//!   only once the watcher is let go, and change nothing before, so a stop then is the let go
-//!   followed at once by a stop, which is explored. A Lease is deleted (one that every running
-//!   process has seen: the limit of docs/protocol.md §13.5); a process starts (a twin of a
-//!   running one, or one restarted under a crashed one's identity).
+//!   only once the watcher is let go and change nothing before, so a stop called while held is
+//!   the let go followed at once by a stop, which is explored. A Lease is deleted (one that
+//!   every running process has seen: the limit of docs/protocol.md §13.5); a process starts (a
+//!   twin of a running one, or one restarted under a crashed one's identity).
 //!
 //! Each process's monotonic clock runs at its own rate (within the documented bound: the
 //! ratio of two rates stays below lease duration / renew deadline); wall clocks differ by
@@ -46,9 +46,9 @@
 //! rule, [`Lead::dark`], which `Follow::dark` applies at every read (docs/protocol.md §13.4).
 //! The stores themselves hold no point twice either, but where a watcher was held up (from
 //! then until it relists). At the leaves (the depth reached), the faults stop: the world runs
-//! on, every request answered at once, a held-up watcher stays so for a lease duration and
-//! three retry periods more (by when any other member could have taken its share), then is let
-//! go; within a lease duration and a retry period (on the slowest clock) one process leads
+//! on, every request answered at once, a held-up watcher stays so for a lease duration and a
+//! retry period more (by then another member may have taken its share), then is let go;
+//! within a lease duration and a retry period (on the slowest clock) one process leads
 //! each Lease that a running process wants, and the members' stores of each group split the
 //! hash space between them, as readers see them, a lease duration and three retry periods
 //! after the last watcher was let go.
@@ -56,7 +56,7 @@
 //! A violation panics with the counterexample: the shortest depth at which it appears, the
 //! states explored at that depth, and the trace of actions, then of the fault-free run.
 //! `KUBE_WATCHER_EXPLORE_DEPTH=n` adds `n` to every scenario's depth: `cargo test` explores
-//! about 130,000 states in about 15 s of CPU; CONTRIBUTING.md has deeper runs, and what it
+//! about 138,000 states in about 15 s of CPU; CONTRIBUTING.md has deeper runs, and what it
 //! found with each of the protocol's fixes undone.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -1264,7 +1264,9 @@ impl World {
 
     /// Liveness: once the faults stop, every Lease a running process wants has one leader
     /// within a lease duration and a retry period (on the slowest clock), and the stores of
-    /// each group split the hash space within a lease duration and three retry periods. The
+    /// each group split the hash space within a lease duration and three retry periods (from
+    /// when the held-up watchers, if any, were let go: a lease duration and a retry period
+    /// on). The
     /// world runs on without faults; each state it passes on the way is remembered in
     /// `memo` with the outcome (the run is deterministic), so that the next leaf whose run
     /// meets one of them stops there.
