@@ -10,6 +10,12 @@
 //! failure count and the backoff start over, and when the store is stale, is written in
 //! docs/protocol.md §6.10; the machine says both ([`Effect::Stale`], [`Effect::Fresh`]).
 //!
+//! This file holds the states, the machine and [`Machine::step`], with one handler per state.
+//! Beside it: what a step takes and gives back (`step.rs`: [`Input`], [`Step`]), the request
+//! each state leads to (`request.rs`), what follows a failure and whether the store is in step
+//! (`recovery.rs`), the backoff policy (`backoff.rs`) and the drift check's comparison
+//! (`drift.rs`).
+//!
 //! ```text
 //!            ┌──────────────── 410 / too large / error (after backoff) ───────────────┐
 //!            v                                                                         │
@@ -25,28 +31,26 @@
 
 pub(crate) mod backoff;
 pub(crate) mod drift;
+mod recovery;
+mod request;
+mod step;
 
 use std::time::{Duration, Instant};
 
+use rand::SeedableRng;
 use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
 
 use self::backoff::BackoffState;
-use crate::config::{Config, DEFAULT_TIMEOUT_SECS, ListSemantic, STALL_MARGIN};
-use crate::error::{Error, Recovery, Result};
+use self::recovery::{Failed, Failure, Freshness, Refusals};
+pub(crate) use self::step::{Checked, Effect, Input, Next, Step, WatchInput};
+use crate::config::{Config, DEFAULT_TIMEOUT_SECS};
+use crate::error::{Error, Result};
 use crate::notice::RelistReason;
-use crate::wire::request::{ListParams, VersionMatch, WatchParams};
+use crate::wire::request::ListParams;
 
 /// A watch that ends cleanly this soon with no event is treated as a failure, so a misbehaving
 /// server cannot cause a hot reconnect loop (client-go's reflector: "very short watch", 1 s).
 const SHORT_WATCH: Duration = Duration::from_secs(1);
-
-/// The server-side timeout of a watch resumed while the store is stale: the server ends it
-/// cleanly after this long if it accepted the resourceVersion (it answers one it no longer has
-/// with an error at once), which makes the store fresh again even on a quiet resource whose
-/// watch delivers nothing (docs/protocol.md §6.10). Long enough that its clean end is never
-/// taken for a very short watch (`SHORT_WATCH`).
-const CONFIRM: Duration = Duration::from_secs(2);
 
 /// Where the watcher is. Each variant holds only what is valid in it.
 #[derive(Debug, Clone, PartialEq)]
@@ -70,167 +74,6 @@ enum State {
     Watching { rv: String, events: u64, opened: Instant, last_seen: Instant, stall: Duration },
     /// The watcher has ended; every input is ignored.
     Ended,
-}
-
-/// What happened, as the worker saw it.
-#[derive(Debug)]
-pub(crate) enum Input<'a> {
-    /// The worker starts (or finished waiting): make the next request.
-    Start,
-    /// A list page was read to its end, and its items were applied to the relist in progress
-    /// (each as `Effect::InitApply` would; the machine has nothing to decide per item).
-    Page { resource_version: Option<&'a str>, continue_token: Option<&'a str> },
-    /// A list request failed.
-    ListFailed(Error),
-    /// A watch (or streaming list) answered 200.
-    WatchOpened,
-    /// One watch event.
-    Event(WatchInput<'a>),
-    /// The watch stream ended cleanly.
-    WatchEnded,
-    /// No byte arrived within the requested idle time; the stream is still usable.
-    Idle,
-    /// The watch request or stream failed.
-    WatchFailed(Error),
-    /// A list, streaming list or watch request never reached a server: its host refused the
-    /// connection (nothing listens on the port). Recovered from as `ListFailed` or
-    /// `WatchFailed` would be, but the backoff does not grow (docs/protocol.md §6.10).
-    Refused(Error),
-    /// A sharded watcher's streaming list was not requested: the list that asks first whether
-    /// the server filters the shard failed. It says nothing about streaming lists: they are
-    /// retried after the backoff.
-    ProbeFailed(Error),
-    /// A drift check finished: how many objects were out of step and the version of the list
-    /// it compared with, or why it could not tell.
-    DriftChecked(Result<Checked<'a>, Error>),
-}
-
-/// A watch event, reduced to what the machine needs; the worker keeps the object.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum WatchInput<'a> {
-    Added {
-        resource_version: &'a str,
-    },
-    Modified {
-        resource_version: &'a str,
-    },
-    Deleted {
-        resource_version: &'a str,
-    },
-    Bookmark {
-        resource_version: &'a str,
-        initial_events_end: bool,
-    },
-    /// An object event a sharded watcher dropped unread (another shard's object: `Config::shard`
-    /// with a server that does not filter). The store does not change, but the watch has come
-    /// this far: like a bookmark, it moves the resume RV and the version the store reflects
-    /// (every change of the shard's objects up to it has arrived) (docs/protocol.md §14.4).
-    Dropped {
-        resource_version: &'a str,
-    },
-}
-
-/// What a drift check found (`Input::DriftChecked`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Checked<'a> {
-    /// Objects out of step with the server.
-    pub(crate) mismatched: usize,
-    /// The resourceVersion of the list the store was compared with (empty: none sent).
-    pub(crate) list: &'a str,
-}
-
-/// What one [`Machine::step`] asks of the worker: effects to apply in order, then one next move.
-#[derive(Debug, PartialEq)]
-pub(crate) struct Step {
-    pub(crate) effects: Vec<Effect>,
-    pub(crate) next: Next,
-}
-
-/// Something to apply to the store, the consumers or the counters, with the current input's
-/// object where it names one.
-#[derive(Debug, Clone)]
-pub(crate) enum Effect {
-    /// A relist starts (emit `Init`).
-    BeginInit,
-    /// Apply the current event's object to the relist in progress: a streaming list's initial
-    /// events (a paged list's items go to the relist as they are read: see [`Next::List`]).
-    InitApply,
-    /// The relist is complete (emit `InitDone`); the store then reflects this resourceVersion
-    /// (`None`: the server sent none).
-    InitDone(Option<String>),
-    /// Forget the relist in progress.
-    AbortInit,
-    /// Apply the current input's object (added or modified).
-    Apply,
-    /// Delete the current input's object.
-    Delete,
-    /// Report a non-terminal error to consumers.
-    Report(Error),
-    /// Count a relist and its reason.
-    Relist(RelistReason),
-    /// The store now reflects the server at this resourceVersion: after the `Apply` or
-    /// `Delete` before it in the same step, or a bookmark (docs/protocol.md §2.3).
-    Reached(String),
-    /// The store, in step with the server until now, no longer is: a request failed or a
-    /// drift check found it out of step (docs/protocol.md §6.10).
-    Stale,
-    /// The store is in step with the server again: a relist completed, or a watch resumed
-    /// from its resourceVersion took hold.
-    Fresh,
-}
-
-/// What the worker does next, after the effects.
-#[derive(Debug, Clone)]
-pub(crate) enum Next {
-    /// Request one list page, apply each of its items to the relist in progress (as
-    /// `Effect::InitApply` does), then feed back `Input::Page` or `Input::ListFailed`.
-    List(ListParams),
-    /// Compare the store with a metadata-only list made with these parameters; `rv` is how far
-    /// the watch is known to have come (`src/machine/drift.rs`): the resume RV, or the list
-    /// version of the last check once a later watch covered it. Feed back `Input::DriftChecked`.
-    DriftCheck { params: ListParams, rv: String },
-    /// Open a watch; `idle` is the per-read timeout to use.
-    Watch { params: WatchParams, idle: Duration },
-    /// Keep reading the open list body or stream.
-    ReadOn,
-    /// Wait (interruptibly), then feed `Input::Start`.
-    Wait(Duration),
-    /// The watcher ends with this error (`Error::Stopped` for a normal end).
-    End(Error),
-}
-
-/// Errors compare by message: enough for tests and for spotting a repeated step.
-fn same_error(a: &Error, b: &Error) -> bool {
-    a.to_string() == b.to_string()
-}
-
-impl PartialEq for Effect {
-    fn eq(&self, other: &Effect) -> bool {
-        match (self, other) {
-            (Effect::Report(a), Effect::Report(b)) => same_error(a, b),
-            (Effect::Relist(a), Effect::Relist(b)) => a == b,
-            (Effect::Reached(a), Effect::Reached(b)) => a == b,
-            (Effect::InitDone(a), Effect::InitDone(b)) => a == b,
-            (a, b) => {
-                std::mem::discriminant(a) == std::mem::discriminant(b)
-                    && !matches!(a, Effect::Report(_) | Effect::Relist(_) | Effect::Reached(_) | Effect::InitDone(_))
-            }
-        }
-    }
-}
-
-impl PartialEq for Next {
-    fn eq(&self, other: &Next) -> bool {
-        match (self, other) {
-            (Next::List(a), Next::List(b)) => a == b,
-            (Next::DriftCheck { params: a, rv: x }, Next::DriftCheck { params: b, rv: y }) => a == b && x == y,
-            (Next::Watch { params: a, idle: x }, Next::Watch { params: b, idle: y }) => a == b && x == y,
-            (Next::ReadOn, Next::ReadOn) => true,
-            (Next::Wait(a), Next::Wait(b)) => a == b,
-            (Next::End(a), Next::End(b)) => same_error(a, b),
-            _ => false,
-        }
-    }
 }
 
 /// The state machine and the settings it needs.
@@ -268,31 +111,6 @@ pub(crate) struct Machine {
 
 /// A state to be in and the move that leaves it: what each handler returns.
 type Then = (State, Next);
-
-/// Whether the store is known to be in step with the server (docs/protocol.md §6.10).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Freshness {
-    /// Before the first sync (the store is not ready yet).
-    Unsynced,
-    /// In step: a sync completed, and nothing failed since.
-    Fresh,
-    /// Not known to be in step since a failure, until a relist completes or a resumed watch
-    /// takes hold.
-    Stale,
-}
-
-/// How [`Machine::fail`] handles a failure: whether it is reported, and how it moves the backoff.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Failure {
-    /// Reported to consumers; the backoff takes its next step.
-    Reported,
-    /// A connection the server's host refused: reported unless the failure before it was one
-    /// too; it waits at most the first step and does not raise the backoff.
-    Refused,
-    /// The server answered 410 Gone (or "too large") again: an expected recovery, not
-    /// reported; the backoff takes its next step.
-    Expired,
-}
 
 impl Machine {
     pub(crate) fn new(config: Config, seed: u64) -> Machine {
@@ -531,346 +349,6 @@ impl Machine {
         fx.push(Effect::AbortInit);
         self.request(State::Sync { resume: None, reason: RelistReason::Error }, now, fx)
     }
-
-    /// A request failed: recover as [`Error::recovery`] classes the error, from where `failed`
-    /// left off. The one place that decides what follows a failure (410 Gone, too large, a
-    /// refusal, transport trouble), for lists, streaming lists and watches alike
-    /// (docs/protocol.md §6.9). `failure`: `Refused` when the request never reached a server
-    /// (the recovery is then `Resume`'s), otherwise `Reported`.
-    fn recover(&mut self, e: Error, failed: Failed, failure: Failure, now: Instant, fx: &mut Vec<Effect>) -> Then {
-        self.lose(fx);
-        let recovery = e.recovery();
-        if matches!(recovery, Recovery::Expired | Recovery::TooLarge) {
-            log::debug!("{e}; relisting");
-        }
-        // A relist in progress is abandoned, whatever follows.
-        if !matches!(failed, Failed::Watch { .. }) {
-            fx.push(Effect::AbortInit);
-        }
-        match (recovery, failed) {
-            // The watch's resourceVersion expired: relist not older than it, unpaged.
-            (Recovery::Expired, Failed::Watch { rv }) => {
-                self.relist_quietly(State::Sync { resume: Some(rv), reason: RelistReason::Expired }, now, fx)
-            }
-            // An expired continue token or relist resourceVersion: start over, consistent and paged.
-            (Recovery::Expired, Failed::List(_) | Failed::StreamInit { .. }) => {
-                self.relist_quietly(State::Sync { resume: None, reason: RelistReason::Expired }, now, fx)
-            }
-            // The server has not reached the resourceVersion asked for: forget it.
-            (Recovery::TooLarge, Failed::List(_) | Failed::StreamInit { .. } | Failed::Watch { .. }) => {
-                self.relist_quietly(State::Sync { resume: None, reason: RelistReason::TooLarge }, now, fx)
-            }
-            (Recovery::Resume, Failed::Watch { rv }) => self.fail(e, failure, State::Watch { rv }, now, fx),
-            // Broken line, in-stream error, 4xx: relist not older than what we have.
-            (Recovery::Relist | Recovery::Refused, Failed::Watch { rv }) => {
-                self.fail(e, failure, State::Sync { resume: Some(rv), reason: RelistReason::Error }, now, fx)
-            }
-            // A failed list relists from the resourceVersion it asked for, if that was a resume
-            // point (not "any", not a later page).
-            (Recovery::Resume | Recovery::Relist | Recovery::Refused, Failed::List(next)) => {
-                let paging = next.continue_token.is_some();
-                let resume = next.resource_version.filter(|rv| rv != "0" && !paging);
-                self.fail(e, failure, State::Sync { resume, reason: RelistReason::Error }, now, fx)
-            }
-            // Throttling or transport trouble says nothing about streaming support, nor does
-            // a server that does not know or admit the user (401, 403: the same refusal would
-            // meet a paged list; a permission granted later is granted to both).
-            (Recovery::Resume, Failed::StreamInit { resume }) => {
-                self.fail(e, failure, State::Sync { resume, reason: RelistReason::Error }, now, fx)
-            }
-            (Recovery::Refused, Failed::StreamInit { resume }) if matches!(e.status(), Some(401 | 403)) => {
-                self.fail(e, failure, State::Sync { resume, reason: RelistReason::Error }, now, fx)
-            }
-            // Rejected (422 and friends), failed in-stream or a broken line: list + watch.
-            (Recovery::Relist | Recovery::Refused, Failed::StreamInit { resume }) => {
-                self.fall_back(&e.to_string(), resume, now, fx)
-            }
-        }
-    }
-
-    /// Turns "what to do next" into a request.
-    fn request(&mut self, state: State, now: Instant, fx: &mut Vec<Effect>) -> Then {
-        match state {
-            State::Sync { resume, reason } => {
-                fx.push(Effect::Relist(reason));
-                // What a watch covered is of the store before the sync.
-                self.checked_at = None;
-                self.covered = None;
-                if self.config.wants_streaming() && !self.streaming_unsupported {
-                    let rv = resume.clone().or_else(|| self.any_rv());
-                    let timeout = self.watch_timeout(now, true);
-                    let params =
-                        WatchParams { resource_version: rv, send_initial_events: true, ..self.watch_params(timeout) };
-                    let next = Next::Watch { params, idle: self.config.streaming_marker_timeout };
-                    (State::StreamInit { resume, opened: now, last_seen: now }, next)
-                } else {
-                    let next = self.first_page(resume);
-                    fx.push(Effect::BeginInit);
-                    (State::List { next: next.clone() }, Next::List(next))
-                }
-            }
-            State::List { next } => {
-                fx.push(Effect::BeginInit);
-                (State::List { next: next.clone() }, Next::List(next))
-            }
-            State::Watch { rv } => {
-                if self.relist_due(now) {
-                    return self.request(State::Sync { resume: Some(rv), reason: RelistReason::Periodic }, now, fx);
-                }
-                if self.due(self.config.drift_check, self.last_verified, now) {
-                    let params = ListParams {
-                        label_selector: self.config.label_selector.clone(),
-                        field_selector: self.config.field_selector.clone(),
-                        resource_version: Some(rv.clone()),
-                        version_match: Some(VersionMatch::NotOlderThan),
-                        ..ListParams::default()
-                    };
-                    let at = self.drift_position(&rv);
-                    return (State::Checking { rv }, Next::DriftCheck { params, rv: at });
-                }
-                let mut timeout = self.watch_timeout(now, false);
-                if self.freshness == Freshness::Stale {
-                    // Its clean end says the server took it, even on a quiet resource.
-                    timeout = timeout.min(CONFIRM);
-                }
-                let stall = self.stall_for(timeout);
-                let params = WatchParams { resource_version: Some(rv.clone()), ..self.watch_params(timeout) };
-                (
-                    State::Watching { rv, events: 0, opened: now, last_seen: now, stall },
-                    Next::Watch { params, idle: stall },
-                )
-            }
-            State::StreamInit { resume, .. } => {
-                self.request(State::Sync { resume, reason: RelistReason::Error }, now, fx)
-            }
-            State::Watching { rv, .. } | State::Checking { rv } => self.request(State::Watch { rv }, now, fx),
-            State::Ended => (State::Ended, Next::End(Error::Stopped)),
-        }
-    }
-
-    /// The first page of a full list.
-    fn first_page(&self, resume: Option<String>) -> ListParams {
-        let base = ListParams {
-            label_selector: self.config.label_selector.clone(),
-            field_selector: self.config.field_selector.clone(),
-            ..ListParams::default()
-        };
-        match resume {
-            // Relist "not older than" what we had, unpaged: a paged list at an RV would be an
-            // exact (etcd) read under the legacy rules (docs/protocol.md §3.4, client-go reflector).
-            Some(rv) => ListParams { resource_version: Some(rv), ..base },
-            None => ListParams {
-                limit: Some(self.config.page_size).filter(|l| *l > 0),
-                resource_version: self.any_rv(),
-                ..base
-            },
-        }
-    }
-
-    fn any_rv(&self) -> Option<String> {
-        match self.config.list_semantic {
-            ListSemantic::Any => Some("0".to_owned()),
-            ListSemantic::MostRecent => None,
-        }
-    }
-
-    fn watch_params(&self, timeout: Duration) -> WatchParams {
-        WatchParams {
-            label_selector: self.config.label_selector.clone(),
-            field_selector: self.config.field_selector.clone(),
-            resource_version: None,
-            timeout,
-            bookmarks: self.config.bookmarks,
-            send_initial_events: false,
-        }
-    }
-
-    /// The server-side timeout of the next watch: configured or jittered, and no later than a
-    /// due periodic relist or drift check (so they happen without interrupting a read).
-    /// `streaming`: the watch of a streaming list, which goes on as the watch after the sync it
-    /// makes; that sync restarts both intervals, so they count from `now` (from the last sync,
-    /// the first watch would run its whole timeout before the first check, and a relist's would
-    /// be cut after a second, before its end marker).
-    fn watch_timeout(&mut self, now: Instant, streaming: bool) -> Duration {
-        let base = self.config.timeout.unwrap_or_else(|| {
-            let (lo, hi) = DEFAULT_TIMEOUT_SECS;
-            Duration::from_secs(self.rng.random_range(lo..hi))
-        });
-        let since = |last: Option<Instant>| if streaming { Some(now) } else { last };
-        let left = |interval: Option<Duration>, last: Option<Instant>| match (interval, since(last)) {
-            // `None` from `checked_add`: so far ahead that it is never due.
-            (Some(interval), Some(last)) => {
-                last.checked_add(interval).map_or(Duration::MAX, |due| due.saturating_duration_since(now))
-            }
-            _ => Duration::MAX,
-        };
-        let next =
-            left(self.config.relist_interval, self.last_sync).min(left(self.config.drift_check, self.last_verified));
-        if next == Duration::MAX { base } else { base.min(next).max(Duration::from_secs(1)) }
-    }
-
-    /// How far the watch is known to have come, for a drift check: its resume RV, or what it
-    /// covered (`covered`) when that is newer. The resume RV moves only with the events and
-    /// bookmarks of the watch's scope, so without bookmarks a quiet scope (a namespace of a
-    /// watcher over several, say) stays behind the lists' versions, which are the whole
-    /// cluster's: its checks could then never confirm a suspect (`drift.rs`). Numeric
-    /// versions only, as `drift.rs` compares them.
-    fn drift_position(&self, rv: &str) -> String {
-        match (&self.covered, rv.parse::<u64>()) {
-            (Some(covered), Ok(at)) if covered.parse::<u64>().is_ok_and(|c| c > at) => covered.clone(),
-            _ => rv.to_owned(),
-        }
-    }
-
-    fn stall_for(&self, timeout: Duration) -> Duration {
-        self.config.stall_timeout.unwrap_or(timeout.saturating_add(STALL_MARGIN))
-    }
-
-    fn relist_due(&self, now: Instant) -> bool {
-        self.due(self.config.relist_interval, self.last_sync, now)
-    }
-
-    /// Whether `interval` has passed since `last` (never when either is unset).
-    fn due(&self, interval: Option<Duration>, last: Option<Instant>, now: Instant) -> bool {
-        match (interval, last) {
-            (Some(interval), Some(last)) => now.saturating_duration_since(last) >= interval,
-            _ => false,
-        }
-    }
-
-    fn progress(&mut self) {
-        self.failures = 0;
-    }
-
-    /// The store is no longer known to be in step with the server (docs/protocol.md §6.10).
-    fn lose(&mut self, fx: &mut Vec<Effect>) {
-        if self.freshness == Freshness::Fresh {
-            self.freshness = Freshness::Stale;
-            fx.push(Effect::Stale);
-        }
-    }
-
-    /// A sync completed: the store is in step with the server.
-    fn synced(&mut self, fx: &mut Vec<Effect>) {
-        if self.freshness == Freshness::Stale {
-            fx.push(Effect::Fresh);
-        }
-        self.freshness = Freshness::Fresh;
-    }
-
-    /// The watch took hold: the server accepted its resourceVersion (it delivered an event or a
-    /// bookmark, or ended the watch cleanly at its deadline, `CONFIRM` for a watch resumed while
-    /// stale). A stale store is in step again, and a 410 after this is no repeat of one before it.
-    fn took_hold(&mut self, fx: &mut Vec<Effect>) {
-        self.expiring = false;
-        if self.freshness == Freshness::Stale {
-            self.synced(fx);
-        }
-    }
-
-    /// Streaming lists do not work with this server: relist with paged lists, now and from now on.
-    fn fall_back(&mut self, why: &str, resume: Option<String>, now: Instant, fx: &mut Vec<Effect>) -> Then {
-        log::debug!("streaming lists unavailable ({why}); using paged lists from now on");
-        self.streaming_unsupported = true;
-        self.request(State::Sync { resume, reason: RelistReason::StreamingFallback }, now, fx)
-    }
-
-    /// A failure: report it (as `failure` says), count it, and either end (retry limit) or
-    /// wait, then go to `then` (docs/protocol.md §6.10).
-    fn fail(&mut self, e: Error, failure: Failure, then: State, now: Instant, fx: &mut Vec<Effect>) -> Then {
-        self.lose(fx);
-        if failure != Failure::Expired {
-            self.expiring = false;
-        }
-        let again = self.refusing.is_some();
-        let counts = match failure {
-            Failure::Refused => {
-                let step = self.backoff.step();
-                let run = self.refusing.get_or_insert(Refusals { counts_at: now, step });
-                run.counts(now, &self.backoff)
-            }
-            Failure::Reported | Failure::Expired => {
-                self.refusing = None;
-                true
-            }
-        };
-        if counts {
-            self.failures = self.failures.saturating_add(1);
-        }
-        if let Some(max) = self.config.max_retries
-            && self.failures > max
-        {
-            return (State::Ended, Next::End(Error::GaveUp { attempts: self.failures, last: Box::new(e) }));
-        }
-        let delay = match failure {
-            Failure::Refused => self.backoff.delay_refused(now, &mut self.rng),
-            Failure::Reported | Failure::Expired => self.backoff.delay_after(&e, now, &mut self.rng),
-        };
-        log::debug!("{e}; retrying in {delay:?}");
-        let report = match failure {
-            Failure::Reported => true,
-            Failure::Refused => !again,
-            Failure::Expired => false,
-        };
-        if report {
-            fx.push(Effect::Report(e));
-        }
-        (then, Next::Wait(delay))
-    }
-
-    /// How long the server asked us to wait, as the backoff policy bounds it
-    /// ([`BackoffState::server_wait`]).
-    pub(crate) fn server_wait(&self, e: &Error) -> Option<Duration> {
-        self.backoff.server_wait(e)
-    }
-
-    /// An expected recovery (410, too large): the server answered, so it is not failing. The
-    /// relist goes out at once and the failures before it (an outage) no longer count, unless
-    /// this repeats the last failure with no watch taking hold in between: then it backs off,
-    /// so a server that always answers 410 cannot cause a hot loop (docs/protocol.md §6.10).
-    fn relist_quietly(&mut self, then: State, now: Instant, fx: &mut Vec<Effect>) -> Then {
-        if !self.expiring {
-            self.expiring = true;
-            self.failures = 0;
-            return self.request(then, now, fx);
-        }
-        let e = Error::transport("relist", "the server keeps answering 410 Gone or \"too large resource version\"");
-        self.fail(e, Failure::Expired, then, now, fx)
-    }
-}
-
-/// A run of refused connections: retried sooner than the backoff's step (docs/protocol.md
-/// §6.10), but counted as failures only as often as the backoff would have retried, so that
-/// `max_retries` gives a restarting server as much time as it did when every failure waited.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Refusals {
-    /// When the next refused connection of the run counts as a failure.
-    counts_at: Instant,
-    /// The step the backoff would have reached, had each counted one raised it.
-    step: u32,
-}
-
-impl Refusals {
-    /// Whether a refused connection at `now` counts as a failure: the first of the run does,
-    /// then one each time the backoff's typical delay at the run's step has passed.
-    fn counts(&mut self, now: Instant, backoff: &BackoffState) -> bool {
-        if now < self.counts_at {
-            return false;
-        }
-        self.counts_at = now.checked_add(backoff.typical(self.step)).unwrap_or(now);
-        self.step = self.step.saturating_add(1);
-        true
-    }
-}
-
-/// The request that failed, with what [`Machine::recover`] needs to go on from it.
-enum Failed {
-    /// A list page, requested with these parameters.
-    List(ListParams),
-    /// A streaming list that would have resumed the store from `resume`.
-    StreamInit { resume: Option<String> },
-    /// A watch from `rv`, where the store is in sync.
-    Watch { rv: String },
 }
 
 /// A resourceVersion the server sent, if it sent one (an empty one says nothing).
@@ -889,9 +367,12 @@ struct Watching {
 
 #[cfg(test)]
 mod tests {
+    use super::recovery::Freshness;
+    use super::request::CONFIRM;
     use super::*;
     use crate::config::InitialListStrategy;
-    use crate::error::ApiError;
+    use crate::error::{ApiError, Recovery};
+    use crate::wire::request::{VersionMatch, WatchParams};
 
     /// The default configuration with paged lists (the default is a streaming list), which
     /// most of these tests follow page by page.

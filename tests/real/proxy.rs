@@ -48,6 +48,11 @@ impl Proxy {
                     return;
                 }
                 let Ok(client) = client else { continue };
+                // The list of live connections stays locked from the check of `refuse` until the
+                // new connection is on it: `refuse(true)` then `cut()` leaves no connection open,
+                // also one accepted while they ran (else it could be checked before the one and
+                // listed after the other, and pass the test's cut).
+                let mut live = shared.live.lock();
                 if shared.refuse.load(Ordering::SeqCst) {
                     let _ = client.shutdown(Shutdown::Both);
                     continue;
@@ -57,7 +62,8 @@ impl Proxy {
                     continue;
                 };
                 shared.accepted.fetch_add(1, Ordering::SeqCst);
-                shared.live.lock().push((client.try_clone().unwrap(), server.try_clone().unwrap()));
+                live.push((client.try_clone().unwrap(), server.try_clone().unwrap()));
+                drop(live);
                 pipe(shared.clone(), client.try_clone().unwrap(), server.try_clone().unwrap(), false);
                 pipe(shared.clone(), server, client, true);
             }
