@@ -409,18 +409,12 @@ impl std::fmt::Debug for Cut {
 
 #[derive(Debug, Default)]
 struct FollowInner {
-    /// Bumped at every change of `shard`, and when a lead that had ended is renewed.
-    generation: u64,
+    /// The generations of the share and the leads they were given for.
+    lead: Lead,
     /// `None`: hold nothing.
     shard: Option<Shard>,
     /// The share is valid until then (the end of the member's lead); after it, none.
     until: Option<std::time::Instant>,
-    /// The end of the last lead a share was given for: what the followers' stores hold is
-    /// hidden from then on ([`dark`](Follow::dark)). A share withdrawn (`None`) leaves it.
-    lead_end: Option<std::time::Instant>,
-    /// What was listed under this generation or an earlier one outlived its lead: hidden for
-    /// good, even once a renewal gives a share again.
-    lapsed: Option<u64>,
     /// The generation (`effective`) the followers were last woken and cut for.
     notified: u64,
     next_id: u64,
@@ -454,22 +448,10 @@ impl Follow {
     pub(crate) fn set(&self, shard: Option<Shard>, until: Option<std::time::Instant>) {
         {
             let mut inner = self.inner.lock();
-            let lapsed = inner.lead_end.is_some_and(|end| std::time::Instant::now() >= end);
-            if lapsed {
-                // What the stores hold now outlived its lead: it stays hidden, and a share
-                // given again (even the same) is a new generation, listed afresh.
-                inner.lapsed = Some(inner.generation);
-                inner.lead_end = None;
-            }
-            if shard.is_some() {
-                inner.lead_end = until;
-            }
+            let changed = inner.shard != shard;
+            inner.lead.set(shard.is_some(), changed, until, std::time::Instant::now());
+            inner.shard = shard;
             inner.until = until;
-            if inner.shard != shard || lapsed {
-                inner.shard = shard;
-                // Even: a share; odd (`effective`): the same generation, its lead ended.
-                inner.generation += 2;
-            }
         }
         let _ = self.rearm.0.try_send(());
         self.notify();
@@ -569,10 +551,7 @@ impl Follow {
     /// it gets to (docs/protocol.md §13.4).
     pub(crate) fn dark(&self, ids: &[u64]) -> bool {
         let inner = self.inner.lock();
-        let ended = inner.lead_end.is_some_and(|end| std::time::Instant::now() >= end);
-        ids.iter()
-            .filter_map(|id| inner.followers.get(id)?.listed)
-            .any(|listed| ended || inner.lapsed.is_some_and(|lapsed| listed <= lapsed))
+        inner.lead.dark(ids.iter().filter_map(|id| inner.followers.get(id)?.listed), std::time::Instant::now())
     }
 
     /// The group's side: a message whenever a follower's holding changed.
@@ -584,9 +563,72 @@ impl Follow {
 /// The share as followers see it: none, with a generation of its own, once its lead ended.
 fn effective(inner: &FollowInner) -> (u64, Option<Shard>) {
     if inner.shard.is_some() && inner.until.is_some_and(|u| std::time::Instant::now() >= u) {
-        return (inner.generation + 1, None);
+        return (inner.lead.generation + 1, None);
     }
-    (inner.generation, inner.shard.clone())
+    (inner.lead.generation, inner.shard.clone())
+}
+
+/// The part of a [`Follow`] that decides, from the time alone, under which generation the
+/// share is listed and whether what the followers listed reads empty ([`Follow::dark`]).
+/// Pure (the time is given), so that the lease explorer (`src/lease/explore.rs`) runs this very
+/// rule on its own clocks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub(crate) struct Lead {
+    /// Bumped at every change of the share, and when a lead that had ended is renewed. Even:
+    /// a share; odd (`effective`): the same generation, its lead ended.
+    pub(crate) generation: u64,
+    /// The end of the last lead a share was given for: what the followers' stores hold is
+    /// hidden from then on. A share withdrawn (none) leaves it, or brings it forward to the
+    /// `until` it is withdrawn with: a stopping member's lead ends at once.
+    end: Option<std::time::Instant>,
+    /// What was listed under this generation or an earlier one outlived its lead: hidden for
+    /// good, even once a renewal gives a share again.
+    lapsed: Option<u64>,
+}
+
+impl Lead {
+    /// A share (`given`), or none, set at `now`, valid until `until`; `changed`: it is not the
+    /// share set last.
+    pub(crate) fn set(
+        &mut self,
+        given: bool,
+        changed: bool,
+        until: Option<std::time::Instant>,
+        now: std::time::Instant,
+    ) {
+        let lapsed = self.end.is_some_and(|end| now >= end);
+        if lapsed {
+            // What the stores hold now outlived its lead: it stays hidden, and a share given
+            // again (even the same) is a new generation, listed afresh.
+            self.lapsed = Some(self.generation);
+            self.end = None;
+        }
+        if given {
+            self.end = until;
+        } else if let (Some(end), Some(until)) = (self.end, until) {
+            self.end = Some(end.min(until));
+        }
+        if changed || lapsed {
+            self.generation += 2;
+        }
+    }
+
+    /// Whether stores listed under the generations `listed` must look empty at `now`: one of
+    /// them was listed for a lead that has ended (by now, or before a renewal gave a share
+    /// again).
+    pub(crate) fn dark(&self, listed: impl IntoIterator<Item = u64>, now: std::time::Instant) -> bool {
+        let ended = self.end.is_some_and(|end| now >= end);
+        listed.into_iter().any(|listed| ended || self.lapsed.is_some_and(|lapsed| listed <= lapsed))
+    }
+
+    /// How a store listed under `listed` stands, for the explorer's fingerprints (generations
+    /// count only by how they compare): the lead's end; whether it was listed under the
+    /// generation now, and under one that lapsed.
+    #[cfg(test)]
+    pub(crate) fn standing(&self, listed: Option<u64>) -> (Option<std::time::Instant>, Option<(bool, bool)>) {
+        let rank = |listed: u64| (listed == self.generation, self.lapsed.is_some_and(|lapsed| listed <= lapsed));
+        (self.end, listed.map(rank))
+    }
 }
 
 /// `Config`'s handle on a [`Follow`]: equal when it is the same group.
@@ -784,6 +826,13 @@ mod tests {
         assert!(follow.dark(&[me.id]));
         follow.listed(me.id, None);
         assert!(!follow.dark(&[me.id]), "it holds nothing");
+        // A share withdrawn with its lead ending now (a member that stops): hidden at once,
+        // though the lead last given lasts.
+        follow.set(Some(Shard::of(0, 2).unwrap()), Some(Instant::now() + Duration::from_secs(60)));
+        follow.listed(me.id, Some(follow.current().0));
+        assert!(!follow.dark(&[me.id]));
+        follow.set(None, Some(Instant::now()));
+        assert!(follow.dark(&[me.id]), "the stop ended its lead");
         follow.unregister(me.id);
         assert_eq!(follow.holdings(), None);
         assert!(!follow.dark(&[me.id]), "gone: its store ended empty");

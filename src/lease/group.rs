@@ -275,14 +275,15 @@ impl ShardGroup {
         &self.lease
     }
 
-    /// Leaves the group: the share is given up at once (`Shard(None)` is sent, and the
-    /// watchers that follow the group empty their stores), the Lease is released with an empty
-    /// claim, so the others take over as soon as their watches show it, and the threads end
-    /// (the group's, and its watch of the group's Leases). Blocks until then: a request in
-    /// flight is cut; the wait for the watchers (a watch notices within 500 ms) and the release
-    /// are each bounded by the retry period (at most 5 s); if the watchers have not emptied
-    /// their stores by then, the release claims what they may still hold, and the others wait
-    /// for it to expire (1 s). Idempotent; dropping the group does the same.
+    /// Leaves the group: the share is given up at once (`Shard(None)` is sent, the stores of
+    /// the watchers that follow the group read empty from then on, and the watchers empty
+    /// them), the Lease is released with an empty claim, so the others take over as soon as
+    /// their watches show it, and the threads end (the group's, and its watch of the group's
+    /// Leases). Blocks until then: a request in flight is cut; the wait for the watchers (a
+    /// watch notices within 500 ms) and the release are each bounded by the retry period (at
+    /// most 5 s); if the watchers have not emptied their stores by then, the release claims
+    /// what they may still hold, and the others wait for it to expire (1 s). Idempotent;
+    /// dropping the group does the same.
     pub fn stop(&self) {
         self.runner.stop();
         stop_timer(&self.timer);
@@ -646,7 +647,9 @@ impl Hook for GroupHook {
     }
 
     fn stopping(&mut self) {
-        self.publish(Vec::new(), Ranges::default(), None);
+        // The lead ends now (`stop()` ended it): the stores read empty from here, whatever
+        // their followers do (a twin may take the released Lease, and the share, at once).
+        self.publish(Vec::new(), Ranges::default(), Some(Instant::now()));
         // The watchers drop their objects (a local relist of nothing), then the release says
         // so; if they do not in time, the claim keeps what they may hold.
         let deadline = Instant::now() + self.release_bound;

@@ -350,35 +350,32 @@ fn a_follower_in_a_hanging_list_empties_its_store_when_the_lead_ends() {
     stores_settle("a takes everything again", &server, &[&a]);
 }
 
-/// A follower held up where no cut reaches it (delivering to a consumer that does not read,
-/// `SlowConsumer::Block`) when its member's lead ends: its store reads empty from the lead's
-/// end all the same, before the follower gets to drop anything, so no other member that takes
-/// the share once the Lease expires finds it there. Once the consumer reads, the follower
-/// drops every pod, and the consumer gets each one's `Delete`.
-#[test]
-fn a_held_up_followers_store_reads_empty_from_the_end_of_its_lead() {
-    let server = FakeApiServer::builder().sharded_list_and_watch(true).start();
-    create_pods(&server, 0..20);
-    let group = join(&server, "a");
-    let watcher = Watcher::builder(pods(&server))
+/// A consumer's events.
+type Events = crossbeam_channel::Receiver<kube_watcher::Result<kube_watcher::Event<Pod>>>;
+
+/// A follower held up: member `a` alone holds pods 0..20 (its watcher's channels hold one
+/// event), and a consumer that does not read (`SlowConsumer::Block`) fills its channel with the
+/// replay of the store and one more event; once pods 20 and 21 are made, the follower waits to
+/// deliver the next one. Also returns how many events the consumer has queued.
+fn held_up_follower(server: &FakeApiServer) -> (ShardGroup, Watcher<Pod>, Events, usize) {
+    create_pods(server, 0..20);
+    let group = join(server, "a");
+    let watcher = Watcher::builder(pods(server))
         .config(Config::default().shard_group(&group))
         .channel_capacity(1)
         .start()
         .unwrap();
     eventually("a holds every pod", || store_uids(&watcher).len() == 20);
-    // A consumer that does not read: the replay of the store and one more event fill its
-    // channel, and the follower waits to deliver the next one.
     let slow = watcher.subscribe();
-    create_pods(&server, 20..22);
+    create_pods(server, 20..22);
     eventually("the follower waits for the consumer", || slow.is_full());
     let queued = slow.len();
-    refuse_renewals(&server, &group);
-    eventually("a's lead ends", || group.shard().is_none());
-    eventually("a's store reads empty", || store_uids(&watcher).is_empty() && watcher.store().is_empty());
-    assert!(watcher.store().snapshot().is_empty(), "a snapshot holds nothing");
-    assert_eq!(watcher.store().generation() % 2, 1, "the generation says the store reads empty");
-    assert_eq!(slow.len(), queued, "the follower is still held up: it delivered nothing since");
-    // The consumer reads: the follower goes on and drops every pod it held.
+    (group, watcher, slow, queued)
+}
+
+/// The consumer of `held_up_follower` reads: the follower goes on and drops every pod it
+/// held, and the consumer gets each one's `Delete`.
+fn every_delete_arrives(slow: &Events) {
     let mut deleted = BTreeSet::new();
     eventually("every pod's Delete", || {
         while let Ok(event) = slow.try_recv() {
@@ -388,8 +385,41 @@ fn a_held_up_followers_store_reads_empty_from_the_end_of_its_lead() {
         }
         deleted.len() == 22
     });
+}
+
+/// A follower held up where no cut reaches it (delivering to a consumer that does not read,
+/// `SlowConsumer::Block`) when its member's lead ends: its store reads empty from the lead's
+/// end all the same, before the follower gets to drop anything, so no other member that takes
+/// the share once the Lease expires finds it there. Once the consumer reads, the follower
+/// drops every pod, and the consumer gets each one's `Delete`.
+#[test]
+fn a_held_up_followers_store_reads_empty_from_the_end_of_its_lead() {
+    let server = FakeApiServer::builder().sharded_list_and_watch(true).start();
+    let (group, watcher, slow, queued) = held_up_follower(&server);
+    refuse_renewals(&server, &group);
+    eventually("a's lead ends", || group.shard().is_none());
+    eventually("a's store reads empty", || store_uids(&watcher).is_empty() && watcher.store().is_empty());
+    assert!(watcher.store().snapshot().is_empty(), "a snapshot holds nothing");
+    assert_eq!(watcher.store().generation() % 2, 1, "the generation says the store reads empty");
+    assert_eq!(slow.len(), queued, "the follower is still held up: it delivered nothing since");
+    every_delete_arrives(&slow);
     assert!(store_uids(&watcher).is_empty());
     server.clear_faults();
+}
+
+/// A member that stops while its follower is held up (a consumer that does not read): its
+/// store reads empty from the stop, not from the end of the lead it last renewed (up to a
+/// renew deadline later). The release lets a twin of this member take the share at once, and
+/// any other member a second later, while the follower still holds the objects.
+#[test]
+fn a_held_up_followers_store_reads_empty_once_its_member_stops() {
+    let server = FakeApiServer::builder().sharded_list_and_watch(true).start();
+    let (group, watcher, slow, queued) = held_up_follower(&server);
+    // The lead renewed last ends a renew deadline (4 s) after its renewal, 100 ms ago at most.
+    group.stop();
+    assert!(store_uids(&watcher).is_empty() && watcher.store().is_empty(), "a's store reads empty once it stopped");
+    assert_eq!(slow.len(), queued, "the follower is still held up: it delivered nothing since");
+    every_delete_arrives(&slow);
 }
 
 /// A member's Lease deleted under it (by hand, by a cleanup job) is not a member that let
