@@ -1,6 +1,6 @@
 //! Shard groups on the real server when things go wrong: a member killed (its connections
 //! refused for good), a member's Lease deleted under it, a follower whose list hangs while its
-//! member's lead ends. Each member speaks through proxies of its own (tests/real/proxy.rs), one
+//! member's lead ends, a member stopped while its follower is held up by a consumer. Each member speaks through proxies of its own (tests/real/proxy.rs), one
 //! for its group's Leases and one for its watcher, so that a test can fail either alone.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -175,4 +175,47 @@ fn a_follower_whose_list_hangs_still_lets_go_when_its_lead_ends() {
     });
     settle("b holds every pod", &api, &[&a, &b], &[&b]);
     a.pods.hold_answers(false);
+}
+
+/// A member stopped while its follower is held up where no cut reaches it (delivering to a
+/// consumer that does not read): its store reads empty once `stop()` returns, not only from the
+/// end of the lead it last renewed (up to a renew deadline later), since the release lets
+/// another member take the share before then. Once the consumer reads, the follower drops every
+/// pod, and the consumer gets each one's `Delete`.
+#[test]
+fn a_stopped_members_held_up_follower_reads_empty_at_once() {
+    let Some(bed) = Bed::shared() else { return };
+    let (ns, api) = pods(&bed, "group-held", 20);
+    let client = bed.client();
+    let group =
+        ShardGroup::join(Api::<Lease>::namespaced(client.clone(), &ns), "pods", "a", timings(Duration::from_secs(1)))
+            .unwrap();
+    let watcher = Watcher::builder(Api::<Pod>::namespaced(client, &ns))
+        .config(Config::default().shard_group(&group))
+        .channel_capacity(1)
+        .start()
+        .unwrap();
+    let held = || watcher.store().state().len();
+    until("a holds every pod", || held() == 20);
+    // A consumer that does not read: its channel (the replay and room for one event) fills
+    // with the changes of two new pods, and the follower waits for it.
+    let slow = watcher.subscribe();
+    for i in 20..22 {
+        api.create(&crate::scale_out::pod(&ns, &format!("p{i}"))).unwrap();
+    }
+    until("the follower waits for the consumer", || slow.is_full());
+    let queued = slow.len();
+    group.stop();
+    assert_eq!(held(), 0, "a's store reads empty once its member stopped");
+    assert!(watcher.store().is_empty() && watcher.store().snapshot().is_empty());
+    assert_eq!(slow.len(), queued, "the follower is still held up: it delivered nothing since");
+    let mut deleted = BTreeSet::new();
+    until("the follower drops every pod", || {
+        while let Ok(event) = slow.try_recv() {
+            if let Ok(kube_watcher::Event::Delete(p)) = event {
+                deleted.insert(p.metadata.name.clone().unwrap());
+            }
+        }
+        deleted.len() == 22
+    });
 }
