@@ -31,11 +31,15 @@
 //!   every running process has seen: the limit of docs/protocol.md §13.5); a process starts (a
 //!   twin of a running one, or one restarted under a crashed one's identity).
 //!
-//! Each process's monotonic clock runs at its own rate (within the documented bound: the
-//! ratio of two rates stays below lease duration / renew deadline); wall clocks differ by
-//! offsets, which nothing compares. A state is the whole world (every process, the server, the
-//! messages on their way, the faults left); states reached by several interleavings are
-//! explored once.
+//! Each scenario has its timings: most have lease duration 2 s, renew deadline 1.5 s and retry
+//! period 1 s; two have the library's default ratios (`LeaseTimings::default()`, 15 s / 10 s
+//! / 2 s) scaled to 6 s / 4 s / 1 s, where a renew deadline of several retry periods lets a
+//! stopped member's last lead outlast its release, and another member take its share
+//! meanwhile. Each process's monotonic clock runs at its own rate (within the documented
+//! bound: the ratio of two rates stays below lease duration / renew deadline, checked for
+//! every scenario that must pass); wall clocks differ by offsets, which nothing compares. A
+//! state is the whole world (every process, the server, the messages on their way, the faults
+//! left); states reached by several interleavings are explored once.
 //!
 //! At every state it checks: at most one process believes it holds each Lease (leads) within
 //! its renew deadline; no write of another process lands on a Lease while a process leads on
@@ -50,13 +54,14 @@
 //! retry period more (by then another member may have taken its share), then is let go;
 //! within a lease duration and a retry period (on the slowest clock) one process leads
 //! each Lease that a running process wants, and the members' stores of each group split the
-//! hash space between them, as readers see them, a lease duration and three retry periods
-//! after the last watcher was let go.
+//! hash space between them, as readers see them, two lease durations and a retry period
+//! after the last watcher was let go (a member whose own Lease was deleted waits a lease
+//! duration before it creates it again, then waits out the others' Leases it finds).
 //!
 //! A violation panics with the counterexample: the shortest depth at which it appears, the
 //! states explored at that depth, and the trace of actions, then of the fault-free run.
 //! `KUBE_WATCHER_EXPLORE_DEPTH=n` adds `n` to every scenario's depth: `cargo test` explores
-//! about 138,000 states in about 15 s of CPU; CONTRIBUTING.md has deeper runs, and what it
+//! about 140,700 states in about 18 s of CPU; CONTRIBUTING.md has deeper runs, and what it
 //! found with each of the protocol's fixes undone.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -70,23 +75,60 @@ use super::handover::{self, Peers, Ranges, Source, confirmed, decide};
 use super::{Leadership, LeaseTimings, member_lease};
 use crate::shard::{Lead, Shard};
 
-/// The timings explored (µs): lease duration 2 s, renew deadline 1.5 s, retry period 1 s (client-go's
-/// rules hold: 2 > 1.5 > 1.2 × 1).
-const LD: u64 = 2_000_000;
-const RD: u64 = 1_500_000;
-const RP: u64 = 1_000_000;
-/// The most steps a fault-free run takes (it is over in a few hundred).
-const STEPS: u32 = 100_000;
-/// How long a pause freezes a process's lease thread: past any renew deadline.
-const PAUSE: u64 = LD;
+/// A scenario's timings (µs): lease duration, renew deadline, retry period.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Timings {
+    ld: u64,
+    rd: u64,
+    rp: u64,
+}
 
-fn timings() -> LeaseTimings {
-    LeaseTimings {
-        lease_duration: Duration::from_micros(LD),
-        renew_deadline: Duration::from_micros(RD),
-        retry_period: Duration::from_micros(RP),
+impl Timings {
+    /// Most scenarios' timings: lease duration 2 s, renew deadline 1.5 s, retry period 1 s
+    /// (client-go's rules hold: 2 > 1.5 > 1.2 × 1). A member stopped with its watcher held up
+    /// releases a retry period after its stop, and the released claim lives a second more
+    /// (`leaseDurationSeconds` 1): with a renew deadline shorter than a retry period and a
+    /// second, the stopped member's last lead has ended before another member may take its
+    /// share; only a twin, which takes the released Lease at once, comes before.
+    const SHORT: Timings = Timings { ld: 2_000_000, rd: 1_500_000, rp: 1_000_000 };
+    /// The library's default ratios (`LeaseTimings::default()`: 15 s, 10 s, 2 s), scaled down:
+    /// lease duration 6 s, renew deadline 4 s, retry period 1 s. The renew deadline is four
+    /// retry periods: a stopped member's last lead outlasts its release and the released
+    /// claim's second, and another member may take its share while that lead lasts.
+    const DEFAULT_LIKE: Timings = Timings { ld: 6_000_000, rd: 4_000_000, rp: 1_000_000 };
+
+    fn lease(self) -> LeaseTimings {
+        LeaseTimings {
+            lease_duration: Duration::from_micros(self.ld),
+            renew_deadline: Duration::from_micros(self.rd),
+            retry_period: Duration::from_micros(self.rp),
+        }
+    }
+
+    /// How long a pause freezes a process's lease thread: past its renew deadline.
+    fn pause(self) -> u64 {
+        self.ld
+    }
+
+    /// How long a stop waits for the release (`Worker`'s and `GroupHook`'s bound): a retry
+    /// period, at most 5 s.
+    fn release(self) -> u64 {
+        self.rp.min(5_000_000)
+    }
+
+    /// Whether clocks at these rates keep within the documented bound: the ratio of the
+    /// fastest to the slowest stays below lease duration / renew deadline.
+    fn bounds(self, rates: impl Iterator<Item = Rate> + Clone) -> bool {
+        rates.clone().all(|Rate(a, b)| {
+            rates
+                .clone()
+                .all(|Rate(c, d)| u128::from(a * d) * u128::from(self.rd) < u128::from(c * b) * u128::from(self.ld))
+        })
     }
 }
+
+/// The most steps a fault-free run takes (it is over in a few hundred).
+const STEPS: u32 = 100_000;
 
 /// A process's clock rate: its monotonic clock advances `.0 / .1` µs per µs of true time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -94,7 +136,7 @@ struct Rate(u64, u64);
 
 const TRUE: Rate = Rate(1, 1);
 /// A clock 5/4 as fast: the ratio to a true one (1.25) is within lease duration / renew
-/// deadline (1.33).
+/// deadline (1.33 with [`Timings::SHORT`]).
 const FAST: Rate = Rate(5, 4);
 
 /// What a process's lease thread is doing (`Worker::run` in `elector.rs`).
@@ -306,6 +348,7 @@ struct World {
     deleted: bool,
     /// The tokens of the processes whose writes landed, by identity.
     writers: BTreeMap<String, BTreeSet<String>>,
+    timings: Timings,
 }
 
 type Checked = Result<(), String>;
@@ -316,7 +359,7 @@ fn all() -> Ranges {
 }
 
 impl World {
-    fn new(spawns: &[Spawn], later: &[Spawn], budget: Budget) -> World {
+    fn new(spawns: &[Spawn], later: &[Spawn], budget: Budget, timings: Timings) -> World {
         let mut w = World {
             base: Instant::now() + Duration::from_secs(3600),
             t: 0,
@@ -331,6 +374,7 @@ impl World {
             later: later.iter().cloned().map(Some).collect(),
             deleted: false,
             writers: BTreeMap::new(),
+            timings,
         };
         for s in spawns {
             w.spawn(s);
@@ -351,7 +395,7 @@ impl World {
             claim: Ranges::default(),
             allowed: Ranges::default(),
             until: None,
-            peers: Peers::new(Duration::from_micros(LD)),
+            peers: Peers::new(Duration::from_micros(self.timings.ld)),
             wrote: false,
             list_failed: false,
             holdings_news: false,
@@ -365,7 +409,7 @@ impl World {
         self.procs.push(Proc {
             name: s.name.to_owned(),
             identity: s.identity.to_owned(),
-            cand: Candidate::new(s.identity, &token, timings()),
+            cand: Candidate::new(s.identity, &token, self.timings.lease()),
             token,
             lease,
             group: s.group.map(str::to_owned),
@@ -452,11 +496,11 @@ impl World {
                 // action goes on).
                 let now = self.now(p).mono;
                 self.publish(p, Ranges::default(), Some(now));
-                let until = self.later_by(p, RP);
+                let until = self.later_by(p, self.timings.release());
                 self.procs[p].thread = Thread::Draining(until);
                 return Ok(());
             }
-            self.procs[p].release_by = Some(self.later_by(p, RP.min(5_000_000)));
+            self.procs[p].release_by = Some(self.later_by(p, self.timings.release()));
             action = self.step(p, Input::Stop)?;
         }
         self.perform(p, action)
@@ -494,7 +538,7 @@ impl World {
         let now = self.now(p).mono;
         let proc = &self.procs[p];
         let end = proc.release_by.or_else(|| proc.cand.leading_until().filter(|u| *u > now).map(|u| self.global(p, u)));
-        let bound = end.unwrap_or_else(|| self.later_by(p, RD)).max(self.t + 1);
+        let bound = end.unwrap_or_else(|| self.later_by(p, self.timings.rd)).max(self.t + 1);
         let (group, claim) = match (&op, &proc.member) {
             (Op::Create(_) | Op::Update(_), Some(m)) => (proc.group.clone(), Some(m.claim.clone())),
             _ => (proc.group.clone(), None),
@@ -784,7 +828,7 @@ impl World {
         if let Some(m) = &mut self.procs[p].member {
             m.claim = applied;
         }
-        self.procs[p].release_by = Some(self.later_by(p, RP.min(5_000_000)));
+        self.procs[p].release_by = Some(self.later_by(p, self.timings.release()));
         let action = self.step(p, Input::Stop)?;
         self.perform(p, action)
     }
@@ -1139,7 +1183,7 @@ impl World {
             }
             Act::Pause(p) => {
                 self.budget.pause -= 1;
-                self.procs[p].paused_until = self.t + PAUSE;
+                self.procs[p].paused_until = self.t + self.timings.pause();
             }
             Act::Delete(lease) => {
                 self.budget.delete -= 1;
@@ -1264,10 +1308,9 @@ impl World {
 
     /// Liveness: once the faults stop, every Lease a running process wants has one leader
     /// within a lease duration and a retry period (on the slowest clock), and the stores of
-    /// each group split the hash space within a lease duration and three retry periods (from
+    /// each group split the hash space within two lease durations and a retry period (from
     /// when the held-up watchers, if any, were let go: a lease duration and a retry period
-    /// on). The
-    /// world runs on without faults; each state it passes on the way is remembered in
+    /// on). The world runs on without faults; each state it passes on the way is remembered in
     /// `memo` with the outcome (the run is deterministic), so that the next leaf whose run
     /// meets one of them stops there.
     fn liveness(&self, memo: &mut Memo) -> Checked {
@@ -1285,10 +1328,14 @@ impl World {
         // The slowest clock: true time for a local duration is longest there.
         let slowest = |local: u64| w.procs.iter().map(|p| (local * p.rate.1).div_ceil(p.rate.0)).max().unwrap_or(local);
         // A held-up watcher is let go a lease duration and a retry period on (by then another
-        // member may have taken its share), and the stores split the space in a lease duration
-        // and three retry periods from then.
-        let let_go = if w.held() { start + slowest(LD + RP) } else { start };
-        let (lead_by, split_by) = (start + slowest(LD + RP), let_go + slowest(LD + 3 * RP));
+        // member may have taken its share), and the stores split the space in two lease
+        // durations and a retry period from then: the slowest way back is a member whose own
+        // Lease was deleted, which waits a lease duration before it creates it again, and then
+        // finds the others' Leases in versions it never saw, each live a lease duration in its
+        // eyes. (With the 2/1.5/1 timings that is a lease duration and three retry periods.)
+        let Timings { ld, rp, .. } = w.timings;
+        let let_go = if w.held() { start + slowest(ld + rp) } else { start };
+        let (lead_by, split_by) = (start + slowest(ld + rp), let_go + slowest(2 * ld + rp));
         let mut path = Vec::new();
         let outcome = (|| {
             for (phase, end) in [(1u8, lead_by), (3, let_go), (2, split_by)] {
@@ -1401,6 +1448,7 @@ fn fingerprint(w: &World, budget: bool) -> u64 {
         later,
         deleted,
         writers,
+        timings: _,
     } = w;
     // Every resourceVersion and uid the state holds, sorted: each is hashed as its rank.
     let mut versions: Vec<u64> = server.values().flat_map(|s| [s.rv, s.uid]).collect();
@@ -1534,6 +1582,7 @@ struct Scenario {
     writes_only: bool,
     /// Explore from the start instead of from the settled world.
     fresh: bool,
+    timings: Timings,
     depth: u32,
 }
 
@@ -1581,12 +1630,12 @@ impl Search {
 
 /// The world a scenario starts from.
 fn start(s: &Scenario) -> Result<World, String> {
-    let mut w = World::new(&s.procs, &s.later, s.budget);
+    let mut w = World::new(&s.procs, &s.later, s.budget, s.timings);
     w.writes_only = s.writes_only;
     if !s.fresh {
         // Settled: everyone has started, read, and the leaders lead (the members hold their
         // shares).
-        w.heal(LD + 4 * RP).map_err(|e| format!("{}: while settling: {e}", s.name))?;
+        w.heal(s.timings.ld + 4 * s.timings.rp).map_err(|e| format!("{}: while settling: {e}", s.name))?;
     }
     Ok(w)
 }
@@ -1627,6 +1676,8 @@ fn explore(s: &Scenario) -> Explored {
 /// Explores `s`, which must not find a violation, and checks that it explored more than
 /// `at_least` states (its faults were possible).
 fn explores(s: Scenario, at_least: u64) {
+    let rates = s.procs.iter().chain(&s.later).map(|p| p.rate);
+    assert!(s.timings.bounds(rates), "{}: clocks beyond lease duration / renew deadline", s.name);
     let explored = explore(&s);
     assert!(explored.states > at_least, "{}: {explored:?}", s.name);
 }
@@ -1652,6 +1703,7 @@ fn twins_never_lead_together_nor_release_each_others_lease() {
             budget: Budget { start: 1, stop: 1, crash: 1, pause: 1, fail: 1, lost: 1, delay: 1, ..Budget::default() },
             writes_only: false,
             fresh: false,
+            timings: Timings::SHORT,
             depth: 9,
         },
         1000,
@@ -1681,6 +1733,7 @@ fn a_leader_and_a_standby_through_deletion_crash_restart_and_faults() {
             },
             writes_only: false,
             fresh: false,
+            timings: Timings::SHORT,
             depth: 8,
         },
         1000,
@@ -1699,10 +1752,17 @@ fn a_leader_whose_writes_keep_failing_keeps_its_record() {
             budget: Budget { fail: 12, ..Budget::default() },
             writes_only: true,
             fresh: false,
+            timings: Timings::SHORT,
             depth: 44,
         },
         100,
     );
+}
+
+/// The faults of the group scenarios: a watcher stopped, a watcher held up, a stop, a crash,
+/// a deleted Lease, a failed, a lost and a delayed request.
+fn group_faults() -> Budget {
+    Budget { watcher: 1, hold: 1, stop: 1, crash: 1, delete: 1, fail: 1, lost: 1, delay: 1, ..Budget::default() }
 }
 
 /// Two members of a group, with their watchers, through a watcher stopped before its
@@ -1716,19 +1776,10 @@ fn two_members_never_hold_a_point_twice() {
             name: "group",
             procs: vec![member("a", "g", "a"), member("b", "g", "b")],
             later: vec![],
-            budget: Budget {
-                watcher: 1,
-                hold: 1,
-                stop: 1,
-                crash: 1,
-                delete: 1,
-                fail: 1,
-                lost: 1,
-                delay: 1,
-                ..Budget::default()
-            },
+            budget: group_faults(),
             writes_only: false,
             fresh: false,
+            timings: Timings::SHORT,
             depth: 6,
         },
         1000,
@@ -1746,6 +1797,7 @@ fn a_members_twin_never_holds_its_share() {
             budget: Budget { start: 1, stop: 1, crash: 1, pause: 1, delay: 1, ..Budget::default() },
             writes_only: false,
             fresh: false,
+            timings: Timings::SHORT,
             depth: 6,
         },
         1000,
@@ -1766,9 +1818,50 @@ fn a_stopped_members_held_up_store_reads_empty_when_its_twin_takes_over() {
             budget: Budget { hold: 1, stop: 1, start: 1, delay: 1, ..Budget::default() },
             writes_only: false,
             fresh: false,
+            timings: Timings::SHORT,
             depth: 6,
         },
         1000,
+    );
+}
+
+/// With the library's default ratios (a renew deadline of four retry periods), a member that
+/// stops with its watcher held up: its last lead outlasts its release and the released
+/// claim, and the other member takes its share while the held-up store still holds it; no
+/// reader sees it in both stores (the stopped member's reads empty from its stop).
+#[test]
+fn a_stopped_members_held_up_store_reads_empty_when_another_member_takes_over() {
+    explores(
+        Scenario {
+            name: "held up and stopped, default ratios",
+            procs: vec![member("a", "g", "a"), member("b", "g", "b")],
+            later: vec![],
+            budget: Budget { hold: 1, stop: 1, delay: 1, ..Budget::default() },
+            writes_only: false,
+            fresh: false,
+            timings: Timings::DEFAULT_LIKE,
+            depth: 6,
+        },
+        100,
+    );
+}
+
+/// The group above, with the library's default ratios and a paused lease thread too (to a
+/// shallower depth: each state costs more, the runs being longer).
+#[test]
+fn two_members_never_hold_a_point_twice_with_the_default_ratios() {
+    explores(
+        Scenario {
+            name: "group, default ratios",
+            procs: vec![member("a", "g", "a"), member("b", "g", "b")],
+            later: vec![],
+            budget: Budget { pause: 1, ..group_faults() },
+            writes_only: false,
+            fresh: false,
+            timings: Timings::DEFAULT_LIKE,
+            depth: 4,
+        },
+        100,
     );
 }
 
@@ -1784,6 +1877,7 @@ fn groups_whose_member_names_read_alike_both_hold_their_space() {
             budget: Budget { stop: 1, ..Budget::default() },
             writes_only: false,
             fresh: true,
+            timings: Timings::SHORT,
             depth: 6,
         },
         10,
@@ -1801,8 +1895,10 @@ fn clocks_beyond_the_documented_rate_bound_are_caught() {
         budget: Budget { fail: 2, delay: 1, ..Budget::default() },
         writes_only: false,
         fresh: false,
+        timings: Timings::SHORT,
         depth: 10,
     };
+    assert!(!s.timings.bounds(s.procs.iter().map(|p| p.rate)), "the clocks are within the bound");
     let found = std::panic::catch_unwind(|| explore(&s)).expect_err("two leaders");
     let text = found.downcast_ref::<String>().cloned().unwrap_or_default();
     assert!(text.contains("all lead on Lease \"lock\"") || text.contains("while x leads"), "{text}");
