@@ -1586,6 +1586,23 @@ struct Scenario {
     depth: u32,
 }
 
+impl Default for Scenario {
+    /// What most scenarios share, so that each says only how it differs: no faults, every
+    /// request may fail (not only writes), from the settled world, the short timings.
+    fn default() -> Self {
+        Scenario {
+            name: "",
+            procs: Vec::new(),
+            later: Vec::new(),
+            budget: Budget::default(),
+            writes_only: false,
+            fresh: false,
+            timings: Timings::SHORT,
+            depth: 0,
+        }
+    }
+}
+
 /// What a run explored.
 #[derive(Debug)]
 struct Explored {
@@ -1701,10 +1718,8 @@ fn twins_never_lead_together_nor_release_each_others_lease() {
             procs: vec![elector("x", "x", TRUE)],
             later: vec![elector("x'", "x", FAST)],
             budget: Budget { start: 1, stop: 1, crash: 1, pause: 1, fail: 1, lost: 1, delay: 1, ..Budget::default() },
-            writes_only: false,
-            fresh: false,
-            timings: Timings::SHORT,
             depth: 9,
+            ..Scenario::default()
         },
         1000,
     );
@@ -1731,10 +1746,8 @@ fn a_leader_and_a_standby_through_deletion_crash_restart_and_faults() {
                 delay: 1,
                 ..Budget::default()
             },
-            writes_only: false,
-            fresh: false,
-            timings: Timings::SHORT,
             depth: 8,
+            ..Scenario::default()
         },
         1000,
     );
@@ -1748,12 +1761,10 @@ fn a_leader_whose_writes_keep_failing_keeps_its_record() {
         Scenario {
             name: "refused writes",
             procs: vec![elector("x", "x", TRUE)],
-            later: vec![],
             budget: Budget { fail: 12, ..Budget::default() },
             writes_only: true,
-            fresh: false,
-            timings: Timings::SHORT,
             depth: 44,
+            ..Scenario::default()
         },
         100,
     );
@@ -1775,12 +1786,9 @@ fn two_members_never_hold_a_point_twice() {
         Scenario {
             name: "group",
             procs: vec![member("a", "g", "a"), member("b", "g", "b")],
-            later: vec![],
             budget: group_faults(),
-            writes_only: false,
-            fresh: false,
-            timings: Timings::SHORT,
             depth: 6,
+            ..Scenario::default()
         },
         1000,
     );
@@ -1795,10 +1803,8 @@ fn a_members_twin_never_holds_its_share() {
             procs: vec![member("a", "g", "a"), member("b", "g", "b")],
             later: vec![member("a'", "g", "a")],
             budget: Budget { start: 1, stop: 1, crash: 1, pause: 1, delay: 1, ..Budget::default() },
-            writes_only: false,
-            fresh: false,
-            timings: Timings::SHORT,
             depth: 6,
+            ..Scenario::default()
         },
         1000,
     );
@@ -1816,10 +1822,8 @@ fn a_stopped_members_held_up_store_reads_empty_when_its_twin_takes_over() {
             procs: vec![member("a", "g", "a"), member("b", "g", "b")],
             later: vec![member("a'", "g", "a")],
             budget: Budget { hold: 1, stop: 1, start: 1, delay: 1, ..Budget::default() },
-            writes_only: false,
-            fresh: false,
-            timings: Timings::SHORT,
             depth: 6,
+            ..Scenario::default()
         },
         1000,
     );
@@ -1835,12 +1839,10 @@ fn a_stopped_members_held_up_store_reads_empty_when_another_member_takes_over() 
         Scenario {
             name: "held up and stopped, default ratios",
             procs: vec![member("a", "g", "a"), member("b", "g", "b")],
-            later: vec![],
             budget: Budget { hold: 1, stop: 1, delay: 1, ..Budget::default() },
-            writes_only: false,
-            fresh: false,
             timings: Timings::DEFAULT_LIKE,
             depth: 6,
+            ..Scenario::default()
         },
         100,
     );
@@ -1854,12 +1856,10 @@ fn two_members_never_hold_a_point_twice_with_the_default_ratios() {
         Scenario {
             name: "group, default ratios",
             procs: vec![member("a", "g", "a"), member("b", "g", "b")],
-            later: vec![],
             budget: Budget { pause: 1, ..group_faults() },
-            writes_only: false,
-            fresh: false,
             timings: Timings::DEFAULT_LIKE,
             depth: 4,
+            ..Scenario::default()
         },
         100,
     );
@@ -1873,12 +1873,10 @@ fn groups_whose_member_names_read_alike_both_hold_their_space() {
         Scenario {
             name: "groups named alike",
             procs: vec![member("c", "a-b", "c"), member("b-c", "a", "b-c")],
-            later: vec![],
             budget: Budget { stop: 1, ..Budget::default() },
-            writes_only: false,
             fresh: true,
-            timings: Timings::SHORT,
             depth: 6,
+            ..Scenario::default()
         },
         10,
     );
@@ -1891,12 +1889,9 @@ fn clocks_beyond_the_documented_rate_bound_are_caught() {
     let s = Scenario {
         name: "clocks beyond the bound",
         procs: vec![elector("x", "x", TRUE), elector("y", "y", Rate(3, 2))],
-        later: vec![],
         budget: Budget { fail: 2, delay: 1, ..Budget::default() },
-        writes_only: false,
-        fresh: false,
-        timings: Timings::SHORT,
         depth: 10,
+        ..Scenario::default()
     };
     assert!(!s.timings.bounds(s.procs.iter().map(|p| p.rate)), "the clocks are within the bound");
     let found = std::panic::catch_unwind(|| explore(&s)).expect_err("two leaders");
