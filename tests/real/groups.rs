@@ -6,6 +6,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use crossbeam_channel::Receiver;
+
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube_watcher::{Api, Client, Config, KubeconfigOptions, ListParams, ShardGroup, Watcher};
@@ -72,6 +74,20 @@ fn settle(what: &str, api: &Api<Pod>, all: &[&Member], holders: &[&Member]) {
         let held: Vec<BTreeSet<String>> = holders.iter().map(|m| uids(m)).collect();
         let union: BTreeSet<String> = held.iter().flatten().cloned().collect();
         union == server && held.iter().map(BTreeSet::len).sum::<usize>() == server.len()
+    });
+}
+
+/// Waits until `events` has brought the `Delete` of `n` distinct pods: a follower that let go
+/// of its share dropped each pod itself.
+fn every_delete_arrives(events: &Receiver<kube_watcher::Result<kube_watcher::Event<Pod>>>, n: usize) {
+    let mut deleted = BTreeSet::new();
+    until("the follower drops every pod", || {
+        while let Ok(event) = events.try_recv() {
+            if let Ok(kube_watcher::Event::Delete(p)) = event {
+                deleted.insert(p.metadata.uid.clone().unwrap());
+            }
+        }
+        deleted.len() == n
     });
 }
 
@@ -164,15 +180,7 @@ fn a_follower_whose_list_hangs_still_lets_go_when_its_lead_ends() {
     // a's store reads empty from the end of its lead whatever its follower does; the
     // `Delete`s say that the follower let go itself, its list cut (uncut, it would hang for
     // the 70 s of a request's silence).
-    let mut deleted = BTreeSet::new();
-    until("a's follower drops every pod", || {
-        while let Ok(event) = a.watcher.try_recv() {
-            if let Ok(kube_watcher::Event::Delete(p)) = event {
-                deleted.insert(p.metadata.uid.clone().unwrap());
-            }
-        }
-        deleted.len() == 20
-    });
+    every_delete_arrives(a.watcher.receiver(), 20);
     settle("b holds every pod", &api, &[&a, &b], &[&b]);
     a.pods.hold_answers(false);
 }
@@ -209,13 +217,5 @@ fn a_stopped_members_held_up_follower_reads_empty_at_once() {
     assert_eq!(held(), 0, "a's store reads empty once its member stopped");
     assert!(watcher.store().is_empty() && watcher.store().snapshot().is_empty());
     assert_eq!(slow.len(), queued, "the follower is still held up: it delivered nothing since");
-    let mut deleted = BTreeSet::new();
-    until("the follower drops every pod", || {
-        while let Ok(event) = slow.try_recv() {
-            if let Ok(kube_watcher::Event::Delete(p)) = event {
-                deleted.insert(p.metadata.name.clone().unwrap());
-            }
-        }
-        deleted.len() == 22
-    });
+    every_delete_arrives(&slow, 22);
 }
